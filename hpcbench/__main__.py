@@ -1,0 +1,3 @@
+from hpcbench.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,42 @@
+"""Command line: `python -m hpcbench <command>`.
+
+Each command lives in its own module, which exposes `register(subparsers)`;
+the parser it adds carries a `func(args) -> int` default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from hpcbench.errors import UsageError
+
+# Modules that add sub-commands, in the order `--help` lists them.
+COMMAND_MODULES = [
+    "hpcbench.deploy",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hpcbench",
+        description="Build testbeds for distributed deep learning and measure how training scales.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as err:
+        print(f"hpcbench: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("hpcbench: interrupted", file=sys.stderr)
+        return 130
