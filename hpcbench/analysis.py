@@ -1,0 +1,241 @@
+"""Statistics over the results store: throughput, speedup, efficiency, CIs, jitter.
+
+Definitions (DESIGN.md, "Measurement method"): a window's time is the slowest
+rank's; throughput X = workers * batch * steps / t; speedup S(N) = X(N)/X(1);
+efficiency E(N) = X(N) / (N * X(1)) with N workers; inter-node efficiency
+uses one full node as the base. CIs are Student-t 95% intervals: over
+repeats when there are two or more, else over one run's windows; the CIs of
+X(N) and X(1) propagate into E to first order.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from hpcbench import prediction
+
+# Fields that name a scaling series; nodes and workers vary along it.
+SERIES_FIELDS = ("env", "model", "backend", "batch", "image_size", "data", "gpus_per_node")
+
+# Two-sided 95% Student-t quantiles t(0.975, df) for df = 1..30.
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t975(df: int) -> float:
+    if df < 1:
+        raise ValueError("a confidence interval needs at least two values")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    # Beyond the table t approaches the normal quantile; 2.042 at 30, 1.960 at infinity.
+    return 1.960 + (2.042 - 1.960) * 30 / df
+
+
+def mean_ci95(values: list[float]) -> tuple[float, float]:
+    """Mean and half-width of its 95% CI (0 for fewer than two values)."""
+    if not values:
+        raise ValueError("no values")
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, 0.0
+    return mean, t975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def jitter(values: list[float]) -> float:
+    """Robust spread: 1.4826 * median absolute deviation (equals sigma for normal data)."""
+    if not values:
+        return 0.0
+    med = statistics.median(values)
+    return 1.4826 * statistics.median(abs(v - med) for v in values)
+
+
+def window_throughputs(run: dict[str, Any]) -> list[float]:
+    images = run["workers"] * run["batch"] * run["steps"]
+    return [images / t for t in run["window_times"]]
+
+
+def run_stats(run: dict[str, Any]) -> dict[str, float]:
+    """Throughput of one run (one configuration, one repeat) from its windows."""
+    xs = window_throughputs(run)
+    mean, ci = mean_ci95(xs)
+    workers = run["workers"]
+    return {
+        "images_per_sec": mean,
+        "ci95": ci,
+        "images_per_sec_per_worker": mean / workers,
+        "jitter": jitter(xs),
+        "step_time_s": statistics.fmean(run["window_times"]) / run["steps"],
+    }
+
+
+def ratio_ci(num: float, num_ci: float, den: float, den_ci: float) -> float:
+    """Half-width of num/den from independent half-widths (first-order propagation)."""
+    if num == 0 or den == 0:
+        return 0.0
+    return abs(num / den) * math.hypot(num_ci / num, den_ci / den)
+
+
+@dataclass
+class ConfigSummary:
+    env: str
+    model: str
+    backend: str
+    batch: int
+    image_size: int
+    data: str
+    gpus_per_node: int
+    nodes: int
+    workers: int
+    runs: int
+    failed: int
+    images_per_sec: float | None = None
+    ci95: float | None = None
+    ci95_windows: float | None = None
+    images_per_sec_per_worker: float | None = None
+    jitter: float | None = None
+    step_time_s: float | None = None
+    speedup: float | None = None
+    efficiency: float | None = None
+    efficiency_ci95: float | None = None
+    internode_efficiency: float | None = None
+    internode_efficiency_ci95: float | None = None
+    predicted_efficiency_low: float | None = None
+    predicted_efficiency_high: float | None = None
+    allreduce_s: float | None = None
+    busbw: float | None = None
+    data_fraction: float | None = None
+    weights_in_sync: bool | None = None
+    errors: list[str] | None = None
+
+    @property
+    def series(self) -> tuple:
+        return tuple(getattr(self, f) for f in SERIES_FIELDS)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def series_key(record: dict[str, Any]) -> tuple:
+    return tuple(record.get(f) for f in SERIES_FIELDS)
+
+
+def _summarise_config(runs: list[dict[str, Any]]) -> ConfigSummary:
+    first = runs[0]
+    ok = [r for r in runs if r.get("status") == "ok" and r.get("window_times")]
+    summary = ConfigSummary(
+        **{f: first.get(f) for f in SERIES_FIELDS},
+        nodes=first["nodes"],
+        workers=first["workers"],
+        runs=len(ok),
+        failed=len(runs) - len(ok),
+        errors=[r.get("error", "")[-300:] for r in runs if r.get("status") != "ok"] or None,
+    )
+    if not ok:
+        return summary
+    per_run = [run_stats(r) for r in ok]
+    means = [s["images_per_sec"] for s in per_run]
+    mean, ci = mean_ci95(means)
+    ci_windows = statistics.fmean(s["ci95"] for s in per_run)
+    summary.images_per_sec = mean
+    summary.ci95 = ci if len(ok) >= 2 else ci_windows
+    summary.ci95_windows = ci_windows
+    summary.images_per_sec_per_worker = mean / summary.workers
+    summary.jitter = jitter([x for r in ok for x in window_throughputs(r)])
+    summary.step_time_s = statistics.fmean(s["step_time_s"] for s in per_run)
+    fractions = [r["data_time_fraction"] for r in ok if r.get("data_time_fraction") is not None]
+    summary.data_fraction = statistics.fmean(fractions) if fractions else None
+    summary.weights_in_sync = all(r.get("weights_in_sync") is True for r in ok)
+    return summary
+
+
+def _matching_probe(probes: list[dict[str, Any]], s: ConfigSummary) -> dict[str, Any] | None:
+    """The latest probe on the same env and worker count, same backend preferred."""
+    candidates = [
+        p for p in probes
+        if p.get("status") == "ok" and p.get("env") == s.env and p.get("workers") == s.workers
+    ]  # fmt: skip
+    same_backend = [p for p in candidates if p.get("backend") == s.backend]
+    chosen = same_backend or candidates
+    return chosen[-1] if chosen else None
+
+
+def _grad_bytes(runs: list[dict[str, Any]]) -> float | None:
+    sizes = [r["allreduce_bytes"] for r in runs if r.get("allreduce_bytes")]
+    return float(sizes[-1]) if sizes else None
+
+
+def _add_scaling(
+    series: list[ConfigSummary], runs: list[dict[str, Any]], probes: list[dict[str, Any]]
+) -> None:
+    base = next((s for s in series if s.workers == 1 and s.images_per_sec), None)
+    full_node = max(
+        (s for s in series if s.nodes == 1 and s.images_per_sec),
+        key=lambda s: s.workers,
+        default=None,
+    )
+    grad_bytes = _grad_bytes(runs)
+    for s in series:
+        if not s.images_per_sec:
+            continue
+        if base is not None:
+            s.speedup = s.images_per_sec / base.images_per_sec
+            s.efficiency = s.speedup / s.workers
+            s.efficiency_ci95 = (
+                0.0 if s is base
+                else ratio_ci(s.images_per_sec, s.ci95 or 0.0, base.images_per_sec,
+                              base.ci95 or 0.0) / s.workers
+            )  # fmt: skip
+        if full_node is not None:
+            scale = s.workers / full_node.workers
+            s.internode_efficiency = s.images_per_sec / (scale * full_node.images_per_sec)
+            s.internode_efficiency_ci95 = (
+                0.0 if s is full_node
+                else ratio_ci(s.images_per_sec, s.ci95 or 0.0, full_node.images_per_sec,
+                              full_node.ci95 or 0.0) / scale
+            )  # fmt: skip
+        if s.workers == 1 and base is not None:
+            s.predicted_efficiency_low = s.predicted_efficiency_high = 1.0
+            s.allreduce_s = 0.0
+            continue
+        probe = _matching_probe(probes, s)
+        model = prediction.link_model(probe) if probe else None
+        if model is None or base is None or grad_bytes is None:
+            continue
+        p = prediction.predict(base.step_time_s, grad_bytes, model)
+        s.predicted_efficiency_low = p["efficiency_low"]
+        s.predicted_efficiency_high = p["efficiency_high"]
+        s.allreduce_s = p["allreduce_s"]
+        s.busbw = p["busbw"]
+
+
+def _sort_key(key: tuple) -> tuple:
+    """Numbers in numeric order, everything else by text (values may be None)."""
+    return tuple((0, v, "") if isinstance(v, int | float) else (1, 0, str(v)) for v in key)
+
+
+def summarise(
+    runs: list[dict[str, Any]], probes: list[dict[str, Any]] | None = None
+) -> list[ConfigSummary]:
+    """One summary per configuration, ordered by series then workers."""
+    by_config: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        by_config[(*series_key(r), r["nodes"], r["workers"])].append(r)
+    by_series: dict[tuple, list[ConfigSummary]] = defaultdict(list)
+    runs_by_series: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for config_runs in by_config.values():
+        summary = _summarise_config(config_runs)
+        by_series[summary.series].append(summary)
+        runs_by_series[summary.series].extend(config_runs)
+    result: list[ConfigSummary] = []
+    for key in sorted(by_series, key=_sort_key):
+        series = sorted(by_series[key], key=lambda s: (s.workers, s.nodes))
+        _add_scaling(series, runs_by_series[key], probes or [])
+        result.extend(series)
+    return result

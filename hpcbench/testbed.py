@@ -1,0 +1,167 @@
+"""Where a sweep runs: the nodes of a deployed environment, a host list, or this machine.
+
+A deployed environment is read from its Ansible inventory
+(`.hpcbench/<env>/inventory.yml`, written by terraform/modules/inventory);
+nothing here knows which testbed produced it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcbench import paths
+from hpcbench.errors import UsageError
+from hpcbench.specs import HostSlots
+
+LOCALHOST = "localhost"
+DEFAULT_PYTHON = "/opt/hpcbench/venv/bin/python"
+DEFAULT_BENCH_DIR = "/opt/hpcbench/bench"
+
+
+@dataclass(frozen=True)
+class SshAccess:
+    """How the controller reaches one node: what ssh needs, nothing else."""
+
+    host: str
+    port: int = 22
+    user: str | None = None
+    key_file: str | None = None
+    extra_args: tuple[str, ...] = ()
+
+    def argv(self) -> list[str]:
+        args = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
+        # Testbed nodes are recreated often; their host keys change with them.
+        args += ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
+        args += ["-o", "LogLevel=ERROR", "-p", str(self.port)]
+        if self.key_file:
+            args += ["-i", self.key_file]
+        args += list(self.extra_args)
+        args.append(f"{self.user}@{self.host}" if self.user else self.host)
+        return args
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str  # how the other nodes reach it (testbed-internal name)
+    address: str
+    gpus: int
+    access: SshAccess | None  # None: this machine
+
+
+@dataclass
+class Testbed:
+    env: str
+    nodes: list[Node]
+    head: str
+    python: str = sys.executable
+    bench_dir: str = str(paths.BENCH_DIR)
+    iface: str = ""
+    link_rate: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def local(self) -> bool:
+        return all(n.access is None for n in self.nodes)
+
+    def slots(self, node: Node, per_node: int | None = None) -> int:
+        """Workers on a node: --gpus-per-node if given, else its GPUs, else one process."""
+        return per_node or max(1, node.gpus)
+
+    def head_node(self) -> Node:
+        return next(n for n in self.nodes if n.name == self.head)
+
+
+def _ssh_extra(common_args: str) -> tuple[str, ...]:
+    return tuple(shlex.split(common_args)) if common_args else ()
+
+
+def from_inventory(data: dict[str, Any], source: str = "inventory") -> Testbed:
+    """Build a Testbed from the parsed inventory (shape: terraform/modules/inventory)."""
+    try:
+        top = data["all"]
+        vars_ = top.get("vars") or {}
+        hosts = top.get("hosts") or {}
+        listed = vars_["testbed_nodes"]
+        head = vars_["testbed_head"]
+    except (KeyError, TypeError) as err:
+        raise UsageError(f"{source}: not an hpcbench inventory (missing {err})") from err
+    nodes = []
+    for entry in listed:
+        name = entry["name"]
+        host = hosts.get(name)
+        if host is None:
+            raise UsageError(f"{source}: node {name} is listed in testbed_nodes but not in hosts")
+        access = SshAccess(
+            host=str(host.get("ansible_host", name)),
+            port=int(host.get("ansible_port", 22)),
+            user=host.get("ansible_user"),
+            key_file=host.get("ansible_ssh_private_key_file"),
+            extra_args=_ssh_extra(host.get("ansible_ssh_common_args", "")),
+        )
+        gpus = int(entry.get("gpus", host.get("node_gpus", 0)) or 0)
+        nodes.append(Node(name, str(entry.get("address", name)), gpus, access))
+    if not nodes:
+        raise UsageError(f"{source}: testbed_nodes is empty")
+    if head not in {n.name for n in nodes}:
+        raise UsageError(f"{source}: testbed_head {head} is not among testbed_nodes")
+    return Testbed(
+        env=str(vars_.get("hpcbench_env", "")),
+        nodes=nodes,
+        head=head,
+        python=str(vars_.get("hpcbench_python") or DEFAULT_PYTHON),
+        bench_dir=str(vars_.get("hpcbench_bench_dir") or DEFAULT_BENCH_DIR),
+        iface=str(vars_.get("hpcbench_iface") or ""),
+        link_rate=str(vars_.get("link_rate") or ""),
+    )
+
+
+def load_inventory(path: Path) -> Testbed:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise UsageError(f"cannot read {path}: {err.strerror}") from err
+    except yaml.YAMLError as err:
+        raise UsageError(f"{path}: not valid YAML ({err})") from err
+    return from_inventory(data, str(path))
+
+
+def for_env(env: str) -> Testbed:
+    """The testbed of a deployed environment; 'localhost' is this machine."""
+    if env == LOCALHOST:
+        return localhost()
+    paths.env_dir(env)  # unknown names: UsageError listing the known ones
+    inventory = paths.inventory_path(env)
+    if not inventory.is_file():
+        raise UsageError(f"environment {env} is not deployed ({inventory} missing): "
+                         f"run make deploy ENV={env}")  # fmt: skip
+    testbed = load_inventory(inventory)
+    testbed.env = testbed.env or env
+    return testbed
+
+
+def localhost(cores: int | None = None) -> Testbed:
+    """Worker processes on this machine: each 'node' is one process, up to one per core."""
+    cores = cores or os.cpu_count() or 1
+    nodes = [Node(LOCALHOST, "127.0.0.1", 0, None) for _ in range(cores)]
+    return Testbed(env=LOCALHOST, nodes=nodes, head=LOCALHOST, iface="lo")
+
+
+def from_hosts(hosts: list[HostSlots], user: str | None = None) -> Testbed:
+    """An ad-hoc host list reached with the user's own SSH setup.
+
+    The nodes must see this checkout's bench/ and Python at the same paths
+    (a shared file system, as on most clusters).
+    """
+    nodes = [
+        Node(h.name, h.name, h.slots,
+             None if h.name == LOCALHOST else SshAccess(host=h.name, user=user))
+        for h in hosts
+    ]  # fmt: skip
+    return Testbed(env="hosts", nodes=nodes, head=hosts[0].name)

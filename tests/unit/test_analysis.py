@@ -1,0 +1,102 @@
+import statistics
+
+import pytest
+
+from hpcbench import analysis, prediction
+
+
+def test_t_quantiles_and_ci():
+    assert analysis.t975(1) == 12.706
+    assert analysis.t975(30) == 2.042
+    assert 1.96 < analysis.t975(1000) < 1.97
+    mean, half = analysis.mean_ci95([10.0, 12.0, 14.0])
+    assert mean == 12.0
+    assert half == pytest.approx(4.303 * 2.0 / 3**0.5)
+    assert analysis.mean_ci95([5.0]) == (5.0, 0.0)
+    with pytest.raises(ValueError):
+        analysis.mean_ci95([])
+
+
+def test_jitter_is_robust_to_one_outlier():
+    values = [100.0, 101.0, 99.0, 100.0, 1000.0]
+    assert analysis.jitter(values) == pytest.approx(1.4826)
+    assert statistics.stdev(values) > 300
+
+
+def _run(nodes, workers, window_times, repeat=0, batch=8, steps=10, **extra):
+    return {"kind": "run", "status": "ok", "env": "e", "model": "m", "backend": "ddp",
+            "batch": batch, "image_size": 32, "data": "synthetic", "gpus_per_node": 1,
+            "nodes": nodes, "workers": workers, "repeat": repeat, "steps": steps,
+            "window_times": window_times, "weights_in_sync": True, "allreduce_bytes": 4e6,
+            **extra}  # fmt: skip
+
+
+def test_run_stats_use_the_slowest_rank_window_times():
+    stats = analysis.run_stats(_run(2, 2, [1.0, 1.0, 2.0]))
+    # 2 workers * 8 images * 10 steps = 160 images per window.
+    assert stats["images_per_sec"] == pytest.approx((160 + 160 + 80) / 3)
+    assert stats["images_per_sec_per_worker"] == pytest.approx(400 / 3 / 2)
+    assert stats["step_time_s"] == pytest.approx(4 / 3 / 10)
+
+
+def test_speedup_efficiency_and_propagated_ci():
+    runs = [
+        _run(1, 1, [1.0, 1.0], repeat=0),
+        _run(1, 1, [1.0, 1.0], repeat=1),  # X(1) = 80 img/s exactly, CI 0
+        _run(2, 2, [1.25, 1.25], repeat=0),  # X = 128
+        _run(2, 2, [1.0, 1.0], repeat=1),  # X = 160
+        _run(4, 4, [2.0, 2.0], repeat=0, status="failed", error="Traceback...\nboom"),
+    ]
+    by_workers = {s.workers: s for s in analysis.summarise(runs)}
+    base, two, four = by_workers[1], by_workers[2], by_workers[4]
+    assert base.images_per_sec == 80 and base.efficiency == 1.0 and base.efficiency_ci95 == 0
+    assert two.images_per_sec == pytest.approx(144)
+    assert two.speedup == pytest.approx(1.8)
+    assert two.efficiency == pytest.approx(0.9)
+    # Repeats give the CI: t(1) * stdev([128, 160]) / sqrt(2); E's CI scales with it.
+    x_ci = 12.706 * statistics.stdev([128, 160]) / 2**0.5
+    assert two.ci95 == pytest.approx(x_ci)
+    assert two.efficiency_ci95 == pytest.approx(x_ci / 80 / 2)
+    assert four.runs == 0 and four.failed == 1 and "boom" in four.errors[0]
+    assert four.efficiency is None
+
+
+def test_single_repeat_uses_window_ci_and_internode_base_is_a_full_node():
+    runs = [
+        _run(1, 1, [1.0, 1.0]),
+        _run(1, 2, [1.0, 1.1, 0.9], gpus_per_node=2),
+        _run(2, 4, [1.0, 1.0], gpus_per_node=2),
+    ]
+    # Different gpus_per_node are different series; give them all the same for this test.
+    for r in runs:
+        r["gpus_per_node"] = 2
+    s = {x.workers: x for x in analysis.summarise(runs)}
+    xs = [160 / t for t in (1.0, 1.1, 0.9)]
+    assert s[2].ci95 == pytest.approx(analysis.mean_ci95(xs)[1])
+    assert s[4].internode_efficiency == pytest.approx(320 / (2 * s[2].images_per_sec))
+    assert s[2].internode_efficiency == 1.0
+    assert s[4].efficiency == pytest.approx(320 / (4 * 80))
+
+
+def test_prediction_band_uses_probe_baseline_step_time_and_gradient_bytes():
+    probe_model = prediction.LinkModel(2, 0.0, 1e8)
+    probe = {"kind": "probe", "status": "ok", "env": "e", "backend": "ddp", "workers": 2,
+             "results": [{"bytes": s, "time_s": probe_model.allreduce_time(s),
+                          "busbw": 1e8} for s in (1 << 26,)]}  # fmt: skip
+    runs = [_run(1, 1, [1.0]), _run(2, 2, [1.0])]  # T1 = 0.1 s per step
+    s = {x.workers: x for x in analysis.summarise(runs, [probe])}
+    t_ar = 4e6 / 1e8  # ring factor 1 for 2 workers
+    assert s[2].allreduce_s == pytest.approx(t_ar)
+    assert s[2].predicted_efficiency_low == pytest.approx(0.1 / (0.1 + t_ar))
+    assert s[2].predicted_efficiency_high == 1.0
+    assert s[2].busbw == 1e8
+    assert s[1].predicted_efficiency_low == s[1].predicted_efficiency_high == 1.0
+    # Without a probe on two workers there is no band.
+    assert analysis.summarise(runs)[1].predicted_efficiency_low is None
+
+
+def test_series_are_separate():
+    runs = [_run(1, 1, [1.0], batch=8), _run(1, 1, [2.0], batch=16)]
+    out = analysis.summarise(runs)
+    assert [(s.batch, s.images_per_sec) for s in out] == [(8, 80), (16, 80)]
+    assert all(s.efficiency == 1.0 for s in out)

@@ -1,0 +1,60 @@
+import pytest
+
+from hpcbench import prediction
+
+
+def test_busbw_follows_nccl_tests_definition():
+    # 8 workers, 100 MB in 0.1 s: algbw 1 GB/s, busbw 2*7/8 = 1.75 GB/s.
+    assert prediction.busbw(100e6, 0.1, 8) == pytest.approx(1.75e9)
+    assert prediction.ring_factor(2) == 1.0
+
+
+def test_resnet50_on_1gbit_ring_of_10_matches_the_reference_estimate():
+    # TESTBEDS.md: ~102 MB of gradients, 10 nodes, 1 Gbit/s -> about 1.5 s.
+    model = prediction.LinkModel(workers=10, latency_s=0.0, busbw=1e9 / 8)
+    assert model.allreduce_time(102e6) == pytest.approx(1.47, abs=0.02)
+    assert prediction.LinkModel(10, 0.0, 10e9 / 8).allreduce_time(102e6) == pytest.approx(
+        0.147, abs=0.002
+    )
+
+
+def test_latency_term():
+    model = prediction.LinkModel(workers=4, latency_s=1e-3, busbw=1e12)
+    assert model.allreduce_time(0) == pytest.approx(6e-3)
+    assert prediction.LinkModel(1, 1.0, 1.0).allreduce_time(1e9) == 0.0
+
+
+def test_efficiency_band():
+    # Communication shorter than compute: full overlap hides it entirely.
+    assert prediction.efficiency_band(1.0, 0.5) == pytest.approx((1 / 1.5, 1.0))
+    # Communication longer than compute: even full overlap leaves T_ar.
+    assert prediction.efficiency_band(1.0, 2.0) == pytest.approx((1 / 3, 0.5))
+    with pytest.raises(ValueError):
+        prediction.efficiency_band(0.0, 1.0)
+
+
+def _probe(workers, points):
+    results = [
+        {"bytes": s, "time_s": t, "busbw": prediction.busbw(s, t, workers)} for s, t in points
+    ]
+    return {"kind": "probe", "status": "ok", "workers": workers, "results": results}
+
+
+def test_link_model_from_probe_recovers_alpha_and_beta():
+    a, bw, n = 50e-6, 1e9, 4
+    truth = prediction.LinkModel(n, a, bw)
+    sizes = [1024, 1 << 20, 1 << 24, 1 << 27]
+    probe = _probe(n, [(s, truth.allreduce_time(s)) for s in sizes])
+    fitted = prediction.link_model(probe)
+    assert fitted.latency_s == pytest.approx(a, rel=0.01)
+    # The largest message still pays 6 latencies: busbw there is slightly below B.
+    assert fitted.busbw == pytest.approx(bw, rel=0.01)
+    assert prediction.link_model(_probe(1, [(1024, 1e-5)])) is None
+    assert prediction.link_model({"workers": 4, "results": []}) is None
+
+
+def test_predict_combines_the_pieces():
+    p = prediction.predict(0.2, 100e6, prediction.LinkModel(2, 0.0, 1e9))
+    assert p["allreduce_s"] == pytest.approx(0.1)
+    assert p["efficiency_low"] == pytest.approx(0.2 / 0.3)
+    assert p["efficiency_high"] == 1.0
