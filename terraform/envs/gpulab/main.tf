@@ -1,0 +1,55 @@
+# ENV=gpulab: GPU jobs on imec GPULab, as `topology` = <jobs>x<gpus per job>:
+# 1x10 (one job, ten GPUs on one machine) or 10x1 (ten jobs, one GPU each).
+locals {
+  env            = "gpulab"
+  state_dir      = var.state_dir != "" ? var.state_dir : abspath("${path.root}/../../../.hpcbench/${local.env}")
+  inventory_path = var.inventory_path != "" ? var.inventory_path : "${local.state_dir}/inventory.yml"
+  shape          = [for n in split("x", var.topology) : tonumber(n)]
+}
+
+module "testbed" {
+  source              = "../../modules/gpulab"
+  project             = var.project
+  pem_path            = var.pem_path
+  pem_password        = var.pem_password
+  jobs                = local.shape[0]
+  gpus_per_job        = local.shape[1]
+  cluster_id          = var.cluster_id
+  gpu_models          = var.gpu_models
+  max_duration        = var.max_duration
+  stack_image         = var.stack_image
+  ssh_public_key_file = var.ssh_public_key_file
+  use_proxy           = var.use_proxy
+  state_dir           = local.state_dir
+}
+
+module "inventory" {
+  source               = "../../modules/inventory"
+  env                  = local.env
+  nodes                = module.testbed.nodes
+  ssh_private_key_file = var.ssh_private_key_file
+  path                 = local.inventory_path
+  vars = {
+    # A GPULab job already is the stack container: no host roles (driver,
+    # Docker, enroot, NFS); project storage is the shared directory.
+    enable_docker       = false
+    enable_nvidia       = false
+    enable_enroot       = false
+    enable_nfs          = false
+    enable_jupyter      = false # GPULab offers its own JupyterHub
+    enable_stack        = true
+    enable_link_shaping = false
+    enable_ssh_mesh     = true
+    enable_slurm        = false
+    stack_mode          = "image"
+    stack_image         = var.stack_image
+    link_rate           = ""
+    gpulab_topology     = module.testbed.topology
+    shared_dir          = "/project"
+    hpcbench_state_dir  = local.state_dir
+    hpcbench_iface      = "eth0" # the container's only interface
+    hpcbench_python     = "/opt/hpcbench/venv/bin/python"
+    hpcbench_bench_dir  = "/opt/hpcbench/bench"
+    hpcbench_launcher   = "horovodrun"
+  }
+}

@@ -1,0 +1,1 @@
+../virtualwall/outputs.tf

@@ -1,0 +1,1 @@
+../virtualwall/variables.tf

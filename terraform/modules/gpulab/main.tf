@@ -1,0 +1,133 @@
+# GPULab testbed: `jobs` jobs of `gpus_per_job` GPUs each. Terraform renders
+# one job definition (version 2) per job, submits it with gpulab-cli from
+# terraform_data, reads the running job's state (`gpulab-cli jobs ID -r`) back
+# into the `nodes` contract, and cancels the job at destroy.
+locals {
+  state_dir  = abspath(pathexpand(var.state_dir))
+  topology   = "${var.jobs}x${var.gpus_per_job}"
+  public_key = trimspace(file(var.ssh_public_key_file))
+
+  # The job's own sshd: the key goes in from the environment (not baked into
+  # the image), then sshd runs in the foreground and keeps the job alive.
+  command = join(" && ", [
+    "mkdir -p /root/.ssh /run/sshd",
+    "chmod 700 /root/.ssh",
+    "printf '%s\\n' \"$HPCBENCH_SSH_PUBKEY\" >> /root/.ssh/authorized_keys",
+    "chmod 600 /root/.ssh/authorized_keys",
+    "exec /usr/sbin/sshd -D -e -p ${var.stack_ssh_port}",
+  ])
+
+  jobs = [for i in range(var.jobs) : {
+    name = format("job%d", i)
+    file = "${local.state_dir}/gpulab-job${i}.json"
+    definition = {
+      name        = "${var.name_prefix}-${local.topology}-job${i}"
+      description = "hpcbench ${local.topology}: job ${i + 1} of ${var.jobs}"
+      request = {
+        resources = merge(
+          {
+            gpus        = var.gpus_per_job
+            cpus        = var.gpus_per_job * var.cpus_per_gpu
+            cpuMemoryGb = var.gpus_per_job * var.memory_gb_per_gpu
+          },
+          var.cluster_id == null ? {} : { clusterId = var.cluster_id },
+          length(var.gpu_models) == 0 ? {} : { gpuModel = var.gpu_models },
+          var.min_cuda_version == null ? {} : { minCudaVersion = var.min_cuda_version },
+        )
+        docker = {
+          image   = var.stack_image
+          command = local.command
+          environment = {
+            HPCBENCH_SSH_PUBKEY = local.public_key
+            HPCBENCH_TOPOLOGY   = local.topology
+            HPCBENCH_JOB_INDEX  = i
+          }
+          storage = [{
+            hostPath      = var.project_storage.host_path
+            containerPath = var.project_storage.container_path
+          }]
+          portMappings = [{ containerPort = var.stack_ssh_port }]
+        }
+        scheduling = {
+          interactive = var.interactive
+          maxDuration = var.max_duration
+        }
+        extra = {
+          sshPubKeys = [local.public_key]
+        }
+      }
+    }
+  }]
+}
+
+resource "local_file" "job" {
+  count           = var.jobs
+  filename        = local.jobs[count.index].file
+  content         = jsonencode(local.jobs[count.index].definition)
+  file_permission = "0644"
+}
+
+resource "terraform_data" "job" {
+  count = var.jobs
+  # A changed definition is a new job: GPULab jobs cannot be edited.
+  triggers_replace = [sha256(local_file.job[count.index].content), var.project]
+
+  # Only what the destroy-time provisioner needs (it may read nothing but self).
+  input = {
+    script     = abspath("${path.module}/scripts/gpulab.sh")
+    gpulab_cli = var.gpulab_cli
+    pem_path   = abspath(pathexpand(var.pem_path))
+    id_file    = "${local.state_dir}/gpulab-job${count.index}.id"
+  }
+
+  provisioner "local-exec" {
+    command = "'${self.input.script}' submit '${local.jobs[count.index].file}' '${self.input.id_file}' '${local.state_dir}/gpulab-job${count.index}.state.json'"
+    environment = {
+      GPULAB_CLI     = self.input.gpulab_cli
+      GPULAB_CERT    = self.input.pem_path
+      GPULAB_PROJECT = var.project
+      # Plain environment so the CLI's progress stays visible; neither logged
+      # nor kept in the state.
+      GPULAB_PASSWORD = nonsensitive(var.pem_password)
+    }
+  }
+
+  provisioner "local-exec" {
+    when    = destroy
+    command = "'${self.input.script}' cancel '${self.input.id_file}'"
+    environment = {
+      GPULAB_CLI  = self.input.gpulab_cli
+      GPULAB_CERT = self.input.pem_path
+    }
+  }
+}
+
+# What GPULab reports for each running job (`gpulab-cli jobs ID -r`).
+data "local_file" "job_state" {
+  count      = var.jobs
+  filename   = "${local.state_dir}/gpulab-job${count.index}.state.json"
+  depends_on = [terraform_data.job]
+}
+
+locals {
+  reported = [for s in data.local_file.job_state : jsondecode(s.content).state.resources]
+  # Host port GPULab published for the job's own sshd, per job (empty if none).
+  published = [for r in local.reported : [
+    for m in try(r.portMappings, []) : m.hostPort
+    if m.containerPort == var.stack_ssh_port && try(m.hostPort, null) != null
+  ]]
+
+  nodes = [for i, r in local.reported : {
+    name    = local.jobs[i].name
+    address = r.slaveHost
+    # The job's own sshd (root, the controller key) on its published port;
+    # GPULab's built-in SSH endpoint only if no port came back.
+    ssh_host   = length(local.published[i]) > 0 ? r.slaveHost : r.sshHost
+    ssh_port   = length(local.published[i]) > 0 ? local.published[i][0] : r.sshPort
+    ssh_user   = length(local.published[i]) > 0 ? "root" : r.sshUsername
+    role       = i == 0 ? "head" : "worker"
+    gpus       = var.gpus_per_job
+    kind       = "job"
+    proxy_jump = var.use_proxy ? format("%s@%s:%d", r.sshProxyUsername, r.sshProxyHost, try(r.sshProxyPort, 22)) : null
+  }]
+}

@@ -1,0 +1,114 @@
+variable "name" {
+  description = "Prefix of every resource name."
+  type        = string
+  default     = "hpcbench"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{0,30}$", var.name))
+    error_message = "name must be 1-31 lower-case letters, digits or '-', starting with a letter."
+  }
+}
+
+variable "node_count" {
+  description = "Number of instances (the first is the head)."
+  type        = number
+
+  validation {
+    condition     = floor(var.node_count) == var.node_count && var.node_count >= 1 && var.node_count <= 32
+    error_message = "node_count must be a whole number from 1 to 32."
+  }
+}
+
+variable "image_name" {
+  description = "Glance image of every instance (`openstack image list`)."
+  type        = string
+
+  validation {
+    condition     = length(var.image_name) > 0
+    error_message = "image_name must name an image from `openstack image list`: set TF_VAR_image_name."
+  }
+}
+
+variable "flavor_name" {
+  description = "Flavor of every instance (`openstack flavor list`); a GPU flavor for GPU runs."
+  type        = string
+
+  validation {
+    condition     = length(var.flavor_name) > 0
+    error_message = "flavor_name must name a flavor from `openstack flavor list`: set TF_VAR_flavor_name."
+  }
+}
+
+variable "network_name" {
+  description = "Tenant network the instances join (`openstack network list`)."
+  type        = string
+
+  validation {
+    condition     = length(var.network_name) > 0
+    error_message = "network_name must name a network from `openstack network list`: set TF_VAR_network_name."
+  }
+}
+
+variable "floating_ip_pool" {
+  description = "External network for the head's floating IP; empty = no floating IP (the controller must reach the tenant network)."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.floating_ip_pool != null
+    error_message = "floating_ip_pool must be an external network name or empty."
+  }
+}
+
+variable "allowed_cidr" {
+  description = "The only source of SSH and Jupyter traffic (your address as a /32)."
+  type        = string
+
+  validation {
+    condition     = can(cidrnetmask(var.allowed_cidr)) && var.allowed_cidr != "0.0.0.0/0"
+    error_message = "allowed_cidr must be an IPv4 CIDR narrower than 0.0.0.0/0: set TF_VAR_allowed_cidr=<your address>/32."
+  }
+}
+
+variable "ssh_user" {
+  description = "Login user of the image."
+  type        = string
+  default     = "ubuntu"
+
+  validation {
+    condition     = can(regex("^[a-z_][a-z0-9_-]{0,31}$", var.ssh_user))
+    error_message = "ssh_user must be the image's login user, e.g. ubuntu."
+  }
+}
+
+variable "gpus_per_node" {
+  description = "GPUs of the flavor."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = floor(var.gpus_per_node) == var.gpus_per_node && var.gpus_per_node >= 0 && var.gpus_per_node <= 16
+    error_message = "gpus_per_node must be a whole number from 0 to 16."
+  }
+}
+
+variable "jupyter_port" {
+  description = "Port of JupyterLab on the head."
+  type        = number
+  default     = 8888
+
+  validation {
+    condition     = var.jupyter_port >= 1 && var.jupyter_port <= 65535
+    error_message = "jupyter_port must be a TCP port."
+  }
+}
+
+variable "ssh_public_key_file" {
+  description = "Controller public key registered as the instances' key pair."
+  type        = string
+
+  validation {
+    condition     = fileexists(var.ssh_public_key_file)
+    error_message = "ssh_public_key_file does not exist: run `hpcbench deploy`, which creates the controller key."
+  }
+}

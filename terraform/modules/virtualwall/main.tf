@@ -1,0 +1,152 @@
+# Virtual Wall testbed through jFed CLI 2: no Terraform provider exists for the
+# GENI AM API, so Terraform renders the RSpec and the jFed action files, runs
+# jFed from terraform_data (create) and its destroy-time provisioner (delete),
+# and reads jFed's Ansible inventory back into the `nodes` contract.
+locals {
+  domain            = "${var.testbed}.ilabt.iminds.be"
+  component_manager = "urn:publicid:IDN+${local.domain}+authority+cm"
+  state_dir         = abspath(pathexpand(var.state_dir))
+  link_name         = "lan0"
+
+  files = {
+    rspec         = "${local.state_dir}/virtualwall.rspec"
+    run_action    = "${local.state_dir}/jfed-run.yaml"
+    delete_action = "${local.state_dir}/jfed-delete.yaml"
+    ansible_dir   = "${local.state_dir}/jfed-ansible"
+    inventory     = "${local.state_dir}/jfed-inventory.ini"
+  }
+
+  # Everything known before jFed runs: names, experiment addresses, roles.
+  planned = [for i in range(var.node_count) : {
+    name    = format("node%d", i)
+    address = cidrhost(var.lan_cidr, i + 1)
+    role    = i == 0 ? "head" : "worker"
+  }]
+
+  bootstrap = templatefile("${path.module}/templates/bootstrap.sh.tftpl", {
+    ssh_user   = var.ssh_user
+    public_key = trimspace(file(var.ssh_public_key_file))
+  })
+
+  rspec = templatefile("${path.module}/templates/rspec.xml.tftpl", {
+    nodes             = local.planned
+    component_manager = local.component_manager
+    disk_image        = var.disk_image
+    hardware_type     = var.hardware_type
+    netmask           = cidrnetmask(var.lan_cidr)
+    link_name         = local.link_name
+    capacity_kbps     = var.link_capacity_mbps * 1000 # RSpec capacity is in kbit/s
+    bootstrap_b64     = base64encode(local.bootstrap)
+  })
+
+  action_vars = {
+    project         = var.project
+    slice_name      = var.slice_name
+    pem_path        = abspath(pathexpand(var.pem_path))
+    rspec_path      = local.files.rspec
+    ansible_dir     = local.files.ansible_dir
+    expire_time_min = var.expire_time_min
+    wait_ready_min  = var.wait_ready_min
+  }
+  run_action    = templatefile("${path.module}/templates/jfed-action.yaml.tftpl", merge(local.action_vars, { action = "RUN" }))
+  delete_action = templatefile("${path.module}/templates/jfed-action.yaml.tftpl", merge(local.action_vars, { action = "DELETE" }))
+}
+
+resource "local_file" "rspec" {
+  filename        = local.files.rspec
+  content         = local.rspec
+  file_permission = "0644"
+
+  lifecycle {
+    precondition {
+      condition     = var.disk_image == "" || strcontains(var.disk_image, "+${local.domain}+")
+      error_message = "disk_image belongs to another testbed than ${var.testbed}: use an image URN of ${local.domain} or leave disk_image empty."
+    }
+  }
+}
+
+resource "local_file" "run_action" {
+  filename        = local.files.run_action
+  content         = local.run_action
+  file_permission = "0600"
+}
+
+resource "local_file" "delete_action" {
+  filename        = local.files.delete_action
+  content         = local.delete_action
+  file_permission = "0600"
+}
+
+resource "terraform_data" "experiment" {
+  # A new RSpec means a new slice: jFed cannot change a running one.
+  triggers_replace = [sha256(local.rspec), var.project, var.slice_name, var.testbed]
+
+  # Only what the destroy-time provisioner needs (it may read nothing but self).
+  input = {
+    script        = abspath("${path.module}/scripts/jfed.sh")
+    java          = var.java
+    jar           = abspath(pathexpand(var.jfed_cli_jar))
+    delete_action = local.files.delete_action
+  }
+
+  provisioner "local-exec" {
+    command = "'${self.input.script}' '${local.files.run_action}'"
+    environment = {
+      JFED_JAVA = self.input.java
+      JFED_JAR  = self.input.jar
+      # Passed as plain environment so that jFed's progress stays visible; it is
+      # neither logged nor kept in the state.
+      JFED_PEM_PASSWORD = nonsensitive(var.pem_password)
+      JFED_ANSIBLE_DIR  = local.files.ansible_dir
+      JFED_INVENTORY    = local.files.inventory
+    }
+  }
+
+  provisioner "local-exec" {
+    when    = destroy
+    command = "'${self.input.script}' '${self.input.delete_action}'"
+    environment = {
+      JFED_JAVA = self.input.java
+      JFED_JAR  = self.input.jar
+    }
+  }
+
+  depends_on = [local_file.rspec, local_file.run_action, local_file.delete_action]
+}
+
+# What jFed reports: its Ansible inventory (INI), read after the slice is ready.
+data "local_file" "jfed_inventory" {
+  filename   = local.files.inventory
+  depends_on = [terraform_data.experiment]
+}
+
+locals {
+  inventory_lines = [
+    for l in split("\n", replace(data.local_file.jfed_inventory.content, "\r", "")) : trimspace(l)
+    if trimspace(l) != "" && !can(regex("^[\\[#;]", trimspace(l))) && !can(regex("^[^\\s=]+=", trimspace(l)))
+  ]
+  # host name => { ansible_host = ..., ansible_user = ..., ... }; a host listed in
+  # several groups contributes all its lines.
+  reported = {
+    for host, settings in {
+      for l in local.inventory_lines : regex("^(\\S+)", l)[0] => {
+        for kv in regexall("([A-Za-z_]+)=(\"[^\"]*\"|'[^']*'|\\S+)", l) : kv[0] => trim(kv[1], "\"'")
+      }...
+    } : host => merge(settings...)
+  }
+
+  nodes = [for n in local.planned : {
+    name    = n.name
+    address = n.address
+    # jFed's answer first (ansible_host, or the older ansible_ssh_host); the
+    # testbed's DNS scheme only if jFed left a node out.
+    ssh_host = try(local.reported[n.name].ansible_host, local.reported[n.name].ansible_ssh_host,
+    lower("${n.name}.${var.slice_name}.${var.project}.${local.domain}"))
+    ssh_port   = tonumber(try(local.reported[n.name].ansible_port, local.reported[n.name].ansible_ssh_port, 22))
+    ssh_user   = var.ssh_user
+    role       = n.role
+    gpus       = var.gpus_per_node
+    kind       = "vm"
+    proxy_jump = var.ssh_proxy_jump == "" ? null : var.ssh_proxy_jump
+  }]
+}
