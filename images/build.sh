@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Builds the images in order: base (pulled, or debootstrapped offline) ->
+# node (systemd + sshd, the local testbed's "VM") -> stack (torch + horovod +
+# jupyterlab from the wheelhouse). An image whose inputs did not change since
+# it was built is kept as it is (label org.hpcbench.inputs), so a re-run is fast.
+#
+#   images/build.sh [base|node|stack|all]
+# Environment: WHEELHOUSE (stack), EXTRA_CA_BUNDLE (a PEM bundle for sites
+# behind a TLS-intercepting proxy), NODE_TAG, STACK_TAG, BASE_IMAGE.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+BASE_IMAGE=${BASE_IMAGE:-debian:bookworm-slim}
+NODE_TAG=${NODE_TAG:-hpcbench/node:latest}
+STACK_TAG=${STACK_TAG:-hpcbench/stack:latest}
+what=${1:-all}
+
+inputs_hash() { # hash of files and build args that make an image
+  (cd "$here" && sha256sum "$@"; echo "$BASE_IMAGE ${EXTRA_CA_BUNDLE:+$(sha256sum < "$EXTRA_CA_BUNDLE")}") \
+    | sha256sum | cut -c1-16
+}
+
+up_to_date() { # tag hash
+  [[ "$(docker image inspect -f '{{ index .Config.Labels "org.hpcbench.inputs" }}' "$1" 2>/dev/null)" == "$2" ]]
+}
+
+stage_context() { # dir -> a temp build context with the CA bundle in it
+  local ctx
+  ctx=$(mktemp -d /var/tmp/hpcbench-ctx.XXXXXX)
+  cp -r "$here/$1/." "$ctx/"
+  if [[ -n "${EXTRA_CA_BUNDLE:-}" ]]; then cp "$EXTRA_CA_BUNDLE" "$ctx/extra-ca.crt"; else : > "$ctx/extra-ca.crt"; fi
+  echo "$ctx"
+}
+
+build_node() {
+  local hash ctx start
+  hash=$(inputs_hash node/Dockerfile node/ssh-host-keys.service)
+  if up_to_date "$NODE_TAG" "$hash"; then echo "image $NODE_TAG: up to date"; return; fi
+  echo "image $NODE_TAG: building"
+  start=$(date +%s)
+  ctx=$(stage_context node)
+  DOCKER_BUILDKIT=0 docker build -q --network host --build-arg BASE_IMAGE="$BASE_IMAGE" \
+    --label org.hpcbench.inputs="$hash" -t "$NODE_TAG" "$ctx" >/dev/null
+  rm -rf "$ctx"
+  echo "image $NODE_TAG: built in $(( $(date +%s) - start )) s"
+}
+
+build_stack() {
+  local hash ctx start
+  : "${WHEELHOUSE:?set WHEELHOUSE (see tools/wheelhouse.sh)}"
+  hash=$(inputs_hash stack/Dockerfile stack/requirements.txt node/Dockerfile node/ssh-host-keys.service)
+  if up_to_date "$STACK_TAG" "$hash"; then echo "image $STACK_TAG: up to date"; return; fi
+  echo "image $STACK_TAG: building (installs several GB of wheels)"
+  start=$(date +%s)
+  ctx=$(stage_context stack)
+  # Hard links: the wheelhouse enters the context without a copy.
+  mkdir "$ctx/wheelhouse"
+  cp -al "$WHEELHOUSE"/*.whl "$ctx/wheelhouse/" 2>/dev/null || cp "$WHEELHOUSE"/*.whl "$ctx/wheelhouse/"
+  DOCKER_BUILDKIT=0 docker build -q --network host --build-arg NODE_IMAGE="$NODE_TAG" \
+    --label org.hpcbench.inputs="$hash" -t "$STACK_TAG" "$ctx" >/dev/null
+  rm -rf "$ctx"
+  # The install stage is not needed again: its image holds a copy of the wheels.
+  docker image prune -f --filter label=org.hpcbench.stage=install >/dev/null
+  echo "image $STACK_TAG: built in $(( $(date +%s) - start )) s"
+}
+
+case "$what" in
+  base) BASE_IMAGE=$BASE_IMAGE "$here/base/build.sh" ;;
+  node) build_node ;;
+  stack) build_stack ;;
+  all) "$here/base/build.sh"; build_node; build_stack ;;
+  *) echo "images/build.sh: unknown image '$what': choose base, node, stack or all" >&2; exit 2 ;;
+esac

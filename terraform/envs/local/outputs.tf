@@ -1,0 +1,9 @@
+output "nodes" {
+  description = "The testbed's machines (the contract every environment ends in)."
+  value       = module.testbed.nodes
+}
+
+output "inventory_path" {
+  description = "The generated Ansible inventory."
+  value       = module.inventory.path
+}

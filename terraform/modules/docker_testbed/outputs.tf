@@ -1,0 +1,19 @@
+output "nodes" {
+  description = "The `nodes` contract: what every environment produces."
+  value = [for i, c in docker_container.node : {
+    name       = c.hostname
+    address    = cidrhost(var.subnet, 11 + i)
+    ssh_host   = "127.0.0.1"
+    ssh_port   = var.ssh_port_base + i + 1
+    ssh_user   = "root"
+    role       = i == 0 ? "head" : "worker"
+    gpus       = 0
+    kind       = "container"
+    proxy_jump = null
+  }]
+}
+
+output "network" {
+  description = "Name of the Docker network the nodes share."
+  value       = docker_network.testbed.name
+}

@@ -1,0 +1,77 @@
+variable "name" {
+  description = "Prefix of every Docker object this testbed creates (network, volume, containers)."
+  type        = string
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{1,30}$", var.name))
+    error_message = "name must be 2-31 lowercase letters, digits or dashes, starting with a letter."
+  }
+}
+
+variable "node_count" {
+  description = "Number of node containers; node1 is the head."
+  type        = number
+  validation {
+    condition     = var.node_count >= 1 && var.node_count <= 16 && floor(var.node_count) == var.node_count
+    error_message = "node_count must be a whole number from 1 to 16 (one machine cannot hold more)."
+  }
+}
+
+variable "image" {
+  description = "Image the nodes run: the stack image (node image + torch/horovod/jupyterlab)."
+  type        = string
+}
+
+variable "subnet" {
+  description = "IPv4 subnet of the testbed network; node i gets host address 10+i."
+  type        = string
+  validation {
+    condition     = can(cidrhost(var.subnet, 30)) && endswith(var.subnet, "/24")
+    error_message = "subnet must be an IPv4 /24 such as 172.30.0.0/24 that no other Docker network uses."
+  }
+}
+
+variable "cpus_per_node" {
+  description = "CPU quota per node (CFS), so that per-node compute stays fixed while the node count grows."
+  type        = number
+  validation {
+    condition     = var.cpus_per_node > 0 && var.cpus_per_node <= 64
+    error_message = "cpus_per_node must be greater than 0 (fractions allowed) and at most 64."
+  }
+}
+
+variable "memory_mb" {
+  description = "Memory limit per node in MiB; 0 means no limit."
+  type        = number
+  default     = 0
+  validation {
+    condition     = var.memory_mb == 0 || var.memory_mb >= 512
+    error_message = "memory_mb must be 0 (no limit) or at least 512."
+  }
+}
+
+variable "ssh_public_key" {
+  description = "Controller public key (the key text) installed for root on every node."
+  type        = string
+  validation {
+    condition     = can(regex("^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp256) ", var.ssh_public_key))
+    error_message = "ssh_public_key must be an OpenSSH public key line (ssh-ed25519 ...)."
+  }
+}
+
+variable "ssh_port_base" {
+  description = "Node i's sshd is published on 127.0.0.1:(ssh_port_base + i) for the controller."
+  type        = number
+  validation {
+    condition     = var.ssh_port_base >= 1024 && var.ssh_port_base <= 65000
+    error_message = "ssh_port_base must lie between 1024 and 65000."
+  }
+}
+
+variable "jupyter_port" {
+  description = "Host port (127.0.0.1 only) where the head node's JupyterLab is published."
+  type        = number
+  validation {
+    condition     = var.jupyter_port >= 1024 && var.jupyter_port <= 65535
+    error_message = "jupyter_port must lie between 1024 and 65535."
+  }
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Fills the wheelhouse: every wheel of the training stack, downloaded once and
+# kept outside the repository, then installed from there everywhere (host venv,
+# image builds, nodes) so that no step depends on PyPI twice and all match.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+WHEELHOUSE=${WHEELHOUSE:?set WHEELHOUSE}
+REQS=${REQS:-$here/../images/stack/requirements.txt}
+PYTHON=${PYTHON:-python3}
+mkdir -p "$WHEELHOUSE"
+
+# Re-download only when the pins change; a warm cache needs no network.
+stamp="$WHEELHOUSE/.requirements.sha256"
+want=$(sha256sum "$REQS" | cut -d' ' -f1)
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] && ls "$WHEELHOUSE"/horovod-*.whl >/dev/null 2>&1; then
+  echo "wheelhouse $WHEELHOUSE: up to date"
+  exit 0
+fi
+
+echo "wheelhouse $WHEELHOUSE: downloading the stack's wheels (torch brings several GB of CUDA libraries)"
+binary_reqs=$(mktemp)
+trap 'rm -f "$binary_reqs"' EXIT
+grep -v -e '^horovod' "$REQS" > "$binary_reqs"
+# Horovod's own runtime needs, as wheels (its sdist is built separately).
+printf '%s\n' cloudpickle psutil pyyaml packaging cmake wheel setuptools >> "$binary_reqs"
+"$PYTHON" -m pip download -q --only-binary=:all: -d "$WHEELHOUSE" -r "$binary_reqs"
+
+"$here/build-horovod.sh"
+echo "$want" > "$stamp"
+echo "wheelhouse $WHEELHOUSE: ready ($(du -sh "$WHEELHOUSE" | cut -f1))"
