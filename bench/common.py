@@ -1,0 +1,235 @@
+"""What train.py and allreduce.py share: the process group, timing, the result line.
+
+Runs on the nodes with only torch (and Horovod) installed: never imports hpcbench.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+import torch
+
+# The harness finds the record in the launcher's output by this marker, whatever
+# prefixes the launcher puts in front of a line (horovodrun adds "[1,0]<stdout>:").
+RESULT_MARKER = "HPCBENCH_RESULT "
+_IMPORTED = time.time()
+
+
+def process_start_time() -> float:
+    """When this process started (epoch s): the kernel's record, so that the
+    interpreter start and the slow torch imports count as launch cost."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime"))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return _IMPORTED
+
+
+class Comm:
+    """The few collectives the workload needs, over Horovod or torch.distributed."""
+
+    backend = ""
+    rank = 0
+    size = 1
+    local_rank = 0
+    local_size = 1
+
+    def barrier(self) -> None:
+        raise NotImplementedError
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every rank's object, in rank order, on every rank."""
+        raise NotImplementedError
+
+    def allreduce_(self, tensor: torch.Tensor) -> None:
+        """In-place sum across ranks."""
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        pass
+
+
+class HorovodComm(Comm):
+    backend = "horovod"
+
+    def __init__(self) -> None:
+        import horovod.torch as hvd
+
+        hvd.init()
+        self.hvd = hvd
+        self.rank, self.size = hvd.rank(), hvd.size()
+        self.local_rank, self.local_size = hvd.local_rank(), hvd.local_size()
+        self._count = 0
+
+    def barrier(self) -> None:
+        self.hvd.barrier()
+
+    def gather(self, obj: Any) -> list[Any]:
+        return self.hvd.allgather_object(obj)
+
+    def allreduce_(self, tensor: torch.Tensor) -> None:
+        self._count += 1  # Horovod matches collectives across ranks by name
+        self.hvd.allreduce_(tensor, op=self.hvd.Sum, name=f"probe.{self._count}")
+
+    def shutdown(self) -> None:
+        self.hvd.shutdown()
+
+
+class TorchComm(Comm):
+    """torch.distributed from the env:// variables torchrun (or the harness) sets."""
+
+    backend = "ddp"
+
+    def __init__(self, device: torch.device) -> None:
+        import torch.distributed as dist
+
+        self.dist = dist
+        self.device = device
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        self.rank, self.size = dist.get_rank(), dist.get_world_size()
+        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        self.local_size = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+
+    def barrier(self) -> None:
+        if self.device.type == "cuda":
+            self.dist.barrier(device_ids=[self.device.index])
+        else:
+            self.dist.barrier()
+
+    def gather(self, obj: Any) -> list[Any]:
+        out: list[Any] = [None] * self.size
+        self.dist.all_gather_object(out, obj)
+        return out
+
+    def allreduce_(self, tensor: torch.Tensor) -> None:
+        self.dist.all_reduce(tensor)
+
+    def shutdown(self) -> None:
+        self.dist.destroy_process_group()
+
+
+def local_rank_hint() -> int:
+    """The local rank before any process group exists (to pick a GPU first)."""
+    for var in ("LOCAL_RANK", "HOROVOD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"):
+        if var in os.environ:
+            return int(os.environ[var])
+    return 0
+
+
+def pick_device(want: str) -> torch.device:
+    if want == "cpu" or (want == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise SystemExit("--device cuda asked for, but torch sees no CUDA device")
+    device = torch.device("cuda", local_rank_hint() % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    return device
+
+
+def connect(backend: str, device: torch.device) -> Comm:
+    return HorovodComm() if backend == "horovod" else TorchComm(device)
+
+
+def set_threads(threads: int, local_size: int) -> int:
+    """Intra-op threads per worker: given, else this node's cores shared among its workers."""
+    if threads <= 0:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+        threads = max(1, (cores or os.cpu_count() or 1) // max(1, local_size))
+    torch.set_num_threads(threads)
+    return threads
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _gpu_driver() -> str | None:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        )
+        return out.stdout.splitlines()[0].strip()
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def fingerprint(device: torch.device, comm: Comm) -> dict[str, Any]:
+    """This rank's software and hardware; rank 0 reports the gathered set."""
+    info: dict[str, Any] = {
+        "host": socket.gethostname(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "device": device.type,
+        "comm_backend": comm.backend,
+    }
+    try:
+        import torchvision
+
+        info["torchvision"] = torchvision.__version__
+    except ImportError:
+        pass
+    if comm.backend == "horovod":
+        import horovod
+
+        info["horovod"] = horovod.__version__
+        info["horovod_controller"] = "mpi" if comm.hvd.mpi_enabled() else "gloo"
+    else:
+        info["torch_distributed"] = comm.dist.get_backend()
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+        info["cuda"] = torch.version.cuda
+        info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        info["driver"] = _gpu_driver()
+    return info
+
+
+def merge_fingerprints(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
+    """One fingerprint for the run: common values once, the host list in rank order."""
+    merged: dict[str, Any] = {"hosts": [f["host"] for f in per_rank]}
+    for key in per_rank[0]:
+        if key == "host":
+            continue
+        values = {json.dumps(f.get(key)) for f in per_rank}
+        merged[key] = per_rank[0][key] if len(values) == 1 else [f.get(key) for f in per_rank]
+    return merged
+
+
+def emit(record: dict[str, Any], out: str | None) -> None:
+    """Rank 0's record: one line on stdout, and the same JSON in a file if asked."""
+    line = json.dumps(record, sort_keys=True)
+    if out:
+        tmp = f"{out}.tmp{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(line + "\n")
+        os.replace(tmp, out)
+    sys.stdout.write(RESULT_MARKER + line + "\n")
+    sys.stdout.flush()
