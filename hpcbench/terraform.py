@@ -41,27 +41,29 @@ def find_binary() -> str:
     raise UsageError("neither tofu nor terraform found: run `make tools` (builds OpenTofu)")
 
 
-_ERROR_BLOCK = re.compile(r"Error: (?P<title>[^\n]+)\n(?P<body>.*?)(?=\n(?:Error: |\Z))", re.S)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def summarize_error(stderr: str) -> str:
     """Terraform's first error, as one line that says what to fix."""
-    text = _ANSI.sub("", stderr).replace("│", " ").replace("╷", " ").replace("╵", " ")
-    match = _ERROR_BLOCK.search(text)
-    if not match:
+    text = _ANSI.sub("", stderr)
+    text = re.sub(r"^[ \t]*[│╷╵][ \t]?", "", text, flags=re.M)
+    blocks = text.split("Error: ")[1:]
+    if not blocks:
         return " ".join(text.split())[:300] or "terraform failed without a message"
-    title = match["title"].strip()
-    body = " ".join(match["body"].split())
+    title, _, body = blocks[0].partition("\n")
     missing = re.search(r'input variable "(\w+)" is not set', body)
     if title.startswith("No value for required variable") and missing:
-        return f"missing setting: export TF_VAR_{missing['1']}=... (see its description in the env)"
-    # Validation failures: the variable's own error_message says what to do.
-    message = re.sub(r"^.*?(?:on |with )\S+ line \d+.*?:", "", body).strip()
-    message = re.sub(r"This was checked by the validation rule at \S+\.?", "", message).strip()
-    var = re.search(r'var\.(\w+)', body)
-    prefix = f"{var[1]}: " if var and title.startswith("Invalid value for variable") else ""
-    return f"{prefix}{message or title}"[:400]
+        return f"missing setting {missing[1]}: export TF_VAR_{missing[1]}=... (its description says what)"
+    # Paragraphs after the title: the source excerpt ("on FILE line N:"), the
+    # message, and "This was checked by ..."; the message says what to do.
+    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", body) if p.strip()]
+    message = next((p for p in paragraphs
+                    if not p.startswith(("on ", "with ", "This was checked by"))), title.strip())
+    var = re.search(r"var\.(\w+)", body)
+    prefix = (f"{var[1]}: " if var and title.startswith("Invalid value for variable")
+              and not message.startswith(var[1]) else "")
+    return f"{prefix}{message}"[:400]
 
 
 class TerraformEnv:
@@ -85,8 +87,9 @@ class TerraformEnv:
             "TF_IN_AUTOMATION": "1",
             "TF_INPUT": "0",
         }
+        # The project's provider mirror wins over a user-wide CLI config.
         rc = tools_dir() / "tofurc"
-        if rc.is_file() and "TF_CLI_CONFIG_FILE" not in os.environ:
+        if rc.is_file():
             env["TF_CLI_CONFIG_FILE"] = str(rc)
         env.update({f"TF_VAR_{k}": v for k, v in self.variables.items()})
         return env

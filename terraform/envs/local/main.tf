@@ -2,7 +2,7 @@
 # same chain as every real testbed (nodes -> inventory -> Ansible -> checks).
 module "testbed" {
   source         = "../../modules/docker_testbed"
-  name           = "hpcbench-local"
+  name           = var.name
   node_count     = var.node_count
   image          = var.image
   subnet         = var.subnet

@@ -1,3 +1,13 @@
+variable "name" {
+  description = "Prefix of the Docker objects (containers, network, volume) of this testbed."
+  type        = string
+  default     = "hpcbench-local"
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{1,30}$", var.name))
+    error_message = "name must be 2-31 lowercase letters, digits or dashes, starting with a letter."
+  }
+}
+
 variable "node_count" {
   description = "Number of nodes in the local testbed (node1 is the head). Set NODES=N with make, or TF_VAR_node_count."
   type        = number

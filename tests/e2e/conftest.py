@@ -1,0 +1,61 @@
+"""The local testbed, deployed once for the e2e tests and destroyed after them.
+
+It gets its own name, subnet, ports and state folder, so that it never
+touches a testbed the user deployed with `make deploy ENV=local`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+E2E_VARS = {
+    "name": "hpcbench-e2e",
+    "subnet": "172.30.9.0/24",
+    "ssh_port_base": "22900",
+    "jupyter_port": "28999",
+    "node_count": "3",
+    "cpus_per_node": "0.6",
+    "link_rate": "1gbit",
+}
+
+
+@dataclass
+class Testbed:
+    state: Path
+    environ: dict[str, str]
+
+    def hpcbench(self, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hpcbench", *args], cwd=REPO, env=self.environ,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def docker_names(self, kind: str) -> list[str]:
+        listing = ["docker", kind, "ls", *(["-a"] if kind == "container" else [])]
+        out = subprocess.run([*listing, "--filter", f"name={E2E_VARS['name']}",
+                              "--format", "{{.Name}}" if kind != "container" else "{{.Names}}"],
+                             capture_output=True, text=True, check=True).stdout
+        return [n for n in out.split() if n.startswith(E2E_VARS["name"])]
+
+
+def var_args(**overrides: str) -> list[str]:
+    out: list[str] = []
+    for key, value in {**E2E_VARS, **overrides}.items():
+        out += ["--var", f"{key}={value}"]
+    return out
+
+
+@pytest.fixture(scope="session")
+def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        pytest.fail("no Docker engine answers: `make tools` starts one")
+    state = tmp_path_factory.mktemp("state")
+    bed = Testbed(state, {**os.environ, "HPCBENCH_STATE": str(state)})
+    yield bed
+    bed.hpcbench("destroy", "--env", "local", timeout=600)

@@ -1,0 +1,61 @@
+"""ENV=local end to end: bad input is refused before anything exists, then
+deploy -> verify -> re-deploy changes nothing -> destroy leaves nothing."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.e2e.conftest import E2E_VARS, Testbed, var_args
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.parametrize("count", ["0", "17"])
+def test_bad_node_count_fails_before_anything_is_created(testbed: Testbed, count: str) -> None:
+    proc = testbed.hpcbench("deploy", "--env", "local", *var_args(node_count=count), timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    error = proc.stderr.strip().splitlines()
+    assert len(error) == 1 and "node_count" in error[0] and "1 to 16" in error[0], error
+    assert testbed.docker_names("container") == []
+    assert testbed.docker_names("network") == []
+
+
+def test_unknown_env_lists_the_known_ones(testbed: Testbed) -> None:
+    proc = testbed.hpcbench("deploy", "--env", "nosuch")
+    assert proc.returncode == 2
+    assert "local" in proc.stderr and "nosuch" in proc.stderr
+
+
+def test_deploy_creates_and_configures_every_node(testbed: Testbed) -> None:
+    proc = testbed.hpcbench("deploy", "--env", "local", *var_args())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    nodes = int(E2E_VARS["node_count"])
+    assert len(testbed.docker_names("container")) == nodes
+    assert (testbed.state / "local" / "inventory.yml").is_file()
+    assert re.search(rf"deployed local: {nodes} nodes", proc.stdout)
+
+
+def test_verify_passes_on_the_deployed_testbed(testbed: Testbed) -> None:
+    proc = testbed.hpcbench("verify", "--env", "local")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert re.search(r"\d+ passed", proc.stdout)
+    assert " failed" not in proc.stdout.splitlines()[-1]
+
+
+def test_second_deploy_changes_nothing(testbed: Testbed) -> None:
+    # No --var: the settings of the first deploy are remembered.
+    proc = testbed.hpcbench("deploy", "--env", "local")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "No changes." in proc.stdout or "0 added, 0 changed, 0 destroyed" in proc.stdout
+    assert "ansible changed=0 failed=0" in proc.stdout
+
+
+def test_destroy_leaves_nothing(testbed: Testbed) -> None:
+    proc = testbed.hpcbench("destroy", "--env", "local", timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert testbed.docker_names("container") == []
+    assert testbed.docker_names("network") == []
+    assert testbed.docker_names("volume") == []
+    assert not (testbed.state / "local").exists()
