@@ -109,25 +109,11 @@ data "local_file" "job_state" {
   depends_on = [terraform_data.job]
 }
 
-locals {
-  reported = [for s in data.local_file.job_state : jsondecode(s.content).state.resources]
-  # Host port GPULab published for the job's own sshd, per job (empty if none).
-  published = [for r in local.reported : [
-    for m in try(r.portMappings, []) : m.hostPort
-    if m.containerPort == var.stack_ssh_port && try(m.hostPort, null) != null
-  ]]
-
-  nodes = [for i, r in local.reported : {
-    name    = local.jobs[i].name
-    address = r.slaveHost
-    # The job's own sshd (root, the controller key) on its published port;
-    # GPULab's built-in SSH endpoint only if no port came back.
-    ssh_host   = length(local.published[i]) > 0 ? r.slaveHost : r.sshHost
-    ssh_port   = length(local.published[i]) > 0 ? local.published[i][0] : r.sshPort
-    ssh_user   = length(local.published[i]) > 0 ? "root" : r.sshUsername
-    role       = i == 0 ? "head" : "worker"
-    gpus       = var.gpus_per_job
-    kind       = "job"
-    proxy_jump = var.use_proxy ? format("%s@%s:%d", r.sshProxyUsername, r.sshProxyHost, try(r.sshProxyPort, 22)) : null
-  }]
+module "readback" {
+  source         = "./readback"
+  names          = [for j in local.jobs : j.name]
+  job_states     = [for s in data.local_file.job_state : s.content]
+  gpus_per_job   = var.gpus_per_job
+  stack_ssh_port = var.stack_ssh_port
+  use_proxy      = var.use_proxy
 }

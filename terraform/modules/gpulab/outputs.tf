@@ -1,6 +1,6 @@
 output "nodes" {
   description = "The jobs in the shared `nodes` contract."
-  value       = local.nodes
+  value       = module.readback.nodes
 }
 
 output "topology" {

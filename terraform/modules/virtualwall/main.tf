@@ -120,33 +120,12 @@ data "local_file" "jfed_inventory" {
   depends_on = [terraform_data.experiment]
 }
 
-locals {
-  inventory_lines = [
-    for l in split("\n", replace(data.local_file.jfed_inventory.content, "\r", "")) : trimspace(l)
-    if trimspace(l) != "" && !can(regex("^[\\[#;]", trimspace(l))) && !can(regex("^[^\\s=]+=", trimspace(l)))
-  ]
-  # host name => { ansible_host = ..., ansible_user = ..., ... }; a host listed in
-  # several groups contributes all its lines.
-  reported = {
-    for host, settings in {
-      for l in local.inventory_lines : regex("^(\\S+)", l)[0] => {
-        for kv in regexall("([A-Za-z_]+)=(\"[^\"]*\"|'[^']*'|\\S+)", l) : kv[0] => trim(kv[1], "\"'")
-      }...
-    } : host => merge(settings...)
-  }
-
-  nodes = [for n in local.planned : {
-    name    = n.name
-    address = n.address
-    # jFed's answer first (ansible_host, or the older ansible_ssh_host); the
-    # testbed's DNS scheme only if jFed left a node out.
-    ssh_host = try(local.reported[n.name].ansible_host, local.reported[n.name].ansible_ssh_host,
-    lower("${n.name}.${var.slice_name}.${var.project}.${local.domain}"))
-    ssh_port   = tonumber(try(local.reported[n.name].ansible_port, local.reported[n.name].ansible_ssh_port, 22))
-    ssh_user   = var.ssh_user
-    role       = n.role
-    gpus       = var.gpus_per_node
-    kind       = "vm"
-    proxy_jump = var.ssh_proxy_jump == "" ? null : var.ssh_proxy_jump
-  }]
+module "readback" {
+  source         = "./readback"
+  planned        = local.planned
+  inventory_text = data.local_file.jfed_inventory.content
+  dns_suffix     = lower("${var.slice_name}.${var.project}.${local.domain}")
+  ssh_user       = var.ssh_user
+  gpus_per_node  = var.gpus_per_node
+  proxy_jump     = var.ssh_proxy_jump
 }

@@ -1,6 +1,6 @@
 output "nodes" {
   description = "The testbed's machines in the shared `nodes` contract."
-  value       = local.nodes
+  value       = module.readback.nodes
 }
 
 output "rspec" {
