@@ -194,6 +194,11 @@ variable "java" {
   description = "Java runtime that runs jFed (11 or later)."
   type        = string
   default     = "java"
+
+  validation {
+    condition     = length(var.java) > 0
+    error_message = "java must name a Java 11+ runtime (apt-get install default-jre-headless)."
+  }
 }
 
 variable "state_dir" {
