@@ -86,3 +86,18 @@ def parse_hosts(spec: str) -> list[HostSlots]:
             raise UsageError(f"--hosts: {name} is listed twice")
         hosts.append(HostSlots(name, slots))
     return hosts
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?)i?B?\s*", re.IGNORECASE)
+
+
+def parse_size(spec: str, what: str) -> int:
+    """'64M' -> 67108864 (binary units, as nccl-tests prints sizes)."""
+    match = _SIZE.fullmatch(spec or "")
+    if not match:
+        raise UsageError(f"{what}: {spec!r} is not a size like 4K, 64M or 1G")
+    scale = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[match.group(2).upper()]
+    size = int(float(match.group(1)) * scale)
+    if size < 4:
+        raise UsageError(f"{what}: {spec!r} is below one float (4 bytes)")
+    return size

@@ -1,0 +1,113 @@
+"""What every launcher shares: the run spec it gets and the commands it returns.
+
+A launcher only builds command lines (the ReFrame way): it gets a RunSpec and
+returns Commands, each an argv plus environment and where it runs. Starting,
+watching and killing them is hpcbench.runner's job, so each launcher is
+unit-tested without a cluster.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from hpcbench.testbed import SshAccess
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One node's share of a run."""
+
+    host: str  # the name the other nodes reach it by
+    slots: int  # workers on it
+    access: SshAccess | None = None  # how the controller reaches it; None: this machine
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A run of the workload on some nodes, independent of how it is launched."""
+
+    script: str  # path of a bench/ script as the nodes see it
+    args: tuple[str, ...]  # the script's arguments
+    python: str  # interpreter on the nodes (launcher tools sit beside it)
+    workdir: str  # where bench/ lives on the nodes
+    placements: tuple[Placement, ...]
+    master_addr: str = "127.0.0.1"  # rank 0's node, for rendezvous
+    master_port: int = 29500
+    iface: str = ""  # network interface for Gloo/NCCL; "" lets them choose
+    env: dict[str, str] = field(default_factory=dict)  # extra environment for every rank
+    time_limit_s: int = 0  # remote commands stop themselves after this; 0: no limit
+
+    @property
+    def workers(self) -> int:
+        return sum(p.slots for p in self.placements)
+
+    @property
+    def local(self) -> bool:
+        return all(p.access is None for p in self.placements)
+
+    def network_env(self) -> dict[str, str]:
+        """The variables that pin Horovod, Gloo and NCCL to the testbed interface."""
+        if not self.iface:
+            return dict(self.env)
+        return {
+            "HOROVOD_GLOO_IFACE": self.iface,
+            "GLOO_SOCKET_IFNAME": self.iface,
+            "NCCL_SOCKET_IFNAME": self.iface,
+            **self.env,
+        }
+
+    def tool(self, name: str) -> str:
+        """A console script installed beside the nodes' python (horovodrun, torchrun)."""
+        head, sep, _ = self.python.rpartition("/")
+        return f"{head}/{name}" if sep else name
+
+
+@dataclass(frozen=True)
+class Command:
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)  # added to the inherited environment
+    cwd: str | None = None
+    access: SshAccess | None = None  # run over SSH there; None: here
+    time_limit_s: int = 0
+
+    def local_argv(self) -> list[str]:
+        """What to exec on the controller: the argv itself, or ssh with a remote shell line.
+
+        Over SSH the environment goes on the command line (ssh does not pass
+        it) and coreutils `timeout` bounds the remote side, which a dropped
+        connection would otherwise leave running.
+        """
+        if self.access is None:
+            return list(self.argv)
+        parts = []
+        if self.cwd:
+            parts.append(f"cd {shlex.quote(self.cwd)} &&")
+        parts.append("exec")
+        if self.time_limit_s:
+            parts.append(f"timeout -k 10 {self.time_limit_s}")
+        if self.env:
+            parts.append("env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items()))
+        parts.append(shlex.join(self.argv))
+        return [*self.access.argv(), " ".join(parts)]
+
+    def local_env(self) -> dict[str, str]:
+        """Environment to add locally (over SSH it travels in the command line instead)."""
+        return {} if self.access else dict(self.env)
+
+
+class Launcher:
+    """Builds the commands that start one run. Subclasses set `name` and `commands`."""
+
+    name: ClassVar[str] = ""
+    backends: ClassVar[tuple[str, ...]] = ("horovod", "ddp")
+
+    def check(self, spec: RunSpec, backend: str) -> str | None:
+        """Why this launcher cannot run the spec, or None if it can."""
+        if backend not in self.backends:
+            return f"the {self.name} launcher cannot start {backend} runs"
+        return None
+
+    def commands(self, spec: RunSpec) -> list[Command]:
+        raise NotImplementedError

@@ -1,0 +1,49 @@
+"""horovodrun: one command on the launching node; it reaches the others over SSH."""
+
+from __future__ import annotations
+
+from hpcbench.launchers.base import Command, Launcher, RunSpec
+
+
+class HorovodrunLauncher(Launcher):
+    """`horovodrun -np N -H h1:s1,h2:s2 --gloo python script ...`.
+
+    Runs on the first placement's node (the head), which must reach the
+    others by name over SSH on `ssh_port`; Gloo by default, MPI where the
+    nodes' Horovod was built with it.
+    """
+
+    name = "horovodrun"
+    backends = ("horovod",)
+
+    def __init__(self, controller: str = "gloo", ssh_port: int = 22) -> None:
+        if controller not in ("gloo", "mpi"):
+            raise ValueError(f"unknown Horovod controller {controller!r}")
+        self.controller = controller
+        self.ssh_port = ssh_port
+
+    def commands(self, spec: RunSpec) -> list[Command]:
+        hosts = ",".join(f"{p.host}:{p.slots}" for p in spec.placements)
+        argv = [
+            spec.tool("horovodrun"),
+            "-np",
+            str(spec.workers),
+            "-H",
+            hosts,
+            f"--{self.controller}",
+        ]
+        if not spec.local:
+            argv += ["-p", str(self.ssh_port)]
+        if spec.iface:
+            argv += ["--network-interface", spec.iface]
+        argv += [spec.python, spec.script, *spec.args]
+        head = spec.placements[0]
+        return [
+            Command(
+                tuple(argv),
+                env=spec.network_env(),
+                cwd=spec.workdir,
+                access=head.access,
+                time_limit_s=spec.time_limit_s,
+            )
+        ]

@@ -1,0 +1,206 @@
+import shlex
+import sys
+
+import pytest
+
+from hpcbench import launchers, runner
+from hpcbench.errors import UsageError
+from hpcbench.launchers import Placement, RunSpec
+from hpcbench.launchers.horovodrun import HorovodrunLauncher
+from hpcbench.launchers.local import LocalLauncher
+from hpcbench.launchers.torchrun import TorchrunLauncher
+from hpcbench.testbed import SshAccess
+
+HEAD = SshAccess(host="10.1.0.5", port=2222, user="hpc", key_file="/keys/id")
+
+
+def _spec(placements, iface="", limit=0):
+    return RunSpec(
+        script="train.py",
+        args=("--model", "resnet18", "--batch", "32"),
+        python="/opt/hpcbench/venv/bin/python",
+        workdir="/opt/hpcbench/bench",
+        placements=tuple(placements),
+        master_addr="10.0.0.1",
+        master_port=29511,
+        iface=iface,
+        time_limit_s=limit,
+    )
+
+
+def _remote(n, slots=1):
+    return [
+        Placement(f"node{i}", slots, SshAccess(host="10.1.0.5", port=2220 + i, user="hpc"))
+        for i in range(n)
+    ]
+
+
+def test_horovodrun_local():
+    spec = _spec([Placement("localhost", 2)])
+    [cmd] = HorovodrunLauncher().commands(spec)
+    assert cmd.local_argv() == [
+        "/opt/hpcbench/venv/bin/horovodrun",
+        "-np",
+        "2",
+        "-H",
+        "localhost:2",
+        "--gloo",
+        "/opt/hpcbench/venv/bin/python",
+        "train.py",
+        "--model",
+        "resnet18",
+        "--batch",
+        "32",
+    ]
+    assert cmd.cwd == "/opt/hpcbench/bench" and cmd.local_env() == {}
+
+
+def test_horovodrun_on_the_head_over_ssh_with_interface():
+    spec = _spec(_remote(3, slots=4), iface="eth0", limit=600)
+    [cmd] = HorovodrunLauncher().commands(spec)
+    argv = cmd.local_argv()
+    assert argv[0] == "ssh" and "hpc@10.1.0.5" in argv and "2220" in argv
+    remote = shlex.split(argv[-1])
+    # cd into the staged bench/, bounded by timeout, environment on the command line.
+    assert remote[:3] == ["cd", "/opt/hpcbench/bench", "&&"]
+    assert remote[3:8] == ["exec", "timeout", "-k", "10", "600"]
+    assert "HOROVOD_GLOO_IFACE=eth0" in remote and "NCCL_SOCKET_IFNAME=eth0" in remote
+    tail = remote[remote.index("/opt/hpcbench/venv/bin/horovodrun") :]
+    assert tail[:6] == [
+        "/opt/hpcbench/venv/bin/horovodrun",
+        "-np",
+        "12",
+        "-H",
+        "node0:4,node1:4,node2:4",
+        "--gloo",
+    ]
+    assert tail[6:10] == ["-p", "22", "--network-interface", "eth0"]
+    assert cmd.local_env() == {}  # over SSH the environment travels in the command line
+
+
+def test_horovodrun_mpi_controller_and_backend_check():
+    [cmd] = HorovodrunLauncher(controller="mpi").commands(_spec([Placement("localhost", 2)]))
+    assert "--mpi" in cmd.argv and "--gloo" not in cmd.argv
+    assert "cannot start ddp" in HorovodrunLauncher().check(_spec(_remote(2)), "ddp")
+    with pytest.raises(ValueError):
+        HorovodrunLauncher(controller="nccl")
+
+
+def test_torchrun_single_node_is_standalone():
+    [cmd] = TorchrunLauncher().commands(_spec([Placement("localhost", 2)]))
+    assert cmd.argv == (
+        "/opt/hpcbench/venv/bin/torchrun",
+        "--nproc-per-node",
+        "2",
+        "--standalone",
+        "train.py",
+        "--model",
+        "resnet18",
+        "--batch",
+        "32",
+    )
+
+
+def test_torchrun_one_command_per_node_with_static_rendezvous():
+    cmds = TorchrunLauncher().commands(_spec(_remote(3, slots=2), iface="ib0"))
+    assert len(cmds) == 3
+    for rank, cmd in enumerate(cmds):
+        remote = shlex.split(cmd.local_argv()[-1])
+        assert str(2220 + rank) in cmd.local_argv()
+        i = remote.index("/opt/hpcbench/venv/bin/torchrun")
+        assert remote[i : i + 13] == [
+            "/opt/hpcbench/venv/bin/torchrun",
+            "--nproc-per-node",
+            "2",
+            "--nnodes",
+            "3",
+            "--node-rank",
+            str(rank),
+            "--master-addr",
+            "10.0.0.1",
+            "--master-port",
+            "29511",
+            "train.py",
+            "--model",
+        ]
+        assert "GLOO_SOCKET_IFNAME=ib0" in remote
+
+
+def test_torchrun_refuses_uneven_nodes():
+    spec = _spec([Placement("a", 2, HEAD), Placement("b", 1, HEAD)])
+    assert "same number of workers" in TorchrunLauncher().check(spec, "ddp")
+
+
+def test_local_launcher_sets_env_per_rank():
+    spec = _spec([Placement("localhost", 3)])
+    cmds = LocalLauncher().commands(spec)
+    assert [c.env["RANK"] for c in cmds] == ["0", "1", "2"]
+    assert all(c.env["WORLD_SIZE"] == "3" and c.env["MASTER_PORT"] == "29511" for c in cmds)
+    assert cmds[0].argv[:2] == ("/opt/hpcbench/venv/bin/python", "train.py")
+    assert LocalLauncher().check(spec, "ddp") is None
+    assert "one worker only" in LocalLauncher().check(spec, "horovod")
+    assert LocalLauncher().check(_spec([Placement("localhost", 1)]), "horovod") is None
+    assert "this machine only" in LocalLauncher().check(_spec(_remote(2)), "ddp")
+
+
+def test_registry():
+    assert isinstance(launchers.get("auto", "horovod"), HorovodrunLauncher)
+    assert isinstance(launchers.get("auto", "ddp"), TorchrunLauncher)
+    assert launchers.get("horovodrun", "horovod", "mpi").controller == "mpi"
+    with pytest.raises(UsageError, match="unknown launcher 'srun'"):
+        launchers.get("srun", "ddp")
+
+
+def test_tool_path_and_quoting():
+    spec = _spec([Placement("localhost", 1)])
+    assert spec.tool("torchrun") == "/opt/hpcbench/venv/bin/torchrun"
+    cmd = launchers.Command(("echo", "a b", "$HOME"), env={"X": "1 2"}, access=HEAD)
+    remote = cmd.local_argv()[-1]
+    assert shlex.split(remote) == ["exec", "env", "X=1 2", "echo", "a b", "$HOME"]
+
+
+# runner: real processes, no cluster needed.
+
+
+def test_marker_matches_the_workload():
+    from hpcbench import paths
+
+    assert (
+        f'RESULT_MARKER = "{runner.RESULT_MARKER}"' in (paths.BENCH_DIR / "common.py").read_text()
+    )
+
+
+def test_parse_records_ignores_launcher_prefixes_and_noise():
+    lines = ['[1,0]<stdout>:HPCBENCH_RESULT {"a": 1}', "noise", "HPCBENCH_RESULT {broken"]
+    assert runner.parse_records(lines) == [{"a": 1}]
+
+
+def _py(code):
+    return launchers.Command((sys.executable, "-c", code))
+
+
+def test_run_collects_record_and_output():
+    out = runner.run([_py('print("hello"); print(\'HPCBENCH_RESULT {"x": 2}\')')], timeout_s=30)
+    assert out.ok and out.records == [{"x": 2}] and out.tail == ["hello"]
+
+
+def test_run_kills_on_timeout():
+    out = runner.run([_py("import time; time.sleep(60)")], timeout_s=1)
+    assert out.timed_out and not out.ok and out.duration_s < 20
+    assert "timed out" in out.error()
+
+
+def test_a_failed_rank_stops_its_blocked_peers(monkeypatch):
+    monkeypatch.setattr(runner, "PEER_GRACE_S", 0.5)
+    out = runner.run(
+        [_py("import sys; print('boom'); sys.exit(3)"), _py("import time; time.sleep(60)")],
+        timeout_s=60,
+    )
+    assert not out.ok and not out.timed_out and out.returncodes[0] == 3
+    assert out.duration_s < 20
+    assert "exit status" in out.error() and "boom" in out.error()
+
+
+def test_success_without_record_is_a_failure():
+    out = runner.run([_py("pass")], timeout_s=30)
+    assert not out.ok and "without a result record" in out.error()

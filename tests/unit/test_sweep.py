@@ -1,0 +1,125 @@
+import argparse
+import collections
+
+import pytest
+import yaml
+
+from hpcbench import cli, launchers, sweep, testbed
+from hpcbench.specs import HostSlots
+from hpcbench.target import Target
+
+
+def _target(nodes=(1, 2, 4), per_node=None, tb=None):
+    tb = tb or testbed.from_hosts([HostSlots(f"h{i}", 2) for i in range(4)])
+    return Target(tb, list(nodes), per_node, "horovod", launchers.get("auto", "horovod"))
+
+
+def test_plan_runs_each_baseline_first_then_everything_shuffled():
+    target = _target()
+    todo = sweep.plan(target, [32, 64], repeats=3, seed=1)
+    configs = {(c.batch, c.nodes, c.workers) for c, _ in todo}
+    # A single-worker baseline, then 1, 2 and 4 nodes of 2 workers each, per batch.
+    assert configs == {(b, n, w) for b in (32, 64) for n, w in [(1, 1), (1, 2), (2, 4), (4, 8)]}
+    assert len(todo) == len(configs) * 3 == len(set(todo))
+    assert {(c.batch, c.workers, r) for c, r in todo[:2]} == {(32, 1, 0), (64, 1, 0)}
+    assert todo == sweep.plan(target, [32, 64], repeats=3, seed=1)
+    assert todo != sweep.plan(target, [32, 64], repeats=3, seed=2)
+    # Shuffled: the rest is not in generation order.
+    assert [c.workers for c, _ in todo[2:]] != sorted(c.workers for c, _ in todo[2:])
+
+
+def test_one_worker_per_node_has_one_baseline():
+    todo = sweep.plan(_target(per_node=1), [8], repeats=2, seed=0)
+    assert collections.Counter((c.nodes, c.workers) for c, _ in todo) == {
+        (1, 1): 2,
+        (2, 2): 2,
+        (4, 4): 2,
+    }
+
+
+def test_localhost_nodes_are_processes_on_one_host():
+    target = _target(nodes=(1, 2), tb=testbed.localhost(cores=2))
+    assert target.workers(2) == 2
+    assert [(p.host, p.slots) for p in target.placements(2, 2)] == [("localhost", 2)]
+    spec = target.spec("train.py", [], 2, 2)
+    assert spec.local and spec.workers == 2 and spec.master_addr == "127.0.0.1"
+
+
+def test_baseline_uses_one_slot_of_the_first_node():
+    target = _target()
+    assert [(p.host, p.slots) for p in target.placements(1, 1)] == [("h0", 1)]
+    assert [(p.host, p.slots) for p in target.placements(2, 4)] == [("h0", 2), ("h1", 2)]
+
+
+# Bad input: one line, exit status 2, nothing launched.
+
+
+def _scale(tmp_path, *extra):
+    return cli.main(["scale", "--out", str(tmp_path / "out"), "--model", "resnet18", *extra])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--env", "localhost", "--nodes", "0"], "--nodes: 0 is out of range"),
+        (["--env", "localhost", "--nodes", "5-2"], "runs backwards"),
+        (["--env", "localhost", "--nodes", "1-999"], "but the testbed has"),
+        (["--env", "localhost", "--nodes", "1", "--batch", "abc"], "--batch: 'abc'"),
+        (["--env", "localhost", "--nodes", "1", "--model", "alexnet9"], "unknown model"),
+        (["--env", "nowhere", "--nodes", "1"], "unknown environment 'nowhere'"),
+        (["--hosts", "nonexistent.invalid:1", "--nodes", "1"], "unreachable over SSH"),
+        (["--env", "localhost", "--nodes", "1", "--data", "/no/such/dir"], "no such directory"),
+        (["--env", "localhost", "--nodes", "1", "--repeats", "0"], "--repeats"),
+        (
+            ["--env", "localhost", "--nodes", "1-2", "--backend", "horovod", "--launcher", "local"],
+            "one worker only",
+        ),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path, capsys, argv, message):
+    assert _scale(tmp_path, *argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and err.startswith("hpcbench: error: ")
+    assert not (tmp_path / "out").exists()
+
+
+def test_more_nodes_than_the_deployed_testbed(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    monkeypatch.setattr(testbed.paths, "environments", lambda: ["local"])
+    (tmp_path / "state" / "local").mkdir(parents=True)
+    nodes = [{"name": f"n{i}", "address": f"10.0.0.{i}", "gpus": 0} for i in range(4)]
+    hosts = {n["name"]: {"ansible_host": "127.0.0.1", "ansible_port": 1} for n in nodes}
+    inventory = {"all": {"vars": {"testbed_nodes": nodes, "testbed_head": "n0"}, "hosts": hosts}}
+    (tmp_path / "state" / "local" / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    assert _scale(tmp_path, "--env", "local", "--nodes", "1-5") == 2
+    assert "asks for 5 nodes but the testbed has 4" in capsys.readouterr().err
+
+
+def test_a_full_store_needs_resume(tmp_path, capsys):
+    out = tmp_path / "out"
+    sweep.Store(out).append({"kind": "run", "status": "ok"})
+    assert _scale(tmp_path, "--env", "localhost", "--nodes", "1") == 2
+    assert "add --resume" in capsys.readouterr().err
+
+
+def test_workload_args_pass_the_options_through():
+    args = argparse.Namespace(
+        model="resnet18",
+        image_size=32,
+        backend="ddp",
+        data="synthetic",
+        warmup=1,
+        windows=2,
+        steps=3,
+        device="cpu",
+        threads=0,
+        data_workers=2,
+        amp="auto",
+        fp16_allreduce=True,
+        fusion_threshold_mb=None,
+        bucket_cap_mb=5.0,
+    )
+    argv = sweep.workload_args(args, 16)
+    assert argv[argv.index("--batch") + 1] == "16"
+    assert "--fp16-allreduce" in argv and argv[-2:] == ["--bucket-cap-mb", "5.0"]
+    assert "--fusion-threshold-mb" not in argv
