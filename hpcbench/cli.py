@@ -15,6 +15,9 @@ from hpcbench.errors import UsageError
 # Modules that add sub-commands, in the order `--help` lists them.
 COMMAND_MODULES = [
     "hpcbench.deploy",
+    "hpcbench.sweep",
+    "hpcbench.probe",
+    "hpcbench.report",
 ]
 
 

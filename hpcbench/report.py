@@ -1,0 +1,464 @@
+"""`hpcbench report` and `hpcbench compare`: tables and plots from the results store.
+
+Everything is recomputed from the raw window times in results.jsonl, so a
+report made after more repeats (or --resume) reflects all of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from hpcbench import analysis
+from hpcbench.analysis import ConfigSummary
+from hpcbench.errors import UsageError
+from hpcbench.store import Store
+
+# Context lines from published measurements (TESTBEDS.md); shown for the models they concern.
+REFERENCES = {
+    "resnet50": [
+        "PyTorch DDP benchmark, ResNet-50, batch 32, V100: 329 img/s per GPU alone, "
+        "306 per GPU on 16 GPUs over 100 Gbit/s InfiniBand (E about 0.93).",
+        "NVIDIA ResNet-50 v1.5 (PyTorch): A100-80GB AMP 2470 img/s on 1 GPU, 16621 on 8 "
+        "(E about 0.84); V100-16GB FP32 367 on 1 GPU.",
+        "ResNet-50 has about 25.6 M parameters (about 102 MB of fp32 gradients); a 10-node "
+        "1 Gbit/s ring all-reduces them in about 1.5 s, 10 Gbit/s in about 0.15 s.",
+    ],
+    "resnet101": [
+        "Horovod paper (128 servers x 4 Pascal GPUs, 25 Gbit/s RoCE): 90% scaling "
+        "efficiency for ResNet-101 at 512 GPUs."
+    ],
+    "inception_v3": [
+        "Horovod paper (128 servers x 4 Pascal GPUs, 25 Gbit/s RoCE): 90% scaling "
+        "efficiency for Inception V3 at 512 GPUs."
+    ],
+    "vgg16": [
+        "Horovod paper (128 servers x 4 Pascal GPUs, 25 Gbit/s RoCE): 68% scaling "
+        "efficiency for VGG-16 at 512 GPUs."
+    ],
+}
+
+FINGERPRINT_KEYS = (
+    "env",
+    "link_rate",
+    "launcher",
+    "torch",
+    "torchvision",
+    "horovod",
+    "horovod_controller",
+    "torch_distributed",
+    "nccl",
+    "cuda",
+    "gpu",
+    "driver",
+    "cpu",
+    "cores",
+    "threads",
+    "hosts",
+    "hpcbench_commit",
+    "bench_digest",
+)
+
+
+def fmt(value: float | None, digits: int = 1, ci: float | None = None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    text = f"{value:.{digits}f}"
+    return f"{text} ± {ci:.{digits}f}" if ci else text
+
+
+def fmt_band(s: ConfigSummary) -> str:
+    if s.predicted_efficiency_low is None:
+        return "-"
+    return f"{s.predicted_efficiency_low:.2f}-{s.predicted_efficiency_high:.2f}"
+
+
+def load(directory: str) -> tuple[Store, list[dict], list[dict]]:
+    store = Store(directory)
+    if not store.path.is_file():
+        raise UsageError(
+            f"{store.path} not found: run `python -m hpcbench scale --out "
+            f"{directory}` first, or give the directory that holds it"
+        )
+    runs, probes = store.runs(), store.probes()
+    if not runs and not probes:
+        raise UsageError(f"{store.path} holds no runs yet")
+    return store, runs, probes
+
+
+def fingerprint_of(runs: list[dict], env: str | None = None) -> dict[str, Any]:
+    """The latest successful run's fingerprint (for one env if given)."""
+    ok = [r for r in runs if r.get("status") == "ok" and (env is None or r.get("env") == env)]
+    return (ok[-1].get("fingerprint") or {}) if ok else {}
+
+
+def _fp_value(value: Any) -> str:
+    if isinstance(value, list):
+        unique = sorted({str(v) for v in value})
+        return (
+            ", ".join(unique) if len(unique) <= 4 else f"{len(value)}: {', '.join(unique[:4])}, ..."
+        )
+    return "-" if value is None else str(value)
+
+
+SERIES_HEADER = [
+    "nodes",
+    "workers",
+    "runs",
+    "images/s ± CI95",
+    "per worker",
+    "jitter",
+    "speedup",
+    "E ± CI95",
+    "inter-node E",
+    "predicted E",
+    "busbw GB/s",
+    "data time",
+    "weights in sync",
+]
+
+
+def series_rows(series: list[ConfigSummary]) -> list[list[str]]:
+    rows = []
+    for s in series:
+        runs = f"{s.runs}" + (f" (+{s.failed} failed)" if s.failed else "")
+        rows.append(
+            [
+                str(s.nodes),
+                str(s.workers),
+                runs,
+                fmt(s.images_per_sec, 1, s.ci95),
+                fmt(s.images_per_sec_per_worker),
+                fmt(s.jitter),
+                fmt(s.speedup, 2),
+                fmt(s.efficiency, 3, s.efficiency_ci95),
+                fmt(s.internode_efficiency, 3),
+                fmt_band(s),
+                fmt(s.busbw / 1e9 if s.busbw else None, 3),
+                f"{s.data_fraction:.0%}" if s.data_fraction is not None else "-",
+                {True: "yes", False: "NO", None: "-"}[s.weights_in_sync],
+            ]
+        )
+    return rows
+
+
+def group_series(summaries: list[ConfigSummary]) -> dict[tuple, list[ConfigSummary]]:
+    groups: dict[tuple, list[ConfigSummary]] = defaultdict(list)
+    for s in summaries:
+        groups[s.series].append(s)
+    return groups
+
+
+def series_title(s: ConfigSummary) -> str:
+    data = "synthetic data" if s.data == "synthetic" else f"data {s.data}"
+    return (
+        f"{s.model}, {s.backend}, batch {s.batch}/worker, {s.image_size} px, {data}, "
+        f"env {s.env}, {s.gpus_per_node} worker(s)/node"
+    )
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def html_table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def plot_groups(summaries: list[ConfigSummary]) -> dict[tuple, list[ConfigSummary]]:
+    """Series that share a plot: all batch sizes of one env/model/backend/input."""
+    groups: dict[tuple, list[ConfigSummary]] = defaultdict(list)
+    for s in summaries:
+        groups[(s.env, s.model, s.backend, s.image_size, s.data, s.gpus_per_node)].append(s)
+    return groups
+
+
+def _full_nodes(series: list[ConfigSummary]) -> list[ConfigSummary]:
+    """Points with every worker slot of their nodes used (the single-worker baseline of a
+    multi-GPU node is a reference, not a node count)."""
+    return [s for s in series if s.workers == s.nodes * s.gpus_per_node and s.images_per_sec]
+
+
+def make_plots(summaries: list[ConfigSummary], plot_dir: Path) -> list[tuple[str, Path]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    made = []
+    for index, (key, group) in enumerate(
+        sorted(plot_groups(summaries).items(), key=lambda kv: str(kv[0]))
+    ):
+        env, model, backend, image_size, _, _ = key
+        stem = f"{index:02d}-{env}-{model}-{backend}".replace("/", "_")
+        by_batch = defaultdict(list)
+        for s in group:
+            by_batch[s.batch].append(s)
+        fig, (ax_x, ax_e) = plt.subplots(1, 2, figsize=(12, 4.5))
+        max_nodes = 1
+        for batch in sorted(by_batch):
+            points = sorted(_full_nodes(by_batch[batch]), key=lambda s: s.nodes)
+            if not points:
+                continue
+            nodes = [s.nodes for s in points]
+            max_nodes = max(max_nodes, *nodes)
+            line = ax_x.errorbar(
+                nodes,
+                [s.images_per_sec for s in points],
+                yerr=[s.ci95 or 0 for s in points],
+                marker="o",
+                capsize=3,
+                label=f"batch {batch}",
+            )
+            color = line[0].get_color()
+            with_e = [s for s in points if s.efficiency is not None]
+            ax_e.errorbar(
+                [s.nodes for s in with_e],
+                [s.efficiency for s in with_e],
+                yerr=[s.efficiency_ci95 or 0 for s in with_e],
+                marker="o",
+                capsize=3,
+                color=color,
+                label=f"batch {batch} measured",
+            )
+            band = [s for s in points if s.predicted_efficiency_low is not None]
+            if band:
+                ax_e.fill_between(
+                    [s.nodes for s in band],
+                    [s.predicted_efficiency_low for s in band],
+                    [s.predicted_efficiency_high for s in band],
+                    color=color,
+                    alpha=0.15,
+                    label=f"batch {batch} predicted",
+                )
+        ax_e.axhline(1.0, color="black", linestyle="--", linewidth=1, label="ideal")
+        ax_x.set(xlabel="nodes", ylabel="images/s (total)", title="Throughput")
+        ax_e.set(
+            xlabel="nodes",
+            ylabel="E(N) = X(N) / (N X(1))",
+            title="Scaling efficiency",
+            ylim=(0, 1.15),
+        )
+        for ax in (ax_x, ax_e):
+            ax.set_xticks(range(1, max_nodes + 1))
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.suptitle(f"{model} ({backend}, {image_size} px) on {env}")
+        fig.tight_layout()
+        path = plot_dir / f"{stem}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        made.append((f"{model}, {backend}, {image_size} px on {env}", path))
+    return made
+
+
+def probe_rows(probes: list[dict]) -> list[list[str]]:
+    rows = []
+    for p in probes:
+        if p.get("status") != "ok":
+            rows.append(
+                [
+                    p.get("env", "-"),
+                    str(p.get("nodes")),
+                    str(p.get("workers")),
+                    p.get("backend", "-"),
+                    "FAILED",
+                    "-",
+                    "-",
+                ]
+            )
+            continue
+        small, large = p["results"][0], p["results"][-1]
+        rows.append(
+            [
+                p["env"],
+                str(p["nodes"]),
+                str(p["workers"]),
+                p["backend"],
+                f"{small['time_s'] * 1e6:.0f} us @ {small['bytes']} B",
+                f"{large['bytes'] / 2**20:.0f} MiB",
+                f"{large['busbw'] / 1e9:.3f}",
+            ]
+        )
+    return rows
+
+
+PROBE_HEADER = ["env", "nodes", "workers", "backend", "smallest message", "largest", "busbw GB/s"]
+
+
+def build_report(directory: str) -> tuple[Path, Path]:
+    store, runs, probes = load(directory)
+    summaries = analysis.summarise(runs, probes)
+    out = store.dir
+    plots = make_plots(summaries, out / "plots")
+    md: list[str] = [f"# Scaling report: {out}", ""]
+    hp: list[str] = [f"<h1>Scaling report: {html.escape(str(out))}</h1>"]
+    failed = [r for r in runs if r.get("status") != "ok"]
+    intro = (
+        f"{len(runs)} runs ({len(failed)} failed) and {len(probes)} all-reduce probes. "
+        "Throughput is the mean over repeats of each run's windows (slowest rank per "
+        "window); CI95 is over repeats (over windows for a single run) and propagates "
+        "into E; jitter is 1.4826 x the median absolute deviation of window throughputs. "
+        "Predicted E is the ring all-reduce band: no overlap to full overlap of "
+        "T_ar = 2(N-1)a + 2(N-1)/N S/B with the probe's a and B."
+    )
+    md += [intro, ""]
+    hp.append(f"<p>{html.escape(intro)}</p>")
+
+    envs = sorted({r.get("env") for r in runs if r.get("env")})
+    for env in envs:
+        fp = fingerprint_of(runs, env)
+        rows = [[k, _fp_value(fp[k])] for k in FINGERPRINT_KEYS if k in fp]
+        md += [f"## Environment {env}", "", md_table(["", "value"], rows), ""]
+        hp += [f"<h2>Environment {html.escape(env)}</h2>", html_table(["", "value"], rows)]
+
+    md += ["## Results", ""]
+    hp.append("<h2>Results</h2>")
+    for _, series in sorted(group_series(summaries).items(), key=lambda kv: str(kv[0])):
+        title = series_title(series[0])
+        rows = series_rows(series)
+        md += [f"### {title}", "", md_table(SERIES_HEADER, rows), ""]
+        hp += [f"<h3>{html.escape(title)}</h3>", html_table(SERIES_HEADER, rows)]
+    for title, path in plots:
+        rel = path.relative_to(out)
+        md += [f"![{title}]({rel})", ""]
+        hp.append(f'<p><img src="{html.escape(str(rel))}" alt="{html.escape(title)}"></p>')
+    if probes:
+        rows = probe_rows(probes)
+        md += ["## All-reduce probes", "", md_table(PROBE_HEADER, rows), ""]
+        hp += ["<h2>All-reduce probes</h2>", html_table(PROBE_HEADER, rows)]
+    if failed:
+        rows = [
+            [
+                f"{r.get('model')} batch {r.get('batch')} x{r.get('workers')} "
+                f"repeat {r.get('repeat')}",
+                (r.get("error") or "").splitlines()[0][:200],
+            ]
+            for r in failed
+        ]
+        md += ["## Failed runs", "", md_table(["run", "error"], rows), ""]
+        hp += ["<h2>Failed runs</h2>", html_table(["run", "error"], rows)]
+    context = [line for m in sorted({s.model for s in summaries}) for line in REFERENCES.get(m, [])]
+    if context:
+        md += ["## Context", ""] + [f"- {line}" for line in context] + [""]
+        hp += ["<h2>Context</h2><ul>"] + [f"<li>{html.escape(c)}</li>" for c in context]
+        hp.append("</ul>")
+    md_path, html_path = out / "report.md", out / "report.html"
+    md_path.write_text("\n".join(md))
+    style = (
+        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+        "img{max-width:100%}"
+    )
+    html_path.write_text(
+        f"<!doctype html><html><head><meta charset='utf-8'><title>hpcbench "
+        f"report</title><style>{style}</style></head><body>" + "\n".join(hp) + "</body></html>"
+    )
+    return md_path, html_path
+
+
+def report_main(args: argparse.Namespace) -> int:
+    md_path, html_path = build_report(args.out)
+    print(f"wrote {md_path} and {html_path}")
+    return 0
+
+
+def comparison(dir_a: str, dir_b: str) -> str:
+    """Two result sets side by side: environments, then configurations both hold."""
+    sides = []
+    for directory in (dir_a, dir_b):
+        _, runs, probes = load(directory)
+        sides.append((runs, {_match_key(s): s for s in analysis.summarise(runs, probes)}))
+    (runs_a, a), (runs_b, b) = sides
+    name_a, name_b = f"A: {dir_a}", f"B: {dir_b}"
+    fp_a, fp_b = fingerprint_of(runs_a), fingerprint_of(runs_b)
+    env_rows = [
+        [k, _fp_value(fp_a.get(k)), _fp_value(fp_b.get(k))]
+        for k in FINGERPRINT_KEYS
+        if k in fp_a or k in fp_b
+    ]
+    out = ["# Comparison", "", "## Environments", "", md_table(["", name_a, name_b], env_rows), ""]
+    header = [
+        "model",
+        "backend",
+        "batch",
+        "nodes",
+        "workers",
+        "A images/s",
+        "B images/s",
+        "B/A",
+        "A E",
+        "B E",
+        "A predicted",
+        "B predicted",
+    ]
+    rows = []
+    for key in sorted(set(a) & set(b), key=str):
+        sa, sb = a[key], b[key]
+        ratio = (
+            sb.images_per_sec / sa.images_per_sec
+            if sa.images_per_sec and sb.images_per_sec
+            else None
+        )
+        rows.append(
+            [
+                sa.model,
+                sa.backend,
+                str(sa.batch),
+                str(sa.nodes),
+                str(sa.workers),
+                fmt(sa.images_per_sec, 1, sa.ci95),
+                fmt(sb.images_per_sec, 1, sb.ci95),
+                fmt(ratio, 2),
+                fmt(sa.efficiency, 3, sa.efficiency_ci95),
+                fmt(sb.efficiency, 3, sb.efficiency_ci95),
+                fmt_band(sa),
+                fmt_band(sb),
+            ]
+        )
+    out += ["## Configurations in both", ""]
+    out.append(md_table(header, rows) if rows else "(none in common)")
+    only = len(set(a) ^ set(b))
+    if only:
+        out += ["", f"{only} configuration(s) appear on one side only."]
+    return "\n".join(out) + "\n"
+
+
+def _match_key(s: ConfigSummary) -> tuple:
+    """Configurations match across environments: everything but the env."""
+    return (s.model, s.backend, s.batch, s.image_size, s.data, s.nodes, s.workers)
+
+
+def compare_main(args: argparse.Namespace) -> int:
+    text = comparison(args.dir_a, args.dir_b)
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "report", help="Markdown and HTML report with plots", description=__doc__
+    )
+    p.add_argument("--out", default="results", help="results directory (default: results/)")
+    p.set_defaults(func=report_main)
+    c = subparsers.add_parser("compare", help="two results directories side by side")
+    c.add_argument("dir_a")
+    c.add_argument("dir_b")
+    c.add_argument("--output", help="write the Markdown here instead of stdout")
+    c.set_defaults(func=compare_main)
