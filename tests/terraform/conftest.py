@@ -1,14 +1,17 @@
 """Shared helpers for the Terraform tests: binary, provider mirror, isolated runs.
 
-Every run gets its own TF_DATA_DIR under pytest's tmp dir, so tests never touch
-the `.terraform` of an environment someone is deploying, and nothing needs
-credentials: plans only, providers mocked where a resource would be created.
+Tests run on a copy of terraform/ (and the fixtures, at the same relative
+place) under pytest's tmp dir: `init` writes neither `.terraform` nor a
+dependency lock file into the source tree, so tests never disturb an
+environment someone is deploying. Nothing needs credentials: plans only,
+providers mocked where a resource would be created.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,14 +101,24 @@ def tf_binary() -> str:
 
 
 @pytest.fixture(scope="session")
-def tf(tf_binary: str, tmp_path_factory: pytest.TempPathFactory):
+def tf_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A scratch copy of terraform/ with tests/terraform/fixtures beside it."""
+    root = tmp_path_factory.mktemp("repo")
+    skip = shutil.ignore_patterns(".terraform", ".terraform.lock.hcl", "*.tfstate*")
+    shutil.copytree(TERRAFORM, root / "terraform", ignore=skip, symlinks=True)
+    shutil.copytree(FIXTURES, root / "tests" / "terraform" / "fixtures")
+    return root / "terraform"
+
+
+@pytest.fixture(scope="session")
+def tf(tf_binary: str, tf_tree: Path, tmp_path_factory: pytest.TempPathFactory):
     """tf("envs/virtualwall") -> an initialised TF for that directory (once per session)."""
     made: dict[str, TF] = {}
 
     def get(rel: str) -> TF:
         if rel not in made:
             data_dir = tmp_path_factory.mktemp("tfdata-" + rel.replace("/", "-"))
-            runner = TF(tf_binary, TERRAFORM / rel, data_dir)
+            runner = TF(tf_binary, tf_tree / rel, data_dir)
             runner.init()
             made[rel] = runner
         return made[rel]
