@@ -1,5 +1,6 @@
 # hpcbench: machines (terraform) -> hosts (ansible) -> experiments (hpcbench).
-#   make deploy ENV=local [NODES=4] [LINK_RATE=1gbit] [CPUS_PER_NODE=1]
+#   make deploy ENV=local [NODES=4] [LINK_RATE=1gbit] [CPUS_PER_NODE=1] [SLURM=true]
+#   make deploy ENV=gpulab TOPOLOGY=1x10|10x1
 #   make verify ENV=local ; make destroy ENV=local ; make test
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -19,7 +20,8 @@ HOST_PYTHON ?= python3
 VARS := $(if $(NODES),--var node_count=$(NODES)) \
         $(if $(filter-out undefined,$(origin LINK_RATE)),--var link_rate=$(LINK_RATE)) \
         $(if $(CPUS_PER_NODE),--var cpus_per_node=$(CPUS_PER_NODE)) \
-        $(if $(SLURM),--var enable_slurm=$(SLURM))
+        $(if $(SLURM),--var enable_slurm=$(SLURM)) \
+        $(if $(TOPOLOGY),--var topology=$(TOPOLOGY))
 
 .PHONY: help tools engine venv wheelhouse terraform providers images deploy verify destroy \
         test test-unit lint clean-cache

@@ -29,6 +29,19 @@ def tools_dir() -> Path:
     return Path(os.environ.get("TOOLS_DIR", cache_root() / "tools"))
 
 
+def cli_config_file() -> Path | None:
+    """The CLI config pointing at the provider mirror (`make providers` writes it).
+
+    The project's mirror wins over a user-wide TF_CLI_CONFIG_FILE, which may
+    name a file that does not exist or a registry that cannot be reached.
+    """
+    ours = tools_dir() / "tofurc"
+    if ours.is_file():
+        return ours
+    theirs = os.environ.get("TF_CLI_CONFIG_FILE")
+    return Path(theirs) if theirs and Path(theirs).is_file() else None
+
+
 def find_binary() -> str:
     """tofu or terraform from PATH, else the OpenTofu that `make tools` built."""
     for name in ("tofu", "terraform"):
@@ -87,9 +100,8 @@ class TerraformEnv:
             "TF_IN_AUTOMATION": "1",
             "TF_INPUT": "0",
         }
-        # The project's provider mirror wins over a user-wide CLI config.
-        rc = tools_dir() / "tofurc"
-        if rc.is_file():
+        rc = cli_config_file()
+        if rc is not None:
             env["TF_CLI_CONFIG_FILE"] = str(rc)
         env.update({f"TF_VAR_{k}": v for k, v in self.variables.items()})
         return env

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from hpcbench.errors import UsageError
-from hpcbench.terraform import find_binary, tools_dir
+from hpcbench.terraform import cli_config_file, find_binary
 
 REPO = Path(__file__).resolve().parents[2]
 TERRAFORM = REPO / "terraform"
@@ -28,16 +28,11 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 PUBKEY = FIXTURES / "id_ed25519.pub"
 
 
-def cli_config() -> Path | None:
-    """The CLI config that points at the provider mirror (`make providers` writes it)."""
-    configured = os.environ.get("TF_CLI_CONFIG_FILE")
-    path = Path(configured) if configured else tools_dir() / "tofurc"
-    return path if path.is_file() else None
 
 
 def mirror_has(provider: str) -> bool:
     """Whether the filesystem mirror holds `namespace/name` (any version)."""
-    config = cli_config()
+    config = cli_config_file()
     if config is None:
         return False
     for mirror in re.findall(r'path\s*=\s*"([^"]+)"', config.read_text()):
@@ -68,7 +63,7 @@ class TF:
             "TF_INPUT": "0",
             "CHECKPOINT_DISABLE": "1",
         }
-        config = cli_config()
+        config = cli_config_file()
         if config is not None:
             self.env["TF_CLI_CONFIG_FILE"] = str(config)
 

@@ -17,7 +17,15 @@ locals {
         node_gpus                    = n.gpus
       },
       n.proxy_jump == null ? {} : {
-        ansible_ssh_common_args = "-o ProxyJump=${n.proxy_jump}"
+        ansible_ssh_common_args = (
+          n.proxy_identity_file == null
+          ? "-o ProxyJump=${n.proxy_jump}"
+          # ProxyJump would log in to the bastion with ssh's default keys.
+          : format("-o ProxyCommand=\"ssh -i %s -p %s -W %%h:%%p %s\"",
+            n.proxy_identity_file,
+            try(regex(":(\\d+)$", n.proxy_jump)[0], "22"),
+          replace(n.proxy_jump, "/:\\d+$/", ""))
+        )
       },
     )
   }

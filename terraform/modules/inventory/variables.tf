@@ -1,15 +1,18 @@
 variable "nodes" {
   description = "The testbed's machines, the contract every environment ends in."
   type = list(object({
-    name      = string           # host name inside the testbed
-    address   = string           # address on the testbed (experiment) network
-    ssh_host  = string           # where the controller reaches sshd
-    ssh_port  = number
-    ssh_user  = string
-    role      = string           # "head" or "worker"
-    gpus      = number
-    kind      = string           # "vm", "container" or "job"
+    name       = string # host name inside the testbed
+    address    = string # address on the testbed (experiment) network
+    ssh_host   = string # where the controller reaches sshd
+    ssh_port   = number
+    ssh_user   = string
+    role       = string # "head" or "worker"
+    gpus       = number
+    kind       = string           # "vm", "container" or "job"
     proxy_jump = optional(string) # user@host:port of a bastion, or null
+    # Key for the bastion when it differs from the nodes' (the jFed and GPULab
+    # proxies want the Fed4FIRE PEM); a path, never the key itself.
+    proxy_identity_file = optional(string)
   }))
 
   validation {
