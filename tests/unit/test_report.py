@@ -1,0 +1,154 @@
+import io
+
+import pytest
+
+from hpcbench import cli, prediction, report
+from hpcbench.errors import UsageError
+from hpcbench.progress import Progress, format_duration
+from hpcbench.store import Store
+
+
+def _run(workers, times, batch=32, repeat=0, env="vw", status="ok", **extra):
+    return {
+        "kind": "run",
+        "status": status,
+        "env": env,
+        "model": "resnet50",
+        "backend": "horovod",
+        "batch": batch,
+        "image_size": 224,
+        "data": "synthetic",
+        "gpus_per_node": 1,
+        "nodes": workers,
+        "workers": workers,
+        "repeat": repeat,
+        "steps": 10,
+        "window_times": times,
+        "weights_in_sync": True,
+        "allreduce_bytes": 102e6,
+        "fingerprint": {
+            "env": env,
+            "torch": "2.15.0",
+            "horovod": "0.28.1",
+            "link_rate": "1gbit",
+            "hosts": [f"n{i}" for i in range(workers)],
+        },
+        **extra,
+    }
+
+
+def _store(tmp_path, env="vw", slow=1.0):
+    store = Store(tmp_path / env)
+    link = prediction.LinkModel(4, 50e-6, 117e6)
+    store.append(
+        {
+            "kind": "probe",
+            "status": "ok",
+            "env": env,
+            "backend": "horovod",
+            "nodes": 4,
+            "workers": 4,
+            "results": [
+                {
+                    "bytes": s,
+                    "time_s": link.allreduce_time(s),
+                    "algbw": 0,
+                    "busbw": prediction.busbw(s, link.allreduce_time(s), 4),
+                }
+                for s in (4096, 1 << 26)
+            ],
+        }
+    )
+    for repeat in range(2):
+        for batch in (32, 64):
+            store.append(_run(1, [1.0 * slow, 1.02 * slow], batch, repeat, env))
+            store.append(_run(4, [1.6 * slow, 1.7 * slow], batch, repeat, env))
+    store.append(_run(2, [], 32, 0, env, status="failed", error="timed out after 2 s\nlast"))
+    return store
+
+
+def test_report_tables_plots_and_html(tmp_path):
+    store = _store(tmp_path)
+    md_path, html_path = report.build_report(str(store.dir))
+    md = md_path.read_text()
+    assert "### resnet50, horovod, batch 32/worker, 224 px, synthetic data, env vw" in md
+    # 1 worker: 320 img/s on average; 4 workers 4*320/1.65 -> E about 0.61.
+    assert "| 4 | 4 | 2 |" in md and "0.61" in md
+    assert "| link_rate | 1gbit |" in md and "| horovod | 0.28.1 |" in md
+    assert "## All-reduce probes" in md and "## Failed runs" in md and "timed out" in md
+    assert "ResNet-50 has about 25.6 M parameters" in md  # context for the model measured
+    pngs = sorted((store.dir / "plots").glob("*.png"))
+    assert len(pngs) == 1 and pngs[0].stat().st_size > 10_000
+    html = html_path.read_text()
+    assert html.startswith("<!doctype html>") and "<table>" in html and pngs[0].name in html
+
+
+def test_predicted_band_appears_where_a_probe_matches(tmp_path):
+    md = report.build_report(str(_store(tmp_path).dir))[0].read_text()
+    four = [line for line in md.splitlines() if line.startswith("| 4 | 4 |")]
+    # T1 = 0.101 s; T_ar = 6 x 50 us + 1.5 x 102 MB / 117 MB/s = 1.31 s:
+    # no overlap 0.101 / 1.41 = 0.07, full overlap 0.101 / 1.31 = 0.08.
+    assert len(four) == 2 and all(line.split("|")[10].strip() == "0.07-0.08" for line in four)
+    one = [line for line in md.splitlines() if line.startswith("| 1 | 1 |")]
+    assert all(line.split("|")[10].strip() == "1.00-1.00" for line in one)
+
+
+def test_compare_side_by_side(tmp_path):
+    a, b = _store(tmp_path, "vw"), _store(tmp_path, "vw10g", slow=0.5)
+    text = report.comparison(str(a.dir), str(b.dir))
+    assert "| env | vw | vw10g |" in text
+    row = next(
+        line for line in text.splitlines() if line.startswith("| resnet50 | horovod | 32 | 4 |")
+    )
+    assert "| 2.00 |" in row  # B is twice as fast
+
+
+def test_report_and_compare_cli(tmp_path, capsys):
+    store = _store(tmp_path)
+    assert cli.main(["report", "--out", str(store.dir)]) == 0
+    assert cli.main(["compare", str(store.dir), str(store.dir)]) == 0
+    assert "Configurations in both" in capsys.readouterr().out
+    assert cli.main(["report", "--out", str(tmp_path / "none")]) == 2
+    assert "results.jsonl not found" in capsys.readouterr().err
+
+
+def test_empty_store_is_a_usage_error(tmp_path):
+    (tmp_path / "results.jsonl").write_text("")
+    with pytest.raises(UsageError, match="holds no runs"):
+        report.load(str(tmp_path))
+
+
+def test_formatting():
+    assert report.fmt(None) == "-" and report.fmt(float("nan")) == "-"
+    assert report.fmt(12.345, 1, 0.25) == "12.3 ± 0.2"
+    assert format_duration(59) == "59s" and format_duration(61) == "1m01s"
+    assert format_duration(3700) == "1h01m"
+
+
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_plain_lines_with_eta_off_a_terminal():
+    out = io.StringIO()
+    p = Progress(3, out)
+    p.start("a")
+    p.finish("a", True, 10.0, "5 images/s")
+    p.finish("b", False, 20.0, "boom")
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "[1/3] a ..."
+    assert lines[1] == "[1/3] a: ok in 10s 5 images/s, ETA 20s"
+    assert lines[2] == "[2/3] b: FAILED in 20s boom, ETA 15s"
+    assert lines[-1].endswith("2 runs in 0s, 1 failed")
+    assert "\r" not in out.getvalue()
+
+
+def test_progress_bar_on_a_terminal():
+    out = _Tty()
+    p = Progress(4, out, width=8)
+    p.start("x")
+    p.finish("x", True, 30.0)
+    text = out.getvalue()
+    assert "[........] 0/4 ETA --" in text and "[##......] 1/4 ETA 1m30s" in text
