@@ -1,0 +1,72 @@
+"""JupyterLab listens on the head node and needs the token (read on the node, never printed)."""
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+TOKEN_FILE = "/etc/hpcbench/jupyter/token"
+PORT = 8888
+
+# Runs on the node: prints the HTTP status of GET /api/status, with the token
+# from the node's file when asked. The token stays inside this process.
+PROBE = r"""
+import pathlib, sys, urllib.error, urllib.request
+url, use = sys.argv[1], sys.argv[2]
+headers = {}
+if use == "token":
+    headers["Authorization"] = "token " + pathlib.Path(sys.argv[3]).read_text().strip()
+elif use == "wrong":
+    headers["Authorization"] = "token not-the-token"
+try:
+    print(urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10).status)
+except urllib.error.HTTPError as err:
+    print(err.code)
+"""
+
+
+@pytest.fixture(scope="module")
+def jupyter(testbed):
+    if not testbed.var("enable_jupyter"):
+        pytest.skip("enable_jupyter is false: no JupyterLab configured")
+    hosts = testbed.group("jupyter")
+    assert hosts, "the inventory has no jupyter group"
+    name = hosts[0]
+    return name, testbed.host(name), f"http://{testbed.address(name)}:{PORT}/api/status"
+
+
+def probe(host, url, use):
+    with host.sudo():
+        return host.check_output("python3 -c %s %s %s %s", PROBE, url, use, TOKEN_FILE)
+
+
+def test_jupyter_listens(jupyter):
+    _, host, _ = jupyter
+    assert host.service("jupyterlab").is_running
+    assert host.socket(f"tcp://{PORT}").is_listening
+
+
+def test_request_without_token_is_refused(jupyter):
+    _, host, url = jupyter
+    assert probe(host, url, "none") == "403"
+    assert probe(host, url, "wrong") == "403"
+
+
+def test_request_with_token_is_accepted(jupyter):
+    _, host, url = jupyter
+    assert probe(host, url, "token") == "200"
+
+
+def test_token_files_are_private(jupyter, testbed):
+    name, host, _ = jupyter
+    with host.sudo():
+        f = host.file(TOKEN_FILE)
+        assert f.mode == 0o600
+        node_sha = f.sha256sum
+    controller = Path(testbed.var("hpcbench_state_dir", name) or "") / "jupyter_token"
+    if not controller.is_file():
+        pytest.skip(f"no controller copy at {controller} (checks run from another machine?)")
+    assert stat.S_IMODE(os.stat(controller).st_mode) == 0o600
+    assert hashlib.sha256(controller.read_bytes()).hexdigest() == node_sha

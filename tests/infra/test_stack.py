@@ -1,0 +1,47 @@
+"""Training stack: Horovod built with PyTorch and Gloo; the benchmark code installed."""
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+EXCLUDE = {"__pycache__", ".pytest_cache"}
+
+
+def check_build_cmd(testbed, name) -> str:
+    horovodrun = str(Path(testbed.var("hpcbench_python", name)).parent / "horovodrun")
+    if testbed.var("stack_mode", name) == "container":
+        return f"docker exec hpcbench-stack {horovodrun} --check-build"
+    return f"{horovodrun} --check-build"
+
+
+@pytest.fixture
+def stack_enabled(testbed, name):
+    if not testbed.var("enable_stack", name):
+        pytest.skip("enable_stack is false: no training stack configured")
+
+
+def test_horovod_has_pytorch_and_gloo(host, testbed, name, stack_enabled):
+    with host.sudo():
+        out = host.check_output(check_build_cmd(testbed, name))
+    assert "[X] PyTorch" in out, out
+    assert "[X] Gloo" in out, out
+
+
+def test_bench_code_installed(host, testbed, name, stack_enabled):
+    bench_dir = testbed.var("hpcbench_bench_dir", name)
+    files = sorted(
+        p for p in (REPO / "bench").rglob("*")
+        if p.is_file() and not EXCLUDE & set(p.parts) and p.suffix != ".pyc"
+    )
+    if not files:
+        pytest.skip("bench/ holds no files in this checkout")
+    differ = []
+    for p in files:  # bounded: the files of bench/
+        rel = p.relative_to(REPO / "bench")
+        remote = host.file(f"{bench_dir}/{rel}")
+        if not remote.exists or remote.sha256sum != hashlib.sha256(p.read_bytes()).hexdigest():
+            differ.append(str(rel))
+    assert not differ, f"bench files missing or different on {name}: {differ}"
