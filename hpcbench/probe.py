@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hpcbench import fingerprint, runner
+from hpcbench import fingerprint
 from hpcbench.specs import parse_size
 from hpcbench.store import Store
 from hpcbench.target import Target, add_arguments
@@ -29,7 +29,7 @@ def run_probe(target: Target, nodes: int, args: argparse.Namespace) -> dict:
         args.probe_max_bytes,
     ]
     spec = target.spec("allreduce.py", script_args, nodes, workers, args.timeout)
-    outcome = runner.run(target.launcher.commands(spec), timeout_s=args.timeout)
+    outcome = target.launcher.run(spec, timeout_s=args.timeout)
     tb = target.testbed
     record = {
         "kind": "probe",

@@ -48,6 +48,7 @@ WORKLOAD_FIELDS = (
     "bucket_cap_mb",
     "local_workers",
     "loss",
+    "gpu",
 )
 
 
@@ -224,6 +225,14 @@ def main(args: argparse.Namespace) -> int:
     if not todo:
         print(f"nothing to do: {store.path} holds every run", file=sys.stderr)
         return 0
+    if args.dry_run:
+        for config, repeat in todo:
+            spec = target.spec(
+                "train.py", workload_args(args, config.batch), config.nodes, config.workers,
+                args.timeout,
+            )  # fmt: skip
+            print(f"# {config.label}, repeat {repeat + 1}\n{target.launcher.describe(spec)}\n")
+        return 0
     target.prepare()
     if not args.no_probe:
         probed = {
@@ -251,9 +260,7 @@ def main(args: argparse.Namespace) -> int:
             args.timeout,
         )
         started = time.monotonic()
-        outcome = runner.run(
-            target.launcher.commands(spec), timeout_s=args.timeout, echo=args.verbose
-        )
+        outcome = target.launcher.run(spec, timeout_s=args.timeout, echo=args.verbose)
         record = complete(record, outcome, store)
         store.append(record)
         ok = record["status"] == "ok"
@@ -295,4 +302,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-probe", action="store_true", help="skip the all-reduce probe")
     p.add_argument("--probe-max-bytes", default="64M")
     p.add_argument("--verbose", action="store_true", help="echo the workers' output")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print what each run would launch; run nothing"
+    )
     p.set_defaults(func=main)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from hpcbench import launchers, paths, testbed
 from hpcbench.errors import UsageError
-from hpcbench.launchers import Launcher, Placement, RunSpec
+from hpcbench.launchers import Launcher, Placement, RunSpec, slurm
 from hpcbench.specs import parse_hosts, parse_nodes
 from hpcbench.testbed import SshAccess, Testbed
 
@@ -64,6 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser, nodes_default: str) -> None:
     parser.add_argument(
         "--timeout", type=int, default=1800, help="seconds per run before it is killed"
     )
+    slurm.add_arguments(parser)
 
 
 @dataclass
@@ -76,14 +77,26 @@ class Target:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Target:
+        cluster = not args.hosts and args.env == slurm.ENV_NAME
         if args.hosts:
             tb = testbed.from_hosts(parse_hosts(args.hosts))
+        elif cluster:
+            tb = slurm.cluster_testbed(args.gpus_per_node)
         else:
             tb = testbed.for_env(args.env)
         if args.gpus_per_node is not None and args.gpus_per_node < 1:
             raise UsageError("--gpus-per-node must be at least 1")
         nodes = parse_nodes(args.nodes, available=len(tb.nodes))
-        launcher = launchers.get(args.launcher, args.backend, args.horovod_controller)
+        if cluster or args.launcher == slurm.SlurmLauncher.name:
+            if args.launcher not in ("auto", slurm.SlurmLauncher.name):
+                raise UsageError(f"--env slurm runs with the slurm launcher, not {args.launcher}")
+            # sbatch runs here on a cluster's login node, on the head of a testbed.
+            submit = None if cluster else tb.head_node().access
+            launcher: Launcher = slurm.from_args(
+                args, args.backend, args.horovod_controller, submit, cluster
+            )
+        else:
+            launcher = launchers.get(args.launcher, args.backend, args.horovod_controller)
         target = cls(tb, nodes, args.gpus_per_node, args.backend, launcher)
         for n in nodes:  # ask the launcher now, so that nothing starts on a spec it refuses
             why = launcher.check(target.spec("train.py", [], n, target.workers(n)), args.backend)

@@ -9,10 +9,11 @@ from hpcbench.errors import UsageError
 from hpcbench.launchers.base import Command, Launcher, Placement, RunSpec
 from hpcbench.launchers.horovodrun import HorovodrunLauncher
 from hpcbench.launchers.local import LocalLauncher
+from hpcbench.launchers.slurm import SlurmLauncher
 from hpcbench.launchers.torchrun import TorchrunLauncher
 
 LAUNCHERS: dict[str, type[Launcher]] = {
-    cls.name: cls for cls in (HorovodrunLauncher, TorchrunLauncher, LocalLauncher)
+    cls.name: cls for cls in (HorovodrunLauncher, TorchrunLauncher, LocalLauncher, SlurmLauncher)
 }
 # What `--launcher auto` picks for each backend.
 DEFAULT_FOR_BACKEND = {"horovod": "horovodrun", "ddp": "torchrun"}

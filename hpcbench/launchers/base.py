@@ -111,3 +111,13 @@ class Launcher:
 
     def commands(self, spec: RunSpec) -> list[Command]:
         raise NotImplementedError
+
+    def describe(self, spec: RunSpec) -> str:
+        """What `--dry-run` prints: the commands (a batch launcher prints its script)."""
+        return "\n".join(shlex.join(c.local_argv()) for c in self.commands(spec))
+
+    def run(self, spec: RunSpec, timeout_s: float, echo: bool = False):  # -> runner.Outcome
+        """Start the run and wait for it; batch launchers (slurm) submit and poll instead."""
+        from hpcbench import runner  # runner imports this module
+
+        return runner.run(self.commands(spec), timeout_s=timeout_s, echo=echo)

@@ -1,0 +1,419 @@
+"""The slurm launcher without a cluster: generated sbatch scripts, and the
+submit/poll/collect/cancel cycle against fake sbatch, squeue, scontrol, scancel."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpcbench import cli, runner
+from hpcbench.launchers import Placement, RunSpec, slurm
+from hpcbench.launchers.slurm import SlurmLauncher, SlurmOptions, sbatch_script, task_command
+from hpcbench.testbed import SshAccess
+
+
+def _spec(
+    nodes=2,
+    slots=1,
+    limit=600,
+    iface="eth0",
+    python="/opt/hpcbench/venv/bin/python",
+    script="train.py",
+    args=("--model", "resnet18", "--batch", "32"),
+    workdir="/opt/b",
+):
+    return RunSpec(
+        script=script,
+        args=tuple(args),
+        python=python,
+        workdir=workdir,
+        placements=tuple(Placement(f"node{i + 1}", slots, None) for i in range(nodes)),
+        master_addr="10.0.0.1",
+        master_port=29511,
+        iface=iface,
+        time_limit_s=limit,
+    )
+
+
+def sbatch_lines(script: str) -> list[str]:
+    return [
+        line.removeprefix("#SBATCH ") for line in script.splitlines() if line.startswith("#SBATCH ")
+    ]
+
+
+def srun_lines(script: str) -> list[str]:
+    return [line for line in script.splitlines() if line.startswith("srun ")]
+
+
+def test_plain_ddp_script():
+    opts = SlurmOptions(
+        partition="p1", account="acc", qos="short", job_dir="/scratch/j", pin_nodes=True
+    )
+    script = sbatch_script(_spec(nodes=2, slots=1), opts, "ddp", job_name="hpcbench-x")
+    assert script.startswith("#!/bin/bash\n")
+    assert sbatch_lines(script) == [
+        "--job-name=hpcbench-x",
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--time=11",  # 600 s -> 10 min + 1
+        "-o /scratch/j/hpcbench-x-%j.out",
+        "-e /scratch/j/hpcbench-x-%j.err",
+        "--partition=p1",
+        "--account=acc",
+        "--qos=short",
+        "--nodelist=node1,node2",
+    ]
+    [srun] = srun_lines(script)
+    assert "--container" not in script and "--mpi" not in srun and "--gres" not in script
+    assert srun.startswith("srun --ntasks=2 --ntasks-per-node=1 --distribution=block")
+    assert "RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID" in srun
+    assert "exec /opt/hpcbench/venv/bin/python train.py --model resnet18" in srun
+    assert "export MASTER_PORT=29511" in script
+    assert "export GLOO_SOCKET_IFNAME=eth0" in script
+    assert "HOROVOD_GLOO_RENDEZVOUS" not in script
+    assert script.rstrip().endswith('exit "$rc"')
+
+
+def test_pyxis_horovod_script():
+    opts = SlurmOptions(
+        gpus_per_node=8,
+        container_image="/dss/stack.sqsh",
+        container_mounts=("/dss/data:/data",),
+        partition="lrz-dgx-a100-80x8",
+    )
+    script = sbatch_script(
+        _spec(nodes=2, slots=8, workdir="/home/u/hpcbench/bench"),
+        opts,
+        "horovod",
+        "gloo",
+        job_name="j",
+    )
+    assert "--gres=gpu:8" in sbatch_lines(script)
+    assert not any(x.startswith("--nodelist") for x in sbatch_lines(script))
+    rendezvous, train = srun_lines(script)
+    for line in (rendezvous, train):
+        assert "--container-image=/dss/stack.sqsh" in line
+        # bench/ is mounted at its own path, so the workdir is the same inside
+        assert (
+            "--container-mounts=/dss/data:/data,/home/u/hpcbench/bench:/home/u/hpcbench/bench"
+            in line
+        )
+        assert "--container-workdir=/home/u/hpcbench/bench" in line
+    assert rendezvous.startswith("srun --overlap --nodes=1 --ntasks=1")
+    assert rendezvous.endswith(" 8 &")
+    assert "--ntasks=16 --ntasks-per-node=8" in train
+    assert "HOROVOD_RANK=$SLURM_PROCID" in train and "HOROVOD_LOCAL_SIZE=8" in train
+    assert "HOROVOD_HOSTNAME=$SLURMD_NODENAME" in train
+    assert "export HOROVOD_CONTROLLER=gloo HOROVOD_CPU_OPERATIONS=gloo" in script
+    assert "HOROVOD_GLOO_RENDEZVOUS_PORT=$MASTER_PORT" in script
+
+
+def test_gpus_requested_never_exceed_the_workers():
+    opts = SlurmOptions(gpus_per_node=4)
+    assert "--gres=gpu:1" in sbatch_lines(sbatch_script(_spec(nodes=1, slots=1), opts, "ddp"))
+
+
+def test_horovod_over_mpi_uses_pmix_and_no_rendezvous():
+    opts = SlurmOptions(mpi="pmix")
+    script = sbatch_script(_spec(), opts, "horovod", "mpi")
+    [srun] = srun_lines(script)
+    assert "--mpi=pmix" in srun
+    assert "HOROVOD_RANK" not in srun and "RendezvousHTTPServer" not in script
+
+
+def test_time_limit():
+    assert "--time=60" in sbatch_lines(sbatch_script(_spec(limit=0), SlurmOptions(), "ddp"))
+    assert "--time=5" in sbatch_lines(sbatch_script(_spec(), SlurmOptions(time_min=5), "ddp"))
+
+
+def test_extra_sbatch_options_are_verbatim():
+    script = sbatch_script(_spec(), SlurmOptions(extra=("--exclusive", "--mem=0")), "ddp")
+    assert sbatch_lines(script)[-2:] == ["--exclusive", "--mem=0"]
+
+
+@pytest.mark.parametrize(
+    "backend,controller", [("ddp", "gloo"), ("horovod", "gloo"), ("horovod", "mpi")]
+)
+@pytest.mark.parametrize("image", ["", "nvcr.io#nvidia/pytorch:23.06-py3"])
+def test_scripts_are_valid_bash(backend, controller, image):
+    opts = SlurmOptions(container_image=image, mpi="pmix" if controller == "mpi" else "")
+    script = sbatch_script(_spec(), opts, backend, controller)
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+
+
+def test_arguments_survive_both_shells(tmp_path):
+    """The batch script's shell and srun's `bash -c` hand the workload its arguments as given."""
+    odd = ("--note", 'it\'s "quoted" $HOME `x` ;|&')
+    spec = _spec(python="/usr/bin/printf", script="%s|", args=odd, workdir=str(tmp_path))
+    [srun] = srun_lines(sbatch_script(spec, SlurmOptions(), "ddp"))
+    fake_srun = 'srun() { while [[ $1 == --* ]]; do shift; done; "$@"; }'
+    out = subprocess.run(
+        ["bash", "-c", f"{fake_srun}\n{srun}"],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "SLURM_PROCID": "0"},
+    )
+    assert out.stdout == "".join(f"{a}|" for a in odd), out.stderr
+
+
+def test_rendezvous_server_code_compiles():
+    compile(slurm.RENDEZVOUS_PY, "<rendezvous>", "exec")
+
+
+@pytest.mark.parametrize(
+    "backend,controller,expect",
+    [
+        ("ddp", "gloo", "RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2"),
+        ("horovod", "gloo", "HOROVOD_RANK=3 SIZE=4 LOCAL_RANK=1 LOCAL_SIZE=2 CROSS=1/2 HOST=n2"),
+    ],
+)
+def test_task_gets_its_rank_from_slurm(tmp_path, backend, controller, expect):
+    show = {
+        "ddp": "RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK "
+        "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE",
+        "horovod": "HOROVOD_RANK=$HOROVOD_RANK SIZE=$HOROVOD_SIZE LOCAL_RANK=$HOROVOD_LOCAL_RANK "
+        "LOCAL_SIZE=$HOROVOD_LOCAL_SIZE CROSS=$HOROVOD_CROSS_RANK/$HOROVOD_CROSS_SIZE "
+        "HOST=$HOROVOD_HOSTNAME",
+    }[backend]
+    spec = _spec(
+        nodes=2,
+        slots=2,
+        python="/bin/sh",
+        script="-c",
+        args=(f"echo {show}",),
+        workdir=str(tmp_path),
+    )
+    line = task_command(spec, SlurmOptions(), backend, controller)
+    slurm_env = {
+        "SLURM_PROCID": "3",
+        "SLURM_NTASKS": "4",
+        "SLURM_LOCALID": "1",
+        "SLURM_NODEID": "1",
+        "SLURM_NNODES": "2",
+        "SLURMD_NODENAME": "n2",
+        "PATH": os.environ["PATH"],
+    }
+    out = subprocess.run(["bash", "-c", line], env=slurm_env, capture_output=True, text=True)
+    assert out.stdout.strip() == expect, out.stderr
+
+
+def test_uneven_placements_are_refused():
+    spec = RunSpec(
+        "train.py", (), "python", "/b", (Placement("a", 2, None), Placement("b", 1, None))
+    )
+    assert "same number of workers" in SlurmLauncher().check(spec, "ddp")
+    assert SlurmLauncher().check(_spec(), "ddp") is None
+
+
+def test_commands_and_describe_name_the_submit_host():
+    head = SshAccess(host="127.0.0.1", port=22701, user="root")
+    launcher = SlurmLauncher(SlurmOptions(), "gloo", "ddp", submit=head)
+    [cmd] = launcher.commands(_spec())
+    assert cmd.access == head and cmd.argv[:2] == ("bash", "-c")
+    assert "sbatch --parsable" in cmd.argv[2]
+    assert launcher.describe(_spec()).startswith("# sbatch on 127.0.0.1:\n#!/bin/bash")
+
+
+# ------------------------------------------------------------ fake Slurm tools
+FAKE_SBATCH = r"""#!/bin/bash
+# Reads the script, "runs" it: writes the -o file the batch host would write.
+script=$(cat)
+echo "$script" > "$FAKE/script"
+out=$(echo "$script" | sed -n 's/^#SBATCH -o //p' | sed 's/%j/4242/')
+case "$FAKE_MODE" in
+  ok) printf 'hello\nHPCBENCH_RESULT {"workers": 2, "window_times": [1.0]}\n' > "$out"
+      echo "HPCBENCH_SLURM_EXIT 0" >> "$out" ;;
+  fail) printf 'Traceback: boom\nHPCBENCH_SLURM_EXIT 3\n' > "$out" ;;
+esac
+echo "4242;cluster"
+"""
+FAKE_SQUEUE = """#!/bin/bash
+[ "$FAKE_MODE" = hang ] && echo "RUNNING node1"
+exit 0
+"""
+FAKE_SCONTROL = """#!/bin/bash
+state=COMPLETED; [ "$FAKE_MODE" = fail ] && state=FAILED
+echo "JobId=4242 JobName=x JobState=$state BatchHost=node1"
+"""
+FAKE_SCANCEL = """#!/bin/bash
+echo "$@" >> "$FAKE/scancel"
+"""
+
+
+@pytest.fixture
+def fake_slurm(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (
+        ("sbatch", FAKE_SBATCH),
+        ("squeue", FAKE_SQUEUE),
+        ("scontrol", FAKE_SCONTROL),
+        ("scancel", FAKE_SCANCEL),
+    ):
+        path = bin_dir / name
+        path.write_text(text)
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE", str(tmp_path))
+    monkeypatch.setattr(slurm, "POLL_MIN_S", 0.01)
+    monkeypatch.setattr(slurm, "POLL_MAX_S", 0.02)
+    return tmp_path
+
+
+def _launcher(tmp: Path, **kw) -> SlurmLauncher:
+    return SlurmLauncher(SlurmOptions(job_dir=str(tmp), **kw), "gloo", "ddp", submit=None)
+
+
+def test_run_collects_the_record(fake_slurm, monkeypatch):
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    outcome = _launcher(fake_slurm).run(_spec(), timeout_s=30)
+    assert outcome.ok, outcome.error()
+    assert outcome.records == [{"workers": 2, "window_times": [1.0]}]
+    assert outcome.returncodes == [0]
+    assert outcome.tail[0] == "slurm job 4242: COMPLETED"
+    assert (fake_slurm / "script").read_text().startswith("#!/bin/bash")
+    assert not (fake_slurm / "scancel").exists()
+
+
+def test_failed_job_keeps_its_exit_status_and_output(fake_slurm, monkeypatch):
+    monkeypatch.setenv("FAKE_MODE", "fail")
+    outcome = _launcher(fake_slurm).run(_spec(), timeout_s=30)
+    assert not outcome.ok and outcome.returncodes == [3]
+    assert "Traceback: boom" in outcome.error()
+    assert "FAILED" in outcome.error()
+
+
+def test_timeout_cancels_the_job(fake_slurm, monkeypatch):
+    monkeypatch.setenv("FAKE_MODE", "hang")
+    outcome = _launcher(fake_slurm).run(_spec(), timeout_s=0.1)
+    assert outcome.timed_out and not outcome.ok
+    assert (fake_slurm / "scancel").read_text().startswith("--name=hpcbench-")
+
+
+def test_queue_wait_is_bounded(fake_slurm, monkeypatch):
+    monkeypatch.setenv("FAKE_MODE", "hang")
+    monkeypatch.setattr(SlurmLauncher, "state", lambda self, job: ("PENDING", ""))
+    outcome = _launcher(fake_slurm, queue_wait_s=0).run(_spec(), timeout_s=30)
+    assert outcome.timed_out
+    assert (fake_slurm / "scancel").exists()
+
+
+def test_ctrl_c_cancels_the_job(fake_slurm, monkeypatch):
+    monkeypatch.setenv("FAKE_MODE", "hang")
+
+    def interrupt(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(slurm.time, "sleep", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        _launcher(fake_slurm).run(_spec(), timeout_s=30)
+    assert "--name=hpcbench-" in (fake_slurm / "scancel").read_text()
+
+
+def test_sbatch_refusal_is_a_failed_run(fake_slurm, monkeypatch):
+    (fake_slurm / "bin" / "sbatch").write_text(
+        "#!/bin/bash\necho 'sbatch: error: bad partition' >&2\nexit 1\n"
+    )
+    outcome = _launcher(fake_slurm).run(_spec(), timeout_s=30)
+    assert not outcome.ok and "bad partition" in outcome.error()
+
+
+def test_records_go_to_the_store_like_other_launchers(fake_slurm, monkeypatch, tmp_path, capsys):
+    """`scale --env slurm` end to end against the fake tools: the record lands in the store."""
+    monkeypatch.setenv("FAKE_MODE", "ok")
+
+    def fake_run(self, spec, timeout_s, echo=False):
+        record = {
+            "workers": spec.workers,
+            "window_times": [1.0, 1.0],
+            "rank_window_times": [[1.0]],
+            "timeline": {},
+            "fingerprint": {},
+        }
+        return runner.Outcome([0], [record], [], 0.0, 1.0)
+
+    monkeypatch.setattr(SlurmLauncher, "run", fake_run)
+    out = tmp_path / "results"
+    code = cli.main(
+        [
+            "scale",
+            "--env",
+            "slurm",
+            "--nodes",
+            "2",
+            "--batch",
+            "8",
+            "--repeats",
+            "1",
+            "--model",
+            "resnet18",
+            "--no-probe",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    runs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["launcher"] for r in runs] == ["slurm", "slurm"]
+    assert {r["env"] for r in runs} == {"slurm"} and all(r["status"] == "ok" for r in runs)
+
+
+def test_dry_run_prints_scripts(tmp_path, capsys):
+    code = cli.main(
+        [
+            "scale",
+            "--env",
+            "slurm",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "4",
+            "--batch",
+            "32",
+            "--repeats",
+            "1",
+            "--container-image",
+            "x.sqsh",
+            "--partition",
+            "gpu",
+            "--dry-run",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert printed.count("#!/bin/bash") == 2
+    assert "--gres=gpu:4" in printed and "--gres=gpu:1" in printed
+    assert "--container-image=x.sqsh" in printed and "--partition=gpu" in printed
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_env_slurm_refuses_another_launcher(tmp_path, capsys):
+    code = cli.main(
+        [
+            "scale",
+            "--env",
+            "slurm",
+            "--launcher",
+            "horovodrun",
+            "--nodes",
+            "1",
+            "--dry-run",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert code == 2
+    assert "slurm launcher" in capsys.readouterr().err
+
+
+def test_python_of_the_controller_without_a_container():
+    tb = slurm.cluster_testbed(4)
+    assert tb.python == sys.executable and tb.nodes[0].gpus == 4 and tb.local
