@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402  (a sibling module; bench/ is not a package on the nodes)
+import gpumon  # noqa: E402
 
 MODELS = {
     k: v
@@ -255,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.warmup):
         step()
     common.synchronize(device)
+    monitor = gpumon.start(device)  # GPU utilisation and memory over the timed windows
     window_times: list[float] = []
     data_times: list[float] = []
     loss = torch.zeros(())
@@ -271,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         window_times.append(time.perf_counter() - start)
         data_times.append(waited_total)
     timeline["timed_end"] = time.time()
+    gpu = monitor.stop()
 
     digest, weight_sum = weights_digest(model)
     gathered = comm.gather(
@@ -280,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             "digest": digest,
             "weight_sum": weight_sum,
             "fingerprint": common.fingerprint(device, comm),
+            "gpu": gpu,
         }
     )
     timeline["end"] = time.time()
@@ -324,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             "loss": float(loss),
             "timeline": timeline,
             "fingerprint": common.merge_fingerprints([g["fingerprint"] for g in gathered]),
+            "gpu": gpumon.merge([g["gpu"] for g in gathered]),
         }
         images_per_sec = comm.size * args.batch * args.steps * args.windows / sum(slowest)
         print(
