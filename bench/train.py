@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     batches = Batches(args, comm, device, memory_format)
     train_model.train()
+    timeline["ready"] = time.time()  # model, optimizer and data built; warm-up next
 
     def step() -> tuple[float, float]:
         images, labels, waited = batches.next()

@@ -1,0 +1,152 @@
+"""Fidelity: the harness's per-worker images/s with one worker vs a plain loop.
+
+    python benchmarks/bench_fidelity.py [--rounds 3] [--model resnet18 --image-size 64]
+
+Same model, batch, input size, thread count and step count on this machine;
+rounds interleave the variants in random order so that drift in the
+machine's load hits all of them. A ratio within 0.97-1.03 means the harness
+(launcher, process group, DDP/Horovod wrapper with one worker, barriers,
+synchronisation) neither costs nor flatters throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from common import REPO, hpcbench, median, records
+
+HERE = Path(__file__).resolve().parent
+
+
+def plain(args: argparse.Namespace) -> float:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "plain_loop.py"),
+            "--model",
+            args.model,
+            "--image-size",
+            str(args.image_size),
+            "--batch",
+            str(args.batch),
+            "--warmup",
+            str(args.warmup),
+            "--windows",
+            str(args.windows),
+            "--steps",
+            str(args.steps),
+            "--threads",
+            str(args.threads),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=1800,
+    )
+    return json.loads(proc.stdout.splitlines()[-1])["images_per_sec"]
+
+
+def harness(args: argparse.Namespace, backend: str, out: Path) -> float:
+    hpcbench(
+        "scale",
+        "--env",
+        "localhost",
+        "--nodes",
+        "1",
+        "--backend",
+        backend,
+        "--model",
+        args.model,
+        "--image-size",
+        str(args.image_size),
+        "--batch",
+        str(args.batch),
+        "--warmup",
+        str(args.warmup),
+        "--windows",
+        str(args.windows),
+        "--steps",
+        str(args.steps),
+        "--threads",
+        str(args.threads),
+        "--repeats",
+        "1",
+        "--no-probe",
+        "--out",
+        str(out),
+    )
+    [run] = records(out)
+    return run["images_per_sec_per_worker"]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--backends", default="ddp,horovod")
+    p.add_argument("--model", default="resnet18")
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--windows", type=int, default=5)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=str(REPO / "results" / "bench-fidelity"))
+    args = p.parse_args()
+    out = Path(args.out)
+    variants = ["plain", *args.backends.split(",")]
+    rates: dict[str, list[float]] = {v: [] for v in variants}
+    rng = random.Random(args.seed)
+    for round_ in range(args.rounds):
+        order = variants[:]
+        rng.shuffle(order)
+        for v in order:
+            directory = out / f"round{round_}-{v}"
+            if (directory / "results.jsonl").exists():
+                (directory / "results.jsonl").unlink()
+            rate = plain(args) if v == "plain" else harness(args, v, directory)
+            rates[v].append(rate)
+            print(f"round {round_ + 1}/{args.rounds} {v}: {rate:.2f} images/s", flush=True)
+    base = median(rates["plain"])
+    # Paired: each round's variants ran back to back, so a per-round ratio cancels load
+    # drift between rounds that the ratio of medians would absorb.
+    paired = {
+        v: median([h / q for h, q in zip(rates[v], rates["plain"], strict=True)]) for v in variants
+    }
+    summary = {
+        "config": vars(args),
+        "images_per_sec": rates,
+        "median": {},
+        "ratio": {},
+        "paired_ratio": paired,
+    }
+    print(
+        f"\n{args.model} {args.image_size} px batch {args.batch}, {args.threads} threads, "
+        f"median of {args.rounds} rounds"
+    )
+    print(
+        "| variant | images/s (median) | rounds | ratio of medians | paired ratio (median) "
+        "| within 0.97-1.03 |"
+    )
+    print("|---|---|---|---|---|---|")
+    for v in variants:
+        m = median(rates[v])
+        ratio = m / base
+        summary["median"][v], summary["ratio"][v] = m, ratio
+        within = "yes" if 0.97 <= paired[v] <= 1.03 else "NO"
+        print(
+            f"| {v} | {m:.2f} | {', '.join(f'{x:.1f}' for x in rates[v])} | {ratio:.3f} "
+            f"| {paired[v]:.3f} | {within if v != 'plain' else '-'} |"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

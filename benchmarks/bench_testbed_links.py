@@ -1,0 +1,149 @@
+"""Measured scaling efficiency vs the predicted band, at several link rates.
+
+    python benchmarks/bench_testbed_links.py --env local --rates 1gbit,100mbit \
+        --reshape "make deploy ENV=local NODES=4 LINK_RATE={rate}"
+
+Needs a deployed testbed (4 nodes by default). For each rate it reshapes the
+links (the --reshape command, {rate} filled in; --reshape "" keeps the
+testbed as it is and only labels the run), checks that the inventory now
+says that rate, runs the all-reduce probe and the sweep into OUT/<rate>, and
+prints measured E(N) with its CI beside the ring all-reduce band, whether
+each point falls inside it, and the probe's bus bandwidth against the nominal
+rate. It ends with the report of each rate and a comparison of the first two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from common import REPO, hpcbench
+
+sys.path.insert(0, str(REPO))
+from hpcbench import analysis, testbed  # noqa: E402  (run as a script from benchmarks/)
+from hpcbench.store import Store  # noqa: E402
+
+UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}  # tc's rates are SI (kibit would be binary)
+
+
+def nominal_bytes_per_s(rate: str) -> float | None:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(kbit|mbit|gbit)", rate)
+    return float(match.group(1)) * UNITS[match.group(2)] / 8 if match else None
+
+
+def inside(s: analysis.ConfigSummary) -> str:
+    if s.efficiency is None or s.predicted_efficiency_low is None:
+        return "-"
+    ci = s.efficiency_ci95 or 0.0
+    hit = s.predicted_efficiency_low - ci <= s.efficiency <= s.predicted_efficiency_high + ci
+    return "yes" if hit else "NO"
+
+
+def table(rate: str, out: Path) -> list[str]:
+    store = Store(out)
+    summaries = analysis.summarise(store.runs(), store.probes())
+    nominal = nominal_bytes_per_s(rate)
+    lines = []
+    for s in summaries:
+        if s.workers == 1:
+            continue
+        share = f"{s.busbw / nominal:.0%}" if s.busbw and nominal else "-"
+        band = (
+            f"{s.predicted_efficiency_low:.3f}-{s.predicted_efficiency_high:.3f}"
+            if s.predicted_efficiency_low is not None
+            else "-"
+        )
+        e = f"{s.efficiency:.3f} ± {s.efficiency_ci95 or 0:.3f}" if s.efficiency else "-"
+        busbw = f"{s.busbw / 1e6:.1f}" if s.busbw else "-"
+        lines.append(
+            f"| {rate} | {s.model} | {s.batch} | {s.nodes} | {s.workers} | {e} | "
+            f"{band} | {inside(s)} | {busbw} | {share} |"
+        )
+    return lines
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--env", default="local")
+    p.add_argument("--rates", default="1gbit,100mbit")
+    p.add_argument(
+        "--reshape",
+        default="make deploy ENV={env} NODES=4 LINK_RATE={rate}",
+        help="shell command that sets the rate; '' to leave the testbed as it is",
+    )
+    p.add_argument("--nodes", default="1-4")
+    p.add_argument("--batch", default="16,32")
+    p.add_argument("--model", default="resnet18")
+    p.add_argument("--image-size", default="64")
+    p.add_argument("--backend", default="horovod")
+    p.add_argument("--repeats", default="3")
+    p.add_argument("--warmup", default="5")
+    p.add_argument("--windows", default="5")
+    p.add_argument("--steps", default="10")
+    p.add_argument("--out", default=str(REPO / "results" / "bench-links"))
+    args = p.parse_args()
+    out = Path(args.out)
+    rates = args.rates.split(",")
+    rows = []
+    for rate in rates:
+        if args.reshape:
+            command = args.reshape.format(env=args.env, rate=rate)
+            print(f"$ {command}", flush=True)
+            subprocess.run(command, shell=True, cwd=REPO, check=True, timeout=3600)
+            shaped = testbed.for_env(args.env).link_rate
+            if shaped != rate:
+                raise SystemExit(
+                    f"the inventory says link_rate {shaped!r} after reshaping, not {rate!r}"
+                )
+        directory = out / rate
+        proc = hpcbench(
+            "scale",
+            "--env",
+            args.env,
+            "--nodes",
+            args.nodes,
+            "--batch",
+            args.batch,
+            "--model",
+            args.model,
+            "--image-size",
+            args.image_size,
+            "--backend",
+            args.backend,
+            "--repeats",
+            args.repeats,
+            "--warmup",
+            args.warmup,
+            "--windows",
+            args.windows,
+            "--steps",
+            args.steps,
+            "--out",
+            str(directory),
+            "--resume",
+            check=False,
+        )
+        print(proc.stderr[-2000:], file=sys.stderr)
+        hpcbench("report", "--out", str(directory))
+        rows += table(rate, directory)
+    print(
+        "| link | model | batch | nodes | workers | measured E ± CI95 | predicted band | "
+        "inside | busbw MB/s | of nominal |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    hits = sum(r.split("|")[8].strip() == "yes" for r in rows)
+    judged = sum(r.split("|")[8].strip() in ("yes", "NO") for r in rows)
+    print(f"\n{hits} of {judged} points inside the predicted band (band widened by E's CI95)")
+    if len(rates) >= 2:
+        compared = hpcbench("compare", str(out / rates[0]), str(out / rates[1]))
+        (out / "compare.md").write_text(compared.stdout)
+        print(f"comparison in {out / 'compare.md'}; reports in {out}/<rate>/report.html")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
