@@ -82,3 +82,9 @@ test-unit: venv
 lint: venv
 	@$(PY) -m ruff check hpcbench bench tests
 	@terraform fmt -check -recursive terraform || tofu fmt -check -recursive terraform
+
+## --- Slurm clusters (docs/slurm.md) --------------------------------------
+# The stack image as an enroot/pyxis squashfs: make enroot-image [SQSH=file.sqsh]
+.PHONY: enroot-image
+enroot-image: images
+	@images/enroot-export.sh $(or $(SQSH),hpcbench+stack.sqsh)
