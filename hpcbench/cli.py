@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as err:
         print(f"hpcbench: error: {err}", file=sys.stderr)
         return err.exit_code
+    except RuntimeError as err:  # an operation failed; its own output says more
+        print(f"hpcbench: failed: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("hpcbench: interrupted", file=sys.stderr)
         return 130

@@ -160,10 +160,13 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     _say(f"[1/4] terraform init ({args.env})")
     tf.init()
     _say("[2/4] terraform plan")
-    plan = tf.plan()
+    plan, changes = tf.plan()
     save_settings(args.env, values)  # only settings that passed validation
     _say("[3/4] terraform apply")
     tf.apply(plan)
+    if changes:
+        # Recreated nodes come with new host keys: learn them afresh.
+        (env_state(args.env) / "ssh" / "known_hosts").unlink(missing_ok=True)
     nodes = tf.outputs()["nodes"]
     assert isinstance(nodes, list)
     if args.skip_ansible:
@@ -199,7 +202,7 @@ def cmd_destroy(args: argparse.Namespace) -> int:
         require_docker_engine(args.env)
         _say(f"destroying {args.env}")
         tf.init()
-        tf.apply(tf.plan(destroy=True))
+        tf.apply(tf.plan(destroy=True)[0])
     else:
         _say(f"{args.env}: nothing deployed")
     shutil.rmtree(state, ignore_errors=True)

@@ -88,11 +88,7 @@ class TerraformEnv:
         self.state_dir = env_state(env)
         self.state_file = self.state_dir / "terraform.tfstate"
         self.variables = variables
-        self.tf = Terraform(
-            working_dir=str(self.workdir),
-            state=str(self.state_file),
-            terraform_bin_path=find_binary(),
-        )
+        self.tf = Terraform(working_dir=str(self.workdir), terraform_bin_path=find_binary())
 
     def _environ(self) -> dict[str, str]:
         env = {
@@ -117,31 +113,34 @@ class TerraformEnv:
 
     def init(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        code, _, err = self._run("init", input=False, no_color=IsFlagged)
+        code, _, err = self._run("init", input=False, no_color=IsFlagged, reconfigure=IsFlagged,
+                                 backend_config={"path": str(self.state_file)})
         if code != 0:
             raise UsageError(f"terraform init failed for {self.env}: {summarize_error(err)}")
 
-    def plan(self, destroy: bool = False) -> Path:
-        """Plans first, so that bad input fails before anything is created."""
+    def plan(self, destroy: bool = False) -> tuple[Path, bool]:
+        """Plans first, so that bad input fails before anything is created.
+
+        Returns the saved plan and whether it changes anything.
+        """
         plan = self.state_dir / ("destroy.plan" if destroy else "apply.plan")
         flags: dict[str, object] = {"input": False, "no_color": IsFlagged, "out": str(plan),
-                                    "state": str(self.state_file)}
+                                    "detailed_exitcode": IsFlagged}
         if destroy:
             flags["destroy"] = IsFlagged
         code, _, err = self._run("plan", **flags)
-        if code != 0:
+        if code not in (0, 2):  # 2: success with changes
             raise UsageError(f"{self.env}: {summarize_error(err)}")
-        return plan
+        return plan, code == 2
 
     def apply(self, plan: Path) -> None:
-        code, _, _ = self._run("apply", str(plan), stream=True, input=False, no_color=IsFlagged,
-                               state=str(self.state_file))
+        code, _, _ = self._run("apply", str(plan), stream=True, input=False, no_color=IsFlagged)
         plan.unlink(missing_ok=True)
         if code != 0:
             raise RuntimeError(f"terraform apply failed for {self.env} (output above)")
 
     def outputs(self) -> dict[str, object]:
-        code, out, err = self._run("output", json=IsFlagged, state=str(self.state_file))
+        code, out, err = self._run("output", json=IsFlagged)
         if code != 0:
             raise RuntimeError(f"terraform output failed: {summarize_error(err)}")
         return {k: v["value"] for k, v in json.loads(out or "{}").items()}

@@ -17,6 +17,7 @@ module "inventory" {
   env                  = "local"
   nodes                = module.testbed.nodes
   ssh_private_key_file = var.ssh_private_key_file
+  known_hosts_file     = "${abspath(var.state_dir)}/ssh/known_hosts"
   path                 = var.inventory_path
   vars = {
     # Containers: no Docker-in-Docker, no GPU driver; the node already runs

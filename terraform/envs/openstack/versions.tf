@@ -1,4 +1,7 @@
 terraform {
+  # State lives in .hpcbench/<env>/, outside the source tree: hpcbench deploy
+  # passes the path with `init -backend-config=path=...`.
+  backend "local" {}
   required_version = ">= 1.6"
   required_providers {
     openstack = {

@@ -36,7 +36,9 @@ resource "docker_container" "node" {
   # NET_ADMIN lets a node shape its own link (tc tbf); DAC_READ_SEARCH lets
   # nfs-ganesha open files by handle.
   capabilities {
-    add = ["SYS_ADMIN", "NET_ADMIN", "DAC_READ_SEARCH"]
+    # Spelled as Docker reports them back, or every plan would replace the nodes.
+    add  = ["CAP_DAC_READ_SEARCH", "CAP_NET_ADMIN", "CAP_SYS_ADMIN"]
+    drop = []
   }
   tmpfs = {
     "/run"      = "rw,exec"
@@ -70,7 +72,9 @@ resource "docker_container" "node" {
     }
   }
 
-  cpus   = tostring(var.cpus_per_node)
+  # Written the way the provider reads it back ("1.0", "0.6"), or every
+  # plan would replace the nodes.
+  cpus   = floor(var.cpus_per_node) == var.cpus_per_node ? format("%.1f", var.cpus_per_node) : tostring(var.cpus_per_node)
   memory = var.memory_mb == 0 ? null : var.memory_mb
 
   upload {

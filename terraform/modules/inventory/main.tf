@@ -16,6 +16,11 @@ locals {
         node_kind                    = n.kind
         node_gpus                    = n.gpus
       },
+      # Nodes come and go with their host keys: learn them per testbed, on
+      # first contact, and refuse a changed key after that.
+      var.known_hosts_file == "" ? {} : {
+        ansible_ssh_extra_args = "-o UserKnownHostsFile=${var.known_hosts_file} -o StrictHostKeyChecking=accept-new"
+      },
       n.proxy_jump == null ? {} : {
         ansible_ssh_common_args = (
           n.proxy_identity_file == null

@@ -47,6 +47,12 @@ variable "ssh_private_key_file" {
   type        = string
 }
 
+variable "known_hosts_file" {
+  description = "Per-testbed known_hosts the controller's ssh learns host keys into (accept-new); empty: ssh's default."
+  type        = string
+  default     = ""
+}
+
 variable "vars" {
   description = "Extra inventory-wide variables: the environment's feature switches and settings."
   type        = any

@@ -33,6 +33,10 @@ run "groups_and_host_vars" {
     error_message = "inventory vars must carry the env's settings and every node"
   }
   assert {
+    condition     = !can(yamldecode(output.yaml).all.hosts.node1.ansible_ssh_extra_args)
+    error_message = "without known_hosts_file, ssh keeps its defaults"
+  }
+  assert {
     condition     = !can(yamldecode(output.yaml).all.hosts.node1.ansible_ssh_common_args)
     error_message = "nodes without a bastion get no ssh_common_args"
   }
@@ -41,6 +45,7 @@ run "groups_and_host_vars" {
 run "bastion_with_its_own_key" {
   command = plan
   variables {
+    known_hosts_file = "/state/ssh/known_hosts"
     nodes = [
       { name = "n1", address = "10.0.0.1", ssh_host = "n1.example", ssh_port = 22, ssh_user = "u", role = "head", gpus = 1, kind = "vm", proxy_jump = "fff@proxy.example:2222", proxy_identity_file = "/keys/login.pem" },
       { name = "n2", address = "10.0.0.2", ssh_host = "n2.example", ssh_port = 22, ssh_user = "u", role = "worker", gpus = 1, kind = "vm", proxy_jump = "fff@proxy.example" },
@@ -53,6 +58,10 @@ run "bastion_with_its_own_key" {
   assert {
     condition     = yamldecode(output.yaml).all.hosts.n2.ansible_ssh_common_args == "-o ProxyJump=fff@proxy.example"
     error_message = "a bastion without its own key stays a ProxyJump"
+  }
+  assert {
+    condition     = yamldecode(output.yaml).all.hosts.n2.ansible_ssh_extra_args == "-o UserKnownHostsFile=/state/ssh/known_hosts -o StrictHostKeyChecking=accept-new"
+    error_message = "a known_hosts_file must reach every host's ssh arguments"
   }
 }
 
