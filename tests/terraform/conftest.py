@@ -80,7 +80,9 @@ class TF:
         return Result(proc.returncode, proc.stdout + proc.stderr)
 
     def init(self) -> None:
-        result = self("init", "-backend=false", "-input=false")
+        # The envs keep state through the local backend; tests keep it in their data dir.
+        state = Path(self.env["TF_DATA_DIR"]) / "terraform.tfstate"
+        result = self("init", "-input=false", f"-backend-config=path={state}")
         assert result.rc == 0, result.out
 
 
