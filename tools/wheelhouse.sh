@@ -24,7 +24,10 @@ trap 'rm -f "$binary_reqs"' EXIT
 grep -v -e '^horovod' "$REQS" > "$binary_reqs"
 # Horovod's own runtime needs, as wheels (its sdist is built separately).
 printf '%s\n' cloudpickle psutil pyyaml packaging cmake wheel setuptools >> "$binary_reqs"
-"$PYTHON" -m pip download -q --only-binary=:all: -d "$WHEELHOUSE" -r "$binary_reqs"
+# Resolved for the oldest interpreter they serve, Debian 12's python3 (3.11.2)
+# in the images and on the nodes; the host's newer 3.11 takes the same wheels.
+"$PYTHON" -m pip download -q --only-binary=:all: --python-version "${TARGET_PYTHON_VERSION:-3.11.2}" \
+  -d "$WHEELHOUSE" -r "$binary_reqs"
 
 "$here/build-horovod.sh"
 echo "$want" > "$stamp"
