@@ -34,7 +34,8 @@ def jupyter(testbed):
     hosts = testbed.group("jupyter")
     assert hosts, "the inventory has no jupyter group"
     name = hosts[0]
-    return name, testbed.host(name), f"http://{testbed.address(name)}:{PORT}/api/status"
+    address = testbed.address(name)
+    return name, testbed.host(name), f"http://{address}:{PORT}/api/status", address
 
 
 def probe(host, url, use):
@@ -43,24 +44,26 @@ def probe(host, url, use):
 
 
 def test_jupyter_listens(jupyter):
-    _, host, _ = jupyter
+    _, host, _, address = jupyter
     assert host.service("jupyterlab").is_running
-    assert host.socket(f"tcp://{PORT}").is_listening
+    assert host.socket(f"tcp://{address}:{PORT}").is_listening or host.socket(
+        f"tcp://0.0.0.0:{PORT}"
+    ).is_listening, f"nothing listens on {address}:{PORT}"
 
 
 def test_request_without_token_is_refused(jupyter):
-    _, host, url = jupyter
+    _, host, url, _ = jupyter
     assert probe(host, url, "none") == "403"
     assert probe(host, url, "wrong") == "403"
 
 
 def test_request_with_token_is_accepted(jupyter):
-    _, host, url = jupyter
+    _, host, url, _ = jupyter
     assert probe(host, url, "token") == "200"
 
 
 def test_token_files_are_private(jupyter, testbed):
-    name, host, _ = jupyter
+    name, host, _, _ = jupyter
     with host.sudo():
         f = host.file(TOKEN_FILE)
         assert f.mode == 0o600
