@@ -202,6 +202,8 @@ def fingerprint(device: torch.device, comm: Comm) -> dict[str, Any]:
 
         info["horovod"] = horovod.__version__
         info["horovod_controller"] = "mpi" if comm.hvd.mpi_enabled() else "gloo"
+        # Where Horovod's all-reduce runs: NCCL on GPUs when built with it, else Gloo/MPI.
+        info["horovod_nccl"] = bool(comm.hvd.nccl_built())
     else:
         info["torch_distributed"] = comm.dist.get_backend()
     if device.type == "cuda":

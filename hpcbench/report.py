@@ -51,6 +51,7 @@ FINGERPRINT_KEYS = (
     "torchvision",
     "horovod",
     "horovod_controller",
+    "horovod_nccl",
     "torch_distributed",
     "nccl",
     "cuda",

@@ -85,39 +85,17 @@ def plan(target: Target, batches: list[int], repeats: int, seed: int) -> list[tu
 
 
 def workload_args(args: argparse.Namespace, batch: int) -> list[str]:
-    out = [
-        "--model",
-        args.model,
-        "--image-size",
-        str(args.image_size),
-        "--batch",
-        str(batch),
-        "--backend",
-        args.backend,
-        "--data",
-        args.data,
-        "--warmup",
-        str(args.warmup),
-        "--windows",
-        str(args.windows),
-        "--steps",
-        str(args.steps),
-        "--device",
-        args.device,
-        "--threads",
-        str(args.threads),
-        "--data-workers",
-        str(args.data_workers),
-        "--amp",
-        args.amp,
-    ]
-    if args.fp16_allreduce:
-        out.append("--fp16-allreduce")
-    if args.fusion_threshold_mb is not None:
-        out += ["--fusion-threshold-mb", str(args.fusion_threshold_mb)]
-    if args.bucket_cap_mb is not None:
-        out += ["--bucket-cap-mb", str(args.bucket_cap_mb)]
-    return out
+    options = {
+        "--model": args.model, "--image-size": args.image_size, "--batch": batch,
+        "--backend": args.backend, "--data": args.data, "--warmup": args.warmup,
+        "--windows": args.windows, "--steps": args.steps, "--device": args.device,
+        "--threads": args.threads, "--data-workers": args.data_workers, "--amp": args.amp,
+        "--fusion-threshold-mb": args.fusion_threshold_mb,
+        "--bucket-cap-mb": args.bucket_cap_mb,
+    }  # fmt: skip
+    out = [str(x) for option, value in options.items() if value is not None
+           for x in (option, value)]  # fmt: skip
+    return out + (["--fp16-allreduce"] if args.fp16_allreduce else [])
 
 
 def base_record(target: Target, args: argparse.Namespace, config: Config, repeat: int) -> dict:

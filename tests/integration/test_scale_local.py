@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -20,24 +21,8 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-SMALL = [
-    "--model",
-    "mobilenet_v3_small",
-    "--image-size",
-    "32",
-    "--batch",
-    "8",
-    "--warmup",
-    "2",
-    "--windows",
-    "3",
-    "--steps",
-    "3",
-    "--probe-max-bytes",
-    "1M",
-    "--timeout",
-    "300",
-]
+SMALL = ("--model mobilenet_v3_small --image-size 32 --batch 8 --warmup 2 --windows 3 "
+         "--steps 3 --probe-max-bytes 1M --timeout 300")  # fmt: skip
 
 
 def _need(module: str, hint: str) -> None:
@@ -51,14 +36,9 @@ def _stack() -> None:
     _need("torchvision", "install the training stack from the wheelhouse (make tools)")
 
 
-def hpcbench(*argv: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "hpcbench", *argv],
-        cwd=REPO,
-        text=True,
-        capture_output=True,
-        timeout=timeout,
-    )
+def hpcbench(command: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hpcbench", *shlex.split(command)], cwd=REPO,
+                          text=True, capture_output=True, timeout=timeout)  # fmt: skip
 
 
 def records(out: Path, kind: str) -> list[dict]:
@@ -71,20 +51,8 @@ def test_horovodrun_sweep_makes_results_and_report(tmp_path):
     if shutil.which("horovodrun", path=str(Path(sys.executable).parent)) is None:
         pytest.skip("horovodrun is not beside this python")
     out = tmp_path / "hvd"
-    proc = hpcbench(
-        "scale",
-        "--env",
-        "localhost",
-        "--nodes",
-        "1-2",
-        "--backend",
-        "horovod",
-        "--repeats",
-        "2",
-        "--out",
-        str(out),
-        *SMALL,
-    )
+    proc = hpcbench(f"scale --env localhost --nodes 1-2 --backend horovod --repeats 2 "
+                    f"--out {out} {SMALL}")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "4 runs in" in proc.stderr and "0 failed" in proc.stderr
 
@@ -108,7 +76,7 @@ def test_horovodrun_sweep_makes_results_and_report(tmp_path):
     low, high = two["predicted_efficiency"]
     assert 0 < low <= high <= 1 and two["busbw"] > 0
 
-    proc = hpcbench("report", "--out", str(out))
+    proc = hpcbench(f"report --out {out}")
     assert proc.returncode == 0, proc.stderr
     report = (out / "report.md").read_text()
     assert "mobilenet_v3_small, horovod, batch 8/worker" in report
@@ -132,22 +100,9 @@ def _image_folder(root: Path, classes: int = 2, per_class: int = 12) -> Path:
 def test_torchrun_sweep_on_real_data_with_resume(tmp_path):
     data = _image_folder(tmp_path / "imagenet")
     out = tmp_path / "ddp"
-    common = [
-        "--env",
-        "localhost",
-        "--nodes",
-        "2",
-        "--backend",
-        "ddp",
-        "--data",
-        str(data),
-        "--data-workers",
-        "1",
-        "--out",
-        str(out),
-        *SMALL,
-    ]
-    proc = hpcbench("scale", "--repeats", "1", "--no-probe", *common)
+    common = (f"--env localhost --nodes 2 --backend ddp --data {data} --data-workers 1 "
+              f"--out {out} {SMALL}")  # fmt: skip
+    proc = hpcbench(f"scale --repeats 1 --no-probe {common}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = records(out, "run")
     assert sorted(r["workers"] for r in runs) == [1, 2]
@@ -157,44 +112,28 @@ def test_torchrun_sweep_on_real_data_with_resume(tmp_path):
         assert r["fingerprint"]["torch_distributed"] == "gloo"
 
     # Without --resume a full store is refused; with it only the missing repeats run.
-    refused = hpcbench("scale", "--repeats", "2", "--no-probe", *common)
+    refused = hpcbench(f"scale --repeats 2 --no-probe {common}")
     assert refused.returncode == 2 and "--resume" in refused.stderr
-    proc = hpcbench("scale", "--repeats", "2", "--no-probe", "--resume", *common)
+    proc = hpcbench(f"scale --repeats 2 --no-probe --resume {common}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "2 runs in" in proc.stderr
     runs = records(out, "run")
     assert sorted((r["workers"], r["repeat"]) for r in runs) == [(1, 0), (1, 1), (2, 0), (2, 1)]
 
-    compared = hpcbench("compare", str(out), str(out))
-    assert compared.returncode == 0 and "| mobilenet_v3_small | ddp | 8 | 2 | 2 |" in (
-        compared.stdout
-    )
+    compared = hpcbench(f"compare {out} {out}")
+    assert compared.returncode == 0
+    assert "| mobilenet_v3_small | ddp | 8 | 2 | 2 |" in compared.stdout
 
 
 def test_a_failed_run_is_recorded_and_the_sweep_goes_on(tmp_path):
     out = tmp_path / "failing"
     # Two seconds is too short to even import torch here: every run times out.
-    proc = hpcbench(
-        "scale",
-        "--env",
-        "localhost",
-        "--nodes",
-        "2",
-        "--backend",
-        "ddp",
-        "--repeats",
-        "1",
-        "--no-probe",
-        "--out",
-        str(out),
-        *SMALL,
-        "--timeout",
-        "2",
-    )
+    proc = hpcbench(f"scale --env localhost --nodes 2 --backend ddp --repeats 1 --no-probe "
+                    f"--out {out} {SMALL} --timeout 2")  # fmt: skip
     assert proc.returncode == 1
     assert "2 runs in" in proc.stderr and "2 failed" in proc.stderr
     runs = records(out, "run")
     assert len(runs) == 2
     assert all(r["status"] == "failed" and r["error"].startswith("timed out") for r in runs)
-    proc = hpcbench("report", "--out", str(out))
+    proc = hpcbench(f"report --out {out}")
     assert proc.returncode == 0 and "## Failed runs" in (out / "report.md").read_text()
