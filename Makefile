@@ -2,6 +2,7 @@
 #   make deploy ENV=local [NODES=4] [LINK_RATE=1gbit] [CPUS_PER_NODE=1] [SLURM=true]
 #   make deploy ENV=gpulab TOPOLOGY=1x10|10x1
 #   make verify ENV=local ; make destroy ENV=local ; make test
+#   make demo   (local testbed -> checks -> a small scaling sweep -> report in results/demo)
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
@@ -23,7 +24,7 @@ VARS := $(if $(NODES),--var node_count=$(NODES)) \
         $(if $(SLURM),--var enable_slurm=$(SLURM)) \
         $(if $(TOPOLOGY),--var topology=$(TOPOLOGY))
 
-.PHONY: help tools engine venv wheelhouse terraform providers images deploy verify destroy \
+.PHONY: help demo tools engine venv wheelhouse terraform providers images deploy verify destroy \
         test test-unit lint clean-cache
 
 help:
@@ -70,6 +71,18 @@ verify: venv
 
 destroy: venv
 	@$(PY) -m hpcbench destroy --env $(ENV)
+
+## --- the main job on the local testbed -------------------------------------
+# Four nodes of half a core each (this fits two cores), links shaped to
+# 200 Mbit/s so that the network shows on CPUs; a small CPU model.
+DEMO_OUT ?= results/demo
+demo:
+	@$(MAKE) --no-print-directory deploy ENV=local NODES=$(or $(NODES),4) \
+	   CPUS_PER_NODE=$(or $(CPUS_PER_NODE),0.5) LINK_RATE=$(or $(LINK_RATE),200mbit)
+	@$(MAKE) --no-print-directory verify ENV=local
+	@$(PY) -m hpcbench scale --env local --nodes 1,2,4 --batch 32,64 --model resnet18 \
+	   --image-size 64 --repeats 2 --windows 4 --steps 4 --out $(DEMO_OUT) --resume
+	@$(PY) -m hpcbench report --out $(DEMO_OUT)
 
 ## --- checks --------------------------------------------------------------
 # Everything, the local testbed end to end included.

@@ -3,6 +3,7 @@ deploy -> verify -> re-deploy changes nothing -> destroy leaves nothing."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -50,6 +51,24 @@ def test_second_deploy_changes_nothing(testbed: Testbed) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "No changes." in proc.stdout or "0 added, 0 changed, 0 destroyed" in proc.stdout
     assert "ansible changed=0 failed=0" in proc.stdout
+
+
+def test_sweep_on_the_testbed_lands_in_the_store_and_the_report(testbed: Testbed) -> None:
+    out = testbed.state / "results"
+    proc = testbed.hpcbench("scale", "--env", "local", "--nodes", "1,3", "--batch", "8",
+                            "--model", "resnet18", "--image-size", "32", "--repeats", "1",
+                            "--warmup", "1", "--windows", "2", "--steps", "2", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    runs = {r["nodes"]: r for r in records if r.get("status") == "ok"}
+    assert set(runs) == {1, 3}, [(r.get("nodes"), r.get("status"), r.get("error")) for r in records]
+    assert runs[3]["workers"] == 3 and runs[3]["weights_in_sync"] is True
+    assert runs[3]["images_per_sec"] > 0 and runs[3]["env"] == "local"
+    assert runs[3]["fingerprint"]["link_rate"] == E2E_VARS["link_rate"]
+    proc = testbed.hpcbench("report", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = (out / "report.md").read_text()
+    assert "local" in report and list(out.rglob("*.png"))
 
 
 def test_destroy_leaves_nothing(testbed: Testbed) -> None:
