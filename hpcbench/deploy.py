@@ -125,7 +125,7 @@ def wait_for_ssh(nodes: list[dict], timeout_s: float = SSH_WAIT_S) -> None:
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"sshd of {node['name']} did not answer within {timeout_s:.0f} s")
+                raise RuntimeError(f"sshd of {node['name']} did not answer in {timeout_s:.0f} s")
             time.sleep(1)
 
 
@@ -157,10 +157,15 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     require_docker_engine(args.env)
     start = time.monotonic()
     tf = TerraformEnv(args.env, {**values, **generated_vars(args.env)})
-    _say(f"[1/4] terraform init ({args.env})")
-    tf.init()
-    _say("[2/4] terraform plan")
-    plan, changes = tf.plan()
+    try:
+        _say(f"[1/4] terraform init ({args.env})")
+        tf.init()
+        _say("[2/4] terraform plan")
+        plan, changes = tf.plan()
+    except UsageError:
+        if not tf.has_resources():  # leave nothing behind for a testbed that never existed
+            shutil.rmtree(env_state(args.env), ignore_errors=True)
+        raise
     save_settings(args.env, values)  # only settings that passed validation
     _say("[3/4] terraform apply")
     tf.apply(plan)

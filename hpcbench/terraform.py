@@ -57,7 +57,18 @@ def find_binary() -> str:
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def summarize_error(stderr: str) -> str:
+def variable_description(workdir: Path, name: str) -> str:
+    """The `description` of a root-module variable: it says how to set it."""
+    pattern = re.compile(rf'variable\s+"{re.escape(name)}"\s*{{[^}}]*?description\s*=\s*"([^"]*)"',
+                         re.S)
+    for tf in sorted(workdir.glob("*.tf")):
+        found = pattern.search(tf.read_text())
+        if found:
+            return found[1]
+    return ""
+
+
+def summarize_error(stderr: str, workdir: Path | None = None) -> str:
     """Terraform's first error, as one line that says what to fix."""
     text = _ANSI.sub("", stderr)
     text = re.sub(r"^[ \t]*[│╷╵][ \t]?", "", text, flags=re.M)
@@ -67,7 +78,9 @@ def summarize_error(stderr: str) -> str:
     title, _, body = blocks[0].partition("\n")
     missing = re.search(r'input variable "(\w+)" is not set', body)
     if title.startswith("No value for required variable") and missing:
-        return f"missing setting {missing[1]}: export TF_VAR_{missing[1]}=... (its description says what)"
+        name = missing[1]
+        how = variable_description(workdir, name) if workdir else ""
+        return f"missing setting {name}: export TF_VAR_{name}=...{f' ({how})' if how else ''}"
     # Paragraphs after the title: the source excerpt ("on FILE line N:"), the
     # message, and "This was checked by ..."; the message says what to do.
     paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", body) if p.strip()]
@@ -130,7 +143,7 @@ class TerraformEnv:
             flags["destroy"] = IsFlagged
         code, _, err = self._run("plan", **flags)
         if code not in (0, 2):  # 2: success with changes
-            raise UsageError(f"{self.env}: {summarize_error(err)}")
+            raise UsageError(f"{self.env}: {summarize_error(err, self.workdir)}")
         return plan, code == 2
 
     def apply(self, plan: Path) -> None:
