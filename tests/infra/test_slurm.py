@@ -16,7 +16,7 @@ def test_munge_round_trip_on_every_node(host, name, slurm):
     with host.sudo():
         assert key.user == "munge" and key.mode == 0o400, (key.user, oct(key.mode))
     out = host.run("munge -n | unmunge")
-    assert out.rc == 0 and "STATUS:           Success" in out.stdout, out.stdout + out.stderr
+    assert out.rc == 0 and "Success" in out.stdout.split("\n")[0], out.stdout + out.stderr
 
 
 def test_credential_from_a_worker_decodes_on_the_head(testbed, slurm):
@@ -34,17 +34,19 @@ def test_daemons_run(testbed, host, name, slurm):
         assert host.service("slurmd").is_running and host.service("slurmd").is_enabled
 
 
-def test_sinfo_shows_every_node_idle(testbed, slurm):
+def test_sinfo_shows_every_node_up(testbed, slurm):
+    """Idle, or busy with a job (a sweep may be running): not down, drained or unknown."""
     out = testbed.host(slurm["head"]).check_output("sinfo --noheader --Node --format '%N %t'")
     states = dict(line.split() for line in out.splitlines())
     assert sorted(states) == sorted(slurm["nodes"]), out
-    assert set(states.values()) == {"idle"}, out
+    assert set(states.values()) <= {"idle", "alloc", "mix"}, out
 
 
 def test_a_job_runs_on_every_node(testbed, slurm):
     n = len(slurm["nodes"])
+    # Bounded: waits for a running job (a sweep) to finish for at most 4 minutes.
     out = testbed.host(slurm["head"]).run(
-        "timeout 120 srun --nodes=%s --ntasks-per-node=1 --time=1 --immediate=60 hostname", str(n)
+        "timeout 300 srun --nodes=%s --ntasks-per-node=1 --time=1 --immediate=240 hostname", str(n)
     )
     assert out.rc == 0, out.stderr
     assert sorted(out.stdout.split()) == sorted(slurm["nodes"])
