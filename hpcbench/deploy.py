@@ -129,12 +129,19 @@ def wait_for_ssh(nodes: list[dict], timeout_s: float = SSH_WAIT_S) -> None:
             time.sleep(1)
 
 
+def tool_environ(**extra: str) -> dict[str, str]:
+    """The environment for Ansible and testinfra: the venv's tools first on PATH
+    (testinfra calls `ansible-inventory` by name), the project's ansible.cfg."""
+    venv_bin = str(Path(sys.executable).parent)
+    return {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+            "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), **extra}
+
+
 def run_ansible(env: str, extra: list[str] | None = None) -> dict[str, int]:
     """Runs site.yml, streaming its output; returns the recap totals."""
-    playbook_bin = Path(sys.executable).parent / "ansible-playbook"
-    cmd = [str(playbook_bin if playbook_bin.exists() else "ansible-playbook"),
-           "-i", str(inventory_path(env)), str(ANSIBLE_DIR / "site.yml"), *(extra or [])]
-    environ = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg")}
+    cmd = ["ansible-playbook", "-i", str(inventory_path(env)), str(ANSIBLE_DIR / "site.yml"),
+           *(extra or [])]
+    environ = tool_environ()
     totals = {"ok": 0, "changed": 0, "unreachable": 0, "failed": 0}
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env=environ, cwd=REPO) as proc:
@@ -194,8 +201,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     cmd = [sys.executable, "-m", "pytest", str(REPO / "tests" / "infra"), "-p", "no:cacheprovider",
            "--hosts=ansible://all", f"--ansible-inventory={inv}", "--connection=ansible",
            *[a for a in args.pytest_args if a != "--"]]
-    environ = {**os.environ, "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
-               "HPCBENCH_INVENTORY": str(inv), "HPCBENCH_ENV": args.env}
+    environ = tool_environ(HPCBENCH_INVENTORY=str(inv), HPCBENCH_ENV=args.env)
     return subprocess.run(cmd, env=environ, cwd=REPO).returncode
 
 
