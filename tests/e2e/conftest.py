@@ -24,11 +24,17 @@ E2E_VARS = {
     "node_count": "3",
     "cpus_per_node": "0.6",
     "link_rate": "1gbit",
+    # One testbed for all e2e tests (a deploy costs minutes): Slurm too.
+    "enable_slurm": "true",
 }
+# A training run small enough for a 2-core machine.
+TINY_RUN = ["--model", "resnet18", "--image-size", "32", "--batch", "4", "--warmup", "1",
+            "--windows", "2", "--steps", "2", "--repeats", "1", "--data-workers", "0",
+            "--device", "cpu", "--timeout", "300"]
 
 
 @dataclass
-class Testbed:
+class DeployedTestbed:
     state: Path
     environ: dict[str, str]
 
@@ -52,10 +58,10 @@ def var_args(**overrides: str) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
+def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployedTestbed]:
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
         pytest.fail("no Docker engine answers: `make tools` starts one")
     state = tmp_path_factory.mktemp("state")
-    bed = Testbed(state, {**os.environ, "HPCBENCH_STATE": str(state)})
+    bed = DeployedTestbed(state, {**os.environ, "HPCBENCH_STATE": str(state)})
     yield bed
     bed.hpcbench("destroy", "--env", "local", timeout=600)

@@ -1,5 +1,7 @@
 """ENV=local end to end: bad input is refused before anything exists, then
-deploy -> verify -> re-deploy changes nothing -> destroy leaves nothing."""
+deploy (with Slurm) -> verify -> re-deploy changes nothing -> sweeps through
+horovodrun and through sbatch/srun land in the store and the report ->
+destroy leaves nothing. The tests run in this order on one testbed."""
 
 from __future__ import annotations
 
@@ -8,13 +10,13 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import E2E_VARS, Testbed, var_args
+from tests.e2e.conftest import E2E_VARS, TINY_RUN, DeployedTestbed, var_args
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.parametrize("count", ["0", "17"])
-def test_bad_node_count_fails_before_anything_is_created(testbed: Testbed, count: str) -> None:
+def test_bad_node_count_fails_before_anything_is_created(testbed: DeployedTestbed, count: str) -> None:
     proc = testbed.hpcbench("deploy", "--env", "local", *var_args(node_count=count), timeout=300)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     error = proc.stderr.strip().splitlines()
@@ -23,29 +25,33 @@ def test_bad_node_count_fails_before_anything_is_created(testbed: Testbed, count
     assert testbed.docker_names("network") == []
 
 
-def test_unknown_env_lists_the_known_ones(testbed: Testbed) -> None:
+def test_unknown_env_lists_the_known_ones(testbed: DeployedTestbed) -> None:
     proc = testbed.hpcbench("deploy", "--env", "nosuch")
     assert proc.returncode == 2
     assert "local" in proc.stderr and "nosuch" in proc.stderr
 
 
-def test_deploy_creates_and_configures_every_node(testbed: Testbed) -> None:
+def test_deploy_creates_and_configures_every_node(testbed: DeployedTestbed) -> None:
     proc = testbed.hpcbench("deploy", "--env", "local", *var_args())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     nodes = int(E2E_VARS["node_count"])
     assert len(testbed.docker_names("container")) == nodes
     assert (testbed.state / "local" / "inventory.yml").is_file()
     assert re.search(rf"deployed local: {nodes} nodes", proc.stdout)
+    assert "TASK [slurm : Run a job step on every node]" in proc.stdout
 
 
-def test_verify_passes_on_the_deployed_testbed(testbed: Testbed) -> None:
-    proc = testbed.hpcbench("verify", "--env", "local")
+def test_verify_passes_on_the_deployed_testbed(testbed: DeployedTestbed) -> None:
+    proc = testbed.hpcbench("verify", "--env", "local", "--", "-rs")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert re.search(r"\d+ passed", proc.stdout)
     assert " failed" not in proc.stdout.splitlines()[-1]
+    # Slurm is enabled here: its checks run rather than skip; GPU checks skip.
+    skipped = [line for line in proc.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert not [line for line in skipped if "slurm" in line], skipped
 
 
-def test_second_deploy_changes_nothing(testbed: Testbed) -> None:
+def test_second_deploy_changes_nothing(testbed: DeployedTestbed) -> None:
     # No --var: the settings of the first deploy are remembered.
     proc = testbed.hpcbench("deploy", "--env", "local")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -53,11 +59,10 @@ def test_second_deploy_changes_nothing(testbed: Testbed) -> None:
     assert "ansible changed=0 failed=0" in proc.stdout
 
 
-def test_sweep_on_the_testbed_lands_in_the_store_and_the_report(testbed: Testbed) -> None:
+def test_sweep_on_the_testbed_lands_in_the_store_and_the_report(testbed: DeployedTestbed) -> None:
     out = testbed.state / "results"
-    proc = testbed.hpcbench("scale", "--env", "local", "--nodes", "1,3", "--batch", "8",
-                            "--model", "resnet18", "--image-size", "32", "--repeats", "1",
-                            "--warmup", "1", "--windows", "2", "--steps", "2", "--out", str(out))
+    proc = testbed.hpcbench("scale", "--env", "local", "--nodes", "1,3", *TINY_RUN,
+                            "--out", str(out))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     runs = {r["nodes"]: r for r in records if r.get("status") == "ok"}
@@ -71,7 +76,29 @@ def test_sweep_on_the_testbed_lands_in_the_store_and_the_report(testbed: Testbed
     assert "local" in report and list(out.rglob("*.png"))
 
 
-def test_destroy_leaves_nothing(testbed: Testbed) -> None:
+@pytest.mark.parametrize("backend", ["horovod", "ddp"])
+def test_sweep_through_sbatch_lands_in_the_store_and_report(testbed: DeployedTestbed, backend) -> None:
+    out = testbed.state / f"results-slurm-{backend}"
+    proc = testbed.hpcbench("scale", "--env", "local", "--launcher", "slurm", "--nodes", "1-2",
+                            "--backend", backend, "--no-probe", *TINY_RUN,
+                            "--slurm-queue-wait", "300", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
+    runs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    runs = [r for r in runs if r["kind"] == "run"]
+    assert sorted((r["nodes"], r["workers"]) for r in runs) == [(1, 1), (2, 2)]
+    for r in runs:
+        assert r["status"] == "ok" and r["launcher"] == "slurm", r.get("error")
+        assert r["weights_in_sync"] and r["images_per_sec"] > 0
+        assert r["gpu"] == {"skipped": "no GPU: the run is on the cpu"}
+    two = next(r for r in runs if r["nodes"] == 2)
+    assert sorted(two["fingerprint"]["hosts"]) == ["node1", "node2"]
+    report = testbed.hpcbench("report", "--out", str(out), timeout=300)
+    assert report.returncode == 0, report.stderr
+    text = (out / "report.md").read_text()
+    assert backend in text and "local" in text
+
+
+def test_destroy_leaves_nothing(testbed: DeployedTestbed) -> None:
     proc = testbed.hpcbench("destroy", "--env", "local", timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert testbed.docker_names("container") == []
