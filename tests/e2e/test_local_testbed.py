@@ -16,7 +16,9 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.parametrize("count", ["0", "17"])
-def test_bad_node_count_fails_before_anything_is_created(testbed: DeployedTestbed, count: str) -> None:
+def test_bad_node_count_is_refused_before_anything_exists(
+    testbed: DeployedTestbed, count: str
+) -> None:
     proc = testbed.hpcbench("deploy", "--env", "local", *var_args(node_count=count), timeout=300)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     error = proc.stderr.strip().splitlines()
@@ -77,7 +79,9 @@ def test_sweep_on_the_testbed_lands_in_the_store_and_the_report(testbed: Deploye
 
 
 @pytest.mark.parametrize("backend", ["horovod", "ddp"])
-def test_sweep_through_sbatch_lands_in_the_store_and_report(testbed: DeployedTestbed, backend) -> None:
+def test_sweep_through_sbatch_lands_in_the_store_and_report(
+    testbed: DeployedTestbed, backend: str
+) -> None:
     out = testbed.state / f"results-slurm-{backend}"
     proc = testbed.hpcbench("scale", "--env", "local", "--launcher", "slurm", "--nodes", "1-2",
                             "--backend", backend, "--no-probe", *TINY_RUN,
