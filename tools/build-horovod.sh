@@ -23,7 +23,7 @@ echo "horovod $HOROVOD_VERSION wheel: building against $(grep '^torch==' "$REQS"
 # A throwaway build venv with the very torch the wheel will run against.
 "$PYTHON" -m venv "$work/venv"
 "$work/venv/bin/pip" install -q --no-index --find-links "$WHEELHOUSE" \
-  "$(grep '^torch==' "$REQS")" cmake wheel setuptools cloudpickle psutil pyyaml packaging
+  "$(grep '^torch==' "$REQS")" numpy cmake wheel setuptools cloudpickle psutil pyyaml packaging
 "$work/venv/bin/pip" download -q --no-deps --no-binary :all: -d "$work" "horovod==$HOROVOD_VERSION"
 tar -C "$work" -xzf "$work/horovod-$HOROVOD_VERSION.tar.gz"
 src="$work/horovod-$HOROVOD_VERSION"
