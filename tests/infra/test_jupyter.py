@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 TOKEN_FILE = "/etc/hpcbench/jupyter/token"
-PORT = 8888
 
 # Runs on the node: prints the HTTP status of GET /api/status, with the token
 # from the node's file when asked. The token stays inside this process.
@@ -34,8 +33,8 @@ def jupyter(testbed):
     hosts = testbed.group("jupyter")
     assert hosts, "the inventory has no jupyter group"
     name = hosts[0]
-    address = testbed.address(name)
-    return name, testbed.host(name), f"http://{address}:{PORT}/api/status", address
+    address, port = testbed.address(name), testbed.var("jupyter_port", name)
+    return name, testbed.host(name), f"http://{address}:{port}/api/status", (address, port)
 
 
 def probe(host, url, use):
@@ -44,11 +43,11 @@ def probe(host, url, use):
 
 
 def test_jupyter_listens(jupyter):
-    _, host, _, address = jupyter
+    _, host, _, (address, port) = jupyter
     assert host.service("jupyterlab").is_running
-    assert host.socket(f"tcp://{address}:{PORT}").is_listening or host.socket(
-        f"tcp://0.0.0.0:{PORT}"
-    ).is_listening, f"nothing listens on {address}:{PORT}"
+    assert host.socket(f"tcp://{address}:{port}").is_listening or host.socket(
+        f"tcp://0.0.0.0:{port}"
+    ).is_listening, f"nothing listens on {address}:{port}"
 
 
 def test_request_without_token_is_refused(jupyter):
