@@ -1,10 +1,7 @@
 # ENV=gpulab: GPU jobs on imec GPULab, as `topology` = <jobs>x<gpus per job>:
 # 1x10 (one job, ten GPUs on one machine) or 10x1 (ten jobs, one GPU each).
 locals {
-  env            = "gpulab"
-  state_dir      = var.state_dir != "" ? var.state_dir : abspath("${path.root}/../../../.hpcbench/${local.env}")
-  inventory_path = var.inventory_path != "" ? var.inventory_path : "${local.state_dir}/inventory.yml"
-  shape          = [for n in split("x", var.topology) : tonumber(n)]
+  shape = [for n in split("x", var.topology) : tonumber(n)]
 }
 
 module "testbed" {
@@ -28,6 +25,7 @@ module "inventory" {
   env                  = local.env
   nodes                = module.testbed.nodes
   ssh_private_key_file = var.ssh_private_key_file
+  known_hosts_file     = local.known_hosts_file
   path                 = local.inventory_path
   vars = {
     # A GPULab job already is the stack container: no host roles (driver,

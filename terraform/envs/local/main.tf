@@ -14,11 +14,11 @@ module "testbed" {
 
 module "inventory" {
   source               = "../../modules/inventory"
-  env                  = "local"
+  env                  = local.env
   nodes                = module.testbed.nodes
   ssh_private_key_file = var.ssh_private_key_file
-  known_hosts_file     = "${abspath(var.state_dir)}/ssh/known_hosts"
-  path                 = var.inventory_path
+  known_hosts_file     = local.known_hosts_file
+  path                 = local.inventory_path
   vars = {
     # Containers: no Docker-in-Docker, no GPU driver; the node already runs
     # the stack image.
@@ -39,7 +39,7 @@ module "inventory" {
     cpus_per_node       = var.cpus_per_node
     jupyter_port        = 8888
     jupyter_host_port   = var.jupyter_port
-    hpcbench_state_dir  = abspath(var.state_dir)
+    hpcbench_state_dir  = local.state_dir
     hpcbench_iface      = "eth0"
     hpcbench_python     = "/opt/hpcbench/venv/bin/python"
     hpcbench_bench_dir  = "/opt/hpcbench/bench"

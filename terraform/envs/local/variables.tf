@@ -84,26 +84,3 @@ variable "jupyter_port" {
   }
 }
 
-variable "ssh_public_key_file" {
-  description = "Controller public key; hpcbench deploy creates it under .hpcbench/local/ssh/."
-  type        = string
-  validation {
-    condition     = fileexists(var.ssh_public_key_file)
-    error_message = "ssh_public_key_file does not exist: run `make deploy ENV=local`, which creates the controller key."
-  }
-}
-
-variable "ssh_private_key_file" {
-  description = "Controller private key the inventory points Ansible at (a path; the key never enters state)."
-  type        = string
-}
-
-variable "state_dir" {
-  description = "Directory for generated files of this environment (.hpcbench/local)."
-  type        = string
-}
-
-variable "inventory_path" {
-  description = "Where the Ansible inventory is written."
-  type        = string
-}

@@ -1,10 +1,4 @@
 # ENV=openstack: GPU instances on an OpenStack cloud.
-locals {
-  env            = "openstack"
-  state_dir      = var.state_dir != "" ? var.state_dir : abspath("${path.root}/../../../.hpcbench/${local.env}")
-  inventory_path = var.inventory_path != "" ? var.inventory_path : "${local.state_dir}/inventory.yml"
-}
-
 module "testbed" {
   source              = "../../modules/openstack"
   name                = var.name
@@ -24,6 +18,7 @@ module "inventory" {
   env                  = local.env
   nodes                = module.testbed.nodes
   ssh_private_key_file = var.ssh_private_key_file
+  known_hosts_file     = local.known_hosts_file
   path                 = local.inventory_path
   vars = {
     # VMs: driver (CUDA repository), container toolkit, Docker and enroot on

@@ -2,6 +2,5 @@
 # LAN. main.tf, variables.tf, outputs.tf and versions.tf are links to
 # ../virtualwall so the two can never drift apart.
 locals {
-  env                        = "virtualwall-10g"
   default_link_capacity_mbps = 10000
 }

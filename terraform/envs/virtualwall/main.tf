@@ -1,11 +1,5 @@
 # ENV=virtualwall / virtualwall-10g: raw-pc nodes on the imec Virtual Wall,
 # joined by one experiment LAN of fixed capacity, created through jFed CLI 2.
-locals {
-  repo_state     = abspath("${path.root}/../../../.hpcbench/${local.env}")
-  state_dir      = var.state_dir != "" ? var.state_dir : local.repo_state
-  inventory_path = var.inventory_path != "" ? var.inventory_path : "${local.state_dir}/inventory.yml"
-}
-
 module "testbed" {
   source              = "../../modules/virtualwall"
   project             = var.project
@@ -32,6 +26,7 @@ module "inventory" {
   env                  = local.env
   nodes                = module.testbed.nodes
   ssh_private_key_file = var.ssh_private_key_file
+  known_hosts_file     = local.known_hosts_file
   path                 = local.inventory_path
   vars = {
     # Bare-metal hosts: driver, container runtime and enroot go on the host;
