@@ -70,6 +70,22 @@ def _kill(proc: subprocess.Popen, sig: int) -> None:
         os.killpg(proc.pid, sig)
 
 
+def stop(procs: list[subprocess.Popen]) -> None:
+    """TERM, then KILL, each command's whole process group, with bounded waits."""
+    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        alive = [p for p in procs if p.poll() is None]
+        if not alive:
+            break
+        for p in alive:
+            _kill(p, sig)
+        deadline = time.monotonic() + wait_s
+        for p in alive:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(max(0.0, deadline - time.monotonic()))
+    for p in procs:  # stragglers the leaders left behind (DataLoader workers, ranks)
+        _kill(p, signal.SIGKILL)
+
+
 def run(commands: list[Command], timeout_s: float, echo: bool = False) -> Outcome:
     """Run the commands together; return when all have exited or were killed."""
     launched_at = time.time()
@@ -92,47 +108,38 @@ def run(commands: list[Command], timeout_s: float, echo: bool = False) -> Outcom
             if echo:
                 print(line, flush=True)
 
-    for cmd in commands:
-        proc = subprocess.Popen(
-            cmd.local_argv(),
-            env={**os.environ, **cmd.local_env()},
-            cwd=cmd.cwd if cmd.access is None else None,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            start_new_session=True,  # its own process group, killed as one
-        )
-        procs.append(proc)
-        reader = threading.Thread(target=read, args=(proc,), daemon=True)
-        reader.start()
-        readers.append(reader)
-
     timed_out = False
     failed_at: float | None = None
-    while any(p.poll() is None for p in procs):
-        now = time.monotonic()
-        if now - start > timeout_s:
-            timed_out = True
-            break
-        if failed_at is None and any(p.returncode not in (None, 0) for p in procs):
-            failed_at = now
-        if failed_at is not None and now - failed_at > PEER_GRACE_S:
-            break
-        time.sleep(0.05)
-    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        alive = [p for p in procs if p.poll() is None]
-        if not alive:
-            break
-        for p in alive:
-            _kill(p, sig)
-        deadline = time.monotonic() + wait_s
-        for p in alive:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(max(0.0, deadline - time.monotonic()))
-    for p in procs:  # stragglers the leaders left behind (DataLoader workers, ranks)
-        _kill(p, signal.SIGKILL)
+    try:
+        for cmd in commands:
+            proc = subprocess.Popen(
+                cmd.local_argv(),
+                env={**os.environ, **cmd.local_env()},
+                cwd=cmd.cwd if cmd.access is None else None,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                start_new_session=True,  # its own process group, killed as one
+            )
+            procs.append(proc)
+            reader = threading.Thread(target=read, args=(proc,), daemon=True)
+            reader.start()
+            readers.append(reader)
+
+        while any(p.poll() is None for p in procs):
+            now = time.monotonic()
+            if now - start > timeout_s:
+                timed_out = True
+                break
+            if failed_at is None and any(p.returncode not in (None, 0) for p in procs):
+                failed_at = now
+            if failed_at is not None and now - failed_at > PEER_GRACE_S:
+                break
+            time.sleep(0.05)
+    finally:  # also on Ctrl-C or SIGTERM: never leave ranks running behind the harness
+        stop(procs)
     for reader in readers:
         reader.join(5.0)
     return Outcome(

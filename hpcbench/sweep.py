@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -183,7 +184,13 @@ def validate(args: argparse.Namespace) -> None:
     parse_size(args.probe_max_bytes, "--probe-max-bytes")
 
 
+def _terminate(signum: int, frame: object) -> None:
+    # SIGTERM unwinds like Ctrl-C, so the runner stops the ranks of the run in flight.
+    raise KeyboardInterrupt
+
+
 def main(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
     validate(args)
     batches = parse_batch(args.batch)
     target = Target.from_args(args)

@@ -204,3 +204,35 @@ def test_a_failed_rank_stops_its_blocked_peers(monkeypatch):
 def test_success_without_record_is_a_failure():
     out = runner.run([_py("pass")], timeout_s=30)
     assert not out.ok and "without a result record" in out.error()
+
+
+def test_sigterm_to_the_harness_stops_the_ranks(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    pid_file = tmp_path / "rank.pid"
+    rank = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    harness = (
+        "import signal, sys\n"
+        "from hpcbench import launchers, runner, sweep\n"
+        "signal.signal(signal.SIGTERM, sweep._terminate)\n"
+        f"runner.run([launchers.Command((sys.executable, '-c', {rank!r}))], timeout_s=120)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", harness], stderr=subprocess.DEVNULL)
+    for _ in range(200):  # bounded: the rank writes its pid within seconds
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.05)
+    rank_pid = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    for _ in range(100):
+        try:
+            os.kill(rank_pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"rank {rank_pid} outlived the harness")
