@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -30,6 +31,13 @@ NO_INVENTORY = (
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # testinfra runs `ansible-inventory` by name: find the one of this venv
+    # even when the venv is not on PATH (python -m pytest from .venv).
+    venv_bin = str(Path(sys.executable).parent)
+    if (Path(venv_bin) / "ansible-inventory").exists() and venv_bin not in os.environ.get(
+        "PATH", ""
+    ).split(os.pathsep):
+        os.environ["PATH"] = venv_bin + os.pathsep + os.environ.get("PATH", "")
     opt = config.option
     if not getattr(opt, "ansible_inventory", None) and os.environ.get("HPCBENCH_INVENTORY"):
         opt.ansible_inventory = os.environ["HPCBENCH_INVENTORY"]
@@ -121,5 +129,3 @@ def testbed(request: pytest.FixtureRequest) -> Testbed:
 def name(host) -> str:
     """Inventory name of the host a parametrized test runs on."""
     return host.backend.get_hostname()
-
-

@@ -45,9 +45,10 @@ def probe(host, url, use):
 def test_jupyter_listens(jupyter):
     _, host, _, (address, port) = jupyter
     assert host.service("jupyterlab").is_running
-    assert host.socket(f"tcp://{address}:{port}").is_listening or host.socket(
-        f"tcp://0.0.0.0:{port}"
-    ).is_listening, f"nothing listens on {address}:{port}"
+    assert (
+        host.socket(f"tcp://{address}:{port}").is_listening
+        or host.socket(f"tcp://0.0.0.0:{port}").is_listening
+    ), f"nothing listens on {address}:{port}"
 
 
 def test_request_without_token_is_refused(jupyter):

@@ -26,9 +26,10 @@ def nfs(testbed):
 
 def test_nfs_server_runs(testbed, nfs):
     server = testbed.host(nfs["server"])
-    assert server.socket("tcp://0.0.0.0:2049").is_listening or server.socket(
-        "tcp://:::2049"
-    ).is_listening, "nothing listens on port 2049"
+    assert (
+        server.socket("tcp://0.0.0.0:2049").is_listening
+        or server.socket("tcp://:::2049").is_listening
+    ), "nothing listens on port 2049"
     services = [server.service(s) for s in ("nfs-ganesha", "nfs-kernel-server", "nfs-server")]
     assert any(s.is_running for s in services), "neither nfs-ganesha nor the kernel NFS server runs"
 
@@ -38,7 +39,8 @@ def test_export_only_to_testbed_subnet(testbed, nfs):
     with server.sudo():
         if server.service("nfs-ganesha").is_running:
             conf = server.file("/etc/ganesha/ganesha.conf").content_string
-            assert "Access_Type = None;" in conf.split("EXPORT {")[1], "export grants access by default"
+            export = conf.split("EXPORT {")[1]
+            assert "Access_Type = None;" in export, "the export grants access by default"
             clients = [
                 line.split("=", 1)[1].strip(" ;")
                 for line in conf.splitlines()
@@ -94,8 +96,12 @@ def test_clients_mount_where_the_kernel_can(testbed, nfs):
         if "nfs4" not in filesystems:
             continue
         checked += 1
-        out = client.check_output("findmnt --noheadings --output FSTYPE --mountpoint %s", nfs["dir"])
+        out = client.check_output(
+            "findmnt --noheadings --output FSTYPE --mountpoint %s", nfs["dir"]
+        )
         assert out.startswith("nfs"), f"{h} can mount NFS but {nfs['dir']} is {out!r}"
     if not checked:
-        pytest.skip("no client kernel has an NFS client (no nfs4 in /proc/filesystems): "
-                    "the export is checked over the protocol with libnfs instead")
+        pytest.skip(
+            "no client kernel has an NFS client (no nfs4 in /proc/filesystems): "
+            "the export is checked over the protocol with libnfs instead"
+        )

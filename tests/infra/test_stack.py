@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+REPO = Path(__file__).resolve().parents[2]
 
 EXCLUDE = {"__pycache__", ".pytest_cache"}
 
@@ -33,7 +33,8 @@ def test_horovod_has_pytorch_and_gloo(host, testbed, name, stack_enabled):
 def test_bench_code_installed(host, testbed, name, stack_enabled):
     bench_dir = testbed.var("hpcbench_bench_dir", name)
     files = sorted(
-        p for p in (REPO / "bench").rglob("*")
+        p
+        for p in (REPO / "bench").rglob("*")
         if p.is_file() and not EXCLUDE & set(p.parts) and p.suffix != ".pyc"
     )
     if not files:
