@@ -20,6 +20,12 @@ inputs_hash() { # hash of files and build args that make an image
     | sha256sum | cut -c1-16
 }
 
+drop_replaced() { # old-image-id tag: a rebuilt image leaves its predecessor untagged
+  if [[ -n "$1" && "$1" != "$(docker image inspect -f '{{.Id}}' "$2")" ]]; then
+    docker rmi "$1" >/dev/null 2>&1 || echo "image $2: the previous build is still used by containers"
+  fi
+}
+
 up_to_date() { # tag hash
   [[ "$(docker image inspect -f '{{ index .Config.Labels "org.hpcbench.inputs" }}' "$1" 2>/dev/null)" == "$2" ]]
 }
@@ -33,25 +39,28 @@ stage_context() { # dir -> a temp build context with the CA bundle in it
 }
 
 build_node() {
-  local hash ctx start
+  local hash ctx start old
   hash=$(inputs_hash node/Dockerfile node/ssh-host-keys.service)
   if up_to_date "$NODE_TAG" "$hash"; then echo "image $NODE_TAG: up to date"; return; fi
   echo "image $NODE_TAG: building"
   start=$(date +%s)
+  old=$(docker image inspect -f '{{.Id}}' "$NODE_TAG" 2>/dev/null || true)
   ctx=$(stage_context node)
   DOCKER_BUILDKIT=0 docker build -q --network host --build-arg BASE_IMAGE="$BASE_IMAGE" \
     --label org.hpcbench.inputs="$hash" -t "$NODE_TAG" "$ctx" >/dev/null
   rm -rf "$ctx"
+  drop_replaced "$old" "$NODE_TAG"
   echo "image $NODE_TAG: built in $(( $(date +%s) - start )) s"
 }
 
 build_stack() {
-  local hash ctx start
+  local hash ctx start old
   : "${WHEELHOUSE:?set WHEELHOUSE (see tools/wheelhouse.sh)}"
   hash=$(inputs_hash stack/Dockerfile stack/requirements.txt node/Dockerfile node/ssh-host-keys.service)
   if up_to_date "$STACK_TAG" "$hash"; then echo "image $STACK_TAG: up to date"; return; fi
   echo "image $STACK_TAG: building (installs several GB of wheels)"
   start=$(date +%s)
+  old=$(docker image inspect -f '{{.Id}}' "$STACK_TAG" 2>/dev/null || true)
   ctx=$(stage_context stack)
   # Hard links: the wheelhouse enters the context without a copy.
   mkdir "$ctx/wheelhouse"
@@ -61,6 +70,7 @@ build_stack() {
   rm -rf "$ctx"
   # The install stage is not needed again: its image holds a copy of the wheels.
   docker image prune -f --filter label=org.hpcbench.stage=install >/dev/null
+  drop_replaced "$old" "$STACK_TAG"
   echo "image $STACK_TAG: built in $(( $(date +%s) - start )) s"
 }
 
