@@ -47,6 +47,9 @@ def plain(args: argparse.Namespace) -> float:
         text=True,
         check=True,
         timeout=1800,
+        # The harness starts ranks in their own session; with sched_autogroup a new session
+        # is its own scheduling group, so the reference must get the same treatment.
+        start_new_session=True,
     )
     return json.loads(proc.stdout.splitlines()[-1])["images_per_sec"]
 
