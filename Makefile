@@ -93,8 +93,9 @@ test-unit: venv
 	@$(PY) -m pytest -ra tests/unit
 
 lint: venv
-	@$(PY) -m ruff check hpcbench bench tests
-	@terraform fmt -check -recursive terraform || tofu fmt -check -recursive terraform
+	@$(PY) -m ruff check hpcbench bench benchmarks tests
+	@$$(command -v tofu || command -v terraform) fmt -check -recursive terraform
+	@ANSIBLE_CONFIG=ansible/ansible.cfg PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint
 
 ## --- Slurm clusters (docs/slurm.md) --------------------------------------
 # The stack image as an enroot/pyxis squashfs: make enroot-image [SQSH=file.sqsh]
