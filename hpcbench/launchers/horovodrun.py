@@ -34,7 +34,9 @@ class HorovodrunLauncher(Launcher):
         ]
         if not spec.local:
             argv += ["-p", str(self.ssh_port)]
-        if spec.iface:
+        # One host: horovodrun keeps every rank on loopback and refuses an
+        # interface that does not carry 127.0.0.1.
+        if spec.iface and len(spec.placements) > 1:
             argv += ["--network-interface", spec.iface]
         argv += [spec.python, spec.script, *spec.args]
         head = spec.placements[0]

@@ -78,6 +78,14 @@ def test_horovodrun_on_the_head_over_ssh_with_interface():
     assert cmd.local_env() == {}  # over SSH the environment travels in the command line
 
 
+def test_horovodrun_on_one_remote_node_leaves_the_interface_to_loopback():
+    # horovodrun runs a single host's ranks over 127.0.0.1 and refuses an
+    # interface without that address ("No interface is found for address 127.0.0.1").
+    spec = _spec(_remote(1, slots=1), iface="eth0", limit=600)
+    [cmd] = HorovodrunLauncher().commands(spec)
+    assert "--network-interface" not in shlex.split(cmd.local_argv()[-1])
+
+
 def test_horovodrun_mpi_controller_and_backend_check():
     [cmd] = HorovodrunLauncher(controller="mpi").commands(_spec([Placement("localhost", 2)]))
     assert "--mpi" in cmd.argv and "--gloo" not in cmd.argv
