@@ -50,6 +50,16 @@ class DeployedTestbed:
         return [n for n in out.split() if n.startswith(E2E_VARS["name"])]
 
 
+    def remove_leftovers(self) -> None:
+        """A run killed before its teardown leaves its containers (they restart with
+        dockerd): remove them by their test-only name so this run can deploy."""
+        for kind in ("container", "network", "volume"):
+            names = self.docker_names(kind)
+            if names:
+                rm = ["docker", kind, "rm", *(["-f"] if kind == "container" else []), *names]
+                subprocess.run(rm, capture_output=True, check=True)
+
+
 def var_args(**overrides: str) -> list[str]:
     out: list[str] = []
     for key, value in {**E2E_VARS, **overrides}.items():
@@ -63,5 +73,6 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployedTestbe
         pytest.fail("no Docker engine answers: `make tools` starts one")
     state = tmp_path_factory.mktemp("state")
     bed = DeployedTestbed(state, {**os.environ, "HPCBENCH_STATE": str(state)})
+    bed.remove_leftovers()
     yield bed
     bed.hpcbench("destroy", "--env", "local", timeout=600)
