@@ -7,6 +7,8 @@ Timing (DESIGN.md, "Measurement method"): warm-up steps are discarded; then
 K windows of B steps, each started at a barrier and ended after the device
 has finished; every rank's window times are gathered and the slowest rank's
 time counts. Afterwards a checksum of the weights is compared across ranks.
+A single worker trains without the data-parallel wrapper: the baseline X(1)
+is plain single-device training, as in the published DDP and Horovod figures.
 Rank 0 prints one JSON record (prefixed HPCBENCH_RESULT) and writes it to
 --out if given.
 """
@@ -204,7 +206,11 @@ def main(argv: list[str] | None = None) -> int:
     params = [p for p in model.parameters() if p.requires_grad]
     grad_bytes = sum(p.numel() * p.element_size() for p in params)
     optimizer = torch.optim.SGD(params, lr=args.lr, momentum=0.9, weight_decay=1e-4)
-    if args.backend == "horovod":
+    # One worker has nothing to all-reduce: it trains unwrapped, so that X(1) is plain
+    # single-device training and E(N) charges the framework's per-step cost to scaling.
+    wrapped = comm.size > 1
+    train_model = model
+    if wrapped and args.backend == "horovod":
         hvd = comm.hvd
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         hvd.broadcast_optimizer_state(optimizer, root_rank=0)
@@ -212,8 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         optimizer = hvd.DistributedOptimizer(
             optimizer, named_parameters=model.named_parameters(), compression=compression
         )
-        train_model = model
-    else:
+    elif wrapped:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         train_model = DDP(
@@ -244,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             optimizer.step()
         else:
             scaler.scale(loss).backward()
-            if args.backend == "horovod":
+            if wrapped and args.backend == "horovod":
                 # Horovod reduces in step(); GradScaler must see reduced gradients.
                 optimizer.synchronize()
                 with optimizer.skip_synchronize():
@@ -310,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             "channels_last": channels_last,
             "threads": threads,
             "fp16_allreduce": args.fp16_allreduce,
+            "wrapped": wrapped,
             "fusion_threshold_mb": args.fusion_threshold_mb,
             "bucket_cap_mb": args.bucket_cap_mb if args.backend == "ddp" else None,
             "params": sum(p.numel() for p in params),

@@ -45,6 +45,7 @@ WORKLOAD_FIELDS = (
     "channels_last",
     "threads",
     "fp16_allreduce",
+    "wrapped",
     "fusion_threshold_mb",
     "bucket_cap_mb",
     "local_workers",

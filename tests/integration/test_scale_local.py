@@ -63,6 +63,7 @@ def test_horovodrun_sweep_makes_results_and_report(tmp_path):
     assert sorted((r["workers"], r["repeat"]) for r in runs) == [(1, 0), (1, 1), (2, 0), (2, 1)]
     for r in runs:
         assert r["status"] == "ok" and r["launcher"] == "horovodrun"
+        assert r["wrapped"] is (r["workers"] > 1)  # one worker trains without DistributedOptimizer
         assert r["weights_in_sync"] is True
         assert len(r["window_times"]) == 3 and len(r["rank_window_times"]) == r["workers"]
         # The slowest rank's time counts.
