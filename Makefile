@@ -11,6 +11,8 @@ ENV ?= local
 CACHE ?= $(HOME)/.cache/hpcbench
 export TOOLS_DIR ?= $(CACHE)/tools
 export WHEELHOUSE ?= $(CACHE)/wheelhouse
+# Providers come from the project's mirror (tools/providers.sh writes this).
+export TF_CLI_CONFIG_FILE := $(TOOLS_DIR)/tofurc
 # Sites behind a TLS-intercepting proxy: the CA bundle that image builds trust.
 export EXTRA_CA_BUNDLE ?= $(SSL_CERT_FILE)
 VENV ?= .venv

@@ -1,3 +1,3 @@
-"""hpcbench: build testbeds for distributed deep learning as code and measure how training scales."""
+"""hpcbench: testbeds for distributed deep learning as code, and how training scales on them."""
 
 __version__ = "0.1.0"
