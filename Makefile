@@ -26,7 +26,7 @@ VARS := $(if $(NODES),--var node_count=$(NODES)) \
         $(if $(SLURM),--var enable_slurm=$(SLURM)) \
         $(if $(TOPOLOGY),--var topology=$(TOPOLOGY))
 
-.PHONY: help demo tools engine venv wheelhouse terraform providers images deploy verify destroy \
+.PHONY: help demo scale report bench-deploy bench-harness bench-links tools engine venv wheelhouse terraform providers images deploy verify destroy \
         test test-unit lint clean-cache
 
 help:
@@ -85,6 +85,31 @@ demo:
 	@$(PY) -m hpcbench scale --env local --nodes 1,2,4 --batch 32,64 --model resnet18 \
 	   --image-size 64 --repeats 2 --windows 4 --steps 4 --out $(DEMO_OUT) --resume
 	@$(PY) -m hpcbench report --out $(DEMO_OUT)
+
+## --- experiments ----------------------------------------------------------
+#   make scale ENV=local SWEEP_NODES=1-4 BATCH=32,64 [MODEL=resnet18 IMAGE_SIZE=64]
+# (NODES already means the testbed's node count for deploy.)
+OUT ?= results
+scale: venv
+	@$(PY) -m hpcbench scale --env $(ENV) --nodes $(or $(SWEEP_NODES),1-10) \
+	   --batch $(or $(BATCH),32,64,96) $(if $(MODEL),--model $(MODEL)) \
+	   $(if $(IMAGE_SIZE),--image-size $(IMAGE_SIZE)) --out $(OUT)
+
+report: venv
+	@$(PY) -m hpcbench report --out $(OUT)
+
+# Figures for README: deploy times, harness overhead and fidelity, efficiency
+# against the predicted band at two link rates (needs a deployed 4-node testbed).
+bench-deploy: tools images
+	@$(PY) benchmarks/bench_deploy.py --nodes 1,2,4
+
+bench-harness: venv
+	@$(PY) benchmarks/bench_overhead.py
+	@$(PY) benchmarks/bench_fidelity.py --threads 1 --image-size 32 --batch 32 --rounds 6
+
+bench-links: venv
+	@$(PY) benchmarks/bench_testbed_links.py --env $(ENV) --rates $(or $(RATES),1gbit,100mbit) \
+	   --reshape "$(MAKE) deploy ENV=$(ENV) NODES=4 LINK_RATE={rate}"
 
 ## --- checks --------------------------------------------------------------
 # Everything, the local testbed end to end included.
