@@ -26,19 +26,22 @@ VARS := $(if $(NODES),--var node_count=$(NODES)) \
         $(if $(SLURM),--var enable_slurm=$(SLURM)) \
         $(if $(TOPOLOGY),--var topology=$(TOPOLOGY))
 
-.PHONY: help demo scale report bench-deploy bench-harness bench-links tools engine venv wheelhouse terraform providers images deploy verify destroy \
+.PHONY: help demo scale report bench-deploy bench-harness bench-links tools host-packages engine venv wheelhouse terraform providers images deploy verify destroy \
         test test-unit lint clean-cache
 
 help:
 	@sed -n 's/^#   //p' Makefile
 
 ## --- tooling ------------------------------------------------------------
-tools: engine venv terraform providers
+tools: host-packages engine venv terraform providers
 
-engine:
+host-packages:
+	@tools/host-packages.sh
+
+engine: host-packages
 	@tools/docker-engine.sh
 
-wheelhouse:
+wheelhouse: host-packages
 	@PYTHON=$(HOST_PYTHON) tools/wheelhouse.sh
 
 # The venv is rebuilt when the pins change.
@@ -57,7 +60,7 @@ terraform:
 	   echo "terraform: $$(command -v tofu || command -v terraform)"; \
 	 else tools/opentofu.sh; fi
 
-providers:
+providers: host-packages
 	@tools/providers.sh
 
 ## --- images -------------------------------------------------------------

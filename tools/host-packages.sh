@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the host packages the tool chain needs when they are missing:
+# debootstrap (offline base image), unzip (provider sources), cmake and g++
+# (the Horovod wheel), ssh-keygen. On Debian as root it installs them; anywhere
+# else it names what is missing and stops.
+set -euo pipefail
+
+declare -A provides=([debootstrap]=debootstrap [unzip]=unzip [cmake]=cmake [g++]=g++
+                     [ssh-keygen]=openssh-client [curl]=curl)
+need=()
+for cmd in "${!provides[@]}"; do
+  command -v "$cmd" >/dev/null || need+=("${provides[$cmd]}")
+done
+((${#need[@]})) || { echo "host packages: present"; exit 0; }
+if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
+  echo "host packages: missing ${need[*]}: install them (as root on Debian: apt-get install ${need[*]})" >&2
+  exit 2
+fi
+echo "host packages: installing ${need[*]}"
+apt-get update -q >/dev/null
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null
