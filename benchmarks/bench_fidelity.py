@@ -23,25 +23,19 @@ from common import REPO, hpcbench, median, records
 HERE = Path(__file__).resolve().parent
 
 
+def workload(args: argparse.Namespace) -> list[str]:
+    """The same model, input, batch, steps and threads for both variants."""
+    return ["--model", args.model, "--image-size", str(args.image_size), "--batch",
+            str(args.batch), "--warmup", str(args.warmup), "--windows", str(args.windows),
+            "--steps", str(args.steps), "--threads", str(args.threads)]
+
+
 def plain(args: argparse.Namespace) -> float:
     proc = subprocess.run(
         [
             sys.executable,
             str(HERE / "plain_loop.py"),
-            "--model",
-            args.model,
-            "--image-size",
-            str(args.image_size),
-            "--batch",
-            str(args.batch),
-            "--warmup",
-            str(args.warmup),
-            "--windows",
-            str(args.windows),
-            "--steps",
-            str(args.steps),
-            "--threads",
-            str(args.threads),
+            *workload(args),
         ],
         capture_output=True,
         text=True,
@@ -63,20 +57,7 @@ def harness(args: argparse.Namespace, backend: str, out: Path) -> float:
         "1",
         "--backend",
         backend,
-        "--model",
-        args.model,
-        "--image-size",
-        str(args.image_size),
-        "--batch",
-        str(args.batch),
-        "--warmup",
-        str(args.warmup),
-        "--windows",
-        str(args.windows),
-        "--steps",
-        str(args.steps),
-        "--threads",
-        str(args.threads),
+        *workload(args),
         "--repeats",
         "1",
         "--no-probe",
