@@ -58,6 +58,12 @@ class RunSpec:
             **self.env,
         }
 
+    def on(self, placement: Placement, argv: list[str]) -> Command:
+        """One command run on a placement's node, in bench/, pinned to the
+        testbed interface and bounded by the time limit."""
+        return Command(tuple(argv), env=self.network_env(), cwd=self.workdir,
+                       access=placement.access, time_limit_s=self.time_limit_s)
+
     def tool(self, name: str) -> str:
         """A console script installed beside the nodes' python (horovodrun, torchrun)."""
         head, sep, _ = self.python.rpartition("/")

@@ -39,13 +39,4 @@ class HorovodrunLauncher(Launcher):
         if spec.iface and len(spec.placements) > 1:
             argv += ["--network-interface", spec.iface]
         argv += [spec.python, spec.script, *spec.args]
-        head = spec.placements[0]
-        return [
-            Command(
-                tuple(argv),
-                env=spec.network_env(),
-                cwd=spec.workdir,
-                access=head.access,
-                time_limit_s=spec.time_limit_s,
-            )
-        ]
+        return [spec.on(spec.placements[0], argv)]

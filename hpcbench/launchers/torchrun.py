@@ -38,13 +38,5 @@ class TorchrunLauncher(Launcher):
                     str(spec.master_port),
                 ]
             argv += [spec.script, *spec.args]
-            commands.append(
-                Command(
-                    tuple(argv),
-                    env=spec.network_env(),
-                    cwd=spec.workdir,
-                    access=placement.access,
-                    time_limit_s=spec.time_limit_s,
-                )
-            )
+            commands.append(spec.on(placement, argv))
         return commands
