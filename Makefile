@@ -86,7 +86,7 @@ demo:
 	   CPUS_PER_NODE=$(or $(CPUS_PER_NODE),0.5) LINK_RATE=$(or $(LINK_RATE),200mbit)
 	@$(MAKE) --no-print-directory verify ENV=local
 	@$(PY) -m hpcbench scale --env local --nodes 1,2,4 --batch 32,64 --model resnet18 \
-	   --image-size 64 --repeats 2 --windows 4 --steps 4 --out $(DEMO_OUT) --resume
+	   --image-size 64 --repeats 2 --warmup 2 --windows 3 --steps 3 --out $(DEMO_OUT) --resume
 	@$(PY) -m hpcbench report --out $(DEMO_OUT)
 
 ## --- experiments ----------------------------------------------------------
