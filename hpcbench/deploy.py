@@ -208,8 +208,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_destroy(args: argparse.Namespace) -> int:
     env_dir(args.env)
     state = env_state(args.env)
-    tf = TerraformEnv(args.env, {**settings(args.env, {}), **generated_vars(args.env)})
+    tf = TerraformEnv(args.env, settings(args.env, {}))
     if tf.has_resources():
+        # The keys are only needed (and made) when there is something to destroy.
+        tf.variables.update(generated_vars(args.env))
         require_docker_engine(args.env)
         _say(f"destroying {args.env}")
         tf.init()
