@@ -104,14 +104,14 @@ report: venv
 # Figures for README: deploy times, harness overhead and fidelity, efficiency
 # against the predicted band at two link rates (needs a deployed 4-node testbed).
 bench-deploy: tools images
-	@$(PY) benchmarks/bench_deploy.py --nodes 1,2,4
+	@$(PY) evaluation/bench_deploy.py --nodes 1,2,4
 
 bench-harness: venv
-	@$(PY) benchmarks/bench_overhead.py
-	@$(PY) benchmarks/bench_fidelity.py --threads 1 --image-size 32 --batch 32 --rounds 6
+	@$(PY) evaluation/bench_overhead.py
+	@$(PY) evaluation/bench_fidelity.py --threads 1 --image-size 32 --batch 32 --rounds 6
 
 bench-links: venv
-	@$(PY) benchmarks/bench_testbed_links.py --env $(ENV) --rates $(or $(RATES),1gbit,100mbit) \
+	@$(PY) evaluation/bench_testbed_links.py --env $(ENV) --rates $(or $(RATES),1gbit,100mbit) \
 	   --reshape "$(MAKE) deploy ENV=$(ENV) NODES=4 LINK_RATE={rate}"
 
 ## --- checks --------------------------------------------------------------
@@ -123,7 +123,7 @@ test-unit: venv
 	@$(PY) -m pytest -ra tests/unit
 
 lint: venv
-	@$(PY) -m ruff check hpcbench bench benchmarks tests
+	@$(PY) -m ruff check hpcbench bench evaluation tests
 	@$$(command -v tofu || command -v terraform) fmt -check -recursive terraform
 	@ANSIBLE_CONFIG=ansible/ansible.cfg PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint
 

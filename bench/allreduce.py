@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402  (a sibling module; bench/ is not a package on the nodes)
+import runtime  # noqa: E402  (a sibling module; bench/ is not a package on the nodes)
 
 MAX_ITERS = 50
 # Per size, run about this many bytes through the all-reduce (bounds the probe's time).
@@ -54,10 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.factor < 2 or not 4 <= args.min_bytes <= args.max_bytes:
         p.error("need 4 <= --min-bytes <= --max-bytes and --factor >= 2")
-    timeline = {"process_start": common.process_start_time()}
-    device = common.pick_device(args.device)
-    comm = common.connect(args.backend, device)
-    common.set_threads(args.threads, comm.local_size)
+    timeline = {"process_start": runtime.process_start_time()}
+    device = runtime.pick_device(args.device)
+    comm = runtime.connect(args.backend, device)
+    runtime.set_threads(args.threads, comm.local_size)
     timeline["initialised"] = time.time()
     n = comm.size
     results = []
@@ -67,12 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         iters = max(3, min(MAX_ITERS, BYTES_PER_SIZE // size))
         for _ in range(args.warmup):
             comm.allreduce_(tensor)
-        common.synchronize(device)
+        runtime.synchronize(device)
         comm.barrier()
         start = time.perf_counter()
         for _ in range(iters):
             comm.allreduce_(tensor)
-        common.synchronize(device)
+        runtime.synchronize(device)
         mine = (time.perf_counter() - start) / iters
         seconds = max(comm.gather(mine))
         algbw = size / seconds
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                 "busbw": algbw * 2 * (n - 1) / n,
             }
         )
-    fingerprints = comm.gather(common.fingerprint(device, comm))
+    fingerprints = comm.gather(runtime.fingerprint(device, comm))
     timeline["end"] = time.time()
     if comm.rank == 0:
         for r in results:
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"busbw {r['busbw'] / 1e9:8.3f} GB/s",
                 file=sys.stderr,
             )
-        common.emit(
+        runtime.emit(
             {
                 "kind": "probe_workload",
                 "backend": args.backend,
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                 "device": device.type,
                 "results": results,
                 "timeline": timeline,
-                "fingerprint": common.merge_fingerprints(fingerprints),
+                "fingerprint": runtime.merge_fingerprints(fingerprints),
             },
             args.out,
         )

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402  (a sibling module; bench/ is not a package on the nodes)
+import runtime  # noqa: E402  (a sibling module; bench/ is not a package on the nodes)
 import gpumon  # noqa: E402
 
 MODELS = {
@@ -100,7 +100,7 @@ class Batches:
     def __init__(
         self,
         args: argparse.Namespace,
-        comm: common.Comm,
+        comm: runtime.Comm,
         device: torch.device,
         memory_format: torch.memory_format,
     ) -> None:
@@ -188,13 +188,13 @@ def weights_digest(model: torch.nn.Module) -> tuple[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    timeline = {"process_start": common.process_start_time()}
+    timeline = {"process_start": runtime.process_start_time()}
     if args.backend == "horovod" and args.fusion_threshold_mb is not None:
         # Read by hvd.init(), so it must be in the environment first.
         os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(args.fusion_threshold_mb * 1024**2))
-    device = common.pick_device(args.device)
-    comm = common.connect(args.backend, device)
-    threads = common.set_threads(args.threads, comm.local_size)
+    device = runtime.pick_device(args.device)
+    comm = runtime.connect(args.backend, device)
+    threads = runtime.set_threads(args.threads, comm.local_size)
     timeline["initialised"] = time.time()
     cuda = device.type == "cuda"
     amp = args.amp == "on" or (args.amp == "auto" and cuda)
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for _ in range(args.warmup):
         step()
-    common.synchronize(device)
+    runtime.synchronize(device)
     monitor = gpumon.start(device)  # GPU utilisation and memory over the timed windows
     window_times: list[float] = []
     data_times: list[float] = []
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.steps):
             waited, loss = step()
             waited_total += waited
-        common.synchronize(device)
+        runtime.synchronize(device)
         window_times.append(time.perf_counter() - start)
         data_times.append(waited_total)
     timeline["timed_end"] = time.time()
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
             "data_times": data_times,
             "digest": digest,
             "weight_sum": weight_sum,
-            "fingerprint": common.fingerprint(device, comm),
+            "fingerprint": runtime.fingerprint(device, comm),
             "gpu": gpu,
         }
     )
@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             "weights_digest": digest,
             "loss": float(loss),
             "timeline": timeline,
-            "fingerprint": common.merge_fingerprints([g["fingerprint"] for g in gathered]),
+            "fingerprint": runtime.merge_fingerprints([g["fingerprint"] for g in gathered]),
             "gpu": gpumon.merge([g["gpu"] for g in gathered]),
         }
         images_per_sec = comm.size * args.batch * args.steps * args.windows / sum(slowest)
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.model} {args.backend} x{comm.size}: {images_per_sec:.1f} images/s",
             file=sys.stderr,
         )
-        common.emit(record, args.out)
+        runtime.emit(record, args.out)
     comm.shutdown()
     return 0
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from hpcbench.launchers.base import Command
 
-# Must match bench/common.py (bench/ cannot import hpcbench; a unit test checks both).
+# Must match bench/runtime.py (bench/ cannot import hpcbench; a unit test checks both).
 RESULT_MARKER = "HPCBENCH_RESULT "
 TAIL_LINES = 60
 # After one command fails, how long the others get to notice and exit on their own.

@@ -174,7 +174,7 @@ def test_marker_matches_the_workload():
     from hpcbench import paths
 
     assert (
-        f'RESULT_MARKER = "{runner.RESULT_MARKER}"' in (paths.BENCH_DIR / "common.py").read_text()
+        f'RESULT_MARKER = "{runner.RESULT_MARKER}"' in (paths.BENCH_DIR / "runtime.py").read_text()
     )
 
 

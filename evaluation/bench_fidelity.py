@@ -1,6 +1,6 @@
 """Fidelity: the harness's per-worker images/s with one worker vs a plain loop.
 
-    python benchmarks/bench_fidelity.py [--rounds 3] [--model resnet18 --image-size 64]
+    python evaluation/bench_fidelity.py [--rounds 3] [--model resnet18 --image-size 64]
 
 Same model, batch, input size, thread count and step count on this machine;
 rounds interleave the variants in random order so that drift in the
@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import REPO, hpcbench, median, records
+from cli import REPO, hpcbench, median, records
 
 HERE = Path(__file__).resolve().parent
 

@@ -1,6 +1,6 @@
 """Measured scaling efficiency vs the predicted band, at several link rates.
 
-    python benchmarks/bench_testbed_links.py --env local --rates 1gbit,100mbit \
+    python evaluation/bench_testbed_links.py --env local --rates 1gbit,100mbit \
         --reshape "make deploy ENV=local NODES=4 LINK_RATE={rate}"
 
 Needs a deployed testbed (4 nodes by default). For each rate it reshapes the
@@ -20,10 +20,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import REPO, hpcbench
+from cli import REPO, hpcbench
 
 sys.path.insert(0, str(REPO))
-from hpcbench import analysis, testbed  # noqa: E402  (run as a script from benchmarks/)
+from hpcbench import analysis, testbed  # noqa: E402  (run as a script from evaluation/)
 from hpcbench.store import Store  # noqa: E402
 
 UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}  # tc's rates are SI (kibit would be binary)

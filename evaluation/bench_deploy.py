@@ -1,6 +1,6 @@
 """Deploy figures of the local testbed: first deploy, idempotent re-run, destroy.
 
-    python benchmarks/bench_deploy.py [--nodes 1,2,4]
+    python evaluation/bench_deploy.py [--nodes 1,2,4]
 
 For each node count: a first deploy (images already built), a second deploy
 (its time and Ansible's changed count, which must be 0) and a destroy. The

@@ -1,6 +1,6 @@
 """Harness overhead per configuration: from launch to the first timed step.
 
-    python benchmarks/bench_overhead.py [--repeats 3] [--backends horovod,ddp]
+    python evaluation/bench_overhead.py [--repeats 3] [--backends horovod,ddp]
 
 Runs real localhost sweeps (1 and 2 workers) and splits each run's launch
 cost with the workload's timeline: launcher (launch -> process start),
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import REPO, hpcbench, median, records
+from cli import REPO, hpcbench, median, records
 
 PHASES = [
     ("launcher", None, "process_start"),
