@@ -1,6 +1,6 @@
 """Statistics over the results store: throughput, speedup, efficiency, CIs, jitter.
 
-Definitions (DESIGN.md, "Measurement method"): a window's time is the slowest
+Definitions (docs/method.md, "Measurement method"): a window's time is the slowest
 rank's; throughput X = workers * batch * steps / t; speedup S(N) = X(N)/X(1);
 efficiency E(N) = X(N) / (N * X(1)) with N workers; inter-node efficiency
 uses one full node as the base. CIs are Student-t 95% intervals: over
@@ -166,21 +166,17 @@ def _matching_probe(probes: list[dict[str, Any]], s: ConfigSummary) -> dict[str,
     return chosen[-1] if chosen else None
 
 
-def _grad_bytes(runs: list[dict[str, Any]]) -> float | None:
-    sizes = [r["allreduce_bytes"] for r in runs if r.get("allreduce_bytes")]
-    return float(sizes[-1]) if sizes else None
-
-
 def _add_scaling(
-    series: list[ConfigSummary], runs: list[dict[str, Any]], probes: list[dict[str, Any]]
+    series: list[ConfigSummary], grad_bytes: float | None, probes: list[dict[str, Any]]
 ) -> None:
+    """Speedup, efficiency and the predicted band of every configuration of one series;
+    grad_bytes: the series' all-reduced bytes per step (its latest run's)."""
     base = next((s for s in series if s.workers == 1 and s.images_per_sec), None)
     full_node = max(
         (s for s in series if s.nodes == 1 and s.images_per_sec),
         key=lambda s: s.workers,
         default=None,
     )
-    grad_bytes = _grad_bytes(runs)
     for s in series:
         if not s.images_per_sec:
             continue
@@ -220,22 +216,68 @@ def _sort_key(key: tuple) -> tuple:
     return tuple((0, v, "") if isinstance(v, int | float) else (1, 0, str(v)) for v in key)
 
 
+class LiveSummary:
+    """Per-configuration summaries, updated one run at a time.
+
+    The one place derived figures are computed: `report` builds it from the
+    whole store, a running sweep seeds it once and adds each run as it lands,
+    so a run costs the work of its own configuration and series, not a
+    re-read of the store.
+    """
+
+    def __init__(
+        self, runs: list[dict[str, Any]] | None = None, probes: list[dict[str, Any]] | None = None
+    ) -> None:
+        self._probes: list[dict[str, Any]] = list(probes or [])
+        # series -> (nodes, workers) -> runs; series -> its configuration summaries
+        self._runs: dict[tuple, dict[tuple[int, int], list[dict[str, Any]]]] = defaultdict(dict)
+        self._summaries: dict[tuple, dict[tuple[int, int], ConfigSummary]] = defaultdict(dict)
+        self._grad_bytes: dict[tuple, float] = {}
+        touched: set[tuple] = set()
+        for run in runs or []:
+            touched.add(self._file(run))
+        for series in touched:
+            self._rescale(series)
+
+    def _file(self, run: dict[str, Any]) -> tuple:
+        """Adds a run to its configuration and re-summarises that configuration only."""
+        series = series_key(run)
+        config = (run["nodes"], run["workers"])
+        config_runs = self._runs[series].setdefault(config, [])
+        config_runs.append(run)
+        if run.get("allreduce_bytes"):
+            self._grad_bytes[series] = float(run["allreduce_bytes"])
+        self._summaries[series][config] = _summarise_config(config_runs)
+        return series
+
+    def _rescale(self, series: tuple) -> None:
+        ordered = sorted(self._summaries[series].values(), key=lambda s: (s.workers, s.nodes))
+        _add_scaling(ordered, self._grad_bytes.get(series), self._probes)
+
+    def add(self, run: dict[str, Any]) -> ConfigSummary:
+        """The run's configuration summary after adding it (scaling filled once the
+        series' baseline is known)."""
+        series = self._file(run)
+        self._rescale(series)
+        return self._summaries[series][(run["nodes"], run["workers"])]
+
+    def add_probe(self, probe: dict[str, Any]) -> None:
+        self._probes.append(probe)
+        for series in self._summaries:
+            self._rescale(series)
+
+    def summaries(self) -> list[ConfigSummary]:
+        """Every configuration, ordered by series then workers."""
+        result: list[ConfigSummary] = []
+        for series in sorted(self._summaries, key=_sort_key):
+            result.extend(
+                sorted(self._summaries[series].values(), key=lambda s: (s.workers, s.nodes))
+            )
+        return result
+
+
 def summarise(
     runs: list[dict[str, Any]], probes: list[dict[str, Any]] | None = None
 ) -> list[ConfigSummary]:
     """One summary per configuration, ordered by series then workers."""
-    by_config: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
-    for r in runs:
-        by_config[(*series_key(r), r["nodes"], r["workers"])].append(r)
-    by_series: dict[tuple, list[ConfigSummary]] = defaultdict(list)
-    runs_by_series: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
-    for config_runs in by_config.values():
-        summary = _summarise_config(config_runs)
-        by_series[summary.series].append(summary)
-        runs_by_series[summary.series].extend(config_runs)
-    result: list[ConfigSummary] = []
-    for key in sorted(by_series, key=_sort_key):
-        series = sorted(by_series[key], key=lambda s: (s.workers, s.nodes))
-        _add_scaling(series, runs_by_series[key], probes or [])
-        result.extend(series)
-    return result
+    return LiveSummary(runs, probes).summaries()

@@ -100,3 +100,29 @@ def test_series_are_separate():
     out = analysis.summarise(runs)
     assert [(s.batch, s.images_per_sec) for s in out] == [(8, 80), (16, 80)]
     assert all(s.efficiency == 1.0 for s in out)
+
+
+def test_live_summary_added_run_by_run_equals_the_whole_store():
+    probe_model = prediction.LinkModel(2, 1e-3, 1e8)
+    probe = {"kind": "probe", "status": "ok", "env": "e", "backend": "ddp", "workers": 2,
+             "results": [{"bytes": 1 << 26, "time_s": probe_model.allreduce_time(1 << 26),
+                          "busbw": 1e8}]}  # fmt: skip
+    runs = [
+        _run(2, 2, [1.25, 1.2], repeat=0),  # before its baseline: no efficiency yet
+        _run(1, 1, [1.0, 1.0], repeat=0),
+        _run(1, 1, [1.0, 1.1], repeat=1),
+        _run(2, 2, [1.0, 1.1], repeat=1),
+        _run(1, 1, [2.0], batch=16),
+    ]
+    live = analysis.LiveSummary()
+    first = live.add(runs[0])
+    assert first.images_per_sec == pytest.approx(2 * 8 * 10 / 1.25 / 2 + 2 * 8 * 10 / 1.2 / 2)
+    assert first.efficiency is None  # its series has no single-worker run yet
+    for run in runs[1:]:
+        latest = live.add(run)
+    assert latest.batch == 16 and latest.efficiency == 1.0
+    live.add_probe(probe)
+    whole = analysis.summarise(runs, [probe])
+    assert [s.as_dict() for s in live.summaries()] == [s.as_dict() for s in whole]
+    two = next(s for s in whole if s.workers == 2)
+    assert two.efficiency is not None and two.predicted_efficiency_low is not None
