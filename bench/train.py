@@ -3,7 +3,7 @@
     horovodrun -np 2 -H localhost:2 --gloo python bench/train.py --backend horovod
     torchrun --nproc-per-node 2 bench/train.py --backend ddp --model resnet18 --image-size 32
 
-Timing (DESIGN.md, "Measurement method"): warm-up steps are discarded; then
+Timing (docs/method.md, "Measurement method"): warm-up steps are discarded; then
 K windows of B steps, each started at a barrier and ended after the device
 has finished; every rank's window times are gathered and the slowest rank's
 time counts. Afterwards a checksum of the weights is compared across ranks.

@@ -19,7 +19,8 @@ from hpcbench.analysis import ConfigSummary
 from hpcbench.errors import UsageError
 from hpcbench.store import Store
 
-# Context lines from published measurements (TESTBEDS.md); shown for the models they concern.
+# Context lines from published measurements (docs/method.md, "Reference numbers"); shown
+# for the models they concern.
 REFERENCES = {
     "resnet50": [
         "PyTorch DDP benchmark, ResNet-50, batch 32, V100: 329 img/s per GPU alone, "

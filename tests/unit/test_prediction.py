@@ -10,7 +10,7 @@ def test_busbw_follows_nccl_tests_definition():
 
 
 def test_resnet50_on_1gbit_ring_of_10_matches_the_reference_estimate():
-    # TESTBEDS.md: ~102 MB of gradients, 10 nodes, 1 Gbit/s -> about 1.5 s.
+    # docs/method.md, "Reference numbers": ~102 MB of gradients, 10 nodes, 1 Gbit/s -> ~1.5 s.
     model = prediction.LinkModel(workers=10, latency_s=0.0, busbw=1e9 / 8)
     assert model.allreduce_time(102e6) == pytest.approx(1.47, abs=0.02)
     assert prediction.LinkModel(10, 0.0, 10e9 / 8).allreduce_time(102e6) == pytest.approx(
