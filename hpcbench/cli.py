@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "hpcbench.sweep",
     "hpcbench.probe",
     "hpcbench.report",
+    "hpcbench.predict",
 ]
 
 

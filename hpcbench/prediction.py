@@ -41,22 +41,33 @@ class LinkModel:
 
 
 def link_model(probe: dict[str, Any]) -> LinkModel | None:
-    """Fit a and B from a probe record's size sweep.
+    """Fit a and B to every size of a probe's sweep by least squares.
 
-    B is the bus bandwidth of the largest message (as nccl-tests quotes peak
-    busbw); a comes from the smallest message, whose time is almost all
-    latency: t = 2(N-1) a + (tiny bandwidth term), so a = t / 2(N-1).
+    t = 2(N-1) a + 2(N-1)/N S/B is linear in a and 1/B. Relative errors are
+    minimised (weights 1/t), since the sweep's times span orders of magnitude
+    and plain least squares would let the largest message decide alone; a
+    negative latency is clamped to 0 and B refitted.
     """
-    points = sorted(probe.get("results") or [], key=lambda p: p["bytes"])
+    points = [p for p in probe.get("results") or [] if p["time_s"] > 0]
     workers = int(probe.get("workers") or 0)
     if workers < 2 or not points:
         return None
-    smallest, largest = points[0], points[-1]
-    if largest["busbw"] <= 0:
-        return None
-    bandwidth_part = ring_factor(workers) * smallest["bytes"] / largest["busbw"]
-    latency = max(0.0, smallest["time_s"] - bandwidth_part) / (2 * (workers - 1))
-    return LinkModel(workers=workers, latency_s=latency, busbw=float(largest["busbw"]))
+    c, r = 2 * (workers - 1), ring_factor(workers)
+    rows = [(c / p["time_s"], r * p["bytes"] / p["time_s"]) for p in points]  # each row ~ 1
+    if len(rows) >= 2:
+        saa = sum(x * x for x, _ in rows)
+        sab = sum(x * y for x, y in rows)
+        sbb = sum(y * y for _, y in rows)
+        sa1, sb1 = sum(x for x, _ in rows), sum(y for _, y in rows)
+        det = saa * sbb - sab * sab
+        if det > 0:
+            latency = (sa1 * sbb - sb1 * sab) / det
+            inv_bw = (saa * sb1 - sab * sa1) / det
+            if latency >= 0 and inv_bw > 0:
+                return LinkModel(workers=workers, latency_s=latency, busbw=1 / inv_bw)
+    # Latency 0 (or one point): the bandwidth alone, fitted to every size.
+    inv_bw = sum(y for _, y in rows) / sum(y * y for _, y in rows)
+    return LinkModel(workers=workers, latency_s=0.0, busbw=1 / inv_bw)
 
 
 def efficiency_band(step_time_1: float, allreduce_s: float) -> tuple[float, float]:
@@ -78,3 +89,121 @@ def predict(step_time_1: float, grad_bytes: float, model: LinkModel) -> dict[str
         "busbw": model.busbw,
         "latency_s": model.latency_s,
     }
+
+
+# ------------------------------------------------------------------ point prediction
+# The band above says where the step time must lie; the replay below says where
+# it lies for one model: gradients become ready one layer at a time during
+# backward, the framework groups them into messages, and the messages queue on
+# the link one after another while backward goes on.
+
+# DDP's defaults: 25 MiB buckets (bucket_cap_mb in torch/nn/parallel/distributed.py)
+# and a first bucket of 1 MiB (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES), so
+# that communication starts early.
+DDP_BUCKET_BYTES = 25 * 1024**2
+DDP_FIRST_BUCKET_BYTES = 1024**2
+# Horovod >= 0.21 defaults (release notes of v0.21.0, horovod#2468): every 1 ms
+# cycle the tensors ready by then are fused into messages of up to 128 MB.
+HOROVOD_FUSION_BYTES = 128 * 1024**2
+HOROVOD_CYCLE_S = 1e-3
+# How a single-worker step divides: backward costs about twice the forward
+# pass's FLOPs (one product for the inputs' gradient, one for the weights').
+BACKWARD_SHARE = 2 / 3
+
+
+@dataclass(frozen=True)
+class Message:
+    """One all-reduce: its bytes and when, after backward starts, it can begin."""
+
+    bytes: float
+    ready_s: float
+
+
+def gradient_timeline(
+    layers: list[tuple[float, float]], backward_s: float
+) -> list[Message]:
+    """Gradients in the order backward produces them.
+
+    layers: (gradient bytes, forward FLOPs) in forward order; backward runs
+    them in reverse, each taking its share of backward_s by FLOPs, and a
+    layer's gradient is ready when its backward is done.
+    """
+    total = sum(flops for _, flops in layers) or 1.0
+    out, clock = [], 0.0
+    for grad_bytes, flops in reversed(layers):
+        clock += backward_s * flops / total
+        if grad_bytes > 0:
+            out.append(Message(grad_bytes, clock))
+    return out
+
+
+def ddp_buckets(
+    grads: list[Message], cap: float = DDP_BUCKET_BYTES, first_cap: float = DDP_FIRST_BUCKET_BYTES
+) -> list[Message]:
+    """DDP: consecutive gradients (in backward order) fill buckets up to the cap;
+    a bucket is all-reduced once its last gradient is ready."""
+    out: list[Message] = []
+    size, ready, limit = 0.0, 0.0, first_cap
+    for g in grads:
+        size, ready = size + g.bytes, g.ready_s
+        if size >= limit:
+            out.append(Message(size, ready))
+            size, limit = 0.0, cap
+    if size:
+        out.append(Message(size, ready))
+    return out
+
+
+def horovod_fusion(
+    grads: list[Message], threshold: float = HOROVOD_FUSION_BYTES, cycle_s: float = HOROVOD_CYCLE_S
+) -> list[Message]:
+    """Horovod: at the end of each cycle, what is ready is fused into messages of
+    up to the threshold (a threshold of 0 sends every tensor alone)."""
+    out: list[Message] = []
+    pending: list[Message] = []
+    for g in sorted(grads, key=lambda m: m.ready_s):
+        tick = (int(g.ready_s / cycle_s) + 1) * cycle_s if cycle_s > 0 else g.ready_s
+        if pending and (tick != pending[0].ready_s or not threshold
+                        or sum(m.bytes for m in pending) + g.bytes > threshold):  # fmt: skip
+            out.append(Message(sum(m.bytes for m in pending), pending[0].ready_s))
+            pending = []
+        pending.append(Message(g.bytes, tick))
+    if pending:
+        out.append(Message(sum(m.bytes for m in pending), pending[0].ready_s))
+    return out
+
+
+def replay(messages: list[Message], link: LinkModel) -> float:
+    """When the last all-reduce ends (after backward starts): one link, in order."""
+    free = 0.0
+    for m in messages:
+        free = max(free, m.ready_s) + link.allreduce_time(m.bytes)
+    return free
+
+
+@dataclass(frozen=True)
+class Point:
+    """Predicted step at some workers: the point, the band, and where time goes."""
+
+    workers: int
+    step_s: float
+    efficiency: float
+    efficiency_low: float
+    efficiency_high: float
+    allreduce_s: float  # the whole gradient as one message
+    exposed_s: float  # communication left after backward ends
+
+
+def predict_point(
+    step_time_1: float, layers: list[tuple[float, float]], link: LinkModel, backend: str
+) -> Point:
+    """Replays one step at link.workers workers against the single-worker timeline."""
+    backward_s = step_time_1 * BACKWARD_SHARE
+    grads = gradient_timeline(layers, backward_s)
+    group = ddp_buckets if backend == "ddp" else horovod_fusion
+    comm_end = replay(group(grads), link) if link.workers > 1 else 0.0
+    exposed = max(0.0, comm_end - backward_s)
+    step = step_time_1 + exposed
+    t_ar = link.allreduce_time(sum(g.bytes for g in grads))
+    low, high = efficiency_band(step_time_1, t_ar)
+    return Point(link.workers, step, step_time_1 / step, low, high, t_ar, exposed)
