@@ -1,7 +1,8 @@
 """Where things live: the repository, environments, per-environment state, caches.
 
 An environment is a folder `environments/<name>/` (an OpenTofu root plus its
-Ansible group_vars in `inventory/`), or a variant of one: a file
+Ansible group_vars in `inventory/`, and optionally its settings in
+`<name>.tfvars.json`), or a variant of one: a file
 `environments/<root>/<name>.tfvars.json` that the root is planned with.
 `environments/common/` holds what every environment shares (docs/environments.md).
 """
@@ -45,7 +46,8 @@ def cache_root() -> Path:
 def _layouts() -> dict[str, EnvLayout]:
     found: dict[str, EnvLayout] = {}
     for root in sorted(p for p in ENVIRONMENTS.iterdir() if (p / "main.tf").is_file()):
-        found[root.name] = EnvLayout(root.name, root)
+        own = root / f"{root.name}{VARIANT_SUFFIX}"  # a folder's own settings, if it has any
+        found[root.name] = EnvLayout(root.name, root, own if own.is_file() else None)
         for var_file in sorted(root.glob(f"*{VARIANT_SUFFIX}")):
             name = var_file.name.removesuffix(VARIANT_SUFFIX)
             found.setdefault(name, EnvLayout(name, root, var_file))
