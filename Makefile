@@ -124,7 +124,7 @@ test-unit: venv
 
 lint: venv
 	@$(PY) -m ruff check hpcbench bench evaluation tests
-	@$$(command -v tofu || command -v terraform) fmt -check -recursive terraform
+	@$$(command -v tofu || command -v terraform) fmt -check -recursive terraform environments
 	@ANSIBLE_CONFIG=ansible/ansible.cfg PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint
 
 ## --- Slurm clusters (docs/slurm.md) --------------------------------------

@@ -2,6 +2,9 @@
 
 deploy = controller key -> terraform plan (bad input stops here, nothing
 created) -> apply -> wait for sshd -> ansible-playbook site.yml.
+
+The argparse Namespace stops in the cmd_* functions: each turns it into a
+typed, checked request (DeployRequest, VerifyRequest, EnvRequest) once.
 """
 
 from __future__ import annotations
@@ -15,13 +18,56 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from hpcbench.errors import UsageError
-from hpcbench.paths import ANSIBLE_DIR, REPO, env_dir, env_state, environments, inventory_path
+from hpcbench.paths import (
+    ANSIBLE_DIR,
+    REPO,
+    ansible_inventories,
+    env_dir,
+    env_state,
+    environments,
+    inventory_path,
+)
 from hpcbench.terraform import TerraformEnv
 
 SSH_WAIT_S = 90
+DOCKER_PROVIDER = "kreuzwerker/docker"
+
+
+@dataclass(frozen=True)
+class EnvRequest:
+    """verify / destroy: a known environment."""
+
+    env: str
+
+    def __post_init__(self) -> None:
+        env_dir(self.env)  # unknown env: UsageError listing the known ones
+
+
+@dataclass(frozen=True)
+class DeployRequest(EnvRequest):
+    """deploy: a known environment, the Terraform settings given now, ansible or not."""
+
+    overrides: tuple[tuple[str, str], ...] = ()
+    skip_ansible: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> DeployRequest:
+        return cls(args.env, tuple(parse_vars(args.var).items()), args.skip_ansible)
+
+
+@dataclass(frozen=True)
+class VerifyRequest(EnvRequest):
+    """verify: a known environment and extra pytest arguments."""
+
+    pytest_args: tuple[str, ...] = ()
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> VerifyRequest:
+        return cls(args.env, tuple(a for a in args.pytest_args if a != "--"))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,8 +92,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _env_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--env", default=os.environ.get("ENV", "local"),
-                   help="environment (a folder of terraform/envs); default local")
+    p.add_argument("--env", default=os.environ.get("HPCBENCH_ENV", "local"),
+                   help="environment: a folder of environments/ or a variant "
+                        "(`hpcbench envs` lists them); default $HPCBENCH_ENV or local")
 
 
 def _say(msg: str) -> None:
@@ -92,6 +139,7 @@ def controller_key(env: str) -> Path:
 def generated_vars(env: str) -> dict[str, str]:
     key = controller_key(env)
     return {
+        "env": env,
         "ssh_private_key_file": str(key),
         "ssh_public_key_file": f"{key}.pub",
         "inventory_path": str(inventory_path(env)),
@@ -99,10 +147,13 @@ def generated_vars(env: str) -> dict[str, str]:
     }
 
 
-def require_docker_engine(env: str) -> None:
-    """Envs built from containers need an engine; say so in one line when none answers."""
-    versions = env_dir(env) / "versions.tf"
-    if "kreuzwerker/docker" not in versions.read_text():
+def require_docker_engine(tf: TerraformEnv) -> None:
+    """Envs built from containers need an engine; say so in one line when none answers.
+
+    Whether an env is one comes from the providers its configuration needs, as
+    the CLI reports them (after init), not from reading its files.
+    """
+    if DOCKER_PROVIDER not in tf.providers():
         return
     if shutil.which("docker") is None:
         raise UsageError("no docker CLI found: install Docker (`make tools` does on Debian)")
@@ -139,8 +190,10 @@ def tool_environ(**extra: str) -> dict[str, str]:
 
 def run_ansible(env: str, extra: list[str] | None = None) -> dict[str, int]:
     """Runs site.yml, streaming its output; returns the recap totals."""
-    cmd = ["ansible-playbook", "-i", str(inventory_path(env)), str(ANSIBLE_DIR / "site.yml"),
-           *(extra or [])]
+    # common group_vars, then the env's, then the rendered hosts: Ansible's
+    # stock precedence lets a later source's group_vars/all win.
+    sources = [arg for path in ansible_inventories(env) for arg in ("-i", str(path))]
+    cmd = ["ansible-playbook", *sources, str(ANSIBLE_DIR / "site.yml"), *(extra or [])]
     environ = tool_environ()
     totals = {"ok": 0, "changed": 0, "unreachable": 0, "failed": 0}
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -159,65 +212,73 @@ def run_ansible(env: str, extra: list[str] | None = None) -> dict[str, int]:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
-    env_dir(args.env)  # unknown env: lists the known ones
-    values = settings(args.env, parse_vars(args.var))
-    require_docker_engine(args.env)
+    return deploy(DeployRequest.from_args(args))
+
+
+def deploy(req: DeployRequest) -> int:
+    env = req.env
+    values = settings(env, dict(req.overrides))
     start = time.monotonic()
-    tf = TerraformEnv(args.env, {**values, **generated_vars(args.env)})
+    tf = TerraformEnv(env, {**values, **generated_vars(env)})
     try:
-        _say(f"[1/4] terraform init ({args.env})")
+        _say(f"[1/4] terraform init ({env})")
         tf.init()
+        require_docker_engine(tf)
         _say("[2/4] terraform plan")
         plan, changes = tf.plan()
     except UsageError:
         if not tf.has_resources():  # leave nothing behind for a testbed that never existed
-            shutil.rmtree(env_state(args.env), ignore_errors=True)
+            shutil.rmtree(env_state(env), ignore_errors=True)
         raise
-    save_settings(args.env, values)  # only settings that passed validation
+    save_settings(env, values)  # only settings that passed validation
     _say("[3/4] terraform apply")
     tf.apply(plan)
     if changes:
         # Recreated nodes come with new host keys: learn them afresh.
-        (env_state(args.env) / "ssh" / "known_hosts").unlink(missing_ok=True)
+        (env_state(env) / "ssh" / "known_hosts").unlink(missing_ok=True)
     nodes = tf.outputs()["nodes"]
     assert isinstance(nodes, list)
-    if args.skip_ansible:
+    if req.skip_ansible:
         _say(f"{len(nodes)} nodes created in {time.monotonic() - start:.0f} s (ansible skipped)")
         return 0
     wait_for_ssh(nodes)
     _say(f"[4/4] ansible-playbook site.yml on {len(nodes)} nodes")
-    totals = run_ansible(args.env)
-    _say(f"deployed {args.env}: {len(nodes)} nodes in {time.monotonic() - start:.0f} s, "
+    totals = run_ansible(env)
+    _say(f"deployed {env}: {len(nodes)} nodes in {time.monotonic() - start:.0f} s, "
          f"ansible changed={totals['changed']} failed={totals['failed']}")
-    _say(f"inventory: {inventory_path(args.env)}")
+    _say(f"inventory: {inventory_path(env)}")
     return 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    inv = inventory_path(args.env)
-    env_dir(args.env)
+    req = VerifyRequest.from_args(args)
+    inv = inventory_path(req.env)
     if not inv.is_file():
-        raise UsageError(f"{args.env} is not deployed (no {inv}): run `make deploy ENV={args.env}`")
+        raise UsageError(f"{req.env} is not deployed (no {inv}): run `make deploy ENV={req.env}`")
     cmd = [sys.executable, "-m", "pytest", str(REPO / "tests" / "infra"), "-p", "no:cacheprovider",
            "--hosts=ansible://all", f"--ansible-inventory={inv}", "--connection=ansible",
-           *[a for a in args.pytest_args if a != "--"]]
-    environ = tool_environ(HPCBENCH_INVENTORY=str(inv), HPCBENCH_ENV=args.env)
+           *req.pytest_args]
+    environ = tool_environ(HPCBENCH_INVENTORY=str(inv), HPCBENCH_ENV=req.env)
     return subprocess.run(cmd, env=environ, cwd=REPO).returncode
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
-    env_dir(args.env)
-    state = env_state(args.env)
-    tf = TerraformEnv(args.env, settings(args.env, {}))
+    return destroy(EnvRequest(args.env))
+
+
+def destroy(req: EnvRequest) -> int:
+    env = req.env
+    state = env_state(env)
+    tf = TerraformEnv(env, settings(env, {}))
     if tf.has_resources():
         # The keys are only needed (and made) when there is something to destroy.
-        tf.variables.update(generated_vars(args.env))
-        require_docker_engine(args.env)
-        _say(f"destroying {args.env}")
+        tf.variables.update(generated_vars(env))
+        _say(f"destroying {env}")
         tf.init()
+        require_docker_engine(tf)
         tf.apply(tf.plan(destroy=True)[0])
     else:
-        _say(f"{args.env}: nothing deployed")
+        _say(f"{env}: nothing deployed")
     shutil.rmtree(state, ignore_errors=True)
     _say(f"removed {state}")
     return 0

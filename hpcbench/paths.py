@@ -1,16 +1,35 @@
-"""Where things live: the repository, per-environment state, caches."""
+"""Where things live: the repository, environments, per-environment state, caches.
+
+An environment is a folder `environments/<name>/` (an OpenTofu root plus its
+Ansible group_vars in `inventory/`, and optionally its settings in
+`<name>.tfvars.json`), or a variant of one: a file
+`environments/<root>/<name>.tfvars.json` that the root is planned with.
+`environments/common/` holds what every environment shares (docs/environments.md).
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from hpcbench.errors import UsageError
 
 REPO = Path(__file__).resolve().parent.parent
-TERRAFORM_ENVS = REPO / "terraform" / "envs"
+ENVIRONMENTS = REPO / "environments"
+COMMON = ENVIRONMENTS / "common"
 ANSIBLE_DIR = REPO / "ansible"
 BENCH_DIR = REPO / "bench"
+VARIANT_SUFFIX = ".tfvars.json"
+
+
+@dataclass(frozen=True)
+class EnvLayout:
+    """Where one environment's parts are: its root folder and its variant file, if any."""
+
+    name: str
+    root: Path  # the OpenTofu root module, also holding inventory/group_vars
+    var_file: Path | None = None  # a variant's settings (JSON, so Python reads them too)
 
 
 def state_root() -> Path:
@@ -24,16 +43,32 @@ def cache_root() -> Path:
     return Path(os.environ.get("HPCBENCH_CACHE", default))
 
 
+def _layouts() -> dict[str, EnvLayout]:
+    found: dict[str, EnvLayout] = {}
+    for root in sorted(p for p in ENVIRONMENTS.iterdir() if (p / "main.tf").is_file()):
+        own = root / f"{root.name}{VARIANT_SUFFIX}"  # a folder's own settings, if it has any
+        found[root.name] = EnvLayout(root.name, root, own if own.is_file() else None)
+        for var_file in sorted(root.glob(f"*{VARIANT_SUFFIX}")):
+            name = var_file.name.removesuffix(VARIANT_SUFFIX)
+            found.setdefault(name, EnvLayout(name, root, var_file))
+    return found
+
+
 def environments() -> list[str]:
-    return sorted(p.name for p in TERRAFORM_ENVS.iterdir() if (p / "main.tf").is_file())
+    return sorted(_layouts())
+
+
+def env_layout(env: str) -> EnvLayout:
+    """An environment's folder and variant file; unknown names list the known ones."""
+    layouts = _layouts()
+    if env not in layouts:
+        raise UsageError(f"unknown environment {env!r}: choose one of {', '.join(sorted(layouts))}")
+    return layouts[env]
 
 
 def env_dir(env: str) -> Path:
-    """The Terraform root module of an environment; unknown names list the known ones."""
-    known = environments()
-    if env not in known:
-        raise UsageError(f"unknown environment {env!r}: choose one of {', '.join(known)}")
-    return TERRAFORM_ENVS / env
+    """The OpenTofu root module of an environment (a variant's is its root's)."""
+    return env_layout(env).root
 
 
 def env_state(env: str) -> Path:
@@ -41,4 +76,10 @@ def env_state(env: str) -> Path:
 
 
 def inventory_path(env: str) -> Path:
+    """The inventory Terraform renders: hosts, groups and this deploy's values."""
     return env_state(env) / "inventory.yml"
+
+
+def ansible_inventories(env: str) -> list[Path]:
+    """What Ansible reads, in order: later group_vars/all win (stock precedence)."""
+    return [COMMON / "inventory", env_dir(env) / "inventory", inventory_path(env)]

@@ -1,28 +1,29 @@
-"""Terraform/OpenTofu for one environment, through python-terraform.
+"""Terraform/OpenTofu for one environment, run as a subprocess.
 
 State, provider cache and plans live under `.hpcbench/<env>/`, never in the
 source tree; providers come from the filesystem mirror that `make tools`
-builds (TF_CLI_CONFIG_FILE); inputs travel as TF_VAR_* environment variables,
-never on the command line (where `ps` would show them).
+builds (TF_CLI_CONFIG_FILE); inputs travel as TF_VAR_* variables in the
+child's environment only, never on the command line (where `ps` would show
+them) and never in this process's os.environ.
+
+What Python needs to know about a configuration it asks the CLI for, as JSON
+(`providers schema -json`), rather than reading HCL: the CLI resolves every
+module and file the way `plan` will, which no text search can.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
-from python_terraform import IsFlagged, Terraform
-
 from hpcbench.errors import UsageError
-from hpcbench.paths import cache_root, env_dir, env_state
+from hpcbench.paths import cache_root, env_layout, env_state
 
-# python-terraform logs every failing command's stderr at WARNING; we report
-# errors ourselves, once and short.
-logging.getLogger("python_terraform").setLevel(logging.ERROR)
+TIMEOUT_S = 3600  # apply on a real testbed waits for machines; bounded all the same
 
 
 def tools_dir() -> Path:
@@ -55,32 +56,28 @@ def find_binary() -> str:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_MISSING = re.compile(r'input variable "(\w+)" is not set')
 
 
-def variable_description(workdir: Path, name: str) -> str:
-    """The `description` of a root-module variable: it says how to set it."""
-    pattern = re.compile(rf'variable\s+"{re.escape(name)}"\s*{{[^}}]*?description\s*=\s*"([^"]*)"',
-                         re.S)
-    for tf in sorted(workdir.glob("*.tf")):
-        found = pattern.search(tf.read_text())
-        if found:
-            return found[1]
-    return ""
-
-
-def summarize_error(stderr: str, workdir: Path | None = None) -> str:
+def summarize_error(stderr: str) -> str:
     """Terraform's first error, as one line that says what to fix."""
-    text = _ANSI.sub("", stderr)
-    text = re.sub(r"^[ \t]*[│╷╵][ \t]?", "", text, flags=re.M)
-    blocks = text.split("Error: ")[1:]
-    if not blocks:
-        return " ".join(text.split())[:300] or "terraform failed without a message"
-    title, _, body = blocks[0].partition("\n")
-    missing = re.search(r'input variable "(\w+)" is not set', body)
+    lines = _error_lines(stderr)
+    if not lines:
+        return " ".join(_ANSI.sub("", stderr).split())[:300] or "terraform failed without a message"
+    return lines[0]
+
+
+def _error_lines(stderr: str) -> list[str]:
+    """Every error of the output, one line each."""
+    text = re.sub(r"^[ \t]*[│╷╵][ \t]?", "", _ANSI.sub("", stderr), flags=re.M)
+    return [_one_line(block) for block in text.split("Error: ")[1:]]
+
+
+def _one_line(block: str) -> str:
+    title, _, body = block.partition("\n")
+    missing = _MISSING.search(body)
     if title.startswith("No value for required variable") and missing:
-        name = missing[1]
-        how = variable_description(workdir, name) if workdir else ""
-        return f"missing setting {name}: export TF_VAR_{name}=...{f' ({how})' if how else ''}"
+        return f"missing setting {missing[1]}: export TF_VAR_{missing[1]}=..."
     # Paragraphs after the title: the source excerpt ("on FILE line N:"), the
     # message, and "This was checked by ..."; the message says what to do.
     paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", body) if p.strip()]
@@ -96,40 +93,55 @@ class TerraformEnv:
     """One environment's root module with its out-of-tree state."""
 
     def __init__(self, env: str, variables: dict[str, str]) -> None:
+        layout = env_layout(env)
         self.env = env
-        self.workdir = env_dir(env)
+        self.workdir = layout.root
         self.state_dir = env_state(env)
         self.state_file = self.state_dir / "terraform.tfstate"
-        self.variables = variables
-        self.tf = Terraform(working_dir=str(self.workdir), terraform_bin_path=find_binary())
+        # A variant's settings come first; the caller's (remembered --var) win.
+        base = json.loads(layout.var_file.read_text()) if layout.var_file else {}
+        self.variables = {k: _tf_value(v) for k, v in base.items()} | variables
+        self.binary = find_binary()
 
-    def _environ(self) -> dict[str, str]:
+    def _environ(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = {
+            **os.environ,
             "TF_DATA_DIR": str(self.state_dir / "tfdata"),
             "TF_IN_AUTOMATION": "1",
             "TF_INPUT": "0",
+            "CHECKPOINT_DISABLE": "1",
         }
         rc = cli_config_file()
         if rc is not None:
             env["TF_CLI_CONFIG_FILE"] = str(rc)
         env.update({f"TF_VAR_{k}": v for k, v in self.variables.items()})
+        env.update(extra or {})
         return env
 
-    def _run(self, cmd: str, *args: str, stream: bool = False, **options: object):
-        saved = dict(os.environ)
-        os.environ.update(self._environ())
-        try:
-            return self.tf.cmd(cmd, *args, capture_output=not stream, **options)
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+    def _run(self, *args: str, stream: bool = False,
+             extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """One CLI command; stream=True lets its output through (apply), else captures it."""
+        command, *rest = args
+        flags = [] if command == "providers" else ["-no-color"]  # before positional arguments
+        return subprocess.run([self.binary, command, *flags, *rest], cwd=self.workdir,
+                              env=self._environ(extra_env), text=True, timeout=TIMEOUT_S,
+                              capture_output=not stream, check=False)
 
     def init(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        code, _, err = self._run("init", input=False, no_color=IsFlagged, reconfigure=IsFlagged,
-                                 backend_config={"path": str(self.state_file)})
-        if code != 0:
-            raise UsageError(f"terraform init failed for {self.env}: {summarize_error(err)}")
+        proc = self._run("init", "-input=false", "-reconfigure",
+                         f"-backend-config=path={self.state_file}")
+        if proc.returncode != 0:
+            why = summarize_error(proc.stderr)
+            raise UsageError(f"terraform init failed for {self.env}: {why}")
+
+    def providers(self) -> set[str]:
+        """namespace/name of every provider the configuration needs (after init)."""
+        proc = self._run("providers", "schema", "-json")
+        if proc.returncode != 0:
+            raise RuntimeError(f"terraform providers schema failed: {summarize_error(proc.stderr)}")
+        schemas = json.loads(proc.stdout or "{}").get("provider_schemas") or {}
+        return {"/".join(address.split("/")[-2:]) for address in schemas}
 
     def plan(self, destroy: bool = False) -> tuple[Path, bool]:
         """Plans first, so that bad input fails before anything is created.
@@ -137,28 +149,47 @@ class TerraformEnv:
         Returns the saved plan and whether it changes anything.
         """
         plan = self.state_dir / ("destroy.plan" if destroy else "apply.plan")
-        flags: dict[str, object] = {"input": False, "no_color": IsFlagged, "out": str(plan),
-                                    "detailed_exitcode": IsFlagged}
-        if destroy:
-            flags["destroy"] = IsFlagged
-        code, _, err = self._run("plan", **flags)
-        if code not in (0, 2):  # 2: success with changes
-            raise UsageError(f"{self.env}: {summarize_error(err, self.workdir)}")
-        return plan, code == 2
+        args = ["plan", "-input=false", f"-out={plan}", "-detailed-exitcode"]
+        proc = self._run(*args, *(["-destroy"] if destroy else []))
+        if proc.returncode not in (0, 2):  # 2: success with changes
+            raise UsageError(f"{self.env}: {self._explain(proc.stderr)}")
+        return plan, proc.returncode == 2
+
+    def _explain(self, stderr: str) -> str:
+        """The one-line error; for a missing setting, with the check that says what it is.
+
+        The check lives with the setting's declaration (often in a module); an
+        empty value makes Terraform itself show its message, no HCL parsing.
+        """
+        line = summarize_error(stderr)
+        missing = _MISSING.search(_ANSI.sub("", stderr))
+        if not line.startswith("missing setting") or not missing:
+            return line
+        name = missing[1]
+        empty = {f"TF_VAR_{n}": "" for n in _MISSING.findall(_ANSI.sub("", stderr))}
+        probe = self._run("plan", "-input=false", "-lock=false", "-refresh=false",
+                          extra_env=empty)
+        hint = next((h for h in _error_lines(probe.stderr) if h.startswith(name)), "")
+        return f"{line} ({hint})" if probe.returncode != 0 and hint else line
 
     def apply(self, plan: Path) -> None:
-        code, _, _ = self._run("apply", str(plan), stream=True, input=False, no_color=IsFlagged)
+        proc = self._run("apply", "-input=false", str(plan), stream=True)
         plan.unlink(missing_ok=True)
-        if code != 0:
+        if proc.returncode != 0:
             raise RuntimeError(f"terraform apply failed for {self.env} (output above)")
 
     def outputs(self) -> dict[str, object]:
-        code, out, err = self._run("output", json=IsFlagged)
-        if code != 0:
-            raise RuntimeError(f"terraform output failed: {summarize_error(err)}")
-        return {k: v["value"] for k, v in json.loads(out or "{}").items()}
+        proc = self._run("output", "-json")
+        if proc.returncode != 0:
+            raise RuntimeError(f"terraform output failed: {summarize_error(proc.stderr)}")
+        return {k: v["value"] for k, v in json.loads(proc.stdout or "{}").items()}
 
     def has_resources(self) -> bool:
         if not self.state_file.is_file():
             return False
         return bool(json.loads(self.state_file.read_text() or "{}").get("resources"))
+
+
+def _tf_value(value: object) -> str:
+    """A JSON value as TF_VAR_ text: strings as they are, the rest as HCL-compatible JSON."""
+    return value if isinstance(value, str) else json.dumps(value)

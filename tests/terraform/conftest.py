@@ -1,7 +1,7 @@
 """Shared helpers for the Terraform tests: binary, provider mirror, isolated runs.
 
-Tests run on a copy of terraform/ (and the fixtures, at the same relative
-place) under pytest's tmp dir: `init` writes neither `.terraform` nor a
+Tests run on a copy of terraform/ and environments/ (and the fixtures, at the
+same relative place) under pytest's tmp dir: `init` writes neither `.terraform` nor a
 dependency lock file into the source tree, so tests never disturb an
 environment someone is deploying. Nothing needs credentials: plans only,
 providers mocked where a resource would be created.
@@ -19,15 +19,24 @@ from pathlib import Path
 import pytest
 
 from hpcbench.errors import UsageError
+from hpcbench.paths import env_layout
 from hpcbench.terraform import cli_config_file, find_binary
 
 REPO = Path(__file__).resolve().parents[2]
 TERRAFORM = REPO / "terraform"
+ENVIRONMENTS = REPO / "environments"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 PUBKEY = FIXTURES / "id_ed25519.pub"
 
 
+
+def env_root(env: str) -> tuple[str, list[str]]:
+    """The folder an environment plans in (relative to the repository) and the
+    -var-file arguments of a variant, as hpcbench deploy resolves them."""
+    layout = env_layout(env)
+    rel = str(layout.root.relative_to(REPO))
+    return rel, [f"-var-file={layout.var_file.name}"] if layout.var_file else []
 
 
 def mirror_has(provider: str) -> bool:
@@ -99,17 +108,18 @@ def tf_binary() -> str:
 
 @pytest.fixture(scope="session")
 def tf_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A scratch copy of terraform/ with tests/terraform/fixtures beside it."""
+    """A scratch copy of terraform/ and environments/ with tests/terraform/fixtures beside them."""
     root = tmp_path_factory.mktemp("repo")
     skip = shutil.ignore_patterns(".terraform", ".terraform.lock.hcl", "*.tfstate*")
     shutil.copytree(TERRAFORM, root / "terraform", ignore=skip, symlinks=True)
+    shutil.copytree(ENVIRONMENTS, root / "environments", ignore=skip, symlinks=True)
     shutil.copytree(FIXTURES, root / "tests" / "terraform" / "fixtures")
-    return root / "terraform"
+    return root
 
 
 @pytest.fixture(scope="session")
 def tf(tf_binary: str, tf_tree: Path, tmp_path_factory: pytest.TempPathFactory):
-    """tf("envs/virtualwall") -> an initialised TF for that directory (once per session)."""
+    """tf("environments/virtualwall") -> an initialised TF for that directory (once per session)."""
     made: dict[str, TF] = {}
 
     def get(rel: str) -> TF:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.terraform.conftest import GOLDEN, PUBKEY
+from tests.terraform.conftest import GOLDEN, PUBKEY, env_root
 
 NS = {"r": "http://www.geni.net/resources/rspec/3"}
 WALL2_CM = "urn:publicid:IDN+wall2.ilabt.iminds.be+authority+cm"
@@ -35,12 +35,14 @@ def plan_files(tf, env: str, tmp_path: Path, **variables: str) -> dict[str, str]
         "state_dir": str(state),
         **variables,
     }
-    runner = tf(f"envs/{env}")
+    folder, var_files = env_root(env)
+    runner = tf(folder)
     plan = tmp_path / "plan"
     result = runner(
         "plan",
         "-input=false",
         "-lock=false",
+        *var_files,
         f"-out={plan}",
         env={f"TF_VAR_{k}": v for k, v in tf_vars.items()},
     )

@@ -9,18 +9,18 @@ import re
 import pytest
 
 from hpcbench.terraform import summarize_error
-from tests.terraform.conftest import PUBKEY, TERRAFORM, mirror_has
+from tests.terraform.conftest import ENVIRONMENTS, PUBKEY, REPO, TERRAFORM, env_root, mirror_has
 
 ENVS = ["virtualwall", "virtualwall-10g", "gpulab", "openstack"]
 # Directories holding tests/*.tftest.hcl, and how many runs each must report.
+# environments/virtualwall: its own suite (1) and virtualwall-10g's (2).
 SUITES = {
-    "modules/inventory": 3,
-    "modules/virtualwall": 6,
-    "modules/gpulab": 6,
-    "modules/openstack/plan": 4,
-    "envs/virtualwall": 1,
-    "envs/virtualwall-10g": 2,
-    "envs/gpulab": 3,
+    "terraform/modules/inventory": 3,
+    "terraform/modules/virtualwall": 6,
+    "terraform/modules/gpulab": 6,
+    "terraform/modules/openstack/plan": 4,
+    "environments/virtualwall": 3,
+    "environments/gpulab": 3,
 }
 OPENSTACK_MISSING = (
     "terraform-provider-openstack/openstack is not in the provider mirror (the Go module "
@@ -37,7 +37,7 @@ def needs_provider(env: str) -> None:
 @pytest.mark.parametrize("env", ENVS)
 def test_validate(tf, env: str) -> None:
     needs_provider(env)
-    result = tf(f"envs/{env}")("validate")
+    result = tf(env_root(env)[0])("validate")
     assert result.rc == 0, result.out
 
 
@@ -52,8 +52,9 @@ def test_terraform_test(tf, suite: str) -> None:
 
 def test_suites_cover_every_tftest_file() -> None:
     found = {
-        str(p.parent.parent.relative_to(TERRAFORM))
-        for p in TERRAFORM.rglob("*.tftest.hcl")
+        str(p.parent.parent.relative_to(REPO))
+        for tree in (TERRAFORM, ENVIRONMENTS)
+        for p in tree.rglob("*.tftest.hcl")
         if ".terraform" not in p.parts
     }
     assert found == set(SUITES)
@@ -64,10 +65,12 @@ def test_plan_without_credentials_names_the_first_missing(tf, env: str, tmp_path
     """What `make deploy ENV=... ` without credentials sees: one line, nothing created."""
     needs_provider(env)
     first = {"openstack": "cloud"}.get(env, "project")
-    result = tf(f"envs/{env}")(
+    folder, var_files = env_root(env)
+    result = tf(folder)(
         "plan",
         "-input=false",
         "-lock=false",
+        *var_files,
         env={
             "TF_VAR_ssh_public_key_file": str(PUBKEY),
             "TF_VAR_ssh_private_key_file": str(tmp_path / "id_ed25519"),
@@ -85,7 +88,7 @@ def test_fmt_clean(tf_binary: str) -> None:
     import subprocess
 
     dirs = [TERRAFORM / "modules" / m for m in ("virtualwall", "gpulab", "openstack")]
-    dirs += [TERRAFORM / "envs" / e for e in ENVS]
+    dirs += sorted({REPO / env_root(e)[0] for e in ENVS}) + [ENVIRONMENTS / "common"]
     proc = subprocess.run(
         [tf_binary, "fmt", "-check", "-recursive", *map(str, dirs)], capture_output=True, text=True
     )

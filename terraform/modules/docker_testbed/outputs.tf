@@ -17,3 +17,23 @@ output "network" {
   description = "Name of the Docker network the nodes share."
   value       = docker_network.testbed.name
 }
+
+output "image" {
+  description = "Image the nodes run."
+  value       = var.image
+}
+
+output "subnet" {
+  description = "IPv4 subnet of the testbed network."
+  value       = var.subnet
+}
+
+output "cpus_per_node" {
+  description = "CPU quota of each node."
+  value       = var.cpus_per_node
+}
+
+output "jupyter_port" {
+  description = "127.0.0.1 port where the head node's JupyterLab is published."
+  value       = var.jupyter_port
+}

@@ -1,6 +1,8 @@
 variable "name" {
   description = "Prefix of every Docker object this testbed creates (network, volume, containers)."
   type        = string
+  default     = "hpcbench-local"
+  nullable    = false
   validation {
     condition     = can(regex("^[a-z][a-z0-9-]{1,30}$", var.name))
     error_message = "name must be 2-31 lowercase letters, digits or dashes, starting with a letter."
@@ -8,22 +10,32 @@ variable "name" {
 }
 
 variable "node_count" {
-  description = "Number of node containers; node1 is the head."
+  description = "Number of node containers; node1 is the head. Set NODES=N with make, or TF_VAR_node_count."
   type        = number
+  default     = 4
+  nullable    = false
   validation {
     condition     = var.node_count >= 1 && var.node_count <= 16 && floor(var.node_count) == var.node_count
-    error_message = "node_count must be a whole number from 1 to 16 (one machine cannot hold more)."
+    error_message = "node_count must be a whole number from 1 to 16 (one machine cannot hold more): set NODES=1..16."
   }
 }
 
 variable "image" {
-  description = "Image the nodes run: the stack image (node image + torch/horovod/jupyterlab)."
+  description = "Image the nodes run: the stack image (node image + torch/horovod/jupyterlab), built by `make images`."
   type        = string
+  default     = "hpcbench/stack:latest"
+  nullable    = false
+  validation {
+    condition     = length(var.image) > 0
+    error_message = "image must name a local Docker image; build it with `make images`."
+  }
 }
 
 variable "subnet" {
-  description = "IPv4 subnet of the testbed network; node i gets host address 10+i."
+  description = "IPv4 /24 of the testbed network; node i gets host address 10+i."
   type        = string
+  default     = "172.30.0.0/24"
+  nullable    = false
   validation {
     condition     = can(cidrhost(var.subnet, 30)) && endswith(var.subnet, "/24")
     error_message = "subnet must be an IPv4 /24 such as 172.30.0.0/24 that no other Docker network uses."
@@ -31,8 +43,10 @@ variable "subnet" {
 }
 
 variable "cpus_per_node" {
-  description = "CPU quota per node (CFS), so that per-node compute stays fixed while the node count grows."
+  description = "CPU quota per node (CFS), so that per-node compute stays fixed while the node count grows. Set CPUS_PER_NODE=..."
   type        = number
+  default     = 1
+  nullable    = false
   validation {
     condition     = var.cpus_per_node > 0 && var.cpus_per_node <= 64
     error_message = "cpus_per_node must be greater than 0 (fractions allowed) and at most 64."
@@ -43,6 +57,7 @@ variable "memory_mb" {
   description = "Memory limit per node in MiB; 0 means no limit."
   type        = number
   default     = 0
+  nullable    = false
   validation {
     condition     = var.memory_mb == 0 || var.memory_mb >= 512
     error_message = "memory_mb must be 0 (no limit) or at least 512."
@@ -61,6 +76,8 @@ variable "ssh_public_key" {
 variable "ssh_port_base" {
   description = "Node i's sshd is published on 127.0.0.1:(ssh_port_base + i) for the controller."
   type        = number
+  default     = 22200
+  nullable    = false
   validation {
     condition     = var.ssh_port_base >= 1024 && var.ssh_port_base <= 65000
     error_message = "ssh_port_base must lie between 1024 and 65000."
@@ -70,6 +87,8 @@ variable "ssh_port_base" {
 variable "jupyter_port" {
   description = "Host port (127.0.0.1 only) where the head node's JupyterLab is published."
   type        = number
+  default     = 28888
+  nullable    = false
   validation {
     condition     = var.jupyter_port >= 1024 && var.jupyter_port <= 65535
     error_message = "jupyter_port must lie between 1024 and 65535."

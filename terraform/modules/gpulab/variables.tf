@@ -101,6 +101,7 @@ variable "gpu_models" {
   description = "Acceptable GPU models (substrings, e.g. [\"A100\"]); empty accepts any. Use one model so that jobs are comparable."
   type        = list(string)
   default     = []
+  nullable    = false
 
   validation {
     condition     = alltrue([for m in var.gpu_models : length(m) >= 2])
@@ -123,6 +124,7 @@ variable "max_duration" {
   description = "GPULab stops every job after this long (e.g. 4h); keep it to what the run needs (fair use)."
   type        = string
   default     = "4h"
+  nullable    = false
 
   validation {
     condition     = can(regex("^[1-9][0-9]* ?(m|min|minutes?|h|hours?|days?)$", var.max_duration))
@@ -187,6 +189,7 @@ variable "use_proxy" {
   description = "Reach the jobs through GPULab's SSH proxy (ProxyJump) because this machine has no IPv6."
   type        = bool
   default     = false
+  nullable    = false
 }
 
 variable "gpulab_cli" {

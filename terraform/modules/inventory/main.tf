@@ -1,5 +1,6 @@
-# Turns the `nodes` contract into an Ansible inventory. Every environment uses
-# this module; nothing downstream learns which testbed produced the nodes.
+# Turns the `nodes` contract into an Ansible inventory: hosts, groups, how to
+# reach each host, and the values only this deploy knows. Every environment
+# uses this module; nothing downstream learns which testbed produced the nodes.
 locals {
   head    = [for n in var.nodes : n if n.role == "head"][0]
   workers = [for n in var.nodes : n if n.role == "worker"]
@@ -37,12 +38,14 @@ locals {
 
   inventory = {
     all = {
+      # Facts of this deploy only; feature switches and static settings come
+      # from the environment's group_vars (docs/environments.md).
       vars = merge({
         hpcbench_env = var.env
         # Every node, in order, for /etc/hosts, host lists and the NFS export.
         testbed_nodes = [for n in var.nodes : { name = n.name, address = n.address, gpus = n.gpus }]
         testbed_head  = local.head.name
-      }, var.vars)
+      }, { for k, v in var.deploy_vars : k => v if v != null })
       hosts = local.host_vars
       children = {
         head       = { hosts = { (local.head.name) = {} } }

@@ -53,10 +53,33 @@ variable "known_hosts_file" {
   default     = ""
 }
 
-variable "vars" {
-  description = "Extra inventory-wide variables: the environment's feature switches and settings."
-  type        = any
-  default     = {}
+variable "deploy_vars" {
+  description = "Inventory-wide values known only when Terraform runs (this deploy's settings and paths), written to all.vars; the harness reads the same file. Static settings belong in environments/<env>/inventory/group_vars, never here: a group_vars/all file outranks an inventory file's all.vars."
+  type = object({
+    hpcbench_state_dir = string # generated files on the controller (tokens, keys)
+    stack_image        = string # image the nodes run or pull
+    hpcbench_iface     = string # testbed interface; "auto" = the one in testbed_subnet
+    link_rate          = optional(string, "")
+    hpcbench_python    = optional(string, "/opt/hpcbench/venv/bin/python")
+    hpcbench_bench_dir = optional(string, "/opt/hpcbench/bench")
+    # Only where an environment knows them per deploy; null leaves them out.
+    testbed_subnet     = optional(string)
+    enable_slurm       = optional(bool)
+    cpus_per_node      = optional(number)
+    stack_ssh_port     = optional(number)
+    jupyter_host_port  = optional(number)
+    link_capacity_mbps = optional(number)
+    gpulab_topology    = optional(string)
+  })
+
+  validation {
+    condition     = var.deploy_vars.link_rate == "" || can(regex("^[0-9]+(kbit|mbit|gbit)$", var.deploy_vars.link_rate))
+    error_message = "deploy_vars.link_rate must be empty or a tc rate such as 100mbit, 1gbit or 10gbit."
+  }
+  validation {
+    condition     = startswith(var.deploy_vars.hpcbench_state_dir, "/")
+    error_message = "deploy_vars.hpcbench_state_dir must be an absolute path."
+  }
 }
 
 variable "path" {

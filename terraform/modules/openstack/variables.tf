@@ -2,6 +2,7 @@ variable "name" {
   description = "Prefix of every resource name."
   type        = string
   default     = "hpcbench"
+  nullable    = false
 
   validation {
     condition     = can(regex("^[a-z][a-z0-9-]{0,30}$", var.name))
@@ -10,18 +11,22 @@ variable "name" {
 }
 
 variable "node_count" {
-  description = "Number of instances (the first is the head)."
+  description = "Number of instances (the first is the head). Set NODES=N with make, or TF_VAR_node_count."
   type        = number
+  default     = 4
+  nullable    = false
 
   validation {
     condition     = floor(var.node_count) == var.node_count && var.node_count >= 1 && var.node_count <= 32
-    error_message = "node_count must be a whole number from 1 to 32."
+    error_message = "node_count must be a whole number from 1 to 32: set NODES=1..32."
   }
 }
 
 variable "image_name" {
   description = "Glance image of every instance (`openstack image list`)."
   type        = string
+  default     = "Ubuntu 22.04"
+  nullable    = false
 
   validation {
     condition     = length(var.image_name) > 0
@@ -30,7 +35,7 @@ variable "image_name" {
 }
 
 variable "flavor_name" {
-  description = "Flavor of every instance (`openstack flavor list`); a GPU flavor for GPU runs."
+  description = "Flavor of every instance (`openstack flavor list`); a GPU flavor for GPU runs. Set TF_VAR_flavor_name=<flavor>."
   type        = string
 
   validation {
@@ -40,7 +45,7 @@ variable "flavor_name" {
 }
 
 variable "network_name" {
-  description = "Tenant network the instances join (`openstack network list`)."
+  description = "Tenant network the instances join (`openstack network list`). Set TF_VAR_network_name=<network>."
   type        = string
 
   validation {
@@ -53,6 +58,7 @@ variable "floating_ip_pool" {
   description = "External network for the head's floating IP; empty = no floating IP (the controller must reach the tenant network)."
   type        = string
   default     = ""
+  nullable    = false
 
   validation {
     condition     = var.floating_ip_pool != null
@@ -61,7 +67,7 @@ variable "floating_ip_pool" {
 }
 
 variable "allowed_cidr" {
-  description = "The only source of SSH and Jupyter traffic (your address as a /32)."
+  description = "The only source of SSH and Jupyter traffic (your address as a /32). Set TF_VAR_allowed_cidr=$(curl -s ifconfig.me)/32."
   type        = string
 
   validation {
@@ -74,10 +80,11 @@ variable "ssh_user" {
   description = "Login user of the image."
   type        = string
   default     = "ubuntu"
+  nullable    = false
 
   validation {
     condition     = can(regex("^[a-z_][a-z0-9_-]{0,31}$", var.ssh_user))
-    error_message = "ssh_user must be the image's login user, e.g. ubuntu."
+    error_message = "ssh_user must be the image's login user, e.g. ubuntu: set TF_VAR_ssh_user."
   }
 }
 
@@ -85,10 +92,11 @@ variable "gpus_per_node" {
   description = "GPUs of the flavor."
   type        = number
   default     = 1
+  nullable    = false
 
   validation {
     condition     = floor(var.gpus_per_node) == var.gpus_per_node && var.gpus_per_node >= 0 && var.gpus_per_node <= 16
-    error_message = "gpus_per_node must be a whole number from 0 to 16."
+    error_message = "gpus_per_node must be a whole number from 0 to 16: set TF_VAR_gpus_per_node."
   }
 }
 

@@ -32,3 +32,8 @@ output "lan_cidr" {
   description = "Subnet of the experiment LAN (the interface Horovod/NCCL must use)."
   value       = var.lan_cidr
 }
+
+output "link_capacity_mbps" {
+  description = "Capacity of the experiment LAN in Mbit/s."
+  value       = var.link_capacity_mbps
+}

@@ -46,13 +46,14 @@ variable "slice_name" {
 }
 
 variable "node_count" {
-  description = "Number of raw-pc nodes on the experiment LAN (the first is the head)."
+  description = "Number of raw-pc nodes on the experiment LAN (the first is the head). Set NODES=N with make, or TF_VAR_node_count."
   type        = number
   default     = 10
+  nullable    = false
 
   validation {
     condition     = floor(var.node_count) == var.node_count && var.node_count >= 2 && var.node_count <= 32
-    error_message = "node_count must be a whole number from 2 to 32; for 1-node baselines deploy 2+ nodes and run `hpcbench scale --nodes 1-N`."
+    error_message = "node_count must be a whole number from 2 to 32 (set NODES=2..32); for 1-node baselines deploy 2+ nodes and run `hpcbench scale --nodes 1-N`."
   }
 }
 
@@ -60,10 +61,11 @@ variable "testbed" {
   description = "Virtual Wall instance: wall1 or wall2."
   type        = string
   default     = "wall2"
+  nullable    = false
 
   validation {
     condition     = contains(["wall1", "wall2"], var.testbed)
-    error_message = "testbed must be \"wall1\" or \"wall2\"."
+    error_message = "testbed must be \"wall1\" or \"wall2\": set TF_VAR_testbed."
   }
 }
 
@@ -71,10 +73,11 @@ variable "hardware_type" {
   description = "Virtual Wall hardware type (e.g. pcgen05); empty lets the testbed choose. Pick one whose NICs carry the link rate you ask for."
   type        = string
   default     = ""
+  nullable    = false
 
   validation {
     condition     = can(regex("^[a-zA-Z0-9_-]*$", var.hardware_type))
-    error_message = "hardware_type must be a hardware type name such as pcgen05 (see jFed's resource list), or empty."
+    error_message = "hardware_type must be a hardware type name such as pcgen05 (see jFed's resource list), or empty: set TF_VAR_hardware_type."
   }
 }
 
@@ -82,16 +85,19 @@ variable "disk_image" {
   description = "Disk image URN for every node; empty uses the testbed default image."
   type        = string
   default     = "urn:publicid:IDN+wall2.ilabt.iminds.be+image+emulab-ops:UBUNTU22-64-STD"
+  nullable    = false
 
   validation {
     condition     = var.disk_image == "" || startswith(var.disk_image, "urn:publicid:IDN+")
-    error_message = "disk_image must be an image URN (urn:publicid:IDN+<testbed>+image+<project>:<NAME>) or empty."
+    error_message = "disk_image must be an image URN (urn:publicid:IDN+<testbed>+image+<project>:<NAME>) or empty: set TF_VAR_disk_image."
   }
 }
 
 variable "link_capacity_mbps" {
-  description = "Capacity of the experiment LAN in Mbit/s (1000 for 1 Gbit/s, 10000 for 10 Gbit/s)."
+  description = "Capacity of the experiment LAN in Mbit/s (1000 for 1 Gbit/s, 10000 for 10 Gbit/s: ENV=virtualwall-10g)."
   type        = number
+  default     = 1000
+  nullable    = false
 
   validation {
     condition     = floor(var.link_capacity_mbps) == var.link_capacity_mbps && var.link_capacity_mbps >= 1 && var.link_capacity_mbps <= 100000
@@ -103,10 +109,11 @@ variable "lan_cidr" {
   description = "IPv4 subnet of the experiment LAN; node i gets host address i+1."
   type        = string
   default     = "192.168.100.0/24"
+  nullable    = false
 
   validation {
     condition     = can(cidrnetmask(var.lan_cidr)) && tonumber(split("/", var.lan_cidr)[1]) <= 26
-    error_message = "lan_cidr must be an IPv4 subnet of /26 or larger, e.g. 192.168.100.0/24."
+    error_message = "lan_cidr must be an IPv4 subnet of /26 or larger, e.g. 192.168.100.0/24: set TF_VAR_lan_cidr."
   }
 }
 
@@ -114,10 +121,11 @@ variable "expire_time_min" {
   description = "Minutes until the slice expires unless renewed (fair use: ask for what the run needs)."
   type        = number
   default     = 480
+  nullable    = false
 
   validation {
     condition     = var.expire_time_min >= 60 && var.expire_time_min <= 10080
-    error_message = "expire_time_min must be between 60 and 10080 minutes (one week)."
+    error_message = "expire_time_min must be between 60 and 10080 minutes (one week): set TF_VAR_expire_time_min."
   }
 }
 
@@ -136,10 +144,11 @@ variable "gpus_per_node" {
   description = "GPUs on each node of the chosen hardware type (0 for the CPU-only Virtual Wall types)."
   type        = number
   default     = 0
+  nullable    = false
 
   validation {
     condition     = floor(var.gpus_per_node) == var.gpus_per_node && var.gpus_per_node >= 0 && var.gpus_per_node <= 16
-    error_message = "gpus_per_node must be a whole number from 0 to 16 (what the hardware type has)."
+    error_message = "gpus_per_node must be a whole number from 0 to 16 (what the hardware type has): set TF_VAR_gpus_per_node."
   }
 }
 
@@ -170,6 +179,7 @@ variable "ssh_proxy_jump" {
   description = "user@host[:port] of the jFed SSH proxy for controllers without IPv6; empty connects directly over IPv6."
   type        = string
   default     = ""
+  nullable    = false
 
   validation {
     condition     = var.ssh_proxy_jump == "" || can(regex("^[^@\\s]+@[^:\\s]+(:[0-9]+)?$", var.ssh_proxy_jump))
@@ -183,6 +193,7 @@ variable "jfed_cli_jar" {
   description = "Path to jFed's experimenter-cli2.jar (https://jfed.ilabt.imec.be/downloads/). Set TF_VAR_jfed_cli_jar."
   type        = string
   default     = "~/.cache/hpcbench/tools/jfed/experimenter-cli2.jar"
+  nullable    = false
 
   validation {
     condition     = endswith(var.jfed_cli_jar, ".jar")
@@ -194,6 +205,7 @@ variable "java" {
   description = "Java runtime that runs jFed (11 or later)."
   type        = string
   default     = "java"
+  nullable    = false
 
   validation {
     condition     = length(var.java) > 0

@@ -5,7 +5,7 @@ variables {
   env                  = "testenv"
   ssh_private_key_file = "/keys/id_ed25519"
   path                 = "/tmp/hpcbench-tftest/inventory.yml"
-  vars                 = { enable_nfs = true, link_rate = "1gbit" }
+  deploy_vars          = { hpcbench_state_dir = "/state", stack_image = "hpcbench/stack:latest", hpcbench_iface = "eth0", link_rate = "1gbit" }
   nodes = [
     { name = "node1", address = "10.0.0.11", ssh_host = "127.0.0.1", ssh_port = 22201, ssh_user = "root", role = "head", gpus = 0, kind = "container" },
     { name = "node2", address = "10.0.0.12", ssh_host = "127.0.0.1", ssh_port = 22202, ssh_user = "root", role = "worker", gpus = 0, kind = "container" },
@@ -31,6 +31,11 @@ run "groups_and_host_vars" {
   assert {
     condition     = yamldecode(output.yaml).all.vars.link_rate == "1gbit" && length(yamldecode(output.yaml).all.vars.testbed_nodes) == 3
     error_message = "inventory vars must carry the env's settings and every node"
+  }
+  assert {
+    # Only this deploy's values: switches live in group_vars, unset options stay out.
+    condition     = toset(keys(yamldecode(output.yaml).all.vars)) == toset(["hpcbench_env", "testbed_nodes", "testbed_head", "hpcbench_state_dir", "stack_image", "hpcbench_iface", "link_rate", "hpcbench_python", "hpcbench_bench_dir"])
+    error_message = "all.vars must hold the deploy's facts and the harness's keys, nothing else"
   }
   assert {
     condition     = !can(yamldecode(output.yaml).all.hosts.node1.ansible_ssh_extra_args)

@@ -1,0 +1,1 @@
+../common/controller.tf

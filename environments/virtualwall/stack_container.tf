@@ -1,0 +1,1 @@
+../common/stack_container.tf

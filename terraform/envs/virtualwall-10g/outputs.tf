@@ -1,1 +1,0 @@
-../virtualwall/outputs.tf

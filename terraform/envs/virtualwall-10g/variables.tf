@@ -1,1 +1,0 @@
-../virtualwall/variables.tf

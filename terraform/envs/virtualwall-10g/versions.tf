@@ -1,1 +1,0 @@
-../virtualwall/versions.tf
