@@ -1,11 +1,10 @@
-import argparse
 import collections
 
 import pytest
 import yaml
 
 from hpcbench import cli, launchers, sweep, testbed
-from hpcbench.specs import HostSlots
+from hpcbench.specs import HostSlots, WorkloadSpec
 from hpcbench.target import Target
 
 
@@ -42,7 +41,7 @@ def test_localhost_nodes_are_processes_on_one_host():
     assert target.workers(2) == 2
     assert [(p.host, p.slots) for p in target.placements(2, 2)] == [("localhost", 2)]
     spec = target.spec("train.py", [], 2, 2)
-    assert spec.local and spec.workers == 2 and spec.master_addr == "127.0.0.1"
+    assert spec.on_controller and spec.workers == 2 and spec.master_addr == "127.0.0.1"
 
 
 def test_baseline_uses_one_slot_of_the_first_node():
@@ -103,10 +102,9 @@ def test_a_full_store_needs_resume(tmp_path, capsys):
 
 
 def test_workload_args_pass_the_options_through():
-    args = argparse.Namespace(
+    workload = WorkloadSpec(
         model="resnet18",
         image_size=32,
-        backend="ddp",
         data="synthetic",
         warmup=1,
         windows=2,
@@ -119,7 +117,7 @@ def test_workload_args_pass_the_options_through():
         fusion_threshold_mb=None,
         bucket_cap_mb=5.0,
     )
-    argv = sweep.workload_args(args, 16)
+    argv = sweep.workload_args(workload, "ddp", 16)
     assert argv[argv.index("--batch") + 1] == "16"
     assert "--fp16-allreduce" in argv and argv[argv.index("--bucket-cap-mb") + 1] == "5.0"
     assert "--fusion-threshold-mb" not in argv
