@@ -20,6 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import runtime  # noqa: E402  (a sibling module; bench/ is not a package on the nodes)
+import units  # noqa: E402
 
 MAX_ITERS = 50
 # Per size, run about this many bytes through the all-reduce (bounds the probe's time).
@@ -27,10 +28,10 @@ BYTES_PER_SIZE = 256 * 1024**2
 
 
 def size_arg(text: str) -> int:
-    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
-    text = text.strip().upper().removesuffix("B")
-    scale = units.get(text[-1:], 1)
-    return int(float(text[:-1] if scale > 1 else text) * scale)
+    try:
+        return units.parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def sizes(lo: int, hi: int, factor: int) -> list[int]:

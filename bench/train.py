@@ -29,8 +29,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import runtime  # noqa: E402  (a sibling module; bench/ is not a package on the nodes)
 import gpumon  # noqa: E402
+import runtime  # noqa: E402  (a sibling module; bench/ is not a package on the nodes)
 
 MODELS = {
     k: v

@@ -87,7 +87,9 @@ def load(directory: str) -> tuple[Store, list[dict], list[dict]]:
             f"{store.path} not found: run `python -m hpcbench scale --out "
             f"{directory}` first, or give the directory that holds it"
         )
-    runs, probes = store.runs(), store.probes()
+    records = list(store.records())  # one read: damaged lines are named once
+    runs = [r for r in records if r.get("kind") == "run"]
+    probes = [r for r in records if r.get("kind") == "probe"]
     if not runs and not probes:
         raise UsageError(f"{store.path} holds no runs yet")
     return store, runs, probes
@@ -316,6 +318,12 @@ def build_report(directory: str) -> tuple[Path, Path]:
         "Predicted E is the ring all-reduce band: no overlap to full overlap of "
         "T_ar = 2(N-1)a + 2(N-1)/N S/B with the probe's a and B."
     )
+    if store.skipped:
+        lines = ", ".join(str(n) for n, _ in store.skipped[:10])
+        intro += (
+            f" {len(store.skipped)} damaged lines of {store.path.name} were skipped "
+            f"(line {lines}{', ...' if len(store.skipped) > 10 else ''})."
+        )
     md += [intro, ""]
     hp.append(f"<p>{html.escape(intro)}</p>")
 

@@ -2,19 +2,26 @@
 
 Each record goes to disk as one write() of a whole line on an O_APPEND
 descriptor followed by fsync, so a killed sweep loses at most the run in
-flight; a torn last line (power loss mid-write) is skipped on reading.
+flight; a torn last line (power loss mid-write) is skipped on reading, and so
+is any line that is not a record analysis can use (named on stderr, counted
+in `Store.skipped`), so a damaged store still reports and resumes.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import math
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from hpcbench.errors import UsageError
+
 RESULTS_FILE = "results.jsonl"
+LOCK_FILE = ".lock"
 SCHEMA = 1
 
 # Fields that name a run configuration; a repeat index completes a run's key.
@@ -39,10 +46,82 @@ def run_key(record: dict[str, Any]) -> tuple:
     return (*config_key(record), record.get("repeat"))
 
 
+def _whole(value: Any, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _positive(value: Any) -> bool:
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool)
+        and math.isfinite(value) and value > 0
+    )  # fmt: skip
+
+
+def _optional_number(value: Any) -> bool:
+    return value is None or (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    )
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float)
+
+
+def _run_problem(r: dict[str, Any]) -> str | None:
+    """Why a run record cannot be analysed, or None: only the fields analysis reads."""
+    for name in ("nodes", "workers", "batch"):
+        if not _whole(r.get(name), 1):
+            return f"{name} is not a whole number of at least 1"
+    if not _whole(r.get("repeat"), 0):
+        return "repeat is not a whole number"
+    bad = next((f for f in CONFIG_FIELDS if not _scalar(r.get(f))), None)
+    if bad:
+        return f"{bad} is not a plain value"
+    if not isinstance(r.get("status"), str):
+        return "status is missing"
+    if r["status"] == "ok":
+        if not _whole(r.get("steps"), 1):
+            return "steps is not a whole number of at least 1"
+        times = r.get("window_times")
+        if not isinstance(times, list) or not times or not all(_positive(t) for t in times):
+            return "window_times is not a list of positive seconds"
+        for name in ("data_time_fraction", "allreduce_bytes"):
+            if not _optional_number(r.get(name)):
+                return f"{name} is not a number"
+    elif not isinstance(r.get("error", ""), str):
+        return "error is not text"
+    return None
+
+
+def _probe_problem(p: dict[str, Any]) -> str | None:
+    if not _whole(p.get("workers"), 1):
+        return "workers is not a whole number of at least 1"
+    if p.get("status") != "ok":
+        return None
+    results = p.get("results")
+    if not isinstance(results, list) or not results:
+        return "results is not a list of measurements"
+    for point in results:
+        if not isinstance(point, dict) or not all(
+            _positive(point.get(k)) for k in ("bytes", "time_s", "busbw")
+        ):
+            return "a result lacks positive bytes, time_s and busbw"
+    return None
+
+
+PROBLEMS = {"run": _run_problem, "probe": _probe_problem}
+# How many skipped lines are named one by one on stderr; the rest are counted.
+NAMED_PROBLEMS = 5
+
+
 class Store:
     def __init__(self, directory: Path | str):
         self.dir = Path(directory)
         self.path = self.dir / RESULTS_FILE
+        self.lock_path = self.dir / LOCK_FILE
+        # (line number, why) of every line the last read skipped.
+        self.skipped: list[tuple[int, str]] = []
+        self._lock_fd: int | None = None
 
     def append(self, record: dict[str, Any]) -> None:
         line = json.dumps({"schema": SCHEMA, **record}, sort_keys=True) + "\n"
@@ -61,27 +140,72 @@ class Store:
         finally:
             os.close(fd)
 
+    def lock(self) -> None:
+        """Hold the store for one writer (a sweep) until release() or exit.
+
+        Two sweeps appending to one store would interleave their repeats and
+        each resume the other's runs; the second is refused in one line.
+        """
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UsageError(
+                f"{self.dir} is in use by another sweep: wait for it, or choose another --out"
+            ) from None
+        self._lock_fd = fd
+
+    def release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing drops the flock
+            self._lock_fd = None
+
+    def _lines(self) -> Iterator[tuple[int, bytes]]:
+        with self.path.open("rb") as f:
+            yield from enumerate(f, 1)
+
+    def _skip(self, number: int, why: str) -> None:
+        self.skipped.append((number, why))
+        if len(self.skipped) <= NAMED_PROBLEMS:
+            print(f"hpcbench: {self.path}:{number}: skipping a line: {why}", file=sys.stderr)
+
     def records(self, kind: str | None = None) -> Iterator[dict[str, Any]]:
+        """Whole, valid records; every other line is skipped, named and counted."""
+        self.skipped = []
         if not self.path.is_file():
             return
-        with self.path.open(encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                if not line.endswith("\n"):
-                    print(
-                        f"hpcbench: {self.path}:{number}: skipping a torn last line",
-                        file=sys.stderr,
-                    )
-                    break
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    print(
-                        f"hpcbench: {self.path}:{number}: skipping a line that is not JSON",
-                        file=sys.stderr,
-                    )
-                    continue
-                if kind is None or record.get("kind") == kind:
-                    yield record
+        for number, raw in self._lines():
+            if not raw.endswith(b"\n"):
+                print(
+                    f"hpcbench: {self.path}:{number}: skipping a torn last line",
+                    file=sys.stderr,
+                )
+                break
+            try:
+                record = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                self._skip(number, "not UTF-8 text")
+                continue
+            except json.JSONDecodeError:
+                self._skip(number, "not JSON")
+                continue
+            if not isinstance(record, dict):
+                self._skip(number, "not a JSON object")
+                continue
+            check = PROBLEMS.get(record.get("kind"))  # type: ignore[arg-type]
+            problem = check(record) if check else None
+            if problem:
+                self._skip(number, f"a {record['kind']} record whose {problem}")
+                continue
+            if kind is None or record.get("kind") == kind:
+                yield record
+        if len(self.skipped) > NAMED_PROBLEMS:
+            print(
+                f"hpcbench: {self.path}: skipped {len(self.skipped)} lines in all",
+                file=sys.stderr,
+            )
 
     def runs(self) -> list[dict[str, Any]]:
         return list(self.records("run"))

@@ -14,14 +14,17 @@ TOOLS_DIR=${TOOLS_DIR:?set TOOLS_DIR}
 MIRROR="$TOOLS_DIR/providers"
 GOPROXY_URL=${GOPROXY_URL:-$(go env GOPROXY | tr ',' '\n' | grep -v -e '^direct$' -e '^off$' | head -n1)}
 
-# name  registry-namespace  go-module  pinned-module-version  provider-version
+# name  registry-namespace  go-module  pinned-module-version  provider-version  sha256-of-the-module-zip
+# The zip's checksum is pinned here because the checksum database
+# (sum.golang.org) is not reachable everywhere the proxy is; the module's own
+# go.sum then verifies every dependency `go build` fetches.
 PROVIDERS=(
-  "docker kreuzwerker github.com/kreuzwerker/terraform-provider-docker v0.0.0-20260916201441-96d331c98ff4 4.6.0"
-  "local hashicorp github.com/hashicorp/terraform-provider-local v1.4.1-0.20260806152022-9068a4b7aa37 2.9.0"
+  "docker kreuzwerker github.com/kreuzwerker/terraform-provider-docker v0.0.0-20260916201441-96d331c98ff4 4.6.0 04f3b3ed3896795d6483e57d41e41fe4544f75e35d3a2832a82efcd2114ae23b"
+  "local hashicorp github.com/hashicorp/terraform-provider-local v1.4.1-0.20260806152022-9068a4b7aa37 2.9.0 eae0ccae7cb0b9db8282fa6b621ebce9fc2280a65021600f431a1703dcd29ffa"
 )
 
 build_one() {
-  local name=$1 ns=$2 module=$3 modver=$4 version=$5
+  local name=$1 ns=$2 module=$3 modver=$4 version=$5 sha256=$6
   local bin="terraform-provider-${name}_v${version}"
   local dest="$MIRROR/registry.terraform.io/$ns/$name/$version/linux_amd64"
   if [[ -x "$dest/$bin" ]]; then
@@ -33,6 +36,11 @@ build_one() {
   work=$(mktemp -d)
   trap 'rm -rf "$work"' RETURN
   curl -fsSL --retry 3 -o "$work/src.zip" "$GOPROXY_URL/$module/@v/$modver.zip"
+  if ! echo "$sha256  $work/src.zip" | sha256sum --check --status; then
+    echo "provider $ns/$name: $module@$modver.zip from $GOPROXY_URL does not match its pinned" \
+         "sha256 $sha256: refusing to build it (a changed or tampered module)" >&2
+    return 1
+  fi
   (cd "$work" && unzip -q src.zip)
   local src
   src=$(find "$work" -mindepth 1 -maxdepth 4 -type f -name go.mod -printf '%h\n' | head -n1)

@@ -152,3 +152,14 @@ def test_progress_bar_on_a_terminal():
     p.finish("x", True, 30.0)
     text = out.getvalue()
     assert "[........] 0/4 ETA --" in text and "[##......] 1/4 ETA 1m30s" in text
+
+
+def test_a_damaged_store_still_reports_and_says_how_many_lines_it_skipped(tmp_path, capsys):
+    store = _store(tmp_path)
+    with store.path.open("ab") as f:
+        f.write(b'7\n\xff\xfe\n{"kind": "run"}\n')
+    store.append(_run(4, [0.0, 1.0], repeat=5))  # a 0 s window cannot give a throughput
+    assert cli.main(["report", "--out", str(store.dir)]) == 0
+    md = (store.dir / "report.md").read_text()
+    assert "4 damaged lines of results.jsonl were skipped (line 11, 12, 13, 14)" in md
+    assert "| 4 | 4 | 2 |" in md and "0.61" in md  # every good run is there, as without damage

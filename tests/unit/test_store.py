@@ -3,6 +3,9 @@ import multiprocessing
 import os
 import signal
 
+import pytest
+
+from hpcbench.errors import UsageError
 from hpcbench.store import Store, run_key
 
 
@@ -20,6 +23,8 @@ def _record(repeat: int, status: str = "ok", **extra) -> dict:
         "gpus_per_node": 1,
         "repeat": repeat,
         "status": status,
+        "steps": 5,
+        "window_times": [1.0, 1.1],
         **extra,
     }
 
@@ -75,3 +80,36 @@ def test_a_killed_writer_leaves_only_whole_records(tmp_path):
 
 def test_missing_store_reads_empty(tmp_path):
     assert Store(tmp_path / "nothing").runs() == []
+
+
+def test_damaged_lines_are_skipped_named_and_counted_and_resume_still_works(tmp_path, capsys):
+    store = Store(tmp_path)
+    store.append(_record(0))
+    with store.path.open("ab") as f:
+        f.write(b"7\n")  # JSON, but not a record
+        f.write(b"\xff\xfe not utf-8\n")
+        f.write(b'{"kind": "run"}\n')  # a run without its fields
+        f.write(json.dumps(_record(1, window_times=[1.0, 0])).encode() + b"\n")  # 0 s window
+        f.write(json.dumps(_record(2, nodes="2")).encode() + b"\n")
+        f.write(json.dumps({"kind": "probe", "workers": 2, "status": "ok",
+                            "results": [{"bytes": 4, "time_s": 0}]}).encode() + b"\n")
+        f.write(b"not json\n")
+    store.append(_record(3))
+    assert [r["repeat"] for r in store.runs()] == [0, 3]
+    assert store.probes() == []
+    assert [n for n, _ in store.skipped] == [2, 3, 4, 5, 6, 7, 8]
+    err = capsys.readouterr().err
+    assert ":2: skipping a line: not a JSON object" in err
+    assert ":3: skipping a line: not UTF-8 text" in err
+    assert "skipped 7 lines in all" in err
+    assert store.done_keys() == {run_key(_record(0)), run_key(_record(3))}
+
+
+def test_a_second_writer_is_refused_while_the_first_holds_the_store(tmp_path):
+    first, second = Store(tmp_path), Store(tmp_path)
+    first.lock()
+    with pytest.raises(UsageError, match="in use by another sweep"):
+        second.lock()
+    first.release()
+    second.lock()  # free again once the first let go
+    second.release()
