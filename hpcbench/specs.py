@@ -8,14 +8,29 @@ with one line that names the bad value, so that nothing is launched on bad input
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from types import ModuleType
 
+from hpcbench import paths
 from hpcbench.errors import UsageError
 from hpcbench.launchers.slurm import SlurmOptions
+
+
+def _load_units() -> ModuleType:
+    """bench/units.py, which the nodes run without hpcbench: loaded from its file."""
+    spec = importlib.util.spec_from_file_location("_bench_units", paths.BENCH_DIR / "units.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_units = _load_units()
 
 # Bounds that catch typos ("1-1000") before they turn into hours of launches.
 MAX_NODES = 4096
@@ -113,19 +128,13 @@ def parse_hosts(spec: str) -> list[HostSlots]:
     return hosts
 
 
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?)i?B?\s*", re.IGNORECASE)
-
-
 def parse_size(spec: str, what: str) -> int:
-    """'64M' -> 67108864 (binary units, as nccl-tests prints sizes)."""
-    match = _SIZE.fullmatch(spec or "")
-    if not match:
-        raise UsageError(f"{what}: {spec!r} is not a size like 4K, 64M or 1G")
-    scale = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[match.group(2).upper()]
-    size = int(float(match.group(1)) * scale)
-    if size < 4:
-        raise UsageError(f"{what}: {spec!r} is below one float (4 bytes)")
-    return size
+    """'64M' -> 67108864 (binary units, as nccl-tests prints sizes), with the
+    workload's own parser so that what passes here is what it measures."""
+    try:
+        return _units.parse_size(spec)
+    except ValueError as err:
+        raise UsageError(f"{what}: {err}") from None
 
 
 class TestbedKind(StrEnum):

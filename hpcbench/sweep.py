@@ -196,7 +196,11 @@ def run(workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec) -> in
                   f"{target.launcher.describe(spec_of(config))}\n")  # fmt: skip
         return 0
     target.prepare()
-    live = analysis.LiveSummary(held, store.probes())  # seeded once; each run added as it lands
+    # One sweep at a time appends to a store (released at exit); locked only now so
+    # that bad input, refused above, leaves no results directory behind.
+    store.lock()
+    # Seeded once from the store; each probe and run is added as it lands.
+    live = analysis.LiveSummary(store.runs(), store.probes())
     if sweep.probe is not None:
         probed = {
             (p["env"], p["workers"], p["backend"])

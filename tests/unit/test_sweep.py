@@ -94,11 +94,29 @@ def test_more_nodes_than_the_deployed_testbed(tmp_path, capsys, monkeypatch):
     assert "asks for 5 nodes but the testbed has 4" in capsys.readouterr().err
 
 
+def _held_run() -> dict:
+    """A run record the store accepts (it skips records analysis cannot use)."""
+    return {"kind": "run", "status": "ok", "env": "localhost", "model": "resnet18",
+            "backend": "horovod", "batch": 32, "image_size": 224, "data": "synthetic",
+            "nodes": 1, "workers": 1, "gpus_per_node": 1, "repeat": 0, "steps": 20,
+            "window_times": [1.0, 1.1]}  # fmt: skip
+
+
 def test_a_full_store_needs_resume(tmp_path, capsys):
     out = tmp_path / "out"
-    sweep.Store(out).append({"kind": "run", "status": "ok"})
+    sweep.Store(out).append(_held_run())
     assert _scale(tmp_path, "--env", "localhost", "--nodes", "1") == 2
     assert "add --resume" in capsys.readouterr().err
+
+
+def test_a_store_in_use_by_another_sweep_is_refused(tmp_path, capsys):
+    other = sweep.Store(tmp_path / "out")
+    other.lock()
+    try:
+        assert _scale(tmp_path, "--env", "localhost", "--nodes", "1") == 2
+    finally:
+        other.release()
+    assert "in use by another sweep" in capsys.readouterr().err
 
 
 def test_workload_args_pass_the_options_through():
