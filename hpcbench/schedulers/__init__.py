@@ -2,6 +2,7 @@
 
 Processes on this machine (and over SSH) today, Slurm batch jobs, and a job
 API such as GPULab's tomorrow: subclass Scheduler and pick it in `for_launcher`.
+Launchers build command lines and nothing else (docs/method.md, "Three layers").
 """
 
 from __future__ import annotations
