@@ -4,9 +4,9 @@ Every (batch, nodes) configuration runs --repeats times in random order; the
 single-worker baseline of each batch runs first once, so that the progress
 line can show each configuration's efficiency as soon as it has a run. The
 store keeps raw measurements only; `report` (hpcbench.analysis) derives every
-figure from them (docs/method.md, "Measurement method"). A failed run is stored with the tail of its output and the
-sweep goes on; --resume skips the runs the store already holds (failed ones
-are retried).
+figure from them (docs/method.md, "Measurement method"). A failed run is
+stored with the tail of its output and the sweep goes on; --resume skips the
+runs the store already holds (failed ones are retried).
 """
 
 from __future__ import annotations
