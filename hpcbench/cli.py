@@ -15,8 +15,7 @@ from hpcbench.errors import UsageError
 # Modules that add sub-commands, in the order `--help` lists them.
 COMMAND_MODULES = [
     "hpcbench.deploy",
-    "hpcbench.sweep",
-    "hpcbench.probe",
+    "hpcbench.options",  # scale, probe
     "hpcbench.report",
     "hpcbench.predict",
 ]

@@ -6,30 +6,30 @@ ring all-reduce model's latency and bandwidth from them to predict efficiency.
 
 from __future__ import annotations
 
-import argparse
 import sys
+from pathlib import Path
 
 from hpcbench import fingerprint
-from hpcbench.specs import parse_size
+from hpcbench.specs import ProbeSpec, TargetSpec
 from hpcbench.store import Store
-from hpcbench.target import Target, add_arguments
+from hpcbench.target import Target
 
 
-def run_probe(target: Target, nodes: int, args: argparse.Namespace) -> dict:
+def run_probe(target: Target, nodes: int, probe: ProbeSpec) -> dict:
     """Probe all workers of `nodes` nodes; returns the record to store (ok or failed)."""
     workers = target.workers(nodes)
     script_args = [
         "--backend",
         target.backend,
         "--device",
-        args.device,
+        probe.device,
         "--threads",
-        str(args.threads),
+        str(probe.threads),
         "--max-bytes",
-        args.probe_max_bytes,
+        probe.max_bytes,
     ]
-    spec = target.spec("allreduce.py", script_args, nodes, workers, args.timeout)
-    outcome = target.launcher.run(spec, timeout_s=args.timeout)
+    spec = target.spec("allreduce.py", script_args, nodes, workers, probe.timeout_s)
+    outcome = target.run(spec, timeout_s=probe.timeout_s)
     tb = target.testbed
     record = {
         "kind": "probe",
@@ -67,28 +67,18 @@ def format_probe(record: dict) -> str:
     return "\n".join(lines)
 
 
-def main(args: argparse.Namespace) -> int:
-    parse_size(args.probe_max_bytes, "--probe-max-bytes")
-    target = Target.from_args(args)
+def run(target_spec: TargetSpec, probe: ProbeSpec, out: Path) -> int:
+    target = Target.resolve(target_spec)
     target.prepare()
-    store = Store(args.out)
+    store = Store(out)
     failed = 0
-    for n in target.nodes:
+    for n in target.node_counts:
         if target.workers(n) < 2:
             print(f"skipping {n} node(s): one worker has nothing to all-reduce", file=sys.stderr)
             continue
-        record = run_probe(target, n, args)
+        record = run_probe(target, n, probe)
         store.append(record)
         failed += record["status"] != "ok"
         print(format_probe(record))
     print(f"records appended to {store.path}", file=sys.stderr)
     return 1 if failed else 0
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "probe", help="measure all-reduce bus bandwidth on the nodes", description=__doc__
-    )
-    add_arguments(p, nodes_default="2")
-    p.add_argument("--probe-max-bytes", default="64M", help="largest message (default 64M)")
-    p.set_defaults(func=main)

@@ -1,15 +1,36 @@
-"""Parsing of the sweep's command-line specs: node counts, batch sizes, host lists.
+"""What a sweep or a probe is asked to do, as typed, frozen specs, and the
+parsers of their textual forms (node counts, batch sizes, host lists, sizes).
 
-Every parser raises UsageError with one line that names the bad value, so that
-nothing is launched on bad input.
+The CLI (hpcbench.options) builds the specs once from the command line;
+nothing below it sees the argparse Namespace. Every parser raises UsageError
+with one line that names the bad value, so that nothing is launched on bad input.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from types import ModuleType
 
+from hpcbench import paths
 from hpcbench.errors import UsageError
+from hpcbench.launchers.slurm import SlurmOptions
+
+
+def _load_units() -> ModuleType:
+    """bench/units.py, which the nodes run without hpcbench: loaded from its file."""
+    spec = importlib.util.spec_from_file_location("_bench_units", paths.BENCH_DIR / "units.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_units = _load_units()
 
 # Bounds that catch typos ("1-1000") before they turn into hours of launches.
 MAX_NODES = 4096
@@ -42,14 +63,33 @@ def parse_int_list(spec: str, what: str, maximum: int) -> list[int]:
     return sorted(values)
 
 
+def format_int_list(values: Sequence[int]) -> str:
+    """[1, 2, 3, 4, 8] -> '1-4,8': parse_int_list's inverse, for messages."""
+    parts: list[str] = []
+    ordered = sorted(set(values))
+    start = 0
+    for i, value in enumerate(ordered):
+        if i + 1 == len(ordered) or ordered[i + 1] != value + 1:
+            lo = ordered[start]
+            parts.append(str(lo) if lo == value else f"{lo}-{value}")
+            start = i + 1
+    return ",".join(parts)
+
+
 def parse_nodes(spec: str, available: int | None = None) -> list[int]:
     """Node counts; `available` (the testbed's size) bounds them when known."""
     nodes = parse_int_list(spec, "--nodes", MAX_NODES)
-    if available is not None and nodes[-1] > available:
+    return nodes if available is None else check_node_counts(nodes, available, spec)
+
+
+def check_node_counts(counts: Sequence[int], available: int, spec: str = "") -> list[int]:
+    """The counts, if the testbed (known once it is resolved) has that many nodes."""
+    if counts and max(counts) > available:
+        given = spec or format_int_list(counts)
         raise UsageError(
-            f"--nodes {spec}: asks for {nodes[-1]} nodes but the testbed has {available}"
+            f"--nodes {given}: asks for {max(counts)} nodes but the testbed has {available}"
         )
-    return nodes
+    return sorted(counts)
 
 
 def parse_batch(spec: str) -> list[int]:
@@ -88,16 +128,86 @@ def parse_hosts(spec: str) -> list[HostSlots]:
     return hosts
 
 
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMG]?)i?B?\s*", re.IGNORECASE)
-
-
 def parse_size(spec: str, what: str) -> int:
-    """'64M' -> 67108864 (binary units, as nccl-tests prints sizes)."""
-    match = _SIZE.fullmatch(spec or "")
-    if not match:
-        raise UsageError(f"{what}: {spec!r} is not a size like 4K, 64M or 1G")
-    scale = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}[match.group(2).upper()]
-    size = int(float(match.group(1)) * scale)
-    if size < 4:
-        raise UsageError(f"{what}: {spec!r} is below one float (4 bytes)")
-    return size
+    """'64M' -> 67108864 (binary units, as nccl-tests prints sizes), with the
+    workload's own parser so that what passes here is what it measures."""
+    try:
+        return _units.parse_size(spec)
+    except ValueError as err:
+        raise UsageError(f"{what}: {err}") from None
+
+
+class TestbedKind(StrEnum):
+    """How the harness finds the nodes; the value is the `env` the records carry
+    (a deployed testbed's records carry its environment's name instead)."""
+
+    DEPLOYED = "deployed"  # an environment's inventory (`make deploy ENV=...`)
+    LOCALHOST = "localhost"  # worker processes on this machine
+    HOSTS = "hosts"  # --hosts: ad-hoc nodes on a shared file system
+    SLURM = "slurm"  # the nodes Slurm allocates, sbatch on this machine
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What each run trains (bench/train.py's options), batch sizes aside."""
+
+    model: str
+    image_size: int
+    data: str = "synthetic"
+    data_workers: int = 4
+    warmup: int = 10
+    windows: int = 5
+    steps: int = 20
+    device: str = "auto"
+    threads: int = 0
+    amp: str = "auto"
+    fp16_allreduce: bool = False
+    fusion_threshold_mb: float | None = None
+    bucket_cap_mb: float | None = None
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """Where runs go and how they are launched."""
+
+    env: str  # a deployed environment, or a TestbedKind value
+    node_counts: tuple[int, ...]
+    hosts: tuple[HostSlots, ...] = ()  # --hosts; empty: --env decides
+    gpus_per_node: int | None = None  # workers per node; None: the node's GPUs, else 1
+    backend: str = "horovod"
+    launcher: str = "auto"
+    horovod_controller: str = "gloo"
+    slurm: SlurmOptions = SlurmOptions()
+
+    @property
+    def kind(self) -> TestbedKind:
+        if self.hosts:
+            return TestbedKind.HOSTS
+        if self.env in (TestbedKind.LOCALHOST, TestbedKind.SLURM):
+            return TestbedKind(self.env)
+        return TestbedKind.DEPLOYED
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """The all-reduce probe: a size sweep up to max_bytes on every worker."""
+
+    max_bytes: str = "64M"
+    device: str = "auto"
+    threads: int = 0
+    timeout_s: int = 1800
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """How the sweep runs: repeats, order, where results go, what it may skip."""
+
+    batches: tuple[int, ...]
+    out: Path = Path("results")
+    repeats: int = 3
+    seed: int = 0
+    resume: bool = False
+    probe: ProbeSpec | None = ProbeSpec()  # None: --no-probe
+    timeout_s: int = 1800
+    dry_run: bool = False
+    verbose: bool = False

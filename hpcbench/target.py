@@ -1,105 +1,67 @@
-"""The nodes a command runs on, resolved from --env/--hosts, checked and staged.
+"""The nodes runs go to, how they are launched and scheduled, and the pre-flight check.
 
-Shared by `scale` and `probe`: both resolve the testbed, refuse bad input
-before anything is launched, copy the controller's bench/ to remote nodes,
-and turn "n nodes, w workers" into a launcher's RunSpec.
+Shared by `scale` and `probe`: a Target is resolved once from a TargetSpec
+(refusing bad input before anything is launched), checks that the nodes
+answer over SSH and hold this checkout's bench/ (the stack role puts it there
+at deploy time), and turns "n nodes, w workers" into a launcher's RunSpec.
 """
 
 from __future__ import annotations
 
-import argparse
-import io
-import os
 import random
 import shlex
 import socket
-import subprocess
-import sys
-import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 
-from hpcbench import launchers, paths, testbed
+from hpcbench import launchers, manifest, paths, schedulers, ssh, testbed
 from hpcbench.errors import UsageError
-from hpcbench.launchers import Launcher, Placement, RunSpec, slurm
-from hpcbench.specs import parse_hosts, parse_nodes
-from hpcbench.testbed import SshAccess, Testbed
+from hpcbench.launchers import Launcher, Placement, RunSpec
+from hpcbench.launchers.slurm import SlurmLauncher
+from hpcbench.schedulers import Outcome, Scheduler
+from hpcbench.specs import TargetSpec, TestbedKind, check_node_counts
+from hpcbench.testbed import Testbed
 
-SSH_CHECK_TIMEOUT_S = 30
-STAGE_TIMEOUT_S = 120
 
-
-def add_arguments(parser: argparse.ArgumentParser, nodes_default: str) -> None:
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument(
-        "--env",
-        default=os.environ.get("HPCBENCH_ENV", "local"),
-        help="deployed environment whose inventory lists the nodes, or 'localhost' for "
-        "worker processes on this machine (default: $HPCBENCH_ENV or local)",
-    )
-    where.add_argument("--hosts", help="ad-hoc nodes host:slots,... reached with your SSH setup")
-    parser.add_argument("--nodes", default=nodes_default, help="node counts: 1-10 or 1,2,4,8")
-    parser.add_argument(
-        "--gpus-per-node",
-        type=int,
-        default=None,
-        help="workers per node (default: the node's GPUs, else 1)",
-    )
-    parser.add_argument("--backend", default="horovod", choices=["horovod", "ddp"])
-    parser.add_argument(
-        "--launcher",
-        default="auto",
-        help="auto (horovodrun for horovod, torchrun for ddp), "
-        f"or one of {', '.join(launchers.LAUNCHERS)}",
-    )
-    parser.add_argument("--horovod-controller", default="gloo", choices=["gloo", "mpi"])
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=0,
-        help="torch threads per worker (default: cores / workers on the node)",
-    )
-    parser.add_argument("--out", default="results", help="results directory (default: results/)")
-    parser.add_argument(
-        "--timeout", type=int, default=1800, help="seconds per run before it is killed"
-    )
-    slurm.add_arguments(parser)
+def resolve_testbed(spec: TargetSpec) -> Testbed:
+    if spec.kind is TestbedKind.HOSTS:
+        return testbed.from_hosts(list(spec.hosts))
+    if spec.kind is TestbedKind.SLURM:
+        return testbed.slurm_cluster(spec.gpus_per_node)
+    return testbed.for_env(spec.env)  # a deployed environment, or localhost
 
 
 @dataclass
 class Target:
     testbed: Testbed
-    nodes: list[int]
+    node_counts: list[int]
     gpus_per_node: int | None
     backend: str
     launcher: Launcher
 
+    @cached_property
+    def scheduler(self) -> Scheduler:
+        return schedulers.for_launcher(self.launcher)
+
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> Target:
-        cluster = not args.hosts and args.env == slurm.ENV_NAME
-        if args.hosts:
-            tb = testbed.from_hosts(parse_hosts(args.hosts))
-        elif cluster:
-            tb = slurm.cluster_testbed(args.gpus_per_node)
-        else:
-            tb = testbed.for_env(args.env)
-        if args.gpus_per_node is not None and args.gpus_per_node < 1:
-            raise UsageError("--gpus-per-node must be at least 1")
-        nodes = parse_nodes(args.nodes, available=len(tb.nodes))
-        if cluster or args.launcher == slurm.SlurmLauncher.name:
-            if args.launcher not in ("auto", slurm.SlurmLauncher.name):
-                raise UsageError(f"--env slurm runs with the slurm launcher, not {args.launcher}")
+    def resolve(cls, spec: TargetSpec) -> Target:
+        tb = resolve_testbed(spec)
+        counts = check_node_counts(spec.node_counts, available=len(tb.nodes))
+        cluster = spec.kind is TestbedKind.SLURM
+        if cluster or spec.launcher == SlurmLauncher.name:
+            if spec.launcher not in ("auto", SlurmLauncher.name):
+                raise UsageError(f"--env slurm runs with the slurm launcher, not {spec.launcher}")
             # sbatch runs here on a cluster's login node, on the head of a testbed.
             submit = None if cluster else tb.head_node().access
-            launcher: Launcher = slurm.from_args(
-                args, args.backend, args.horovod_controller, submit, cluster
+            launcher: Launcher = SlurmLauncher(
+                spec.slurm, spec.horovod_controller, spec.backend, submit
             )
         else:
-            launcher = launchers.get(args.launcher, args.backend, args.horovod_controller)
-        target = cls(tb, nodes, args.gpus_per_node, args.backend, launcher)
-        for n in nodes:  # ask the launcher now, so that nothing starts on a spec it refuses
-            why = launcher.check(target.spec("train.py", [], n, target.workers(n)), args.backend)
+            launcher = launchers.get(spec.launcher, spec.backend, spec.horovod_controller)
+        target = cls(tb, counts, spec.gpus_per_node, spec.backend, launcher)
+        for n in counts:  # ask the launcher now, so that nothing starts on a spec it refuses
+            why = launcher.check(target.spec("train.py", [], n, target.workers(n)), spec.backend)
             if why:
                 raise UsageError(f"--nodes {n}: {why}")
         return target
@@ -128,93 +90,60 @@ class Target:
     ) -> RunSpec:
         tb = self.testbed
         placements = self.placements(nodes, workers)
-        remote = not tb.local and tb.env != "hosts"
+        here = tb.on_controller
         first = next(n for n in tb.nodes if n.name == placements[0].host)
         return RunSpec(
             script=script,
             args=tuple(args),
-            python=tb.python if remote else sys.executable,
-            workdir=tb.bench_dir if remote else str(paths.BENCH_DIR),
+            python=tb.python,
+            workdir=tb.bench_dir,
             placements=placements,
-            master_addr="127.0.0.1" if tb.local else first.address,
-            master_port=free_port() if tb.local else random.randint(29500, 29999),
-            iface=tb.iface if not tb.local else "",
+            master_addr="127.0.0.1" if here else first.address,
+            master_port=free_port() if here else random.randint(29500, 29999),
+            iface="" if here else tb.iface,
             time_limit_s=time_limit_s,
         )
 
+    def run(self, spec: RunSpec, timeout_s: float, echo: bool = False) -> Outcome:
+        return self.scheduler.run(spec, timeout_s=timeout_s, echo=echo)
+
     def remote_nodes(self) -> list[testbed.Node]:
-        needed = self.testbed.nodes[: max(self.nodes)]
+        needed = self.testbed.nodes[: max(self.node_counts)]
         unique = {n.name: n for n in needed if n.access is not None}
         return list(unique.values())
 
     def prepare(self) -> None:
-        """Refuse unreachable nodes (nothing launched yet), then copy bench/ to them."""
+        """Refuse unreachable nodes, and deployed nodes whose bench/ is not this
+        checkout's, in one SSH round trip per node; nothing is launched yet.
+
+        --hosts nodes see this checkout through a shared file system, as
+        `--env slurm` and `--env localhost` do: only reachability is checked.
+        """
         nodes = self.remote_nodes()
         if not nodes:
             return
+        tb = self.testbed
+        deployed = tb.kind is TestbedKind.DEPLOYED
+        path = f"{tb.bench_dir.rstrip('/')}/{manifest.MANIFEST_FILE}"
+        # A missing manifest prints nothing; only an unreachable node fails the call.
+        command = f"cat {shlex.quote(path)} 2>/dev/null || true" if deployed else "true"
         with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
-            problems = list(pool.map(lambda n: ssh_problem(n.access), nodes))
-        for node, problem in zip(nodes, problems, strict=True):
-            if problem:
+            replies = list(pool.map(lambda n: ssh.call(n.access, command), nodes))
+        expected = manifest.compute(paths.BENCH_DIR) if deployed else {}
+        for node, reply in zip(nodes, replies, strict=True):
+            if not reply.ok:
                 raise UsageError(
                     f"node {node.name} ({node.access.host}:{node.access.port}) "
-                    f"is unreachable over SSH: {problem}"
+                    f"is unreachable over SSH: {reply.problem}"
                 )
-        if self.testbed.env == "hosts":
-            return  # ad-hoc hosts see this checkout through a shared file system
-        archive = bench_archive()
-        with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
-            problems = list(
-                pool.map(lambda n: stage(n.access, archive, self.testbed.bench_dir), nodes)
-            )
-        for node, problem in zip(nodes, problems, strict=True):
-            if problem:
-                raise UsageError(f"copying bench/ to {node.name} failed: {problem}")
+            if deployed and not manifest.matches(expected, reply.stdout):
+                raise UsageError(
+                    f"node {node.name}: the workload in {tb.bench_dir} differs from this "
+                    f"checkout's bench/ (run make deploy ENV={tb.env})"
+                )
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else "no output"
-
-
-def ssh_problem(access: SshAccess) -> str | None:
-    try:
-        proc = subprocess.run(
-            [*access.argv(), "true"],
-            capture_output=True,
-            text=True,
-            timeout=SSH_CHECK_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
-        return f"no answer in {SSH_CHECK_TIMEOUT_S} s"
-    except OSError as err:
-        return str(err)
-    return None if proc.returncode == 0 else _last_line(proc.stderr)
-
-
-def bench_archive() -> bytes:
-    """bench/ as a tar stream, without caches: what every node gets."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for path in sorted(paths.BENCH_DIR.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                tar.add(path, arcname=str(path.relative_to(paths.BENCH_DIR)))
-    return buf.getvalue()
-
-
-def stage(access: SshAccess, archive: bytes, bench_dir: str) -> str | None:
-    remote = f"mkdir -p {shlex.quote(bench_dir)} && tar -xf - -C {shlex.quote(bench_dir)}"
-    try:
-        proc = subprocess.run(
-            [*access.argv(), remote], input=archive, capture_output=True, timeout=STAGE_TIMEOUT_S
-        )
-    except subprocess.TimeoutExpired:
-        return f"no answer in {STAGE_TIMEOUT_S} s"
-    return None if proc.returncode == 0 else _last_line(proc.stderr.decode(errors="replace"))

@@ -1,8 +1,9 @@
-"""Where a sweep runs: the nodes of a deployed environment, a host list, or this machine.
+"""Where a sweep runs: the nodes of a deployed environment, a host list, the
+nodes of a Slurm cluster, or this machine (see specs.TestbedKind).
 
 A deployed environment is read from its Ansible inventory
 (`.hpcbench/<env>/inventory.yml`, written by terraform/modules/inventory);
-nothing here knows which testbed produced it.
+nothing here knows which testbed produced it. docs/testbeds.md describes them.
 """
 
 from __future__ import annotations
@@ -14,35 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from hpcbench import paths
 from hpcbench.errors import UsageError
-from hpcbench.specs import HostSlots
+from hpcbench.specs import HostSlots, TestbedKind
+from hpcbench.ssh import SshAccess
 
-LOCALHOST = "localhost"
+LOCALHOST = "localhost"  # the node name of this machine
+CLUSTER_NODES = 64  # the most nodes `--env slurm` offers; Slurm refuses what it lacks
 DEFAULT_PYTHON = "/opt/hpcbench/venv/bin/python"
 DEFAULT_BENCH_DIR = "/opt/hpcbench/bench"
-
-
-@dataclass(frozen=True)
-class SshAccess:
-    """How the controller reaches one node: what ssh needs, nothing else."""
-
-    host: str
-    port: int = 22
-    user: str | None = None
-    key_file: str | None = None
-    extra_args: tuple[str, ...] = ()
-
-    def argv(self) -> list[str]:
-        args = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
-        # Testbed nodes are recreated often; their host keys change with them.
-        args += ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
-        args += ["-o", "LogLevel=ERROR", "-p", str(self.port)]
-        if self.key_file:
-            args += ["-i", self.key_file]
-        args += list(self.extra_args)
-        args.append(f"{self.user}@{self.host}" if self.user else self.host)
-        return args
 
 
 @dataclass(frozen=True)
@@ -55,9 +38,11 @@ class Node:
 
 @dataclass
 class Testbed:
-    env: str
+    env: str  # what the records carry: the environment's name, or the kind's value
     nodes: list[Node]
     head: str
+    kind: TestbedKind = TestbedKind.DEPLOYED
+    # The nodes' interpreter and bench/; the controller's own unless an inventory says.
     python: str = sys.executable
     bench_dir: str = str(paths.BENCH_DIR)
     iface: str = ""
@@ -65,7 +50,9 @@ class Testbed:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def local(self) -> bool:
+    def on_controller(self) -> bool:
+        """No node is reached over SSH: every rank starts from this machine (its own
+        processes, or srun under sbatch here) and sees this machine's files."""
         return all(n.access is None for n in self.nodes)
 
     def slots(self, node: Node, per_node: int | None = None) -> int:
@@ -121,8 +108,6 @@ def from_inventory(data: dict[str, Any], source: str = "inventory") -> Testbed:
 
 
 def load_inventory(path: Path) -> Testbed:
-    import yaml
-
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as err:
@@ -134,7 +119,7 @@ def load_inventory(path: Path) -> Testbed:
 
 def for_env(env: str) -> Testbed:
     """The testbed of a deployed environment; 'localhost' is this machine."""
-    if env == LOCALHOST:
+    if env == TestbedKind.LOCALHOST:
         return localhost()
     paths.env_dir(env)  # unknown names: UsageError listing the known ones
     inventory = paths.inventory_path(env)
@@ -150,7 +135,10 @@ def localhost(cores: int | None = None) -> Testbed:
     """Worker processes on this machine: each 'node' is one process, up to one per core."""
     cores = cores or os.cpu_count() or 1
     nodes = [Node(LOCALHOST, "127.0.0.1", 0, None) for _ in range(cores)]
-    return Testbed(env=LOCALHOST, nodes=nodes, head=LOCALHOST, iface="lo")
+    return Testbed(
+        env=TestbedKind.LOCALHOST.value, nodes=nodes, head=LOCALHOST,
+        kind=TestbedKind.LOCALHOST, iface="lo",
+    )  # fmt: skip
 
 
 def from_hosts(hosts: list[HostSlots], user: str | None = None) -> Testbed:
@@ -164,4 +152,15 @@ def from_hosts(hosts: list[HostSlots], user: str | None = None) -> Testbed:
              None if h.name == LOCALHOST else SshAccess(host=h.name, user=user))
         for h in hosts
     ]  # fmt: skip
-    return Testbed(env="hosts", nodes=nodes, head=hosts[0].name)
+    return Testbed(
+        env=TestbedKind.HOSTS.value, nodes=nodes, head=hosts[0].name, kind=TestbedKind.HOSTS
+    )
+
+
+def slurm_cluster(gpus_per_node: int | None) -> Testbed:
+    """`--env slurm`: the nodes Slurm will allocate, seen from a login node with a
+    shared file system (this checkout's bench/ and python, or the container's)."""
+    nodes = [Node(f"slurm{i}", "", gpus_per_node or 0, None) for i in range(CLUSTER_NODES)]
+    return Testbed(
+        env=TestbedKind.SLURM.value, nodes=nodes, head=nodes[0].name, kind=TestbedKind.SLURM
+    )

@@ -2,8 +2,9 @@
 
 A launcher only builds command lines (the ReFrame way): it gets a RunSpec and
 returns Commands, each an argv plus environment and where it runs. Starting,
-watching and killing them is hpcbench.runner's job, so each launcher is
-unit-tested without a cluster.
+watching and killing them, or submitting and polling a batch job, is a
+scheduler's job (hpcbench.schedulers), so each launcher is unit-tested
+without a cluster.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from hpcbench.testbed import SshAccess
+from hpcbench.ssh import SshAccess
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,8 @@ class RunSpec:
         return sum(p.slots for p in self.placements)
 
     @property
-    def local(self) -> bool:
+    def on_controller(self) -> bool:
+        """Every placement is this machine: nothing is reached over SSH."""
         return all(p.access is None for p in self.placements)
 
     def network_env(self) -> dict[str, str]:
@@ -121,9 +123,3 @@ class Launcher:
     def describe(self, spec: RunSpec) -> str:
         """What `--dry-run` prints: the commands (a batch launcher prints its script)."""
         return "\n".join(shlex.join(c.local_argv()) for c in self.commands(spec))
-
-    def run(self, spec: RunSpec, timeout_s: float, echo: bool = False):  # -> runner.Outcome
-        """Start the run and wait for it; batch launchers (slurm) submit and poll instead."""
-        from hpcbench import runner  # runner imports this module
-
-        return runner.run(self.commands(spec), timeout_s=timeout_s, echo=echo)

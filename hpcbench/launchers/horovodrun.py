@@ -32,7 +32,7 @@ class HorovodrunLauncher(Launcher):
             hosts,
             f"--{self.controller}",
         ]
-        if not spec.local:
+        if not spec.on_controller:
             argv += ["-p", str(self.ssh_port)]
         # One host: horovodrun keeps every rank on loopback and refuses an
         # interface that does not carry 127.0.0.1.

@@ -15,7 +15,7 @@ class LocalLauncher(Launcher):
     name = "local"
 
     def check(self, spec: RunSpec, backend: str) -> str | None:
-        if not spec.local:
+        if not spec.on_controller:
             return "the local launcher starts processes on this machine only"
         if backend == "horovod" and spec.workers > 1:
             return "the local launcher runs Horovod with one worker only; use horovodrun"

@@ -1,10 +1,8 @@
 """Slurm: one sbatch job per run, one task per worker started by srun (pyxis optional).
 
 The script is built by a pure function (`sbatch_script`), unit-tested without
-a cluster. `SlurmLauncher.run` submits it, polls squeue with a bound, reads
-the job's output (where the batch host wrote it) and hands the workload's
-record to the sweep like every other launcher; Ctrl-C or a timeout cancels
-the job with scancel.
+a cluster; hpcbench.schedulers.slurm submits it, polls, reads the job's
+output and cancels it.
 
 Rendezvous from Slurm's variables: DDP gets MASTER_ADDR (the first node of
 the allocation), RANK=SLURM_PROCID, WORLD_SIZE=SLURM_NTASKS, LOCAL_RANK=
@@ -15,37 +13,15 @@ job starts on its first node; Horovod with MPI uses `srun --mpi=pmix`.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import math
-import re
 import shlex
-import subprocess
-import sys
-import time
-import uuid
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 from hpcbench.launchers.base import Command, Launcher, RunSpec
-from hpcbench.testbed import SshAccess
+from hpcbench.ssh import SshAccess
 
-ENV_NAME = "slurm"  # `--env slurm`: the nodes Slurm allocates, sbatch on this machine
-CLUSTER_NODES = 64  # the most nodes `--env slurm` offers; Slurm refuses what it lacks
+# The batch script's last line names the workload's exit status.
 EXIT_MARKER = "HPCBENCH_SLURM_EXIT"
-CONTROL_TIMEOUT_S = 60  # one sbatch/squeue/scancel/cat call
-POLL_MIN_S, POLL_MAX_S = 1.0, 10.0
-DONE_STATES = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "OUT_OF_MEMORY",
-    "PREEMPTED",
-    "BOOT_FAIL",
-    "DEADLINE",
-}
 
 # Horovod's Gloo rendezvous (what horovodrun serves) on a fixed port; the scope
 # sizes only matter for clean-up. argv: port, comma-separated hosts, tasks per node.
@@ -206,15 +182,6 @@ def sbatch_script(
     return "\n".join(head + [""] + body) + "\n"
 
 
-@dataclass
-class JobResult:
-    job_id: str
-    state: str
-    lines: list[str] = field(default_factory=list)
-    rc: int | None = None
-    timed_out: bool = False
-
-
 class SlurmLauncher(Launcher):
     """`sbatch` per run; works with Horovod (Gloo or MPI) and DDP."""
 
@@ -238,230 +205,18 @@ class SlurmLauncher(Launcher):
             return "the slurm launcher needs the same number of workers on every node"
         return super().check(spec, backend)
 
-    def job_name(self) -> str:
-        return f"hpcbench-{uuid.uuid4().hex[:8]}"
-
     def script(self, spec: RunSpec, job_name: str = "hpcbench") -> str:
         return sbatch_script(spec, self.options, self.backend, self.controller, job_name)
 
+    def submission(self, script: str) -> Command:
+        """sbatch of a script where sbatch runs; it prints the job id."""
+        line = f"sbatch --parsable <<'HPCBENCH_EOF'\n{script}HPCBENCH_EOF"
+        return Command(("bash", "-c", line), access=self.submit)
+
     def commands(self, spec: RunSpec) -> list[Command]:
         """The submission as one command (what --dry-run shows besides the script)."""
-        script = self.script(spec)
-        return [self._shell(f"sbatch --parsable <<'HPCBENCH_EOF'\n{script}HPCBENCH_EOF")]
+        return [self.submission(self.script(spec))]
 
     def describe(self, spec: RunSpec) -> str:
         where = "this machine" if self.submit is None else self.submit.host
         return f"# sbatch on {where}:\n{self.script(spec)}"
-
-    # ---------------------------------------------------------------- running
-    def _shell(self, line: str) -> Command:
-        return Command(("bash", "-c", line), access=self.submit)
-
-    def _control(self, line: str, access: SshAccess | None = None) -> subprocess.CompletedProcess:
-        cmd = Command(("bash", "-c", line), access=access or self.submit)
-        return subprocess.run(
-            cmd.local_argv(),
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=CONTROL_TIMEOUT_S,
-        )
-
-    def submit_job(self, script: str) -> str:
-        proc = self._control(f"sbatch --parsable <<'HPCBENCH_EOF'\n{script}HPCBENCH_EOF")
-        job = proc.stdout.strip().split(";")[0]
-        if proc.returncode != 0 or not job.isdigit():
-            raise RuntimeError(f"sbatch failed: {(proc.stderr or proc.stdout).strip()}")
-        return job
-
-    def state(self, job: str) -> tuple[str, str]:
-        """(state, batch host) from squeue, or scontrol/sacct once the job has left the queue."""
-        proc = self._control(
-            f"out=$(squeue --noheader --jobs={job} --format='%T %B' 2>/dev/null);"
-            ' if [ -n "$out" ]; then echo "$out";'
-            f" else scontrol show job -o {job} 2>/dev/null"
-            f" || sacct --noheader --parsable2 --allocations --jobs={job} --format=State; fi"
-        )
-        text = proc.stdout
-        first = text.splitlines()[0].split() if text.strip() else []
-        if first and first[0].isupper() and "=" not in first[0]:
-            return first[0], first[1] if len(first) > 1 else ""
-        found = re.search(r"JobState=(\S+)", text)
-        host = re.search(r"BatchHost=(\S+)", text)
-        return (found[1] if found else (first[0] if first else "UNKNOWN"), host[1] if host else "")
-
-    def cancel(self, job_name: str) -> None:
-        """By the run's unique job name: also finds a job whose sbatch was interrupted."""
-        with contextlib.suppress(subprocess.SubprocessError, OSError):
-            self._control(f"scancel --name={shlex.quote(job_name)}")
-
-    def read_output(self, job: str, job_name: str, host_access: SshAccess | None) -> list[str]:
-        base = f"{self.options.job_dir or '/tmp'}/{job_name}-{job}"
-        proc = self._control(
-            f"cat {shlex.quote(base + '.out')} {shlex.quote(base + '.err')}", access=host_access
-        )
-        return proc.stdout.splitlines()
-
-    def wait(self, spec: RunSpec, job: str, job_name: str, timeout_s: float) -> JobResult:
-        """Poll (bounded) until the job leaves the queue; cancel it on a timeout or Ctrl-C."""
-        queued_until = time.monotonic() + self.options.queue_wait_s
-        deadline: float | None = None
-        delay = POLL_MIN_S
-        state, host = "PENDING", ""
-        unknown = 0
-        try:
-            while True:
-                state, host = self.state(job)
-                now = time.monotonic()
-                unknown = unknown + 1 if state == "UNKNOWN" else 0
-                if state in DONE_STATES or unknown >= 3:  # gone from squeue, scontrol and sacct
-                    break
-                if state == "RUNNING" and deadline is None:
-                    deadline = now + timeout_s
-                if (deadline is not None and now > deadline) or (
-                    deadline is None and now > queued_until
-                ):
-                    self.cancel(job_name)
-                    return JobResult(job, state, timed_out=True)
-                time.sleep(delay)
-                delay = min(POLL_MAX_S, delay * 1.5)
-        except BaseException:
-            self.cancel(job_name)  # Ctrl-C, or a failing squeue: leave no job behind
-            raise
-        # The batch host writes -o/-e; read them there when the testbed reaches it.
-        hosts = {p.host: p.access for p in spec.placements}
-        lines = self.read_output(job, job_name, hosts.get(host, self.submit))
-        rc = next(
-            (int(line.split()[1]) for line in reversed(lines) if line.startswith(EXIT_MARKER)), None
-        )
-        if rc is None:
-            rc = 0 if state == "COMPLETED" else 1
-        return JobResult(job, state, lines, rc)
-
-    def run(self, spec: RunSpec, timeout_s: float, echo: bool = False):  # -> runner.Outcome
-        from hpcbench import runner
-
-        launched_at, start = time.time(), time.monotonic()
-        job_name = self.job_name()
-        script = self.script(spec, job_name)
-        try:
-            job = self.submit_job(script)
-        except KeyboardInterrupt:
-            self.cancel(job_name)
-            raise
-        except (RuntimeError, subprocess.SubprocessError, OSError) as err:
-            return runner.Outcome(
-                [1],
-                [],
-                [str(err)],
-                launched_at,
-                time.monotonic() - start,
-                argv=[["sbatch", script]],
-            )
-        result = self.wait(spec, job, job_name, timeout_s)
-        if echo:
-            print("\n".join(result.lines), flush=True)
-        tail = [f"slurm job {job}: {result.state}"]
-        tail += [x for x in result.lines if runner.RESULT_MARKER not in x][-runner.TAIL_LINES :]
-        return runner.Outcome(
-            returncodes=[result.rc],
-            records=runner.parse_records(result.lines),
-            tail=tail,
-            launched_at=launched_at,
-            duration_s=time.monotonic() - start,
-            timed_out=result.timed_out,
-            argv=[["sbatch", f"job {job}"], script.splitlines()],
-        )
-
-
-# -------------------------------------------------------------------- CLI glue
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("slurm launcher (--launcher slurm, or --env slurm)")
-    g.add_argument("--partition", default="", help="sbatch --partition")
-    g.add_argument("--account", default="", help="sbatch --account")
-    g.add_argument("--qos", default="", help="sbatch --qos")
-    g.add_argument(
-        "--slurm-gpus",
-        type=int,
-        default=None,
-        help="GPUs per node to request (--gres=gpu:N); default: the workers per node "
-        "when --gpus-per-node is given and --device is not cpu, else none",
-    )
-    g.add_argument(
-        "--slurm-time",
-        type=int,
-        default=0,
-        help="job time limit in minutes (default: from --timeout)",
-    )
-    g.add_argument(
-        "--container-image",
-        default="",
-        help="pyxis: run the workers in this image (registry image or .sqsh)",
-    )
-    g.add_argument("--container-mounts", default="", help="pyxis: SRC:DST[,SRC:DST...]")
-    g.add_argument(
-        "--container-python",
-        default=SlurmOptions.container_python,
-        help="python inside the container image",
-    )
-    g.add_argument(
-        "--slurm-mpi",
-        default="",
-        help="srun --mpi= (default: pmix for --horovod-controller mpi, else none)",
-    )
-    g.add_argument(
-        "--slurm-job-dir",
-        default="",
-        help="directory for the jobs' -o/-e files (default: /tmp on the testbed, "
-        "<out>/slurm with --env slurm)",
-    )
-    g.add_argument(
-        "--slurm-queue-wait",
-        type=int,
-        default=3600,
-        help="seconds a job may wait in the queue before it is cancelled",
-    )
-    g.add_argument(
-        "--sbatch",
-        action="append",
-        default=[],
-        metavar="OPTION",
-        help="extra #SBATCH option, verbatim (repeatable)",
-    )
-
-
-def from_args(
-    args: argparse.Namespace, backend: str, controller: str, submit: SshAccess | None, cluster: bool
-) -> SlurmLauncher:
-    """The launcher for `scale`/`probe`; `cluster`: --env slurm (nodes chosen by Slurm)."""
-    gpus = args.slurm_gpus
-    if gpus is None:
-        gpus = args.gpus_per_node if args.gpus_per_node and args.device != "cpu" else 0
-    job_dir = args.slurm_job_dir or (str(Path(args.out).resolve() / "slurm") if cluster else "")
-    if job_dir and submit is None:
-        Path(job_dir).mkdir(parents=True, exist_ok=True)
-    options = SlurmOptions(
-        partition=args.partition,
-        account=args.account,
-        qos=args.qos,
-        gpus_per_node=gpus,
-        time_min=args.slurm_time,
-        container_image=args.container_image,
-        container_mounts=tuple(m for m in args.container_mounts.split(",") if m),
-        container_python=args.container_python,
-        mpi=args.slurm_mpi or ("pmix" if controller == "mpi" else ""),
-        job_dir=job_dir,
-        pin_nodes=not cluster,
-        queue_wait_s=args.slurm_queue_wait,
-        extra=tuple(args.sbatch),
-    )
-    return SlurmLauncher(options, controller, backend, submit)
-
-
-def cluster_testbed(gpus_per_node: int | None):  # -> testbed.Testbed
-    """`--env slurm`: the nodes Slurm will allocate, seen from a login node with a
-    shared file system (this checkout's bench/ and python, or the container's)."""
-    from hpcbench.testbed import Node, Testbed
-
-    nodes = [Node(f"slurm{i}", "", gpus_per_node or 0, None) for i in range(CLUSTER_NODES)]
-    return Testbed(env=ENV_NAME, nodes=nodes, head=nodes[0].name, python=sys.executable)

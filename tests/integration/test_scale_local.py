@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from hpcbench import analysis
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,21 +63,25 @@ def test_horovodrun_sweep_makes_results_and_report(tmp_path):
     assert all(p["busbw"] > 0 for p in probe["results"])
     runs = records(out, "run")
     assert sorted((r["workers"], r["repeat"]) for r in runs) == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    # The store holds raw measurements; the analysis derives every figure from them.
+    summaries = {s.workers: s for s in analysis.summarise(runs, [probe])}
     for r in runs:
+        assert not {"images_per_sec", "efficiency", "predicted_efficiency", "busbw"} & set(r)
         assert r["status"] == "ok" and r["launcher"] == "horovodrun"
         assert r["wrapped"] is (r["workers"] > 1)  # one worker trains without DistributedOptimizer
         assert r["weights_in_sync"] is True
         assert len(r["window_times"]) == 3 and len(r["rank_window_times"]) == r["workers"]
         # The slowest rank's time counts.
         assert r["window_times"] == [max(col) for col in zip(*r["rank_window_times"], strict=True)]
-        assert r["images_per_sec"] > 0 and r["efficiency"] > 0
+        stats = analysis.run_stats(r)
+        assert stats["images_per_sec"] > 0 and summaries[r["workers"]].efficiency > 0
         assert 0 < r["overhead_s"] < r["duration_s"]
         fp = r["fingerprint"]
         assert fp["horovod"] == "0.28.1" and fp["horovod_controller"] == "gloo"
         assert fp["torch"] and fp["env"] == "localhost" and len(fp["hosts"]) == r["workers"]
-    two = next(r for r in runs if r["workers"] == 2)
-    low, high = two["predicted_efficiency"]
-    assert 0 < low <= high <= 1 and two["busbw"] > 0
+    two = summaries[2]
+    low, high = two.predicted_efficiency_low, two.predicted_efficiency_high
+    assert 0 < low <= high <= 1 and two.busbw > 0
 
     proc = hpcbench(f"report --out {out}")
     assert proc.returncode == 0, proc.stderr

@@ -1,15 +1,14 @@
 import shlex
-import sys
 
 import pytest
 
-from hpcbench import launchers, runner
+from hpcbench import launchers
 from hpcbench.errors import UsageError
 from hpcbench.launchers import Placement, RunSpec
 from hpcbench.launchers.horovodrun import HorovodrunLauncher
 from hpcbench.launchers.local import LocalLauncher
 from hpcbench.launchers.torchrun import TorchrunLauncher
-from hpcbench.testbed import SshAccess
+from hpcbench.ssh import SshAccess
 
 HEAD = SshAccess(host="10.1.0.5", port=2222, user="hpc", key_file="/keys/id")
 
@@ -165,82 +164,3 @@ def test_tool_path_and_quoting():
     cmd = launchers.Command(("echo", "a b", "$HOME"), env={"X": "1 2"}, access=HEAD)
     remote = cmd.local_argv()[-1]
     assert shlex.split(remote) == ["exec", "env", "X=1 2", "echo", "a b", "$HOME"]
-
-
-# runner: real processes, no cluster needed.
-
-
-def test_marker_matches_the_workload():
-    from hpcbench import paths
-
-    assert (
-        f'RESULT_MARKER = "{runner.RESULT_MARKER}"' in (paths.BENCH_DIR / "runtime.py").read_text()
-    )
-
-
-def test_parse_records_ignores_launcher_prefixes_and_noise():
-    lines = ['[1,0]<stdout>:HPCBENCH_RESULT {"a": 1}', "noise", "HPCBENCH_RESULT {broken"]
-    assert runner.parse_records(lines) == [{"a": 1}]
-
-
-def _py(code):
-    return launchers.Command((sys.executable, "-c", code))
-
-
-def test_run_collects_record_and_output():
-    out = runner.run([_py('print("hello"); print(\'HPCBENCH_RESULT {"x": 2}\')')], timeout_s=30)
-    assert out.ok and out.records == [{"x": 2}] and out.tail == ["hello"]
-
-
-def test_run_kills_on_timeout():
-    out = runner.run([_py("import time; time.sleep(60)")], timeout_s=1)
-    assert out.timed_out and not out.ok and out.duration_s < 20
-    assert "timed out" in out.error()
-
-
-def test_a_failed_rank_stops_its_blocked_peers(monkeypatch):
-    monkeypatch.setattr(runner, "PEER_GRACE_S", 0.5)
-    out = runner.run(
-        [_py("import sys; print('boom'); sys.exit(3)"), _py("import time; time.sleep(60)")],
-        timeout_s=60,
-    )
-    assert not out.ok and not out.timed_out and out.returncodes[0] == 3
-    assert out.duration_s < 20
-    assert "exit status" in out.error() and "boom" in out.error()
-
-
-def test_success_without_record_is_a_failure():
-    out = runner.run([_py("pass")], timeout_s=30)
-    assert not out.ok and "without a result record" in out.error()
-
-
-def test_sigterm_to_the_harness_stops_the_ranks(tmp_path):
-    import os
-    import signal
-    import subprocess
-    import time
-
-    pid_file = tmp_path / "rank.pid"
-    rank = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
-    harness = (
-        "import signal, sys\n"
-        "from hpcbench import launchers, runner, sweep\n"
-        "signal.signal(signal.SIGTERM, sweep._terminate)\n"
-        f"runner.run([launchers.Command((sys.executable, '-c', {rank!r}))], timeout_s=120)\n"
-    )
-    proc = subprocess.Popen([sys.executable, "-c", harness], stderr=subprocess.DEVNULL)
-    for _ in range(200):  # bounded: the rank writes its pid within seconds
-        if pid_file.exists() and pid_file.read_text():
-            break
-        time.sleep(0.05)
-    rank_pid = int(pid_file.read_text())
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(30)
-    for _ in range(100):
-        try:
-            os.kill(rank_pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
-        pytest.fail(f"rank {rank_pid} outlived the harness")

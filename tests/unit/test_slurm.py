@@ -1,5 +1,6 @@
-"""The slurm launcher without a cluster: generated sbatch scripts, and the
-submit/poll/collect/cancel cycle against fake sbatch, squeue, scontrol, scancel."""
+"""Slurm without a cluster: the launcher's generated sbatch scripts, and the
+scheduler's submit/poll/collect/cancel cycle against fake sbatch, squeue,
+scontrol, scancel."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import cli, runner
+from hpcbench import cli, testbed
 from hpcbench.launchers import Placement, RunSpec, slurm
 from hpcbench.launchers.slurm import SlurmLauncher, SlurmOptions, sbatch_script, task_command
-from hpcbench.testbed import SshAccess
+from hpcbench.schedulers import Outcome, SlurmScheduler
+from hpcbench.schedulers import slurm as slurm_scheduler
+from hpcbench.ssh import SshAccess
 
 
 def _spec(
@@ -261,18 +264,19 @@ def fake_slurm(tmp_path, monkeypatch):
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("FAKE", str(tmp_path))
-    monkeypatch.setattr(slurm, "POLL_MIN_S", 0.01)
-    monkeypatch.setattr(slurm, "POLL_MAX_S", 0.02)
+    monkeypatch.setattr(slurm_scheduler, "POLL_MIN_S", 0.01)
+    monkeypatch.setattr(slurm_scheduler, "POLL_MAX_S", 0.02)
     return tmp_path
 
 
-def _launcher(tmp: Path, **kw) -> SlurmLauncher:
-    return SlurmLauncher(SlurmOptions(job_dir=str(tmp), **kw), "gloo", "ddp", submit=None)
+def _scheduler(tmp: Path, **kw) -> SlurmScheduler:
+    launcher = SlurmLauncher(SlurmOptions(job_dir=str(tmp), **kw), "gloo", "ddp", submit=None)
+    return SlurmScheduler(launcher)
 
 
 def test_run_collects_the_record(fake_slurm, monkeypatch):
     monkeypatch.setenv("FAKE_MODE", "ok")
-    outcome = _launcher(fake_slurm).run(_spec(), timeout_s=30)
+    outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=30)
     assert outcome.ok, outcome.error()
     assert outcome.records == [{"workers": 2, "window_times": [1.0]}]
     assert outcome.returncodes == [0]
@@ -283,7 +287,7 @@ def test_run_collects_the_record(fake_slurm, monkeypatch):
 
 def test_failed_job_keeps_its_exit_status_and_output(fake_slurm, monkeypatch):
     monkeypatch.setenv("FAKE_MODE", "fail")
-    outcome = _launcher(fake_slurm).run(_spec(), timeout_s=30)
+    outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=30)
     assert not outcome.ok and outcome.returncodes == [3]
     assert "Traceback: boom" in outcome.error()
     assert "FAILED" in outcome.error()
@@ -291,15 +295,15 @@ def test_failed_job_keeps_its_exit_status_and_output(fake_slurm, monkeypatch):
 
 def test_timeout_cancels_the_job(fake_slurm, monkeypatch):
     monkeypatch.setenv("FAKE_MODE", "hang")
-    outcome = _launcher(fake_slurm).run(_spec(), timeout_s=0.1)
+    outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=0.1)
     assert outcome.timed_out and not outcome.ok
     assert (fake_slurm / "scancel").read_text().startswith("--name=hpcbench-")
 
 
 def test_queue_wait_is_bounded(fake_slurm, monkeypatch):
     monkeypatch.setenv("FAKE_MODE", "hang")
-    monkeypatch.setattr(SlurmLauncher, "state", lambda self, job: ("PENDING", ""))
-    outcome = _launcher(fake_slurm, queue_wait_s=0).run(_spec(), timeout_s=30)
+    monkeypatch.setattr(SlurmScheduler, "state", lambda self, job: ("PENDING", ""))
+    outcome = _scheduler(fake_slurm, queue_wait_s=0).run(_spec(), timeout_s=30)
     assert outcome.timed_out
     assert (fake_slurm / "scancel").exists()
 
@@ -310,9 +314,9 @@ def test_ctrl_c_cancels_the_job(fake_slurm, monkeypatch):
     def interrupt(seconds: float) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(slurm.time, "sleep", interrupt)
+    monkeypatch.setattr(slurm_scheduler.time, "sleep", interrupt)
     with pytest.raises(KeyboardInterrupt):
-        _launcher(fake_slurm).run(_spec(), timeout_s=30)
+        _scheduler(fake_slurm).run(_spec(), timeout_s=30)
     assert "--name=hpcbench-" in (fake_slurm / "scancel").read_text()
 
 
@@ -320,7 +324,7 @@ def test_sbatch_refusal_is_a_failed_run(fake_slurm, monkeypatch):
     (fake_slurm / "bin" / "sbatch").write_text(
         "#!/bin/bash\necho 'sbatch: error: bad partition' >&2\nexit 1\n"
     )
-    outcome = _launcher(fake_slurm).run(_spec(), timeout_s=30)
+    outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=30)
     assert not outcome.ok and "bad partition" in outcome.error()
 
 
@@ -336,9 +340,9 @@ def test_records_go_to_the_store_like_other_launchers(fake_slurm, monkeypatch, t
             "timeline": {},
             "fingerprint": {},
         }
-        return runner.Outcome([0], [record], [], 0.0, 1.0)
+        return Outcome([0], [record], [], 0.0, 1.0)
 
-    monkeypatch.setattr(SlurmLauncher, "run", fake_run)
+    monkeypatch.setattr(SlurmScheduler, "run", fake_run)
     out = tmp_path / "results"
     code = cli.main(
         [
@@ -415,5 +419,5 @@ def test_env_slurm_refuses_another_launcher(tmp_path, capsys):
 
 
 def test_python_of_the_controller_without_a_container():
-    tb = slurm.cluster_testbed(4)
-    assert tb.python == sys.executable and tb.nodes[0].gpus == 4 and tb.local
+    tb = testbed.slurm_cluster(4)
+    assert tb.python == sys.executable and tb.nodes[0].gpus == 4 and tb.on_controller

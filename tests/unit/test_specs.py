@@ -1,7 +1,10 @@
+import dataclasses
+
 import pytest
 
+from hpcbench import cli, options, paths, specs
 from hpcbench.errors import UsageError
-from hpcbench.specs import HostSlots, parse_batch, parse_hosts, parse_nodes
+from hpcbench.specs import HostSlots, check_node_counts, parse_batch, parse_hosts, parse_nodes
 
 
 @pytest.mark.parametrize(
@@ -64,3 +67,61 @@ def test_hosts():
     ]:
         with pytest.raises(UsageError, match=message):
             parse_hosts(bad)
+
+
+# The CLI edge: the Namespace becomes frozen specs once; nothing below takes it.
+
+
+def _args(command: str, *argv: str):
+    return cli.build_parser().parse_args([command, *argv])
+
+
+def test_target_spec_from_the_command_line(tmp_path):
+    spec = options.target_spec(_args("scale", "--env", "slurm", "--nodes", "1-2",
+                                     "--gpus-per-node", "4", "--out", str(tmp_path)))  # fmt: skip
+    assert spec.kind is specs.TestbedKind.SLURM and spec.node_counts == (1, 2)
+    assert spec.slurm.gpus_per_node == 4 and not spec.slurm.pin_nodes
+    assert spec.slurm.job_dir == str(tmp_path.resolve() / "slurm")
+    cpu = options.target_spec(_args("probe", "--hosts", "a:2,b:2", "--gpus-per-node", "2",
+                                    "--device", "cpu", "--horovod-controller", "mpi"))  # fmt: skip
+    assert cpu.kind is specs.TestbedKind.HOSTS
+    assert cpu.hosts == (HostSlots("a", 2), HostSlots("b", 2))
+    assert cpu.slurm.gpus_per_node == 0 and cpu.slurm.mpi == "pmix" and cpu.slurm.pin_nodes
+    assert options.target_spec(_args("probe", "--env", "localhost")).kind.value == "localhost"
+    assert options.target_spec(_args("probe", "--env", "local")).kind is specs.TestbedKind.DEPLOYED
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.node_counts = (4,)  # type: ignore[misc]
+
+
+def test_env_defaults_to_hpcbench_env(monkeypatch):
+    monkeypatch.setenv("HPCBENCH_ENV", "virtualwall")
+    assert options.target_spec(_args("scale")).env == "virtualwall"
+
+
+def test_workload_and_sweep_specs_from_the_command_line():
+    args = _args("scale", "--model", "resnet18", "--batch", "8,16", "--no-probe", "--amp", "on")
+    workload = options.workload_spec(args)
+    assert workload.model == "resnet18" and workload.image_size == 224 and workload.amp == "on"
+    sweep = options.sweep_spec(args)
+    assert sweep.batches == (8, 16) and sweep.probe is None and sweep.repeats == 3
+    assert options.sweep_spec(_args("scale")).probe == specs.ProbeSpec("64M", "auto", 0, 1800)
+    with pytest.raises(UsageError, match="--probe-max-bytes: 'x' is not a size"):
+        options.sweep_spec(_args("scale", "--probe-max-bytes", "x"))
+    with pytest.raises(UsageError, match="--windows must be at least 1"):
+        options.workload_spec(_args("scale", "--windows", "0"))
+
+
+def test_node_counts_bounded_by_the_resolved_testbed():
+    assert check_node_counts((1, 2, 3), available=3) == [1, 2, 3]
+    with pytest.raises(UsageError, match="--nodes 1-3,8: asks for 8 nodes but the testbed has 4"):
+        check_node_counts((1, 2, 3, 8), available=4)
+
+
+def test_nothing_below_the_cli_takes_the_namespace():
+    below = ["sweep", "probe", "target", "testbed", "specs", "ssh", "manifest", "progress",
+             "fingerprint", "launchers", "schedulers"]  # fmt: skip
+    for name in below:
+        root = paths.REPO / "hpcbench" / name
+        files = sorted(root.rglob("*.py")) if root.is_dir() else [root.with_suffix(".py")]
+        for path in files:
+            assert "import argparse" not in path.read_text(), path

@@ -1,11 +1,10 @@
-import argparse
 import collections
 
 import pytest
 import yaml
 
 from hpcbench import cli, launchers, sweep, testbed
-from hpcbench.specs import HostSlots
+from hpcbench.specs import HostSlots, WorkloadSpec
 from hpcbench.target import Target
 
 
@@ -42,7 +41,7 @@ def test_localhost_nodes_are_processes_on_one_host():
     assert target.workers(2) == 2
     assert [(p.host, p.slots) for p in target.placements(2, 2)] == [("localhost", 2)]
     spec = target.spec("train.py", [], 2, 2)
-    assert spec.local and spec.workers == 2 and spec.master_addr == "127.0.0.1"
+    assert spec.on_controller and spec.workers == 2 and spec.master_addr == "127.0.0.1"
 
 
 def test_baseline_uses_one_slot_of_the_first_node():
@@ -95,18 +94,35 @@ def test_more_nodes_than_the_deployed_testbed(tmp_path, capsys, monkeypatch):
     assert "asks for 5 nodes but the testbed has 4" in capsys.readouterr().err
 
 
+def _held_run() -> dict:
+    """A run record the store accepts (it skips records analysis cannot use)."""
+    return {"kind": "run", "status": "ok", "env": "localhost", "model": "resnet18",
+            "backend": "horovod", "batch": 32, "image_size": 224, "data": "synthetic",
+            "nodes": 1, "workers": 1, "gpus_per_node": 1, "repeat": 0, "steps": 20,
+            "window_times": [1.0, 1.1]}  # fmt: skip
+
+
 def test_a_full_store_needs_resume(tmp_path, capsys):
     out = tmp_path / "out"
-    sweep.Store(out).append({"kind": "run", "status": "ok"})
+    sweep.Store(out).append(_held_run())
     assert _scale(tmp_path, "--env", "localhost", "--nodes", "1") == 2
     assert "add --resume" in capsys.readouterr().err
 
 
+def test_a_store_in_use_by_another_sweep_is_refused(tmp_path, capsys):
+    other = sweep.Store(tmp_path / "out")
+    other.lock()
+    try:
+        assert _scale(tmp_path, "--env", "localhost", "--nodes", "1") == 2
+    finally:
+        other.release()
+    assert "in use by another sweep" in capsys.readouterr().err
+
+
 def test_workload_args_pass_the_options_through():
-    args = argparse.Namespace(
+    workload = WorkloadSpec(
         model="resnet18",
         image_size=32,
-        backend="ddp",
         data="synthetic",
         warmup=1,
         windows=2,
@@ -119,7 +135,7 @@ def test_workload_args_pass_the_options_through():
         fusion_threshold_mb=None,
         bucket_cap_mb=5.0,
     )
-    argv = sweep.workload_args(args, 16)
+    argv = sweep.workload_args(workload, "ddp", 16)
     assert argv[argv.index("--batch") + 1] == "16"
     assert "--fp16-allreduce" in argv and argv[argv.index("--bucket-cap-mb") + 1] == "5.0"
     assert "--fusion-threshold-mb" not in argv

@@ -73,6 +73,6 @@ def test_bad_inventory_is_one_clear_line(tmp_path, mutate, message):
 
 def test_localhost_and_hosts():
     tb = testbed.localhost(cores=2)
-    assert len(tb.nodes) == 2 and tb.local
+    assert len(tb.nodes) == 2 and tb.on_controller
     hosts = testbed.from_hosts([testbed.HostSlots("a", 2), testbed.HostSlots("b", 2)])
-    assert hosts.head == "a" and not hosts.local and hosts.slots(hosts.nodes[1]) == 2
+    assert hosts.head == "a" and not hosts.on_controller and hosts.slots(hosts.nodes[1]) == 2

@@ -1,4 +1,4 @@
-"""Starts a launcher's commands, watches them, and collects the workload's record.
+"""Direct processes: start a launcher's commands, watch them, collect the record.
 
 Every wait is bounded: a run that outlives its time limit, or whose peers go
 on after one command failed (a dead rank leaves the others blocked in a
@@ -8,61 +8,18 @@ collective), is killed with its whole process group.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Any
 
-from hpcbench.launchers.base import Command
+from hpcbench.launchers.base import Command, Launcher, RunSpec
+from hpcbench.schedulers.base import RESULT_MARKER, TAIL_LINES, Outcome, Scheduler, parse_records
 
-# Must match bench/runtime.py (bench/ cannot import hpcbench; a unit test checks both).
-RESULT_MARKER = "HPCBENCH_RESULT "
-TAIL_LINES = 60
 # After one command fails, how long the others get to notice and exit on their own.
 PEER_GRACE_S = 15.0
-
-
-@dataclass
-class Outcome:
-    returncodes: list[int | None]
-    records: list[dict[str, Any]]
-    tail: list[str]
-    launched_at: float
-    duration_s: float
-    timed_out: bool = False
-    argv: list[list[str]] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.timed_out and all(rc == 0 for rc in self.returncodes) and bool(self.records)
-
-    def error(self) -> str:
-        """Why the run failed and the tail of its output, for the results store."""
-        if self.timed_out:
-            why = f"timed out after {self.duration_s:.0f} s"
-        elif any(rc != 0 for rc in self.returncodes):
-            why = f"exit status {self.returncodes}"
-        else:
-            why = "finished without a result record"
-        return why + "\n" + "\n".join(self.tail)
-
-
-def parse_records(lines: list[str]) -> list[dict[str, Any]]:
-    """Records printed by the workload, whatever a launcher prefixed to the line."""
-    records = []
-    for line in lines:
-        at = line.find(RESULT_MARKER)
-        if at >= 0:
-            try:
-                records.append(json.loads(line[at + len(RESULT_MARKER) :]))
-            except json.JSONDecodeError:
-                continue
-    return records
 
 
 def _kill(proc: subprocess.Popen, sig: int) -> None:
@@ -86,7 +43,7 @@ def stop(procs: list[subprocess.Popen]) -> None:
         _kill(p, signal.SIGKILL)
 
 
-def run(commands: list[Command], timeout_s: float, echo: bool = False) -> Outcome:
+def run_commands(commands: list[Command], timeout_s: float, echo: bool = False) -> Outcome:
     """Run the commands together; return when all have exited or were killed."""
     launched_at = time.time()
     start = time.monotonic()
@@ -151,3 +108,15 @@ def run(commands: list[Command], timeout_s: float, echo: bool = False) -> Outcom
         timed_out=timed_out,
         argv=[c.local_argv() for c in commands],
     )
+
+
+class ProcessScheduler(Scheduler):
+    """The launcher's commands as processes of this machine (ssh for remote nodes)."""
+
+    name = "process"
+
+    def __init__(self, launcher: Launcher) -> None:
+        self.launcher = launcher
+
+    def run(self, spec: RunSpec, timeout_s: float, echo: bool = False) -> Outcome:
+        return run_commands(self.launcher.commands(spec), timeout_s=timeout_s, echo=echo)

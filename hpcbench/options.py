@@ -1,0 +1,274 @@
+"""The command lines of `scale` and `probe`, and the one place they become specs.
+
+The argparse Namespace stops here: it is validated once and turned into
+frozen WorkloadSpec, TargetSpec, SweepSpec and ProbeSpec; hpcbench.sweep and
+hpcbench.probe take only those. Bad input is a UsageError naming the bad
+value (exit status 2, nothing launched).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from hpcbench import launchers, paths, probe, sweep
+from hpcbench.errors import UsageError
+from hpcbench.launchers.slurm import SlurmOptions
+from hpcbench.specs import (
+    ProbeSpec,
+    SweepSpec,
+    TargetSpec,
+    TestbedKind,
+    WorkloadSpec,
+    parse_batch,
+    parse_hosts,
+    parse_nodes,
+    parse_size,
+)
+
+
+def known_models() -> dict[str, dict[str, Any]]:
+    data = json.loads((paths.BENCH_DIR / "models.json").read_text())
+    return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+# ------------------------------------------------------------------ options
+def add_target_arguments(parser: argparse.ArgumentParser, nodes_default: str) -> None:
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--env",
+        default=os.environ.get("HPCBENCH_ENV", "local"),
+        help="deployed environment whose inventory lists the nodes, or 'localhost' for "
+        "worker processes on this machine (default: $HPCBENCH_ENV or local)",
+    )
+    where.add_argument("--hosts", help="ad-hoc nodes host:slots,... reached with your SSH setup")
+    parser.add_argument("--nodes", default=nodes_default, help="node counts: 1-10 or 1,2,4,8")
+    parser.add_argument(
+        "--gpus-per-node",
+        type=int,
+        default=None,
+        help="workers per node (default: the node's GPUs, else 1)",
+    )
+    parser.add_argument("--backend", default="horovod", choices=["horovod", "ddp"])
+    parser.add_argument(
+        "--launcher",
+        default="auto",
+        help="auto (horovodrun for horovod, torchrun for ddp), "
+        f"or one of {', '.join(launchers.LAUNCHERS)}",
+    )
+    parser.add_argument("--horovod-controller", default="gloo", choices=["gloo", "mpi"])
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads per worker (default: cores / workers on the node)",
+    )
+    parser.add_argument("--out", default="results", help="results directory (default: results/)")
+    parser.add_argument(
+        "--timeout", type=int, default=1800, help="seconds per run before it is killed"
+    )
+    add_slurm_arguments(parser)
+
+
+def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("slurm launcher (--launcher slurm, or --env slurm)")
+    g.add_argument("--partition", default="", help="sbatch --partition")
+    g.add_argument("--account", default="", help="sbatch --account")
+    g.add_argument("--qos", default="", help="sbatch --qos")
+    g.add_argument(
+        "--slurm-gpus",
+        type=int,
+        default=None,
+        help="GPUs per node to request (--gres=gpu:N); default: the workers per node "
+        "when --gpus-per-node is given and --device is not cpu, else none",
+    )
+    g.add_argument(
+        "--slurm-time",
+        type=int,
+        default=0,
+        help="job time limit in minutes (default: from --timeout)",
+    )
+    g.add_argument(
+        "--container-image",
+        default="",
+        help="pyxis: run the workers in this image (registry image or .sqsh)",
+    )
+    g.add_argument("--container-mounts", default="", help="pyxis: SRC:DST[,SRC:DST...]")
+    g.add_argument(
+        "--container-python",
+        default=SlurmOptions.container_python,
+        help="python inside the container image",
+    )
+    g.add_argument(
+        "--slurm-mpi",
+        default="",
+        help="srun --mpi= (default: pmix for --horovod-controller mpi, else none)",
+    )
+    g.add_argument(
+        "--slurm-job-dir",
+        default="",
+        help="directory for the jobs' -o/-e files (default: /tmp on the testbed, "
+        "<out>/slurm with --env slurm)",
+    )
+    g.add_argument(
+        "--slurm-queue-wait",
+        type=int,
+        default=3600,
+        help="seconds a job may wait in the queue before it is cancelled",
+    )
+    g.add_argument(
+        "--sbatch",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="extra #SBATCH option, verbatim (repeatable)",
+    )
+
+
+def add_workload_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--batch", default="32,64,96", help="per-worker batch sizes: 32,64,96")
+    p.add_argument("--model", default="resnet50", help="resnet50, resnet101, inception_v3, ...")
+    p.add_argument("--image-size", type=int, default=0, help="default: the model's own")
+    p.add_argument("--data", default="synthetic", help="'synthetic' or an ImageNet-layout folder")
+    p.add_argument("--data-workers", type=int, default=4, help="DataLoader processes per worker")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=10, help="discarded steps per run")
+    p.add_argument("--windows", type=int, default=5, help="timed windows per run")
+    p.add_argument("--steps", type=int, default=20, help="steps per window")
+    p.add_argument("--amp", default="auto", choices=["auto", "on", "off"])
+    p.add_argument("--fp16-allreduce", action="store_true", help="fp16 gradient compression")
+    p.add_argument("--fusion-threshold-mb", type=float, default=None, help="Horovod only")
+    p.add_argument("--bucket-cap-mb", type=float, default=None, help="DDP only")
+
+
+# -------------------------------------------------------- Namespace -> specs
+def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
+    cluster = kind is TestbedKind.SLURM
+    gpus = args.slurm_gpus
+    if gpus is None:
+        gpus = args.gpus_per_node if args.gpus_per_node and args.device != "cpu" else 0
+    job_dir = args.slurm_job_dir or (str(Path(args.out).resolve() / "slurm") if cluster else "")
+    return SlurmOptions(
+        partition=args.partition,
+        account=args.account,
+        qos=args.qos,
+        gpus_per_node=gpus,
+        time_min=args.slurm_time,
+        container_image=args.container_image,
+        container_mounts=tuple(m for m in args.container_mounts.split(",") if m),
+        container_python=args.container_python,
+        mpi=args.slurm_mpi or ("pmix" if args.horovod_controller == "mpi" else ""),
+        job_dir=job_dir,
+        pin_nodes=not cluster,  # --env slurm: Slurm chooses the nodes
+        queue_wait_s=args.slurm_queue_wait,
+        extra=tuple(args.sbatch),
+    )
+
+
+def target_spec(args: argparse.Namespace) -> TargetSpec:
+    hosts = tuple(parse_hosts(args.hosts)) if args.hosts else ()
+    if args.gpus_per_node is not None and args.gpus_per_node < 1:
+        raise UsageError("--gpus-per-node must be at least 1")
+    spec = TargetSpec(
+        env=args.env,
+        node_counts=tuple(parse_nodes(args.nodes)),  # the testbed bounds them once resolved
+        hosts=hosts,
+        gpus_per_node=args.gpus_per_node,
+        backend=args.backend,
+        launcher=args.launcher,
+        horovod_controller=args.horovod_controller,
+    )
+    return dataclasses.replace(spec, slurm=slurm_options(args, spec.kind))
+
+
+def probe_spec(args: argparse.Namespace) -> ProbeSpec:
+    parse_size(args.probe_max_bytes, "--probe-max-bytes")
+    return ProbeSpec(args.probe_max_bytes, args.device, args.threads, args.timeout)
+
+
+def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
+    models = known_models()
+    if args.model not in models:
+        raise UsageError(f"unknown model {args.model!r}: choose one of {', '.join(sorted(models))}")
+    image_size = args.image_size or models[args.model]["image_size"]
+    for name, value in (("windows", args.windows), ("steps", args.steps),
+                        ("image_size", image_size)):  # fmt: skip
+        if value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.warmup < 0:
+        raise UsageError("--warmup must be 0 or more")
+    return WorkloadSpec(
+        model=args.model,
+        image_size=image_size,
+        data=args.data,
+        data_workers=args.data_workers,
+        warmup=args.warmup,
+        windows=args.windows,
+        steps=args.steps,
+        device=args.device,
+        threads=args.threads,
+        amp=args.amp,
+        fp16_allreduce=args.fp16_allreduce,
+        fusion_threshold_mb=args.fusion_threshold_mb,
+        bucket_cap_mb=args.bucket_cap_mb,
+    )
+
+
+def sweep_spec(args: argparse.Namespace) -> SweepSpec:
+    if args.repeats < 1:
+        raise UsageError("--repeats must be at least 1")
+    probe_of_sweep = probe_spec(args)  # checked even with --no-probe, as before
+    return SweepSpec(
+        batches=tuple(parse_batch(args.batch)),
+        out=Path(args.out),
+        repeats=args.repeats,
+        seed=args.seed,
+        resume=args.resume,
+        probe=None if args.no_probe else probe_of_sweep,
+        timeout_s=args.timeout,
+        dry_run=args.dry_run,
+        verbose=args.verbose,
+    )
+
+
+# ----------------------------------------------------------------- commands
+def scale_main(args: argparse.Namespace) -> int:
+    workload = workload_spec(args)
+    return sweep.run(workload, target_spec(args), sweep_spec(args))
+
+
+def probe_main(args: argparse.Namespace) -> int:
+    spec = probe_spec(args)
+    return probe.run(target_spec(args), spec, Path(args.out))
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "scale",
+        help="measure how data-parallel training scales",
+        description=sweep.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_target_arguments(p, nodes_default="1-10")
+    add_workload_arguments(p)
+    p.add_argument("--seed", type=int, default=0, help="seed of the run order")
+    p.add_argument("--resume", action="store_true", help="skip runs the store already holds")
+    p.add_argument("--no-probe", action="store_true", help="skip the all-reduce probe")
+    p.add_argument("--probe-max-bytes", default="64M")
+    p.add_argument("--verbose", action="store_true", help="echo the workers' output")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print what each run would launch; run nothing"
+    )
+    p.set_defaults(func=scale_main)
+
+    p = subparsers.add_parser(
+        "probe", help="measure all-reduce bus bandwidth on the nodes", description=probe.__doc__
+    )
+    add_target_arguments(p, nodes_default="2")
+    p.add_argument("--probe-max-bytes", default="64M", help="largest message (default 64M)")
+    p.set_defaults(func=probe_main)

@@ -1,0 +1,71 @@
+"""What every scheduler shares: the interface and the Outcome a run ends in.
+
+A scheduler takes a launcher's rendering of a run (commands, a batch
+script, a job description), starts or submits it, watches it with a bound,
+stops or cancels it, and collects the workload's record into an Outcome.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from hpcbench.launchers.base import RunSpec
+
+# Must match bench/runtime.py (bench/ cannot import hpcbench; a unit test checks both).
+RESULT_MARKER = "HPCBENCH_RESULT "
+TAIL_LINES = 60
+
+
+@dataclass
+class Outcome:
+    returncodes: list[int | None]
+    records: list[dict[str, Any]]
+    tail: list[str]
+    launched_at: float
+    duration_s: float
+    timed_out: bool = False
+    argv: list[list[str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.timed_out and all(rc == 0 for rc in self.returncodes) and bool(self.records)
+
+    def error(self) -> str:
+        """Why the run failed and the tail of its output, for the results store."""
+        if self.timed_out:
+            why = f"timed out after {self.duration_s:.0f} s"
+        elif any(rc != 0 for rc in self.returncodes):
+            why = f"exit status {self.returncodes}"
+        else:
+            why = "finished without a result record"
+        return why + "\n" + "\n".join(self.tail)
+
+
+def parse_records(lines: list[str]) -> list[dict[str, Any]]:
+    """Records printed by the workload, whatever a launcher prefixed to the line."""
+    records = []
+    for line in lines:
+        at = line.find(RESULT_MARKER)
+        if at >= 0:
+            try:
+                records.append(json.loads(line[at + len(RESULT_MARKER) :]))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
+class Scheduler(ABC):
+    """Runs one RunSpec to its end: submit, poll (bounded), cancel, collect."""
+
+    name: ClassVar[str] = ""
+
+    @abstractmethod
+    def run(self, spec: RunSpec, timeout_s: float, echo: bool = False) -> Outcome:
+        """Start the run, wait for it (at most timeout_s once it runs), return its outcome.
+
+        Ctrl-C or SIGTERM (raised as KeyboardInterrupt) stops or cancels the
+        run before it propagates: nothing is left running behind the harness.
+        """

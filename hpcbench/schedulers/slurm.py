@@ -1,0 +1,179 @@
+"""Slurm: submit the slurm launcher's batch script, poll it, read its output, cancel it.
+
+sbatch, squeue, scontrol, sacct and scancel run where sbatch runs (this
+machine on a cluster's login node, the head of a testbed over SSH). Polling
+is bounded: a job may wait in the queue for queue_wait_s and run for the
+run's timeout; then, or on Ctrl-C, it is cancelled by its unique job name.
+The job's -o/-e files are read on its batch host where the testbed reaches
+it, and the workload's record goes to the sweep like any other scheduler's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shlex
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcbench.launchers.base import Command, RunSpec
+from hpcbench.launchers.slurm import EXIT_MARKER, SlurmLauncher
+from hpcbench.schedulers.base import RESULT_MARKER, TAIL_LINES, Outcome, Scheduler, parse_records
+from hpcbench.ssh import SshAccess
+
+CONTROL_TIMEOUT_S = 60  # one sbatch/squeue/scancel/cat call
+POLL_MIN_S, POLL_MAX_S = 1.0, 10.0
+DONE_STATES = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
+
+
+@dataclass
+class JobResult:
+    job_id: str
+    state: str
+    lines: list[str] = field(default_factory=list)
+    rc: int | None = None
+    timed_out: bool = False
+
+
+class SlurmScheduler(Scheduler):
+    """One sbatch job per run; works with every script the slurm launcher renders."""
+
+    name = "slurm"
+
+    def __init__(self, launcher: SlurmLauncher) -> None:
+        self.launcher = launcher
+        self.options = launcher.options
+
+    def job_name(self) -> str:
+        return f"hpcbench-{uuid.uuid4().hex[:8]}"
+
+    def _call(self, cmd: Command) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            cmd.local_argv(),
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=CONTROL_TIMEOUT_S,
+        )
+
+    def _control(self, line: str, access: SshAccess | None = None) -> subprocess.CompletedProcess:
+        return self._call(Command(("bash", "-c", line), access=access or self.launcher.submit))
+
+    def submit_job(self, script: str) -> str:
+        if self.launcher.submit is None and self.options.job_dir:
+            Path(self.options.job_dir).mkdir(parents=True, exist_ok=True)  # sbatch writes -o there
+        proc = self._call(self.launcher.submission(script))
+        job = proc.stdout.strip().split(";")[0]
+        if proc.returncode != 0 or not job.isdigit():
+            raise RuntimeError(f"sbatch failed: {(proc.stderr or proc.stdout).strip()}")
+        return job
+
+    def state(self, job: str) -> tuple[str, str]:
+        """(state, batch host) from squeue, or scontrol/sacct once the job has left the queue."""
+        proc = self._control(
+            f"out=$(squeue --noheader --jobs={job} --format='%T %B' 2>/dev/null);"
+            ' if [ -n "$out" ]; then echo "$out";'
+            f" else scontrol show job -o {job} 2>/dev/null"
+            f" || sacct --noheader --parsable2 --allocations --jobs={job} --format=State; fi"
+        )
+        text = proc.stdout
+        first = text.splitlines()[0].split() if text.strip() else []
+        if first and first[0].isupper() and "=" not in first[0]:
+            return first[0], first[1] if len(first) > 1 else ""
+        found = re.search(r"JobState=(\S+)", text)
+        host = re.search(r"BatchHost=(\S+)", text)
+        return (found[1] if found else (first[0] if first else "UNKNOWN"), host[1] if host else "")
+
+    def cancel(self, job_name: str) -> None:
+        """By the run's unique job name: also finds a job whose sbatch was interrupted."""
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            self._control(f"scancel --name={shlex.quote(job_name)}")
+
+    def read_output(self, job: str, job_name: str, host_access: SshAccess | None) -> list[str]:
+        base = f"{self.options.job_dir or '/tmp'}/{job_name}-{job}"
+        proc = self._control(
+            f"cat {shlex.quote(base + '.out')} {shlex.quote(base + '.err')}", access=host_access
+        )
+        return proc.stdout.splitlines()
+
+    def wait(self, spec: RunSpec, job: str, job_name: str, timeout_s: float) -> JobResult:
+        """Poll (bounded) until the job leaves the queue; cancel it on a timeout or Ctrl-C."""
+        queued_until = time.monotonic() + self.options.queue_wait_s
+        deadline: float | None = None
+        delay = POLL_MIN_S
+        state, host = "PENDING", ""
+        unknown = 0
+        try:
+            while True:
+                state, host = self.state(job)
+                now = time.monotonic()
+                unknown = unknown + 1 if state == "UNKNOWN" else 0
+                if state in DONE_STATES or unknown >= 3:  # gone from squeue, scontrol and sacct
+                    break
+                if state == "RUNNING" and deadline is None:
+                    deadline = now + timeout_s
+                if (deadline is not None and now > deadline) or (
+                    deadline is None and now > queued_until
+                ):
+                    self.cancel(job_name)
+                    return JobResult(job, state, timed_out=True)
+                time.sleep(delay)
+                delay = min(POLL_MAX_S, delay * 1.5)
+        except BaseException:
+            self.cancel(job_name)  # Ctrl-C, or a failing squeue: leave no job behind
+            raise
+        # The batch host writes -o/-e; read them there when the testbed reaches it.
+        hosts = {p.host: p.access for p in spec.placements}
+        lines = self.read_output(job, job_name, hosts.get(host, self.launcher.submit))
+        rc = next(
+            (int(line.split()[1]) for line in reversed(lines) if line.startswith(EXIT_MARKER)), None
+        )
+        if rc is None:
+            rc = 0 if state == "COMPLETED" else 1
+        return JobResult(job, state, lines, rc)
+
+    def run(self, spec: RunSpec, timeout_s: float, echo: bool = False) -> Outcome:
+        launched_at, start = time.time(), time.monotonic()
+        job_name = self.job_name()
+        script = self.launcher.script(spec, job_name)
+        try:
+            job = self.submit_job(script)
+        except KeyboardInterrupt:
+            self.cancel(job_name)
+            raise
+        except (RuntimeError, subprocess.SubprocessError, OSError) as err:
+            return Outcome(
+                [1],
+                [],
+                [str(err)],
+                launched_at,
+                time.monotonic() - start,
+                argv=[["sbatch", script]],
+            )
+        result = self.wait(spec, job, job_name, timeout_s)
+        if echo:
+            print("\n".join(result.lines), flush=True)
+        tail = [f"slurm job {job}: {result.state}"]
+        tail += [x for x in result.lines if RESULT_MARKER not in x][-TAIL_LINES:]
+        return Outcome(
+            returncodes=[result.rc],
+            records=parse_records(result.lines),
+            tail=tail,
+            launched_at=launched_at,
+            duration_s=time.monotonic() - start,
+            timed_out=result.timed_out,
+            argv=[["sbatch", f"job {job}"], script.splitlines()],
+        )
