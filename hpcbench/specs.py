@@ -38,7 +38,7 @@ MAX_BATCH = 65536
 
 
 def _int(text: str, what: str) -> int:
-    if not re.fullmatch(r"\s*\d+\s*", text):
+    if not re.fullmatch(r"\s*[0-9]{1,18}\s*", text):  # ASCII digits; 18 keep int() cheap
         raise UsageError(f"{what}: {text.strip()!r} is not a whole number")
     return int(text)
 
@@ -54,12 +54,14 @@ def parse_int_list(spec: str, what: str, maximum: int) -> list[int]:
             lo, hi = _int(lo_text, what), _int(hi_text, what)
             if lo > hi:
                 raise UsageError(f"{what}: range {part.strip()!r} runs backwards; write {hi}-{lo}")
-            values.update(range(lo, hi + 1))
+            bounds = [lo, hi]
         else:
-            values.add(_int(part, what))
-    bad = [v for v in sorted(values) if not 1 <= v <= maximum]
-    if bad:
-        raise UsageError(f"{what}: {bad[0]} is out of range; use 1 to {maximum}")
+            bounds = [_int(part, what)]
+        # Checked before a range is built: 1-10000000000 must not fill the memory first.
+        bad = next((v for v in bounds if not 1 <= v <= maximum), None)
+        if bad is not None:
+            raise UsageError(f"{what}: {bad} is out of range; use 1 to {maximum}")
+        values.update(range(bounds[0], bounds[-1] + 1))
     return sorted(values)
 
 
