@@ -56,6 +56,39 @@ def jitter(values: list[float]) -> float:
     return 1.4826 * statistics.median(abs(v - med) for v in values)
 
 
+def median_ci95(values: list[float]) -> tuple[float, float, float] | None:
+    """Median and its distribution-free 95% interval (low, high), from order statistics.
+
+    The interval [x(k), x(n-k+1)] covers the median with probability
+    1 - 2 P(Binomial(n, 1/2) < k), whatever the distribution; k is the largest
+    rank that keeps the coverage at 95% or more. None below 6 values, where no
+    such interval exists.
+    """
+    n = len(values)
+    if n < 6:
+        return None
+    xs = sorted(values)
+    k, tail = 0, 0.0
+    while tail + math.comb(n, k) / 2**n <= 0.025:
+        tail += math.comb(n, k) / 2**n
+        k += 1
+    return statistics.median(xs), xs[k - 1], xs[n - k]
+
+
+# Iglewicz and Hoaglin's cut-off for the modified z-score |x - median| / (1.4826 MAD).
+OUTLIER_Z = 3.5
+
+
+def outliers(values: list[float]) -> list[int]:
+    """Indices of values far from the rest by the modified z-score (robust to the
+    outliers themselves, unlike a z-score over mean and standard deviation)."""
+    spread = jitter(values)
+    if not spread:
+        return []
+    med = statistics.median(values)
+    return [i for i, v in enumerate(values) if abs(v - med) / spread > OUTLIER_Z]
+
+
 def window_throughputs(run: dict[str, Any]) -> list[float]:
     images = run["workers"] * run["batch"] * run["steps"]
     return [images / t for t in run["window_times"]]
@@ -113,6 +146,10 @@ class ConfigSummary:
     data_fraction: float | None = None
     weights_in_sync: bool | None = None
     errors: list[str] | None = None
+    outlier_windows: int = 0
+    # How ci95 was made: "repeats" (Student t over repeats), "windows" (Student t over
+    # one run's windows) or "median" (order statistics, where windows have outliers).
+    ci_method: str = ""
 
     @property
     def series(self) -> tuple:
@@ -120,6 +157,20 @@ class ConfigSummary:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def relative_ci(self) -> float | None:
+        """The 95% interval's half-width as a share of the throughput."""
+        if not self.images_per_sec or self.ci95 is None:
+            return None
+        return self.ci95 / self.images_per_sec
+
+
+def noise_floor(series: list[ConfigSummary]) -> float | None:
+    """The relative 95% interval of the series' single-worker baseline: how much
+    identical runs vary, so an efficiency change smaller than it is no result."""
+    base = next((s for s in series if s.workers == 1 and s.images_per_sec), None)
+    return base.relative_ci if base else None
 
 
 def series_key(record: dict[str, Any]) -> tuple:
@@ -143,11 +194,19 @@ def _summarise_config(runs: list[dict[str, Any]]) -> ConfigSummary:
     means = [s["images_per_sec"] for s in per_run]
     mean, ci = mean_ci95(means)
     ci_windows = statistics.fmean(s["ci95"] for s in per_run)
-    summary.images_per_sec = mean
-    summary.ci95 = ci if len(ok) >= 2 else ci_windows
+    windows = [x for r in ok for x in window_throughputs(r)]
+    summary.outlier_windows = len(outliers(windows))
+    summary.images_per_sec, summary.ci95, summary.ci_method = mean, ci, "repeats"
+    if len(ok) < 2:
+        summary.ci95, summary.ci_method = ci_windows, "windows"
+        by_median = median_ci95(windows) if summary.outlier_windows else None
+        if by_median:  # not normal: the median and its distribution-free interval
+            med, low, high = by_median
+            summary.images_per_sec, summary.ci_method = med, "median"
+            summary.ci95 = max(med - low, high - med)
     summary.ci95_windows = ci_windows
-    summary.images_per_sec_per_worker = mean / summary.workers
-    summary.jitter = jitter([x for r in ok for x in window_throughputs(r)])
+    summary.images_per_sec_per_worker = summary.images_per_sec / summary.workers
+    summary.jitter = jitter(windows)
     summary.step_time_s = statistics.fmean(s["step_time_s"] for s in per_run)
     fractions = [r["data_time_fraction"] for r in ok if r.get("data_time_fraction") is not None]
     summary.data_fraction = statistics.fmean(fractions) if fractions else None

@@ -115,6 +115,8 @@ SERIES_HEADER = [
     "workers",
     "runs",
     "images/s ± CI95",
+    "CI from",
+    "outlier windows",
     "per worker",
     "jitter",
     "speedup",
@@ -137,6 +139,8 @@ def series_rows(series: list[ConfigSummary]) -> list[list[str]]:
                 str(s.workers),
                 runs,
                 fmt(s.images_per_sec, 1, s.ci95),
+                s.ci_method or "-",
+                str(s.outlier_windows),
                 fmt(s.images_per_sec_per_worker),
                 fmt(s.jitter),
                 fmt(s.speedup, 2),
@@ -163,6 +167,16 @@ def series_title(s: ConfigSummary) -> str:
     return (
         f"{s.model}, {s.backend}, batch {s.batch}/worker, {s.image_size} px, {data}, "
         f"env {s.env}, {s.gpus_per_node} worker(s)/node"
+    )
+
+
+def noise_line(series: list[ConfigSummary]) -> str:
+    floor = analysis.noise_floor(series)
+    if floor is None:
+        return "Noise floor: unknown (no single-worker baseline with an interval)."
+    return (
+        f"Noise floor: the single-worker throughput is known to ±{floor:.1%} (95% CI); "
+        "an efficiency difference smaller than that is not a result."
     )
 
 
@@ -339,8 +353,10 @@ def build_report(directory: str) -> tuple[Path, Path]:
     for _, series in sorted(group_series(summaries).items(), key=lambda kv: str(kv[0])):
         title = series_title(series[0])
         rows = series_rows(series)
-        md += [f"### {title}", "", md_table(SERIES_HEADER, rows), ""]
-        hp += [f"<h3>{html.escape(title)}</h3>", html_table(SERIES_HEADER, rows)]
+        noise = noise_line(series)
+        md += [f"### {title}", "", md_table(SERIES_HEADER, rows), "", noise, ""]
+        hp += [f"<h3>{html.escape(title)}</h3>", html_table(SERIES_HEADER, rows),
+               f"<p>{html.escape(noise)}</p>"]  # fmt: skip
     for title, path in plots:
         rel = path.relative_to(out)
         md += [f"![{title}]({rel})", ""]
@@ -409,6 +425,7 @@ def comparison(dir_a: str, dir_b: str) -> str:
         "A images/s",
         "B images/s",
         "B/A",
+        "beyond noise",
         "A E",
         "B E",
         "A predicted",
@@ -432,6 +449,7 @@ def comparison(dir_a: str, dir_b: str) -> str:
                 fmt(sa.images_per_sec, 1, sa.ci95),
                 fmt(sb.images_per_sec, 1, sb.ci95),
                 fmt(ratio, 2),
+                beyond_noise(sa, sb, ratio),
                 fmt(sa.efficiency, 3, sa.efficiency_ci95),
                 fmt(sb.efficiency, 3, sb.efficiency_ci95),
                 fmt_band(sa),
@@ -444,6 +462,14 @@ def comparison(dir_a: str, dir_b: str) -> str:
     if only:
         out += ["", f"{only} configuration(s) appear on one side only."]
     return "\n".join(out) + "\n"
+
+
+def beyond_noise(sa: ConfigSummary, sb: ConfigSummary, ratio: float | None) -> str:
+    """Whether B/A differs from 1 by more than both sides' intervals together."""
+    ra, rb = sa.relative_ci, sb.relative_ci
+    if ratio is None or ra is None or rb is None:
+        return "-"
+    return "yes" if abs(ratio - 1) > math.hypot(ra, rb) else "no (within noise)"
 
 
 def _match_key(s: ConfigSummary) -> tuple:

@@ -126,3 +126,33 @@ def test_live_summary_added_run_by_run_equals_the_whole_store():
     assert [s.as_dict() for s in live.summaries()] == [s.as_dict() for s in whole]
     two = next(s for s in whole if s.workers == 2)
     assert two.efficiency is not None and two.predicted_efficiency_low is not None
+
+
+def test_median_interval_from_order_statistics():
+    assert analysis.median_ci95([1.0] * 5) is None  # no 95% interval below 6 values
+    # n = 6: [x(1), x(6)] covers the median with 1 - 2/64 = 96.9%.
+    assert analysis.median_ci95([6.0, 1.0, 5.0, 2.0, 4.0, 3.0]) == (3.5, 1.0, 6.0)
+    # n = 20: P(Binom(20, 1/2) <= 5) = 2.1% -> [x(6), x(15)].
+    assert analysis.median_ci95([float(i) for i in range(1, 21)]) == (10.5, 6.0, 15.0)
+
+
+def test_outlier_windows_are_flagged_and_a_single_run_uses_the_median_then():
+    assert analysis.outliers([100.0, 101.0, 99.0, 100.0, 100.5, 40.0]) == [5]
+    assert analysis.outliers([5.0] * 4) == []
+    steady = analysis.summarise([_run(1, 1, [1.0, 1.01, 0.99, 1.0, 1.0, 1.02])])[0]
+    assert steady.ci_method == "windows" and steady.outlier_windows == 0
+    # One window 3x slower (a node throttled, a noisy neighbour): flagged, and the
+    # throughput is the median with its distribution-free interval, not the dragged mean.
+    hiccup = analysis.summarise([_run(1, 1, [1.0, 1.01, 0.99, 1.0, 1.0, 3.0])])[0]
+    assert hiccup.outlier_windows == 1 and hiccup.ci_method == "median"
+    assert hiccup.images_per_sec == pytest.approx(80.0)
+    assert steady.images_per_sec > hiccup.images_per_sec * 0.99  # the mean would say 69
+
+
+def test_noise_floor_is_the_baselines_relative_interval():
+    runs = [_run(1, 1, [1.0, 1.0], repeat=0), _run(1, 1, [1.1, 1.1], repeat=1),
+            _run(2, 2, [1.0, 1.0])]  # fmt: skip
+    series = analysis.summarise(runs)
+    base = series[0]
+    assert analysis.noise_floor(series) == pytest.approx(base.ci95 / base.images_per_sec)
+    assert analysis.noise_floor(series[1:]) is None

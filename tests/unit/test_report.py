@@ -88,9 +88,9 @@ def test_predicted_band_appears_where_a_probe_matches(tmp_path):
     four = [line for line in md.splitlines() if line.startswith("| 4 | 4 |")]
     # T1 = 0.101 s; T_ar = 6 x 50 us + 1.5 x 102 MB / 117 MB/s = 1.31 s:
     # no overlap 0.101 / 1.41 = 0.07, full overlap 0.101 / 1.31 = 0.08.
-    assert len(four) == 2 and all(line.split("|")[10].strip() == "0.07-0.08" for line in four)
+    assert len(four) == 2 and all(line.split("|")[12].strip() == "0.07-0.08" for line in four)
     one = [line for line in md.splitlines() if line.startswith("| 1 | 1 |")]
-    assert all(line.split("|")[10].strip() == "1.00-1.00" for line in one)
+    assert all(line.split("|")[12].strip() == "1.00-1.00" for line in one)
 
 
 def test_compare_side_by_side(tmp_path):
@@ -163,3 +163,21 @@ def test_a_damaged_store_still_reports_and_says_how_many_lines_it_skipped(tmp_pa
     md = (store.dir / "report.md").read_text()
     assert "4 damaged lines of results.jsonl were skipped (line 11, 12, 13, 14)" in md
     assert "| 4 | 4 | 2 |" in md and "0.61" in md  # every good run is there, as without damage
+
+
+def test_report_states_the_noise_floor_and_compare_says_what_is_beyond_it(tmp_path):
+    def noisy(env, slow):  # baselines that vary by 5% between repeats
+        store = Store(tmp_path / env)
+        for repeat, wobble in enumerate((1.0, 1.05, 0.95)):
+            store.append(_run(1, [slow * wobble] * 3, 32, repeat, env))
+        return store
+
+    a = noisy("a", 1.0)
+    md = report.build_report(str(a.dir))[0].read_text()
+    assert "Noise floor: the single-worker throughput is known to ±12.4% (95% CI)" in md
+    same = report.comparison(str(a.dir), str(noisy("b", 1.03).dir))
+    faster = report.comparison(str(a.dir), str(noisy("c", 0.5).dir))
+    row = next(r for r in same.splitlines() if r.startswith("| resnet50 | horovod | 32 | 1 |"))
+    assert "no (within noise)" in row  # 3% slower, well inside both intervals
+    row = next(r for r in faster.splitlines() if r.startswith("| resnet50 | horovod | 32 | 1 |"))
+    assert "| yes |" in row
