@@ -3,7 +3,7 @@
 # each of those folders as stack_container.tf; the values go to the inventory.
 
 variable "experiment_iface" {
-  description = "Interface Horovod/NCCL use on the nodes; \"auto\" = the one holding the node's testbed address (in the experiment LAN, or the instance's fixed address)."
+  description = "Interface Horovod/Gloo/NCCL use on the nodes; \"auto\" names none, so they pick one that routes between the nodes themselves (set it to the experiment LAN's interface where the control network would also route)."
   type        = string
   default     = "auto"
   validation {

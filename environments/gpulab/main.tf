@@ -9,12 +9,15 @@ module "testbed" {
   source              = "../../terraform/modules/gpulab"
   project             = var.project
   pem_path            = var.pem_path
-  pem_password        = var.pem_password
   jobs                = local.shape[0]
   gpus_per_job        = local.shape[1]
   cluster_id          = var.cluster_id
   gpu_models          = var.gpu_models
   max_duration        = var.max_duration
+  features            = var.features
+  start_timeout       = var.start_timeout
+  cpus_per_gpu        = var.cpus_per_gpu
+  memory_gb_per_gpu   = var.memory_gb_per_gpu
   stack_image         = var.stack_image
   ssh_public_key_file = var.ssh_public_key_file
   use_proxy           = var.use_proxy

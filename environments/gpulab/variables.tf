@@ -1,9 +1,9 @@
 # Credentials: no default, so that `plan` stops at the first missing one and
 # `hpcbench deploy` names it. Declared once, with their checks, in
-# terraform/modules/gpulab/variables.tf.
+# terraform/modules/gpulab/variables.tf. The PEM's password is no Terraform
+# variable (it would land in saved plans): export HPCBENCH_PEM_PASSWORD.
 variable "project" {}
 variable "pem_path" {}
-variable "pem_password" { sensitive = true }
 variable "stack_image" {}
 
 # Settings of modules/gpulab (TF_VAR_<name>, `--var name=value`): declared
@@ -12,6 +12,13 @@ variable "stack_image" {}
 variable "cluster_id" { default = null }
 variable "max_duration" { default = null }
 variable "use_proxy" { default = null }
+variable "start_timeout" { default = null }
+variable "cpus_per_gpu" { default = null }
+variable "memory_gb_per_gpu" { default = null }
+variable "features" {
+  type    = list(string) # so that TF_VAR_features='["UNFIREWALLED_PORTS"]' reads as a list
+  default = null
+}
 variable "gpu_models" {
   type    = list(string) # so that TF_VAR_gpu_models='["A100"]' reads as a list
   default = null

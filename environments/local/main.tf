@@ -29,5 +29,6 @@ module "inventory" {
     enable_slurm       = var.enable_slurm
     cpus_per_node      = module.testbed.cpus_per_node
     jupyter_host_port  = module.testbed.jupyter_port
+    testbed_network    = module.testbed.network
   }
 }

@@ -12,6 +12,7 @@ module "testbed" {
   ssh_user            = var.ssh_user
   gpus_per_node       = var.gpus_per_node
   ssh_public_key_file = var.ssh_public_key_file
+  testbed_subnet      = var.testbed_subnet
 }
 
 module "inventory" {
@@ -20,11 +21,16 @@ module "inventory" {
   nodes                = module.testbed.nodes
   ssh_private_key_file = var.ssh_private_key_file
   known_hosts_file     = local.known_hosts_file
-  path                 = local.inventory_path
+  # Workers are reached through the head, which holds only the controller key.
+  proxy_identity_file = var.ssh_private_key_file
+  path                = local.inventory_path
   deploy_vars = {
     hpcbench_state_dir = local.state_dir
     stack_image        = var.stack_image
     stack_ssh_port     = var.stack_ssh_port
     hpcbench_iface     = var.experiment_iface
+    # The tenant network's subnet: NFS exports and sshd trust (looked up in the
+    # cloud unless TF_VAR_testbed_subnet says).
+    testbed_subnet = module.testbed.testbed_subnet
   }
 }

@@ -25,5 +25,6 @@ variable "image_name" { default = null }
 variable "ssh_user" { default = null }
 variable "gpus_per_node" { default = null }
 variable "floating_ip_pool" { default = null }
+variable "testbed_subnet" { default = null }
 
 # experiment_iface, stack_image, stack_ssh_port: stack_container.tf (shared with virtualwall).

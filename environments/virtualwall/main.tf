@@ -5,7 +5,6 @@ module "testbed" {
   source              = "../../terraform/modules/virtualwall"
   project             = var.project
   pem_path            = var.pem_path
-  pem_password        = var.pem_password
   slice_name          = var.slice_name != "" ? var.slice_name : "hpcbench-${replace(local.env, "virtualwall", "vw")}"
   node_count          = var.node_count
   testbed             = var.testbed
@@ -16,10 +15,13 @@ module "testbed" {
   lan_cidr            = var.lan_cidr
   expire_time_min     = var.expire_time_min
   ssh_public_key_file = var.ssh_public_key_file
-  ssh_proxy_jump      = var.ssh_proxy_jump
-  jfed_cli_jar        = var.jfed_cli_jar
-  java                = var.java
-  state_dir           = local.state_dir
+  # The create step logs in with it to wait for the boot scripts.
+  ssh_private_key_file = var.ssh_private_key_file
+  bootstrap_wait_min   = var.bootstrap_wait_min
+  ssh_proxy_jump       = var.ssh_proxy_jump
+  jfed_cli_jar         = var.jfed_cli_jar
+  java                 = var.java
+  state_dir            = local.state_dir
 }
 
 module "inventory" {
@@ -33,9 +35,9 @@ module "inventory" {
     hpcbench_state_dir = local.state_dir
     stack_image        = var.stack_image
     stack_ssh_port     = var.stack_ssh_port
-    # Multi-homed nodes: pin Gloo/NCCL to the experiment LAN, never the control
-    # network. "auto" = the interface holding an address in testbed_subnet
-    # (interface names differ between hardware types).
+    # Multi-homed nodes: experiment_iface pins Gloo/NCCL to the experiment LAN
+    # (interface names differ between hardware types); "auto" names none and leaves
+    # the choice to them (docs/testbeds.md).
     hpcbench_iface     = var.experiment_iface
     testbed_subnet     = module.testbed.lan_cidr
     link_capacity_mbps = module.testbed.link_capacity_mbps

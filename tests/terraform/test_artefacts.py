@@ -11,6 +11,7 @@ import ipaddress
 import json
 import os
 import xml.etree.ElementTree as ET
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +22,22 @@ from tests.terraform.conftest import GOLDEN, PUBKEY, env_root
 
 NS = {"r": "http://www.geni.net/resources/rspec/3"}
 WALL2_CM = "urn:publicid:IDN+wall2.ilabt.iminds.be+authority+cm"
+STACK = "gitlab.ilabt.imec.be:4567/hpcbench/stack:1.0"
+WALL2_IMAGE = "urn:publicid:IDN+wall2.ilabt.iminds.be+image+emulab-ops:UBUNTU22-64-STD"
 
 
-def plan_files(tf, env: str, tmp_path: Path, **variables: str) -> dict[str, str]:
-    """Plan `env` and return {filename relative to state_dir: content} of every local_file."""
+def plan_files(
+    tf, env: str, tmp_path: Path, environ: dict[str, str] | None = None, **variables: str
+) -> dict[str, str]:
+    """Plan `env` and return {filename relative to state_dir: content} of every local_file.
+
+    The saved plan stays at tmp_path/"plan"; `environ` is added to terraform's
+    environment (the PEM password travels there, never as a variable)."""
     state = tmp_path / "state"
     tf_vars = {
         "project": "myproj",
         "pem_path": "/nonexistent/login.pem",
-        "pem_password": "",
+        "disk_image": WALL2_IMAGE,  # required on the Virtual Wall (no guessed default)
         "ssh_public_key_file": str(PUBKEY),
         "ssh_private_key_file": "/nonexistent/id_ed25519",
         "state_dir": str(state),
@@ -44,7 +52,7 @@ def plan_files(tf, env: str, tmp_path: Path, **variables: str) -> dict[str, str]
         "-lock=false",
         *var_files,
         f"-out={plan}",
-        env={f"TF_VAR_{k}": v for k, v in tf_vars.items()},
+        env={**(environ or {}), **{f"TF_VAR_{k}": v for k, v in tf_vars.items()}},
     )
     assert result.rc == 0, result.out
     shown = runner("show", "-json", str(plan))
@@ -107,8 +115,29 @@ def test_virtualwall_rspec(tf, tmp_path: Path, env: str, kbps: int) -> None:
     golden(f"{env}.rspec", text)
 
 
+def saved_plan_entries(plan: Path) -> dict[str, bytes]:
+    """A saved plan's contents (a zip file: its entries may be compressed)."""
+    with zipfile.ZipFile(plan) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+@pytest.mark.parametrize("env", ["virtualwall", "gpulab"])
+def test_saved_plan_holds_no_password(tf, tmp_path: Path, env: str) -> None:
+    # What `hpcbench deploy` does: the password is in terraform's environment
+    # only (the module scripts read it at apply time), so the plan cannot hold it.
+    secret = "s3cret-Xq7"
+    extra = {"stack_image": STACK} if env == "gpulab" else {}
+    files = plan_files(tf, env, tmp_path, environ={"HPCBENCH_PEM_PASSWORD": secret}, **extra)
+    entries = saved_plan_entries(tmp_path / "plan")
+    assert entries, "the saved plan is empty"
+    for name, content in entries.items():
+        assert secret.encode() not in content, f"the password is in the saved plan ({name})"
+        assert b"pem_password" not in content, f"pem_password is a variable again ({name})"
+    assert all(secret not in text for text in files.values()), "the password must stay off disk"
+
+
 def test_jfed_action_files(tf, tmp_path: Path) -> None:
-    files = plan_files(tf, "virtualwall", tmp_path, pem_password="s3cret")
+    files = plan_files(tf, "virtualwall", tmp_path)
     run = yaml.safe_load(files["jfed-run.yaml"])
     assert run["action"] == "RUN"
     assert run["experiment"]["requestRSpec"] == {
@@ -123,7 +152,6 @@ def test_jfed_action_files(tf, tmp_path: Path) -> None:
     delete = yaml.safe_load(files["jfed-delete.yaml"])
     assert delete["action"] == "DELETE"
     assert delete["slice"]["sliceName"] == "hpcbench-vw"
-    assert all("s3cret" not in text for text in files.values()), "the password must stay off disk"
     golden("jfed-run.yaml", files["jfed-run.yaml"])
     golden("jfed-delete.yaml", files["jfed-delete.yaml"])
 
@@ -135,7 +163,7 @@ def test_gpulab_jobs(tf, tmp_path: Path, topology: str, jobs: int, gpus: int) ->
         "gpulab",
         tmp_path,
         topology=topology,
-        stack_image="gitlab.ilabt.imec.be:4567/hpcbench/stack:1.0",
+        stack_image=STACK,
     )
     names = sorted((k for k in files if k.startswith("gpulab-job")), key=lambda k: int(k[10:-5]))
     assert names == [f"gpulab-job{i}.json" for i in range(jobs)]
@@ -144,7 +172,9 @@ def test_gpulab_jobs(tf, tmp_path: Path, topology: str, jobs: int, gpus: int) ->
     assert len({d["name"] for d in defs}) == jobs
     for d in defs:
         docker = d["request"]["docker"]
-        assert docker["storage"] == [{"hostPath": "/project_ghent", "containerPath": "/project"}]
+        # The project share wherever the job lands, as gpulab-cli asks for it (issue 8, point 8).
+        share = {"hostPath": "PROJECT_SHARE_AUTO", "containerPath": "/project"}
+        assert docker["storage"] == [share]
         assert docker["portMappings"] == [{"containerPort": 2222}]
         assert d["request"]["extra"]["sshPubKeys"] == [PUBKEY.read_text().strip()]
         assert d["request"]["scheduling"]["maxDuration"] == "4h"
@@ -162,7 +192,7 @@ def test_gpulab_jobs_pass_gpulab_schema(tf, tmp_path: Path, topology: str) -> No
         "gpulab",
         tmp_path,
         topology=topology,
-        stack_image="gitlab.ilabt.imec.be:4567/hpcbench/stack:1.0",
+        stack_image=STACK,
     )
     jobs = [json.loads(v) for k, v in files.items() if k.startswith("gpulab-job")]
     assert jobs

@@ -15,10 +15,11 @@ ENVS = ["virtualwall", "virtualwall-10g", "gpulab", "openstack"]
 # Directories holding tests/*.tftest.hcl, and how many runs each must report.
 # environments/virtualwall: its own suite (1) and virtualwall-10g's (2).
 SUITES = {
-    "terraform/modules/inventory": 3,
-    "terraform/modules/virtualwall": 6,
+    "terraform/modules/inventory": 8,
+    "terraform/modules/virtualwall": 11,
     "terraform/modules/gpulab": 6,
-    "terraform/modules/openstack/plan": 4,
+    "terraform/modules/openstack/plan": 9,
+    "terraform/modules/docker_testbed": 2,
     "environments/virtualwall": 3,
     "environments/gpulab": 3,
 }

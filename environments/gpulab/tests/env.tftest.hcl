@@ -4,7 +4,6 @@ mock_provider "local" {}
 variables {
   project              = "myproj"
   pem_path             = "/nonexistent/login.pem"
-  pem_password         = ""
   stack_image          = "gitlab.ilabt.imec.be:4567/hpcbench/stack:1.0"
   ssh_public_key_file  = "../../tests/terraform/fixtures/id_ed25519.pub"
   ssh_private_key_file = "/nonexistent/id_ed25519"

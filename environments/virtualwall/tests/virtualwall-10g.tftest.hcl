@@ -7,7 +7,7 @@ variables {
   link_capacity_mbps   = jsondecode(file("virtualwall-10g.tfvars.json")).link_capacity_mbps
   project              = "myproj"
   pem_path             = "/nonexistent/login.pem"
-  pem_password         = ""
+  disk_image           = "urn:publicid:IDN+wall2.ilabt.iminds.be+image+emulab-ops:UBUNTU22-64-STD"
   ssh_public_key_file  = "../../tests/terraform/fixtures/id_ed25519.pub"
   ssh_private_key_file = "/nonexistent/id_ed25519"
   state_dir            = "/tmp/hpcbench-tftest/env-virtualwall-10g"

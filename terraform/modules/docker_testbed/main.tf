@@ -4,6 +4,13 @@
 # it treats real machines.
 locals {
   names = [for i in range(var.node_count) : "node${i + 1}"]
+  # DAC_READ_SEARCH lets nfs-ganesha open files by handle (open_by_handle_at).
+  # With Docker's default seccomp profile it also re-enables that call, a
+  # known way to reach host files from a container: only the NFS server
+  # (node1, the head: the inventory's nfs_server group) gets it.
+  node_caps = [for i in range(var.node_count) :
+    i == 0 ? ["CAP_DAC_READ_SEARCH", "CAP_NET_ADMIN", "CAP_SYS_ADMIN"] : ["CAP_NET_ADMIN", "CAP_SYS_ADMIN"]
+  ]
 }
 
 data "docker_image" "node" {
@@ -32,12 +39,11 @@ resource "docker_container" "node" {
   # The image ID, not its tag: a rebuilt image replaces the nodes.
   image = data.docker_image.node.id
 
-  # systemd needs these; --privileged is neither needed nor available here.
-  # NET_ADMIN lets a node shape its own link (tc tbf); DAC_READ_SEARCH lets
-  # nfs-ganesha open files by handle.
+  # systemd needs SYS_ADMIN; --privileged is neither needed nor available
+  # here. NET_ADMIN lets a node shape its own link (tc tbf).
   capabilities {
     # Spelled as Docker reports them back, or every plan would replace the nodes.
-    add  = ["CAP_DAC_READ_SEARCH", "CAP_NET_ADMIN", "CAP_SYS_ADMIN"]
+    add  = local.node_caps[count.index]
     drop = []
   }
   tmpfs = {

@@ -7,15 +7,28 @@ locals {
   topology   = "${var.jobs}x${var.gpus_per_job}"
   public_key = trimspace(file(var.ssh_public_key_file))
 
-  # The job's own sshd: the key goes in from the environment (not baked into
-  # the image), then sshd runs in the foreground and keeps the job alive.
-  command = join(" && ", [
+  # The job's own sshd. GPULab hands `command` to Docker as docker-py does
+  # (imecilabt/gpulab/schemas/job2.py:917-923, JobRequestDocker.command): a
+  # string is split into words (docker/utils/utils.py:486-487, shlex.split)
+  # and run with no shell, so `&&`, `>>` and `$VAR` would reach the first
+  # program as arguments. The list form runs bash, which gpulab-cli's own
+  # `interactive` command also does (imecilabt/gpulab/cli/__main__.py:740).
+  # A job runs no systemd, and the image's host keys are made by a systemd
+  # unit (images/node): `ssh-keygen -A` makes them before sshd starts. The
+  # key comes from the environment (not baked into the image); sshd runs in
+  # the foreground and keeps the job alive.
+  script = join("\n", [
+    "set -eu",
     "mkdir -p /root/.ssh /run/sshd",
     "chmod 700 /root/.ssh",
     "printf '%s\\n' \"$HPCBENCH_SSH_PUBKEY\" >> /root/.ssh/authorized_keys",
     "chmod 600 /root/.ssh/authorized_keys",
-    "exec /usr/sbin/sshd -D -e -p ${var.stack_ssh_port}",
+    "ssh-keygen -A",
+    # stack_ssh_port is published for the controller; 22 is where the other
+    # nodes (ssh mesh, horovodrun) look. sshd goes on if one of them is taken.
+    "exec /usr/sbin/sshd -D -e -p ${var.stack_ssh_port} -p 22",
   ])
+  command = ["/bin/bash", "-c", local.script]
 
   jobs = [for i in range(var.jobs) : {
     name = format("job%d", i)
@@ -33,6 +46,7 @@ locals {
           var.cluster_id == null ? {} : { clusterId = var.cluster_id },
           length(var.gpu_models) == 0 ? {} : { gpuModel = var.gpu_models },
           var.min_cuda_version == null ? {} : { minCudaVersion = var.min_cuda_version },
+          length(var.features) == 0 ? {} : { features = var.features },
         )
         docker = {
           image   = var.stack_image
@@ -73,32 +87,28 @@ resource "terraform_data" "job" {
   triggers_replace = [sha256(local_file.job[count.index].content), var.project]
 
   # Only what the destroy-time provisioner needs (it may read nothing but self).
+  # No password here: gpulab.sh reads HPCBENCH_PEM_PASSWORD from the
+  # environment Terraform runs in, so it never enters plan or state.
   input = {
-    script     = abspath("${path.module}/scripts/gpulab.sh")
-    gpulab_cli = var.gpulab_cli
-    pem_path   = abspath(pathexpand(var.pem_path))
-    id_file    = "${local.state_dir}/gpulab-job${count.index}.id"
+    script = abspath("${path.module}/scripts/gpulab.sh")
+    # The job id is kept in this lease from the moment GPULab returns it
+    # (`hpcbench destroy` cancels what a lease names if Terraform cannot).
+    lease = "${local.state_dir}/leases/gpulab-job${count.index}.json"
   }
 
   provisioner "local-exec" {
-    command = "'${self.input.script}' submit '${local.jobs[count.index].file}' '${self.input.id_file}' '${local.state_dir}/gpulab-job${count.index}.state.json'"
+    command = "'${self.input.script}' submit '${local.jobs[count.index].file}' '${self.input.lease}' '${local.state_dir}/gpulab-job${count.index}.state.json'"
     environment = {
-      GPULAB_CLI     = self.input.gpulab_cli
-      GPULAB_CERT    = self.input.pem_path
-      GPULAB_PROJECT = var.project
-      # Plain environment so the CLI's progress stays visible; neither logged
-      # nor kept in the state.
-      GPULAB_PASSWORD = nonsensitive(var.pem_password)
+      GPULAB_CLI          = var.gpulab_cli
+      GPULAB_CERT         = abspath(pathexpand(var.pem_path))
+      GPULAB_PROJECT      = var.project
+      GPULAB_RUN_DEADLINE = var.start_timeout
     }
   }
 
   provisioner "local-exec" {
     when    = destroy
-    command = "'${self.input.script}' cancel '${self.input.id_file}'"
-    environment = {
-      GPULAB_CLI  = self.input.gpulab_cli
-      GPULAB_CERT = self.input.pem_path
-    }
+    command = "'${self.input.script}' cancel '${self.input.lease}'"
   }
 }
 
@@ -116,4 +126,6 @@ module "readback" {
   gpus_per_job   = var.gpus_per_job
   stack_ssh_port = var.stack_ssh_port
   use_proxy      = var.use_proxy
+  # The GPULab/jFed proxy wants the login key, not ssh's defaults.
+  proxy_identity_file = var.use_proxy ? abspath(pathexpand(var.pem_path)) : null
 }

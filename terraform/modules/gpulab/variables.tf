@@ -20,17 +20,6 @@ variable "pem_path" {
   }
 }
 
-variable "pem_password" {
-  description = "Password of the login PEM. Set TF_VAR_pem_password (export TF_VAR_pem_password='' if it has none)."
-  type        = string
-  sensitive   = true
-
-  validation {
-    condition     = var.pem_password != null
-    error_message = "pem_password may be empty but must be set: export TF_VAR_pem_password='' for a key without password."
-  }
-}
-
 # --- Topology: `jobs` jobs with `gpus_per_job` GPUs each (1x10, 10x1, ...).
 
 variable "jobs" {
@@ -68,6 +57,7 @@ variable "cpus_per_gpu" {
   description = "CPU cores requested per GPU (data loading and Horovod's background thread need a few)."
   type        = number
   default     = 4
+  nullable    = false
 
   validation {
     condition     = floor(var.cpus_per_gpu) == var.cpus_per_gpu && var.cpus_per_gpu >= 1 && var.cpus_per_gpu <= 32
@@ -79,6 +69,7 @@ variable "memory_gb_per_gpu" {
   description = "System memory (GB) requested per GPU."
   type        = number
   default     = 16
+  nullable    = false
 
   validation {
     condition     = floor(var.memory_gb_per_gpu) == var.memory_gb_per_gpu && var.memory_gb_per_gpu >= 1 && var.memory_gb_per_gpu <= 256
@@ -162,16 +153,44 @@ variable "stack_ssh_port" {
 }
 
 variable "project_storage" {
-  description = "Project storage to mount: host path on the worker (e.g. /project_ghent) and path in the container."
+  description = "Project storage to mount: host path on the worker (PROJECT_SHARE_AUTO: the project share wherever the job runs; /project_ghent exists on Ghent workers only) and path in the container."
   type = object({
     host_path      = string
     container_path = string
   })
-  default = { host_path = "/project_ghent", container_path = "/project" }
+  # PROJECT_SHARE_AUTO is the project share wherever the job lands, what
+  # gpulab-cli itself mounts (imecilabt/gpulab/cli/__main__.py:768,
+  # JobStorage.is_project_share_auto in schemas/job2.py:873-875);
+  # /project_ghent exists on Ghent workers only.
+  default = { host_path = "PROJECT_SHARE_AUTO", container_path = "/project" }
 
   validation {
-    condition     = startswith(var.project_storage.host_path, "/") && startswith(var.project_storage.container_path, "/")
-    error_message = "project_storage paths must be absolute, e.g. { host_path = \"/project_ghent\", container_path = \"/project\" }."
+    condition     = (var.project_storage.host_path == "PROJECT_SHARE_AUTO" || startswith(var.project_storage.host_path, "/")) && startswith(var.project_storage.container_path, "/")
+    error_message = "project_storage.host_path must be PROJECT_SHARE_AUTO or an absolute worker path, container_path absolute: e.g. { host_path = \"PROJECT_SHARE_AUTO\", container_path = \"/project\" }."
+  }
+}
+
+variable "features" {
+  description = "resources.features the workers must offer (GPULab's job schema: strings of 2+ characters). Empty by default: the feature names a published port needs are not in the client's code; add them (e.g. [\"UNFIREWALLED_PORTS\"]) if the jobs' sshd port turns out firewalled."
+  type        = list(string)
+  default     = []
+  nullable    = false
+
+  validation {
+    condition     = alltrue([for f in var.features : can(regex("^[A-Za-z0-9_]{2,}$", f))])
+    error_message = "each features entry must be a feature name of 2+ letters, digits or '_', e.g. \"UNFIREWALLED_PORTS\"."
+  }
+}
+
+variable "start_timeout" {
+  description = "Seconds deploy waits for each job to be RUNNING (queue plus image pull) before it cancels the job and fails."
+  type        = number
+  default     = 3600
+  nullable    = false
+
+  validation {
+    condition     = floor(var.start_timeout) == var.start_timeout && var.start_timeout >= 10 && var.start_timeout <= 86400
+    error_message = "start_timeout must be a whole number of seconds from 10 to 86400."
   }
 }
 
@@ -204,7 +223,7 @@ variable "gpulab_cli" {
 }
 
 variable "state_dir" {
-  description = "Directory for generated artefacts (job JSON, job ids, job states); never committed."
+  description = "Directory for generated artefacts (job JSON, job states, leases/ with the job ids); never committed."
   type        = string
 
   validation {

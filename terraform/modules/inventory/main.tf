@@ -5,6 +5,38 @@ locals {
   head    = [for n in var.nodes : n if n.role == "head"][0]
   workers = [for n in var.nodes : n if n.role == "worker"]
 
+  # How ssh reaches a node behind a jump host. A bare ProxyJump logs in to
+  # the jump host with ssh's default keys and known_hosts: the jFed/GPULab
+  # proxies want the user's login key, OpenStack workers behind the head the
+  # controller key. With a key (the node's own proxy_identity_file, else
+  # var.proxy_identity_file) the jump is a ProxyCommand that names the key,
+  # the port and this testbed's known_hosts.
+  # Quoting, inside out: ssh expands %-tokens in ProxyCommand and runs it
+  # with /bin/sh (ssh_config(5)), so each value is single-quoted for sh and
+  # its "%" doubled; Ansible and the harness split ansible_ssh_common_args
+  # with shlex, so the whole option is double-quoted for them. variables.tf
+  # refuses the characters that would need more (quotes, backslash, control
+  # characters).
+  proxy_args = {
+    for n in var.nodes : n.name => (
+      coalesce(n.proxy_identity_file, var.proxy_identity_file, "-") == "-"
+      ? "-o ProxyJump=${n.proxy_jump}"
+      : format("-o \"ProxyCommand=ssh -i %s -o IdentitiesOnly=yes%s -p %s -W %%h:%%p %s\"",
+        local.sh_quote[coalesce(n.proxy_identity_file, var.proxy_identity_file)],
+        var.known_hosts_file == "" ? "" : format(" -o UserKnownHostsFile=%s -o StrictHostKeyChecking=accept-new", local.sh_quote[var.known_hosts_file]),
+        try(regex(":([0-9]+)$", n.proxy_jump)[0], "22"),
+        local.sh_quote[replace(n.proxy_jump, "/:[0-9]+$/", "")],
+      )
+    ) if n.proxy_jump != null
+  }
+  sh_quote = {
+    for v in distinct(compact(concat(
+      [var.proxy_identity_file, var.known_hosts_file],
+      [for n in var.nodes : n.proxy_identity_file if n.proxy_identity_file != null],
+      [for n in var.nodes : replace(n.proxy_jump, "/:[0-9]+$/", "") if n.proxy_jump != null],
+    ))) : v => "'${replace(v, "%", "%%")}'"
+  }
+
   host_vars = {
     for n in var.nodes : n.name => merge(
       {
@@ -23,15 +55,7 @@ locals {
         ansible_ssh_extra_args = "-o UserKnownHostsFile=${var.known_hosts_file} -o StrictHostKeyChecking=accept-new"
       },
       n.proxy_jump == null ? {} : {
-        ansible_ssh_common_args = (
-          n.proxy_identity_file == null
-          ? "-o ProxyJump=${n.proxy_jump}"
-          # ProxyJump would log in to the bastion with ssh's default keys.
-          : format("-o ProxyCommand=\"ssh -i %s -p %s -W %%h:%%p %s\"",
-            n.proxy_identity_file,
-            try(regex(":(\\d+)$", n.proxy_jump)[0], "22"),
-          replace(n.proxy_jump, "/:\\d+$/", ""))
-        )
+        ansible_ssh_common_args = local.proxy_args[n.name]
       },
     )
   }

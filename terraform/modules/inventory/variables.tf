@@ -35,6 +35,17 @@ variable "nodes" {
     condition     = length(distinct([for n in var.nodes : n.name])) == length(var.nodes)
     error_message = "node names must be unique."
   }
+  validation {
+    # Goes into ssh's command line: no option-like or shell-active text.
+    condition = alltrue([for n in var.nodes : n.proxy_jump == null ? true :
+    can(regex("^[A-Za-z0-9_][A-Za-z0-9._-]*@[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]{1,5})?$", n.proxy_jump))])
+    error_message = "every node's proxy_jump must be user@host or user@host:port (letters, digits, '.', '_', '-'), or null."
+  }
+  validation {
+    condition = alltrue([for n in var.nodes : n.proxy_identity_file == null ? true :
+    can(regex("^[^-'\"\\\\[:cntrl:]][^'\"\\\\[:cntrl:]]*$", n.proxy_identity_file))])
+    error_message = "every node's proxy_identity_file must be a key file path without quotes, backslashes or control characters, not starting with '-', or null."
+  }
 }
 
 variable "env" {
@@ -51,6 +62,23 @@ variable "known_hosts_file" {
   description = "Per-testbed known_hosts the controller's ssh learns host keys into (accept-new); empty: ssh's default."
   type        = string
   default     = ""
+  nullable    = false
+  validation {
+    # ssh splits UserKnownHostsFile at whitespace: such a path cannot be passed.
+    condition     = can(regex("^[^\\s'\"\\\\[:cntrl:]]*$", var.known_hosts_file))
+    error_message = "known_hosts_file must be a path without spaces, quotes, backslashes or control characters (ssh splits UserKnownHostsFile at spaces): move the checkout or set state_dir."
+  }
+}
+
+variable "proxy_identity_file" {
+  description = "Key ssh uses for the jump host (proxy_jump) of every node that names none itself: the user's login PEM for the jFed/GPULab proxies, the controller key for OpenStack workers behind the head. A path, never the key; empty: a bare ProxyJump with ssh's default keys."
+  type        = string
+  default     = ""
+  nullable    = false
+  validation {
+    condition     = var.proxy_identity_file == "" || can(regex("^[^-'\"\\\\[:cntrl:]][^'\"\\\\[:cntrl:]]*$", var.proxy_identity_file))
+    error_message = "proxy_identity_file must be a key file path without quotes, backslashes or control characters, not starting with '-' (or empty)."
+  }
 }
 
 variable "deploy_vars" {
@@ -70,6 +98,8 @@ variable "deploy_vars" {
     jupyter_host_port  = optional(number)
     link_capacity_mbps = optional(number)
     gpulab_topology    = optional(string)
+    # The local testbed's Docker network (tests/infra starts a stranger on it).
+    testbed_network = optional(string)
   })
 
   validation {
@@ -79,6 +109,18 @@ variable "deploy_vars" {
   validation {
     condition     = startswith(var.deploy_vars.hpcbench_state_dir, "/")
     error_message = "deploy_vars.hpcbench_state_dir must be an absolute path."
+  }
+  validation {
+    # Docker's reference grammar (distribution/reference), as the roles check
+    # it (ansible/plugins/test/hpcbench.py): it reaches `docker run` and
+    # systemd units, so nothing else -- no option, space or quote -- may pass.
+    condition = length(var.deploy_vars.stack_image) <= 512 && can(regex(join("", [
+      "^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?/)?",
+      "[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*",
+      "(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?",
+      "(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$",
+    ]), var.deploy_vars.stack_image))
+    error_message = "stack_image must be an image reference such as registry.example.org/hpcbench/stack:1.0 (docker's grammar): set TF_VAR_stack_image (or the local env's image)."
   }
 }
 

@@ -6,7 +6,6 @@ module "plan" {
   name          = var.name
   node_count    = var.node_count
   allowed_cidr  = var.allowed_cidr
-  jupyter_port  = var.jupyter_port
   ssh_user      = var.ssh_user
   gpus_per_node = var.gpus_per_node
   instances = [for i in openstack_compute_instance_v2.node : {
@@ -14,6 +13,19 @@ module "plan" {
     address = i.network[0].fixed_ip_v4
   }]
   head_floating_ip = var.floating_ip_pool == "" ? null : openstack_networking_floatingip_v2.head[0].address
+  subnet_cidr      = var.testbed_subnet != "" ? var.testbed_subnet : one(data.openstack_networking_subnet_v2.testbed[*].cidr)
+}
+
+# The tenant network's IPv4 subnet, unless given: the NFS export and sshd trust
+# go to it (ansible testbed_subnet).
+data "openstack_networking_network_v2" "testbed" {
+  name = var.network_name
+}
+
+data "openstack_networking_subnet_v2" "testbed" {
+  count      = var.testbed_subnet == "" ? 1 : 0
+  network_id = data.openstack_networking_network_v2.testbed.id
+  ip_version = 4
 }
 
 resource "openstack_compute_keypair_v2" "controller" {
@@ -23,7 +35,7 @@ resource "openstack_compute_keypair_v2" "controller" {
 
 resource "openstack_networking_secgroup_v2" "testbed" {
   name        = var.name
-  description = "hpcbench testbed: SSH and Jupyter from ${var.allowed_cidr}, everything inside the group"
+  description = "hpcbench testbed: SSH from ${var.allowed_cidr} (JupyterLab through an SSH tunnel), everything inside the group"
 }
 
 resource "openstack_networking_secgroup_rule_v2" "ingress" {

@@ -9,3 +9,8 @@ output "security_group_rules" {
   description = "Ingress rules of the testbed's security group."
   value       = module.plan.security_group_rules
 }
+
+output "testbed_subnet" {
+  description = "The tenant network's IPv4 subnet (ansible testbed_subnet: NFS exports, sshd trust)."
+  value       = module.plan.testbed_subnet
+}

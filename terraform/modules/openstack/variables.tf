@@ -67,12 +67,26 @@ variable "floating_ip_pool" {
 }
 
 variable "allowed_cidr" {
-  description = "The only source of SSH and Jupyter traffic (your address as a /32). Set TF_VAR_allowed_cidr=$(curl -s ifconfig.me)/32."
+  description = "The only source of SSH traffic (your address as a /32; JupyterLab goes through an SSH tunnel). Set TF_VAR_allowed_cidr=$(curl -s ifconfig.me)/32."
   type        = string
 
   validation {
-    condition     = can(cidrnetmask(var.allowed_cidr)) && var.allowed_cidr != "0.0.0.0/0"
-    error_message = "allowed_cidr must be an IPv4 CIDR narrower than 0.0.0.0/0: set TF_VAR_allowed_cidr=<your address>/32."
+    # /8 is the widest block one organisation holds; wider (1.2.3.4/0 included)
+    # opens SSH to a good part of the internet.
+    condition     = can(cidrnetmask(var.allowed_cidr)) && try(tonumber(split("/", var.allowed_cidr)[1]) >= 8, false)
+    error_message = "allowed_cidr must be an IPv4 CIDR of /8 or narrower: set TF_VAR_allowed_cidr=<your address>/32."
+  }
+}
+
+variable "testbed_subnet" {
+  description = "IPv4 CIDR the NFS export and sshd trust go to; empty = the IPv4 subnet of network_name, looked up in the cloud."
+  type        = string
+  default     = ""
+  nullable    = false
+
+  validation {
+    condition     = var.testbed_subnet == "" || can(cidrnetmask(var.testbed_subnet))
+    error_message = "testbed_subnet must be an IPv4 CIDR such as 10.0.0.0/24, or empty: set TF_VAR_testbed_subnet."
   }
 }
 
@@ -97,17 +111,6 @@ variable "gpus_per_node" {
   validation {
     condition     = floor(var.gpus_per_node) == var.gpus_per_node && var.gpus_per_node >= 0 && var.gpus_per_node <= 16
     error_message = "gpus_per_node must be a whole number from 0 to 16: set TF_VAR_gpus_per_node."
-  }
-}
-
-variable "jupyter_port" {
-  description = "Port of JupyterLab on the head."
-  type        = number
-  default     = 8888
-
-  validation {
-    condition     = var.jupyter_port >= 1 && var.jupyter_port <= 65535
-    error_message = "jupyter_port must be a TCP port."
   }
 }
 

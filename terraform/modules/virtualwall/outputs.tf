@@ -1,6 +1,8 @@
 output "nodes" {
   description = "The testbed's machines in the shared `nodes` contract."
   value       = module.readback.nodes
+  # Only once every node's boot script has finished may Ansible connect.
+  depends_on = [terraform_data.bootstrap_done]
 }
 
 output "rspec" {
@@ -21,6 +23,11 @@ output "jfed_delete_action" {
 output "bootstrap_script" {
   description = "The boot script every node runs (it authorises the controller key)."
   value       = local.bootstrap
+}
+
+output "lease" {
+  description = "The lease file that keeps the slice name from before jFed runs until a confirmed delete (`hpcbench destroy` runs what it names)."
+  value       = local.files.lease
 }
 
 output "files" {

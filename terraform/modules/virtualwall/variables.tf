@@ -12,23 +12,12 @@ variable "project" {
 }
 
 variable "pem_path" {
-  description = "Path to your Fed4FIRE login PEM (certificate + private key, from the imec portal). Set TF_VAR_pem_path=/path/to/login.pem."
+  description = "Path to your Fed4FIRE login PEM (certificate + private key, from the imec portal). Set TF_VAR_pem_path=/path/to/login.pem; export HPCBENCH_PEM_PASSWORD if its key has a password (never a Terraform variable: it would land in saved plans)."
   type        = string
 
   validation {
     condition     = trimspace(var.pem_path) != "" && endswith(var.pem_path, ".pem")
     error_message = "pem_path must be the path of your portal login .pem file: set TF_VAR_pem_path=/path/to/login.pem."
-  }
-}
-
-variable "pem_password" {
-  description = "Password of the PEM's private key (empty if it has none). Set TF_VAR_pem_password (export TF_VAR_pem_password='' for an unencrypted key)."
-  type        = string
-  sensitive   = true
-
-  validation {
-    condition     = var.pem_password != null
-    error_message = "pem_password may be empty but not null: export TF_VAR_pem_password='' for an unencrypted key."
   }
 }
 
@@ -82,14 +71,13 @@ variable "hardware_type" {
 }
 
 variable "disk_image" {
-  description = "Disk image URN for every node; empty uses the testbed default image."
+  description = "Disk image URN for every node, required (an image name that no one checked would fail at the testbed): in jFed, open a node's properties and pick from its \"Disk image\" list, or copy the URN from a current RSpec of the testbed, e.g. urn:publicid:IDN+wall1.ilabt.imec.be+image+emulab-ops:UBUNTU24-04-01-CIv4 (wall1) or urn:publicid:IDN+wall2.ilabt.iminds.be+image+emulab-ops:UBUNTU22-64-STD (wall2). Set TF_VAR_disk_image."
   type        = string
-  default     = "urn:publicid:IDN+wall2.ilabt.iminds.be+image+emulab-ops:UBUNTU22-64-STD"
   nullable    = false
 
   validation {
-    condition     = var.disk_image == "" || startswith(var.disk_image, "urn:publicid:IDN+")
-    error_message = "disk_image must be an image URN (urn:publicid:IDN+<testbed>+image+<project>:<NAME>) or empty: set TF_VAR_disk_image."
+    condition     = can(regex("^urn:publicid:IDN\\+[a-z0-9.-]+\\+image\\+[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+$", var.disk_image))
+    error_message = "disk_image must be an image URN such as urn:publicid:IDN+wall1.ilabt.imec.be+image+emulab-ops:UBUNTU24-04-01-CIv4 (jFed: node properties, \"Disk image\"): set TF_VAR_disk_image."
   }
 }
 
@@ -164,14 +152,38 @@ variable "ssh_public_key_file" {
   }
 }
 
-variable "ssh_user" {
-  description = "Account the boot script creates for the controller (passwordless sudo)."
+variable "ssh_private_key_file" {
+  description = "Private half of ssh_public_key_file: the create step logs in with it to wait until every node's boot script has finished (a path; the key never enters state)."
   type        = string
-  default     = "hpcbench"
 
   validation {
-    condition     = can(regex("^[a-z_][a-z0-9_-]{0,31}$", var.ssh_user))
-    error_message = "ssh_user must be a valid Linux user name, e.g. hpcbench."
+    condition     = length(var.ssh_private_key_file) > 0
+    error_message = "ssh_private_key_file must be a path: hpcbench deploy passes .hpcbench/<env>/ssh/id_ed25519."
+  }
+}
+
+variable "bootstrap_wait_min" {
+  description = "Minutes the create step waits, after jFed reports the nodes ready, for the boot script to finish on every node (it runs asynchronously, after ready)."
+  type        = number
+  default     = 10
+  nullable    = false
+
+  validation {
+    condition     = var.bootstrap_wait_min >= 1 && var.bootstrap_wait_min <= 60
+    error_message = "bootstrap_wait_min must be between 1 and 60 minutes: set TF_VAR_bootstrap_wait_min."
+  }
+}
+
+variable "ssh_user" {
+  description = "Account the boot script creates for the controller (passwordless sudo). Not the testbed user (Ansible's testbed_user, default hpcbench, uid 4242): that one is unprivileged, made by the base role, and runs JupyterLab; the login account only joins its group."
+  type        = string
+  default     = "hpcbench-admin"
+
+  validation {
+    # The base role gives the testbed user a fixed uid: were it the login
+    # account, Ansible would change the uid of the user it is logged in as.
+    condition     = can(regex("^[a-z_][a-z0-9_-]{0,31}$", var.ssh_user)) && var.ssh_user != "hpcbench"
+    error_message = "ssh_user must be a valid Linux user name other than the testbed user hpcbench, e.g. hpcbench-admin."
   }
 }
 

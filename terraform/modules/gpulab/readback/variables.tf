@@ -37,3 +37,9 @@ variable "use_proxy" {
   description = "Reach the jobs through GPULab's SSH proxy."
   type        = bool
 }
+
+variable "proxy_identity_file" {
+  description = "Key ssh logs in to GPULab's SSH proxy with (the login PEM; a path, never the key); null: ssh's default keys."
+  type        = string
+  default     = null
+}

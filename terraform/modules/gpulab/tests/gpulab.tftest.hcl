@@ -6,7 +6,6 @@ mock_provider "local" {}
 variables {
   project             = "myproj"
   pem_path            = "/nonexistent/login.pem"
-  pem_password        = ""
   stack_image         = "gitlab.ilabt.imec.be:4567/hpcbench/stack:1.0"
   ssh_public_key_file = "../../../tests/terraform/fixtures/id_ed25519.pub"
   state_dir           = "/tmp/hpcbench-tftest/gpulab"
@@ -61,11 +60,11 @@ run "ten_jobs_with_one_gpu" {
     error_message = "every job must carry the controller key in sshPubKeys"
   }
   assert {
-    condition     = alltrue([for j in output.job_definitions : jsondecode(j).request.docker.storage[0].hostPath == "/project_ghent" && jsondecode(j).request.docker.storage[0].containerPath == "/project"])
+    condition     = alltrue([for j in output.job_definitions : jsondecode(j).request.docker.storage[0].hostPath == "PROJECT_SHARE_AUTO" && jsondecode(j).request.docker.storage[0].containerPath == "/project"])
     error_message = "every job must mount the project storage"
   }
   assert {
-    condition     = alltrue([for j in output.job_definitions : jsondecode(j).request.docker.portMappings[0].containerPort == 2222 && strcontains(jsondecode(j).request.docker.command, "sshd -D -e -p 2222")])
+    condition     = alltrue([for j in output.job_definitions : jsondecode(j).request.docker.portMappings[0].containerPort == 2222 && strcontains(jsondecode(j).request.docker.command[2], "exec /usr/sbin/sshd -D -e -p 2222")])
     error_message = "every job must start sshd on 2222 and publish it"
   }
   assert {
@@ -115,11 +114,20 @@ run "readback_from_job_states" {
     source = "./readback"
   }
   variables {
-    names          = ["job0", "job1"]
-    job_states     = [file("../../../tests/terraform/fixtures/gpulab-job-state-0.json"), file("../../../tests/terraform/fixtures/gpulab-job-state-1.json")]
-    gpus_per_job   = 1
-    stack_ssh_port = 2222
-    use_proxy      = true
+    names = ["job0", "job1", "job2"]
+    job_states = [
+      file("../../../tests/terraform/fixtures/gpulab-job-state-0.json"),
+      file("../../../tests/terraform/fixtures/gpulab-job-state-1.json"),
+      # A port bound to one address (not 0.0.0.0): reached there.
+      jsonencode({ state = { resources = {
+        slaveHost    = "172.26.0.2", sshProxyUsername = "fffjdoe", sshProxyHost = "bastion.ilabt.imec.be",
+        portMappings = [{ containerPort = 2222, hostPort = 32768, hostIp = "172.26.0.1" }]
+      } } }),
+    ]
+    gpus_per_job        = 1
+    stack_ssh_port      = 2222
+    use_proxy           = true
+    proxy_identity_file = "/home/u/login.pem"
   }
 
   assert {
@@ -133,5 +141,13 @@ run "readback_from_job_states" {
   assert {
     condition     = output.nodes[0].proxy_jump == "fffjdoe@bastion.ilabt.imec.be:22" && output.nodes[0].role == "head" && output.nodes[1].role == "worker"
     error_message = "ProxyJump must come from the job's proxy fields; job0 is the head"
+  }
+  assert {
+    condition     = output.nodes[2].ssh_host == "172.26.0.1" && output.nodes[2].ssh_port == 32768 && output.nodes[2].address == "172.26.0.2"
+    error_message = "a port GPULab bound to one address must be reached at that address"
+  }
+  assert {
+    condition     = alltrue([for n in output.nodes : n.proxy_identity_file == "/home/u/login.pem"])
+    error_message = "the proxy must be reached with the login PEM, not ssh's default keys"
   }
 }

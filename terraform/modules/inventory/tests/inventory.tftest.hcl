@@ -57,8 +57,8 @@ run "bastion_with_its_own_key" {
     ]
   }
   assert {
-    condition     = yamldecode(output.yaml).all.hosts.n1.ansible_ssh_common_args == "-o ProxyCommand=\"ssh -i /keys/login.pem -p 2222 -W %h:%p fff@proxy.example\""
-    error_message = "a bastion key must turn into a ProxyCommand with that key and port"
+    condition     = yamldecode(output.yaml).all.hosts.n1.ansible_ssh_common_args == "-o \"ProxyCommand=ssh -i '/keys/login.pem' -o IdentitiesOnly=yes -o UserKnownHostsFile='/state/ssh/known_hosts' -o StrictHostKeyChecking=accept-new -p 2222 -W %h:%p 'fff@proxy.example'\""
+    error_message = "a bastion key must turn into a ProxyCommand with that key, this testbed's known_hosts and the port"
   }
   assert {
     condition     = yamldecode(output.yaml).all.hosts.n2.ansible_ssh_common_args == "-o ProxyJump=fff@proxy.example"
@@ -78,4 +78,67 @@ run "exactly_one_head" {
     ]
   }
   expect_failures = [var.nodes]
+}
+
+run "proxy_identity_file_for_every_jump" {
+  command = plan
+  variables {
+    # The jFed/GPULab proxy wants the user's login PEM; a path with a space,
+    # shell characters and a "%" (ssh's token character) stays one path.
+    proxy_identity_file = "/home/me/My Keys/$(touch pwned);%d.pem"
+    nodes = [
+      { name = "n1", address = "10.0.0.1", ssh_host = "n1.example", ssh_port = 22, ssh_user = "u", role = "head", gpus = 1, kind = "job", proxy_jump = "fff@proxy.example:2222" },
+      { name = "n2", address = "10.0.0.2", ssh_host = "n2.example", ssh_port = 22, ssh_user = "u", role = "worker", gpus = 1, kind = "job", proxy_jump = "fff@proxy.example", proxy_identity_file = "/keys/own.pem" },
+      { name = "n3", address = "10.0.0.3", ssh_host = "n3.example", ssh_port = 22, ssh_user = "u", role = "worker", gpus = 1, kind = "job" },
+    ]
+  }
+  assert {
+    condition     = yamldecode(output.yaml).all.hosts.n1.ansible_ssh_common_args == "-o \"ProxyCommand=ssh -i '/home/me/My Keys/$(touch pwned);%%d.pem' -o IdentitiesOnly=yes -p 2222 -W %h:%p 'fff@proxy.example'\""
+    error_message = "the module's proxy_identity_file must reach every jump, single-quoted for sh and with % doubled for ssh"
+  }
+  assert {
+    condition     = strcontains(yamldecode(output.yaml).all.hosts.n2.ansible_ssh_common_args, "ssh -i '/keys/own.pem' ")
+    error_message = "a node's own proxy_identity_file wins over the module's"
+  }
+  assert {
+    condition     = !can(yamldecode(output.yaml).all.hosts.n3.ansible_ssh_common_args)
+    error_message = "a node without a jump host gets no ProxyCommand"
+  }
+}
+
+run "proxy_jump_must_not_be_an_option" {
+  command = plan
+  variables {
+    nodes = [
+      { name = "n1", address = "10.0.0.1", ssh_host = "h", ssh_port = 22, ssh_user = "u", role = "head", gpus = 0, kind = "vm", proxy_jump = "-oProxyCommand=touch /tmp/x" },
+    ]
+  }
+  expect_failures = [var.nodes]
+}
+
+run "proxy_identity_file_must_not_break_quoting" {
+  command = plan
+  variables {
+    proxy_identity_file = "/keys/it's.pem"
+  }
+  expect_failures = [var.proxy_identity_file]
+}
+
+run "stack_image_must_be_an_image_reference" {
+  command = plan
+  variables {
+    deploy_vars = { hpcbench_state_dir = "/state", stack_image = "hpcbench/stack:latest --privileged -v /:/host", hpcbench_iface = "eth0" }
+  }
+  expect_failures = [var.deploy_vars]
+}
+
+run "stack_image_with_registry_port_and_digest" {
+  command = plan
+  variables {
+    deploy_vars = { hpcbench_state_dir = "/state", stack_image = "registry.example.org:5000/hpc-bench/stack_x:1.0-rc.1@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", hpcbench_iface = "eth0" }
+  }
+  assert {
+    condition     = startswith(yamldecode(output.yaml).all.vars.stack_image, "registry.example.org:5000/")
+    error_message = "a full image reference (registry, port, tag, digest) must pass"
+  }
 }

@@ -3,13 +3,12 @@ locals {
 
   # Ingress only; OpenStack security groups allow all egress by default.
   # remote = a CIDR, or "group" for members of the testbed's own group (all
-  # protocols: Gloo/NCCL/Horovod pick ports at run time).
+  # protocols: Gloo/NCCL/Horovod pick ports at run time). No rule for
+  # JupyterLab: it listens on 127.0.0.1 and is reached through an SSH tunnel
+  # (ssh -L 8888:127.0.0.1:8888 <head>), never over plain HTTP.
   security_group_rules = {
     ssh = {
       protocol = "tcp", port_min = var.ssh_port, port_max = var.ssh_port, remote = var.allowed_cidr
-    }
-    jupyter = {
-      protocol = "tcp", port_min = var.jupyter_port, port_max = var.jupyter_port, remote = var.allowed_cidr
     }
     testbed = {
       protocol = "any", port_min = 0, port_max = 0, remote = "group"
@@ -30,3 +29,4 @@ locals {
     proxy_jump = i > 0 && var.head_floating_ip != null ? format("%s@%s:%d", var.ssh_user, var.head_floating_ip, var.ssh_port) : null
   }]
 }
+

@@ -19,12 +19,14 @@ variable "node_count" {
 }
 
 variable "allowed_cidr" {
-  description = "The only source from which SSH and Jupyter are reachable (your address, e.g. 192.0.2.10/32)."
+  description = "The only source from which SSH is reachable (your address, e.g. 192.0.2.10/32); JupyterLab is reached through an SSH tunnel, never a public port."
   type        = string
 
   validation {
-    condition     = can(cidrnetmask(var.allowed_cidr)) && var.allowed_cidr != "0.0.0.0/0"
-    error_message = "allowed_cidr must be an IPv4 CIDR narrower than 0.0.0.0/0, e.g. your public address /32: set TF_VAR_allowed_cidr."
+    # /8 is the widest block one organisation holds; anything wider (1.2.3.4/0
+    # included, whatever its host bits) opens SSH to a good part of the internet.
+    condition     = can(cidrnetmask(var.allowed_cidr)) && try(tonumber(split("/", var.allowed_cidr)[1]) >= 8, false)
+    error_message = "allowed_cidr must be an IPv4 CIDR of /8 or narrower, e.g. your public address /32: set TF_VAR_allowed_cidr."
   }
 }
 
@@ -36,17 +38,6 @@ variable "ssh_port" {
   validation {
     condition     = var.ssh_port >= 1 && var.ssh_port <= 65535
     error_message = "ssh_port must be a TCP port (1-65535)."
-  }
-}
-
-variable "jupyter_port" {
-  description = "Port of JupyterLab on the head."
-  type        = number
-  default     = 8888
-
-  validation {
-    condition     = var.jupyter_port >= 1 && var.jupyter_port <= 65535
-    error_message = "jupyter_port must be a TCP port (1-65535)."
   }
 }
 
@@ -92,5 +83,16 @@ variable "head_floating_ip" {
   validation {
     condition     = var.head_floating_ip == null ? true : can(cidrhost("${var.head_floating_ip}/32", 0))
     error_message = "head_floating_ip must be an IPv4 address or null."
+  }
+}
+
+variable "subnet_cidr" {
+  description = "CIDR of the tenant network's IPv4 subnet (NFS exports and sshd trust go to it); null while planning names and rules."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.subnet_cidr == null ? true : can(cidrnetmask(var.subnet_cidr))
+    error_message = "subnet_cidr must be an IPv4 CIDR such as 10.0.0.0/24, or null."
   }
 }

@@ -27,5 +27,7 @@ locals {
     gpus       = var.gpus_per_node
     kind       = "vm"
     proxy_jump = var.proxy_jump == "" ? null : var.proxy_jump
+    # A bare ProxyJump would log in to the proxy with ssh's default keys.
+    proxy_identity_file = var.proxy_jump == "" || var.proxy_identity_file == "" ? null : var.proxy_identity_file
   }]
 }

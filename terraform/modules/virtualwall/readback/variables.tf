@@ -56,3 +56,10 @@ variable "proxy_jump" {
     error_message = "proxy_jump must be a string (empty for none)."
   }
 }
+
+variable "proxy_identity_file" {
+  description = "Key for the jFed proxy (the login PEM: the proxy wants the Fed4FIRE key, not ssh's defaults); used only with proxy_jump. A path, never the key."
+  type        = string
+  default     = ""
+  nullable    = false
+}

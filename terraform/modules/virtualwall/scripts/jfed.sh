@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# Runs one jFed CLI 2 action file. The PEM password never lands in the action
-# file on disk: it is spliced into a private temporary copy for this run only.
-#   jfed.sh ACTION_FILE            (create: also collects jFed's Ansible inventory)
-# Environment: JFED_JAVA, JFED_JAR, JFED_PEM_PASSWORD (falls back to
-# TF_VAR_pem_password, so destroy works without Terraform passing it),
-# JFED_ANSIBLE_DIR and JFED_INVENTORY (create only).
+# Runs one jFed CLI 2 action file (java -jar experimenter-cli2.jar -a FILE).
+#   jfed.sh ACTION_FILE
+# Environment:
+#   JFED_JAVA, JFED_JAR       the Java runtime and jFed's experimenter-cli2.jar
+#   HPCBENCH_PEM_PASSWORD     password of the login PEM's key, if it has one: never
+#                             a Terraform variable (it would land in saved plans)
+#   JFED_LEASE                lease file of the slice (contract shared with
+#                             `hpcbench destroy`): RUN writes it before jFed
+#                             creates anything, DELETE removes it once jFed
+#                             confirmed the delete
+#   JFED_SLICE, JFED_DELETE   RUN: slice name and delete action the lease names
+#   JFED_ANSIBLE_DIR, JFED_INVENTORY   RUN: where jFed writes its Ansible
+#                             inventory, and the fixed name Terraform reads it from
 set -euo pipefail
 action=$1
 java=${JFED_JAVA:-java}
 jar=${JFED_JAR:?JFED_JAR is not set}
-password=${JFED_PEM_PASSWORD:-${TF_VAR_pem_password:-}}
+password=${HPCBENCH_PEM_PASSWORD:-}
+kind=$(sed -n 's/^action: *\([A-Z]*\).*/\1/p' "$action" | head -n1)
 
 if [[ ! -f "$jar" ]]; then
-  echo "jFed CLI 2 not found at $jar: download experimenter-cli2.jar from https://jfed.ilabt.imec.be/downloads/ and set TF_VAR_jfed_cli_jar to its path" >&2
+  echo "jFed CLI 2 not found at $jar: download jFed's CLI from https://jfed.ilabt.imec.be/downloads/, keep experimenter-cli2.jar inside its jfed_cli folder and set TF_VAR_jfed_cli_jar to its path" >&2
   exit 2
 fi
 pem=$(sed -n 's/^ *- "\(.*\)"$/\1/p' "$action" | head -n1)
@@ -22,15 +30,63 @@ if [[ -n "$pem" && ! -f "$pem" ]]; then
 fi
 command -v "$java" >/dev/null || { echo "java not found ($java): install a Java 11+ runtime (apt-get install default-jre-headless)" >&2; exit 2; }
 
-run=$(mktemp "${TMPDIR:-/tmp}/jfed-action.XXXXXX.yaml")
-trap 'rm -f "$run"' EXIT
-chmod 600 "$run"
-cp "$action" "$run"
+json_str() { # a JSON string literal (paths and names: no control characters)
+  local s=${1//\\/\\\\}
+  printf '"%s"' "${s//\"/\\\"}"
+}
+
+write_lease() { # atomically, 0600, before jFed may create anything
+  local dir tmp delete
+  dir=$(dirname "$JFED_LEASE")
+  mkdir -p "$dir"
+  chmod 700 "$dir"
+  # The lease owns a copy of the delete action: `terraform destroy` removes the
+  # one Terraform manages before `hpcbench destroy` runs the leftover leases.
+  delete="${JFED_LEASE%.json}.delete.yaml"
+  tmp=$(mktemp "$dir/.lease.XXXXXX") # mktemp creates it 0600
+  cp "$JFED_DELETE" "$tmp"
+  mv -f "$tmp" "$delete"
+  tmp=$(mktemp "$dir/.lease.XXXXXX")
+  printf '{"what": %s, "created": %s, "cancel": [%s, %s, %s, %s, %s]}\n' \
+    "$(json_str "Virtual Wall slice $JFED_SLICE")" "$(json_str "$(date -u +%Y-%m-%dT%H:%M:%SZ)")" \
+    "$(json_str env)" "$(json_str "JFED_JAVA=$java")" "$(json_str "JFED_JAR=$jar")" \
+    "$(json_str "$(cd "$(dirname "$0")" && pwd)/$(basename "$0")")" "$(json_str "$delete")" > "$tmp"
+  mv -f "$tmp" "$JFED_LEASE"
+}
+
+if [[ "$kind" == RUN && -n "${JFED_LEASE:-}" ]]; then
+  write_lease
+fi
+
+# The password goes into a private copy of the action file (0600 in a 0700
+# directory, removed on exit, also on Ctrl-C): never into jFed's arguments or
+# the action file Terraform keeps. jFed CLI 2 reads the key's password from the
+# action file's user mapping; the key name `password` is assumed (no public
+# jFed document shows it).
+work=$(mktemp -d "${TMPDIR:-/tmp}/jfed.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+run="$work/action.yaml"
+(umask 077 && cp "$action" "$run")
 if [[ -n "$password" ]]; then
-  # YAML single-quoted scalar: double any single quote.
+  # YAML single-quoted scalar: double any single quote. Appended to the user
+  # mapping, which the action file puts last on purpose.
   printf "  password: '%s'\n" "${password//\'/\'\'}" >> "$run"
 fi
-"$java" -jar "$jar" -a "$run"
+
+if ! "$java" -jar "$jar" -a "$run"; then
+  if [[ "$kind" == RUN && -n "${JFED_LEASE:-}" ]]; then
+    echo "jFed failed to create slice ${JFED_SLICE:-}; its lease $JFED_LEASE stays so that \`hpcbench destroy\` deletes whatever was made" >&2
+  elif [[ "$kind" == DELETE && -n "${JFED_LEASE:-}" ]]; then
+    echo "jFed could not confirm the delete; the lease $JFED_LEASE stays: run \`hpcbench destroy\` again" >&2
+  fi
+  exit 1
+fi
+
+if [[ "$kind" == DELETE && -n "${JFED_LEASE:-}" ]]; then
+  rm -f "$JFED_LEASE" "${JFED_LEASE%.json}.delete.yaml" # confirmed: the slice is gone
+fi
 
 if [[ -n "${JFED_INVENTORY:-}" ]]; then
   # jFed names the inventory ansible-hosts (older releases: hosts); keep one copy

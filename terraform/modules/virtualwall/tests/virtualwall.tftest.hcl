@@ -3,13 +3,14 @@
 mock_provider "local" {}
 
 variables {
-  project             = "myproj"
-  pem_path            = "/nonexistent/login.pem"
-  pem_password        = ""
-  node_count          = 10
-  link_capacity_mbps  = 1000
-  ssh_public_key_file = "../../../tests/terraform/fixtures/id_ed25519.pub"
-  state_dir           = "/tmp/hpcbench-tftest/virtualwall"
+  project              = "myproj"
+  pem_path             = "/nonexistent/login.pem"
+  disk_image           = "urn:publicid:IDN+wall2.ilabt.iminds.be+image+emulab-ops:UBUNTU22-64-STD"
+  node_count           = 10
+  link_capacity_mbps   = 1000
+  ssh_public_key_file  = "../../../tests/terraform/fixtures/id_ed25519.pub"
+  ssh_private_key_file = "/nonexistent/id_ed25519"
+  state_dir            = "/tmp/hpcbench-tftest/virtualwall"
 }
 
 run "ten_nodes_on_a_1g_lan" {
@@ -49,8 +50,9 @@ run "ten_nodes_on_a_1g_lan" {
     error_message = "experiment addresses must be 192.168.100.1-10 in node order"
   }
   assert {
-    condition     = alltrue([for n in output.nodes : n.kind == "vm" && n.ssh_user == "hpcbench"])
-    error_message = "Virtual Wall nodes are kind vm, reached as the hpcbench user"
+    # Not the unprivileged testbed user (hpcbench, fixed uid, made by the base role).
+    condition     = alltrue([for n in output.nodes : n.kind == "vm" && n.ssh_user == "hpcbench-admin"])
+    error_message = "Virtual Wall nodes are kind vm, reached as the hpcbench-admin user"
   }
   assert {
     condition     = strcontains(output.jfed_run_action, "action: RUN") && strcontains(output.jfed_run_action, "sliceName: \"hpcbench\"") && strcontains(output.jfed_run_action, "project: \"myproj\"") && strcontains(output.jfed_run_action, "providedContentSource: \"/tmp/hpcbench-tftest/virtualwall/virtualwall.rspec\"")
@@ -89,12 +91,56 @@ run "wall1_hardware_type_and_image" {
     testbed       = "wall1"
     node_count    = 2
     hardware_type = "pcgen03"
-    disk_image    = "urn:publicid:IDN+wall1.ilabt.iminds.be+image+emulab-ops:UBUNTU22-64-STD"
+    disk_image    = "urn:publicid:IDN+wall1.ilabt.imec.be+image+emulab-ops:UBUNTU24-04-01-CIv4"
   }
 
   assert {
-    condition     = length(regexall("<hardware_type name=\"pcgen03\"/>", output.rspec)) == 2 && strcontains(output.rspec, "urn:publicid:IDN+wall1.ilabt.iminds.be+authority+cm")
-    error_message = "hardware type and testbed must reach every node of the RSpec"
+    # Current wall1 RSpecs name the imec.be domain (docs/testbeds.md).
+    condition     = length(regexall("<hardware_type name=\"pcgen03\"/>", output.rspec)) == 2 && length(regexall("component_manager_id=\"urn:publicid:IDN\\+wall1\\.ilabt\\.imec\\.be\\+authority\\+cm\"", output.rspec)) == 2 && !strcontains(output.rspec, "wall1.ilabt.iminds.be")
+    error_message = "wall1 nodes must be requested from urn:publicid:IDN+wall1.ilabt.imec.be+authority+cm, with the hardware type on every node"
+  }
+  assert {
+    condition     = strcontains(output.jfed_run_action, "sliceName: \"hpcbench\"") && output.nodes[0].role == "head"
+    error_message = "wall1 must plan like wall2"
+  }
+}
+
+run "wall1_image_of_the_old_domain_is_refused" {
+  command = plan
+  variables {
+    testbed    = "wall1"
+    node_count = 2
+    disk_image = "urn:publicid:IDN+wall1.ilabt.iminds.be+image+emulab-ops:UBUNTU22-64-STD"
+  }
+  expect_failures = [local_file.rspec]
+}
+
+run "disk_image_must_be_an_image_urn" {
+  command = plan
+  variables {
+    disk_image = "UBUNTU22-64-STD"
+  }
+  expect_failures = [var.disk_image]
+}
+
+run "boot_script_runs_through_sudo_and_leaves_a_marker" {
+  command = plan
+  variables {
+    node_count = 2
+  }
+
+  assert {
+    # <execute> runs as the experimenter, not root: only sudo can add users.
+    condition     = length(regexall("<execute shell=\"sh\" command=\"echo [A-Za-z0-9+/=]+ \\| base64 -d \\| sudo sh\"/>", output.rspec)) == 2
+    error_message = "every node's <execute> must pipe the boot script into sudo sh"
+  }
+  assert {
+    condition     = strcontains(output.bootstrap_script, "id -u") && strcontains(output.bootstrap_script, "/var/lib/hpcbench/bootstrap.done")
+    error_message = "the boot script must refuse to run without root and end by writing its marker"
+  }
+  assert {
+    condition     = output.lease == "/tmp/hpcbench-tftest/virtualwall/leases/hpcbench.json"
+    error_message = "the slice's lease must be <state_dir>/leases/<slice>.json"
   }
 }
 
@@ -105,6 +151,27 @@ run "image_of_another_testbed_is_refused" {
     node_count = 2
   }
   expect_failures = [local_file.rspec]
+}
+
+run "module_hands_the_login_pem_to_the_proxy" {
+  command = plan
+  variables {
+    node_count     = 2
+    ssh_proxy_jump = "jdoe@bastion.ilabt.imec.be"
+  }
+
+  assert {
+    condition     = alltrue([for n in output.nodes : n.proxy_identity_file == "/nonexistent/login.pem" && n.proxy_jump == "jdoe@bastion.ilabt.imec.be"])
+    error_message = "with ssh_proxy_jump every node must jump with the login PEM"
+  }
+}
+
+run "login_user_is_not_the_testbed_user" {
+  command = plan
+  variables {
+    ssh_user = "hpcbench"
+  }
+  expect_failures = [var.ssh_user]
 }
 
 run "one_node_is_refused" {
@@ -127,11 +194,12 @@ run "readback_from_jfed_inventory" {
       { name = "node2", address = "192.168.100.3", role = "worker" },
       { name = "node3", address = "192.168.100.4", role = "worker" },
     ]
-    inventory_text = file("../../../tests/terraform/fixtures/jfed-ansible-hosts.ini")
-    dns_suffix     = "hpcbench.myproj.wall2.ilabt.iminds.be"
-    ssh_user       = "hpcbench"
-    gpus_per_node  = 0
-    proxy_jump     = "jdoe@bastion.example.org:22"
+    inventory_text      = file("../../../tests/terraform/fixtures/jfed-ansible-hosts.ini")
+    dns_suffix          = "hpcbench.myproj.wall2.ilabt.iminds.be"
+    ssh_user            = "hpcbench"
+    gpus_per_node       = 0
+    proxy_jump          = "jdoe@bastion.example.org:22"
+    proxy_identity_file = "/home/jdoe/login.pem"
   }
 
   assert {
@@ -149,5 +217,9 @@ run "readback_from_jfed_inventory" {
   assert {
     condition     = alltrue([for n in output.nodes : n.proxy_jump == "jdoe@bastion.example.org:22"])
     error_message = "every node must carry the ProxyJump"
+  }
+  assert {
+    condition     = alltrue([for n in output.nodes : n.proxy_identity_file == "/home/jdoe/login.pem"])
+    error_message = "the jFed proxy must be reached with the login PEM, not ssh's default keys"
   }
 }

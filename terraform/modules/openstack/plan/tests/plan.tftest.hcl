@@ -8,20 +8,22 @@ variables {
   gpus_per_node = 1
 }
 
-run "rules_open_ssh_and_jupyter_to_one_cidr_only" {
+run "rules_open_ssh_to_one_cidr_only" {
   command = plan
 
   assert {
-    condition     = jsonencode(sort(keys(output.security_group_rules))) == jsonencode(["jupyter", "ssh", "testbed"])
-    error_message = "the group must hold exactly the ssh, jupyter and intra-testbed rules"
+    # JupyterLab listens on the head's loopback and is reached through an SSH
+    # tunnel: no rule may publish it (plain HTTP to the internet).
+    condition     = jsonencode(sort(keys(output.security_group_rules))) == jsonencode(["ssh", "testbed"])
+    error_message = "the group must hold exactly the ssh and intra-testbed rules (no jupyter rule)"
+  }
+  assert {
+    condition     = alltrue([for r in values(output.security_group_rules) : r.protocol == "any" || (r.port_min == 22 && r.port_max == 22)])
+    error_message = "no port but SSH may be open from outside the group"
   }
   assert {
     condition     = output.security_group_rules.ssh.protocol == "tcp" && output.security_group_rules.ssh.port_min == 22 && output.security_group_rules.ssh.port_max == 22 && output.security_group_rules.ssh.remote == "192.0.2.10/32"
     error_message = "SSH must be open on tcp/22 from the allowed CIDR only"
-  }
-  assert {
-    condition     = output.security_group_rules.jupyter.port_min == 8888 && output.security_group_rules.jupyter.port_max == 8888 && output.security_group_rules.jupyter.remote == "192.0.2.10/32"
-    error_message = "Jupyter must be open on tcp/8888 from the allowed CIDR only"
   }
   assert {
     condition     = output.security_group_rules.testbed.protocol == "any" && output.security_group_rules.testbed.remote == "group"
@@ -43,6 +45,64 @@ run "open_world_refused" {
     allowed_cidr = "0.0.0.0/0"
   }
   expect_failures = [var.allowed_cidr]
+}
+
+run "zero_prefix_with_host_bits_refused" {
+  command = plan
+  variables {
+    allowed_cidr = "1.2.3.4/0"
+  }
+  expect_failures = [var.allowed_cidr]
+}
+
+run "wider_than_slash_8_refused" {
+  command = plan
+  variables {
+    allowed_cidr = "10.0.0.0/7"
+  }
+  expect_failures = [var.allowed_cidr]
+}
+
+run "slash_8_accepted" {
+  command = plan
+  variables {
+    allowed_cidr = "10.0.0.0/8"
+  }
+
+  assert {
+    condition     = output.security_group_rules.ssh.remote == "10.0.0.0/8"
+    error_message = "a /8 is the widest allowed_cidr accepted"
+  }
+}
+
+run "testbed_subnet_is_the_tenant_subnet" {
+  command = plan
+  variables {
+    node_count = 2
+    instances = [
+      { name = "hpcbench-node0", address = "10.0.0.11" },
+      { name = "hpcbench-node1", address = "10.0.0.12" },
+    ]
+    subnet_cidr = "10.0.0.0/24"
+  }
+
+  assert {
+    condition     = output.testbed_subnet == "10.0.0.0/24"
+    error_message = "testbed_subnet must be the tenant network's subnet (the NFS export goes to it)"
+  }
+}
+
+run "instance_outside_the_subnet_refused" {
+  command = plan
+  variables {
+    node_count = 2
+    instances = [
+      { name = "hpcbench-node0", address = "10.0.0.11" },
+      { name = "hpcbench-node1", address = "10.0.1.12" },
+    ]
+    subnet_cidr = "10.0.0.0/24"
+  }
+  expect_failures = [output.testbed_subnet]
 }
 
 run "nodes_through_the_head_floating_ip" {
