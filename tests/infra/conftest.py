@@ -49,11 +49,28 @@ def pytest_configure(config: pytest.Config) -> None:
             opt.connection = "ansible"
 
 
+# Fixtures that mean "this check needs a deployed testbed".
+TESTBED_FIXTURES = {"host", "testbed", "name"}
+NOT_A_TESTBED_CHECK = (
+    "checks the roles on this machine, not the testbed: `make test` runs it "
+    "(pytest tests/infra without an inventory)"
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if getattr(config.option, "ansible_inventory", None):
-        return
+    """Without an inventory the testbed checks skip, with one the checks that
+    need no testbed do (verify stays about the testbed). Only items of this
+    folder: the hook sees every item of the session."""
+    deployed = bool(getattr(config.option, "ansible_inventory", None))
+    here = Path(__file__).resolve().parent
     for item in items:
-        item.add_marker(pytest.mark.skip(reason=NO_INVENTORY))
+        if here not in Path(str(item.path)).resolve().parents:
+            continue
+        needs_testbed = bool(TESTBED_FIXTURES & set(getattr(item, "fixturenames", ())))
+        if needs_testbed and not deployed:
+            item.add_marker(pytest.mark.skip(reason=NO_INVENTORY))
+        elif not needs_testbed and deployed:
+            item.add_marker(pytest.mark.skip(reason=NOT_A_TESTBED_CHECK))
 
 
 def inventory_path(config: pytest.Config) -> str | None:

@@ -33,7 +33,11 @@ def jupyter(testbed):
     hosts = testbed.group("jupyter")
     assert hosts, "the inventory has no jupyter group"
     name = hosts[0]
-    address, port = testbed.address(name), testbed.var("jupyter_port", name)
+    # jupyterlab_bind_address when the inventory sets it (127.0.0.1: reached
+    # through an SSH tunnel only), else the role's default: the testbed address.
+    bind = testbed.var("jupyterlab_bind_address", name)
+    address = bind if bind and bind not in ("0.0.0.0", "::") else testbed.address(name)
+    port = testbed.var("jupyter_port", name)
     return name, testbed.host(name), f"http://{address}:{port}/api/status", (address, port)
 
 
@@ -73,3 +77,15 @@ def test_token_files_are_private(jupyter, testbed):
         pytest.skip(f"no controller copy at {controller} (checks run from another machine?)")
     assert stat.S_IMODE(os.stat(controller).st_mode) == 0o600
     assert hashlib.sha256(controller.read_bytes()).hexdigest() == node_sha
+
+
+def test_jupyter_runs_as_the_testbed_user(jupyter, testbed):
+    """The token grants a shell as the server's user: never root. Selected by
+    command name (jupyter-lab): in stack_mode container the server runs in a
+    container, and `ss -p` cannot name another user's process without
+    CAP_SYS_PTRACE."""
+    name, host, _, _ = jupyter
+    users = set(host.run("ps -C jupyter-lab -o user=").stdout.split())
+    assert users, "no jupyter-lab process runs"
+    expected = testbed.var("testbed_user", name)
+    assert users == {expected}, f"JupyterLab runs as {users}, not the testbed user {expected}"

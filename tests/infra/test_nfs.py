@@ -1,12 +1,22 @@
-"""NFS: the server runs and exports only to the testbed subnet; files cross nodes over NFS."""
+"""NFS: the server exports to the testbed nodes only, squashes root, and the
+testbed user writes; files cross nodes over NFS.
 
+libnfs (nfs-ls, nfs-cp, nfs-cat) speaks the protocol without a kernel client.
+Run as root it binds a reserved source port (libnfs lib/socket.c,
+rpc_connect_sockaddr_async) and sends uid 0, or the uid/gid given in the URL
+(`&uid=N&gid=N`): what the kernel client sends for that user.
+"""
+
+import shutil
+import subprocess
 import uuid
 
 import pytest
 
 
-def nfs_url(server_address: str, path: str) -> str:
-    return f"nfs://{server_address}{path}?version=4"
+def nfs_url(server_address: str, path: str, uid: int | None = None, gid: int | None = None) -> str:
+    creds = "" if uid is None else f"&uid={uid}&gid={gid}"
+    return f"nfs://{server_address}{path}?version=4{creds}"
 
 
 @pytest.fixture(scope="module")
@@ -16,12 +26,22 @@ def nfs(testbed):
     servers = testbed.group("nfs_server")
     assert servers, "the inventory has no nfs_server group"
     server = servers[0]
+    user = testbed.var("testbed_user", server)
+    assert user, "testbed_user is not set (environments/common group_vars)"
+    owner = testbed.host(server).user(user)
+    assert owner.exists, f"the testbed user {user} does not exist on {server}"
     return {
         "server": server,
         "address": testbed.address(server),
         "dir": testbed.var("shared_dir", server),
-        "subnet": testbed.var("testbed_subnet", server),
+        "user": user,
+        "uid": owner.uid,
+        "gid": owner.gid,
     }
+
+
+def probe_name() -> str:
+    return f"hpcbench-infra-{uuid.uuid4().hex}.txt"
 
 
 def test_nfs_server_runs(testbed, nfs):
@@ -34,28 +54,84 @@ def test_nfs_server_runs(testbed, nfs):
     assert any(s.is_running for s in services), "neither nfs-ganesha nor the kernel NFS server runs"
 
 
-def test_export_only_to_testbed_subnet(testbed, nfs):
+def test_export_only_to_the_nodes_with_root_squashed(testbed, nfs):
+    addresses = sorted(n["address"] for n in testbed.nodes)
     server = testbed.host(nfs["server"])
     with server.sudo():
         if server.service("nfs-ganesha").is_running:
             conf = server.file("/etc/ganesha/ganesha.conf").content_string
             export = conf.split("EXPORT {")[1]
+            settings = {
+                k.strip(): v.strip(" ;")
+                for k, v in (line.split("=", 1) for line in export.splitlines() if "=" in line)
+            }
             assert "Access_Type = None;" in export, "the export grants access by default"
-            clients = [
-                line.split("=", 1)[1].strip(" ;")
-                for line in conf.splitlines()
-                if line.strip().startswith("Clients")
-            ]
-            assert clients == [nfs["subnet"]], clients
+            assert sorted(c.strip() for c in settings["Clients"].split(",")) == addresses
+            assert settings["Squash"] == "root_squash", settings
+            assert settings["PrivilegedPort"] == "true", settings
         else:
             exports = server.check_output("exportfs -v")
-            for line in exports.split(nfs["dir"])[1:]:
-                assert line.split()[0].startswith(nfs["subnet"]), exports
-    # Behaviour: the subnet gets the export, loopback (outside it) does not.
+            clients = exports.split(nfs["dir"])[1:]
+            assert sorted(c.split("(")[0].strip() for c in clients) == addresses, exports
+            assert all("root_squash" in c and "no_root_squash" not in c for c in clients)
+            assert all("secure" in c and "insecure" not in c for c in clients)
+        assert server.file(nfs["dir"]).user == nfs["user"], (
+            f"{nfs['dir']} is not the testbed user's"
+        )
+    # Behaviour: a node gets the export, loopback (no node) does not.
     ok = server.run("nfs-ls %s", nfs_url(nfs["address"], nfs["dir"]))
     assert ok.rc == 0, ok.stderr
     refused = server.run("nfs-ls %s", nfs_url("127.0.0.1", nfs["dir"]))
-    assert refused.rc != 0, "the export answers a client outside the testbed subnet (127.0.0.1)"
+    assert refused.rc != 0, "the export answers a client outside the node list (127.0.0.1)"
+
+
+def test_root_on_a_node_is_squashed(testbed, nfs):
+    """Root on every node writes as nobody: the testbed user's directory refuses it."""
+    name = probe_name()
+    leaked = []
+    for h in testbed.hosts:  # bounded: the testbed's hosts
+        node = testbed.host(h)
+        with node.sudo():
+            out = node.run(
+                "nfs-cp /etc/hostname %s", nfs_url(nfs["address"], f"{nfs['dir']}/{name}")
+            )
+        if out.rc == 0:
+            leaked.append(h)
+    server = testbed.host(nfs["server"])
+    with server.sudo():
+        server.run("rm -f %s", f"{nfs['dir']}/{name}")
+    assert not leaked, f"root on {leaked} wrote {nfs['dir']} over NFS (no root_squash)"
+
+
+def test_testbed_user_writes_from_every_node(testbed, nfs):
+    """Where a node mounts the export, the testbed user writes through the mount;
+    elsewhere (containers) as the kernel client would for that user."""
+    server = testbed.host(nfs["server"])
+    name = probe_name()
+    failed = {}
+    for h in testbed.hosts:  # bounded: the testbed's hosts
+        node = testbed.host(h)
+        target = f"{nfs['dir']}/{h}-{name}"
+        mount = node.run("findmnt --noheadings --output FSTYPE --mountpoint %s", nfs["dir"])
+        with node.sudo():
+            if h != nfs["server"] and mount.rc == 0 and mount.stdout.strip().startswith("nfs"):
+                out = node.run(
+                    "runuser -u %s -- sh -c 'echo x > \"$1\"' sh %s", nfs["user"], target
+                )
+            else:
+                url = nfs_url(nfs["address"], target, nfs["uid"], nfs["gid"])
+                out = node.run("nfs-cp /etc/hostname %s", url)
+        if out.rc != 0:
+            failed[h] = out.stderr.strip()[-300:]
+    with server.sudo():
+        owners = {
+            h: server.run("stat -c %%u %s", f"{nfs['dir']}/{h}-{name}").stdout.strip()
+            for h in testbed.hosts
+        }
+        for h in testbed.hosts:  # bounded: the testbed's hosts
+            server.run("rm -f %s", f"{nfs['dir']}/{h}-{name}")
+    assert not failed, f"the testbed user {nfs['user']} cannot write {nfs['dir']}: {failed}"
+    assert set(owners.values()) == {str(nfs["uid"])}, f"files not owned by {nfs['user']}: {owners}"
 
 
 def test_file_written_on_one_node_is_read_on_another(testbed, nfs):
@@ -64,26 +140,28 @@ def test_file_written_on_one_node_is_read_on_another(testbed, nfs):
     writer = others[0] if others else hosts[0]
     readers = [h for h in hosts if h != writer] or [writer]
     reader = readers[-1]
-    name = f"hpcbench-infra-{uuid.uuid4().hex}.txt"
+    name = probe_name()
     content = f"written on {writer} {uuid.uuid4().hex}"
-    url = nfs_url(nfs["address"], f"{nfs['dir']}/{name}")
+    path = f"{nfs['dir']}/{name}"
     w, r = testbed.host(writer), testbed.host(reader)
     local = f"/tmp/{name}"
     try:
         w.check_output("printf %%s %s > %s", content, local)
-        cp = w.run("nfs-cp %s %s", local, url)
+        with w.sudo():
+            cp = w.run("nfs-cp %s %s", local, nfs_url(nfs["address"], path, nfs["uid"], nfs["gid"]))
         assert cp.rc == 0, f"nfs-cp on {writer} failed: {cp.stderr}"
-        cat = r.run("nfs-cat %s", url)
+        with r.sudo():
+            cat = r.run("nfs-cat %s", nfs_url(nfs["address"], path, nfs["uid"], nfs["gid"]))
         assert cat.rc == 0, f"nfs-cat on {reader} failed: {cat.stderr}"
         assert cat.stdout == content
         # Where the reader's kernel mounts the export, the file is there too.
         mount = r.run("findmnt --noheadings --output FSTYPE --mountpoint %s", nfs["dir"])
         if mount.rc == 0 and mount.stdout.strip().startswith("nfs"):
-            assert r.file(f"{nfs['dir']}/{name}").content_string == content
+            assert r.file(path).content_string == content
     finally:
         w.run("rm -f %s", local)
         with testbed.host(nfs["server"]).sudo():
-            testbed.host(nfs["server"]).run("rm -f %s", f"{nfs['dir']}/{name}")
+            testbed.host(nfs["server"]).run("rm -f %s", path)
 
 
 def test_clients_mount_where_the_kernel_can(testbed, nfs):
@@ -105,3 +183,88 @@ def test_clients_mount_where_the_kernel_can(testbed, nfs):
             "no client kernel has an NFS client (no nfs4 in /proc/filesystems): "
             "the export is checked over the protocol with libnfs instead"
         )
+
+
+# --- from outside the node list: the controller and a stranger on the network
+
+# Runs in a throwaway container as root (a reserved port, uid 0): whether TCP
+# reaches the server at all, then whether NFS lists and takes a file.
+STRANGER = r"""
+exec 2>&1
+if timeout 10 bash -c "exec 3<>/dev/tcp/$1/2049"; then echo tcp=0; else echo tcp=1; fi
+timeout 30 nfs-ls "nfs://$1$2?version=4" >/dev/null; echo ls=$?
+timeout 30 nfs-cp /etc/hostname "nfs://$1$2/$3?version=4"; echo cp=$?
+"""
+
+
+@pytest.fixture(scope="module")
+def outsider(testbed, nfs):
+    """Runs STRANGER in a container of the testbed's image: on the host's network
+    (the host itself) or on the testbed network at an address no node has."""
+    network = testbed.var("testbed_network", nfs["server"])
+    image = testbed.var("stack_image", nfs["server"])
+    if not network or testbed.var("node_kind", nfs["server"]) != "container":
+        pytest.skip("not a local Docker testbed: no network to start a stranger on")
+    if not shutil.which("docker"):
+        pytest.skip("no docker client on this machine")
+    taken = {n["address"] for n in testbed.nodes}
+    prefix = nfs["address"].rsplit(".", 1)[0]
+    stranger_ip = next(f"{prefix}.{i}" for i in range(250, 200, -1) if f"{prefix}.{i}" not in taken)
+
+    server = testbed.host(nfs["server"])
+
+    def run(where: str) -> dict[str, int]:
+        name = f"{network}-stranger-{uuid.uuid4().hex[:8]}"
+        probe = probe_name()
+        net = (
+            ["--network", "host"]
+            if where == "host"
+            else ["--network", network, "--ip", stranger_ip]
+        )
+        cmd = [
+            "timeout",
+            "120",
+            "docker",
+            "run",
+            "--rm",
+            "--name",
+            name,
+            *net,
+            "--entrypoint",
+            "/bin/bash",
+            image,
+            "-c",
+            STRANGER,
+            "stranger",
+            nfs["address"],
+            nfs["dir"],
+            probe,
+        ]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
+        finally:  # a file it may have written where it should not
+            with server.sudo():
+                server.run("rm -f %s", f"{nfs['dir']}/{probe}")
+        found = dict(
+            line.split("=", 1)
+            for line in out.stdout.splitlines()
+            if line[:3] in ("tcp", "ls=", "cp=")
+        )
+        assert set(found) == {"tcp", "ls", "cp"}, out.stdout + out.stderr
+        return {k: int(v) for k, v in found.items()}
+
+    return run, stranger_ip
+
+
+def test_export_refuses_root_from_the_host(outsider):
+    run, _ = outsider
+    got = run("host")
+    assert got["tcp"] == 0, "the host cannot reach port 2049: the refusal below proves nothing"
+    assert got["ls"] != 0 and got["cp"] != 0, f"the host (Docker gateway) gets the export: {got}"
+
+
+def test_export_refuses_an_address_outside_the_node_list(outsider):
+    run, ip = outsider
+    got = run("stranger")
+    assert got["tcp"] == 0, f"{ip} cannot reach port 2049: the refusal below proves nothing"
+    assert got["ls"] != 0 and got["cp"] != 0, f"a container at {ip} gets the export: {got}"
