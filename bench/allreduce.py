@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--factor", type=int, default=4)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--threads", type=units.argtype(units.count, "threads"), default=0)
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     if args.factor < 2 or not 4 <= args.min_bytes <= args.max_bytes:

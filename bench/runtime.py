@@ -39,6 +39,7 @@ class Comm:
     """The few collectives the workload needs, over Horovod or torch.distributed."""
 
     backend = ""
+    dist_backend = ""  # the library that moves the tensors: nccl, gloo (torch) or horovod's
     rank = 0
     size = 1
     local_rank = 0
@@ -67,6 +68,7 @@ class HorovodComm(Comm):
 
         hvd.init()
         self.hvd = hvd
+        self.dist_backend = "horovod+nccl" if hvd.nccl_built() else "horovod"
         self.rank, self.size = hvd.rank(), hvd.size()
         self.local_rank, self.local_size = hvd.local_rank(), hvd.local_size()
         self._count = 0
@@ -90,18 +92,19 @@ class TorchComm(Comm):
 
     backend = "ddp"
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, dist_backend: str = "auto") -> None:
         import torch.distributed as dist
 
         self.dist = dist
         self.device = device
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        self.dist_backend = dist_backend_for(device, dist_backend)
+        dist.init_process_group(self.dist_backend)
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
         self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
         self.local_size = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
 
     def barrier(self) -> None:
-        if self.device.type == "cuda":
+        if self.dist_backend == "nccl":
             self.dist.barrier(device_ids=[self.device.index])
         else:
             self.dist.barrier()
@@ -136,8 +139,68 @@ def pick_device(want: str) -> torch.device:
     return device
 
 
-def connect(backend: str, device: torch.device) -> Comm:
-    return HorovodComm() if backend == "horovod" else TorchComm(device)
+def dist_backend_for(device: torch.device, want: str = "auto") -> str:
+    """torch.distributed's backend: NCCL on CUDA unless Gloo is asked for (ranks sharing one
+    GPU: NCCL refuses two ranks on the same device); NCCL without CUDA is an error."""
+    if want == "auto":
+        return "nccl" if device.type == "cuda" else "gloo"
+    if want == "nccl" and device.type != "cuda":
+        raise SystemExit("--dist-backend nccl needs a CUDA device; use gloo on the CPU")
+    return want
+
+
+def connect(backend: str, device: torch.device, dist_backend: str = "auto") -> Comm:
+    if backend == "horovod":
+        return HorovodComm()
+    return TorchComm(device, dist_backend)
+
+
+def slowest(per_rank: list[list[float] | None]) -> list[float] | None:
+    """Window k of the run is window k of its slowest rank (None where a rank has no times)."""
+    if not per_rank or any(r is None for r in per_rank):
+        return None
+    return [max(r[k] for r in per_rank) for k in range(len(per_rank[0]))]
+
+
+def mark(device: torch.device) -> Any:
+    """A moment on the device's own clock: a CUDA event recorded on the current stream
+    (it fires once the work queued before it has run), else the host's perf_counter."""
+    if device.type == "cuda":
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+    return time.perf_counter()
+
+
+def elapsed_s(start: Any, stop: Any) -> float:
+    """Seconds between two marks; CUDA events only once the device has synchronised."""
+    if isinstance(start, float):
+        return stop - start
+    return start.elapsed_time(stop) / 1000.0
+
+
+class DeviceWindows:
+    """The timed windows as the GPU saw them: a mark at each window's start and end
+    on the current stream; nothing on the CPU (seconds() is then None)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.pairs: list[tuple[Any, Any]] = []
+
+    def begin(self) -> None:
+        if self.cuda:
+            self.pairs.append((mark(self.device), None))
+
+    def end(self) -> None:
+        if self.cuda:
+            self.pairs[-1] = (self.pairs[-1][0], mark(self.device))
+
+    def seconds(self) -> list[float] | None:
+        """Each window's GPU time; call after the device has synchronised."""
+        if not self.cuda:
+            return None
+        return [elapsed_s(start, stop) for start, stop in self.pairs]
 
 
 def set_threads(threads: int, local_size: int) -> int:

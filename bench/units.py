@@ -7,8 +7,13 @@ that passes the harness's checks is the size the workload measures.
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 # Binary units, as nccl-tests prints sizes: 4K = 4096 bytes.
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)([KMG]?)(?:i?B)?", re.IGNORECASE | re.ASCII)
@@ -21,8 +26,83 @@ def parse_size(text: str) -> int:
     """'64M', '64MiB', '64MB', '4096' -> bytes; ValueError with one line otherwise."""
     match = _SIZE.fullmatch((text or "").strip())
     if not match:
-        raise ValueError(f"{text!r} is not a size like 4K, 64M or 1G")
+        raise ValueError(f"{str(text)[:40]!r} is not a size like 4K, 64M or 1G")
     value = float(match.group(1)) * _SCALE[match.group(2).upper()]
     if not math.isfinite(value) or not MIN_SIZE <= value <= MAX_SIZE:
-        raise ValueError(f"{text!r} is out of range: use 4 bytes to 4G")
+        raise ValueError(f"{str(text)[:40]!r} is out of range: use 4 bytes to 4G")
     return int(value)
+
+
+# Whole numbers: ASCII digits only (int() would take '४' or '1_0'); 18 digits keep it cheap.
+_WHOLE = re.compile(r"[0-9]{1,18}", re.ASCII)
+_REAL = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9})?", re.ASCII)
+
+# The bounds of every count the harness passes to the workload: the harness refuses
+# what the workload would refuse, before anything is launched. (low, high) inclusive.
+COUNTS: dict[str, tuple[int, int]] = {
+    "batch": (1, 65536),
+    "image-size": (0, 4096),  # 0: the model's own
+    "threads": (0, 1024),  # 0: the node's cores shared among its workers
+    "data-workers": (0, 256),
+    "warmup": (0, 100_000),
+    "windows": (1, 10_000),
+    "steps": (1, 100_000),
+    "seed": (0, 2**32 - 1),
+}
+# Megabytes (Horovod's fusion buffer, DDP's gradient buckets): 0 turns fusion off.
+MEGABYTES: dict[str, tuple[float, float]] = {
+    "fusion-threshold-mb": (0.0, 4096.0),
+    "bucket-cap-mb": (0.001, 4096.0),
+}
+
+
+def parse_whole(text: str, low: int, high: int) -> int:
+    """'8' -> 8, if low <= 8 <= high; ValueError with one line otherwise."""
+    stripped = (text or "").strip() if isinstance(text, str) else str(text)
+    if not _WHOLE.fullmatch(stripped):
+        raise ValueError(f"{stripped[:40]!r} is not a whole number")
+    value = int(stripped)
+    if not low <= value <= high:
+        raise ValueError(f"{value} is out of range: use {low} to {high}")
+    return value
+
+
+def parse_real(text: str, low: float, high: float) -> float:
+    """'25', '2.5' -> a finite float in [low, high]; no exponents, signs, nan or inf."""
+    stripped = (text or "").strip() if isinstance(text, str) else str(text)
+    if not _REAL.fullmatch(stripped):
+        raise ValueError(f"{stripped[:40]!r} is not a number like 25 or 2.5")
+    value = float(stripped)
+    if not low <= value <= high:
+        raise ValueError(f"{value:g} is out of range: use {low:g} to {high:g}")
+    return value
+
+
+def count(name: str, text: str) -> int:
+    """One of COUNTS, by its option name without dashes ('threads')."""
+    return parse_whole(text, *COUNTS[name])
+
+
+def megabytes(name: str, text: str) -> float:
+    return parse_real(text, *MEGABYTES[name])
+
+
+# Seconds a timed window lasts at the least (0: windows are --steps long, whatever it takes).
+SECONDS: dict[str, tuple[float, float]] = {"min-window-s": (0.0, 3600.0)}
+
+
+def seconds(name: str, text: str) -> float:
+    return parse_real(text, *SECONDS[name])
+
+
+def argtype(parse: Callable[[str, str], T], name: str) -> Callable[[str], T]:
+    """An argparse type= that reports the parser's one-line reason."""
+
+    def convert(text: str) -> T:
+        try:
+            return parse(name, text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    convert.__name__ = name
+    return convert

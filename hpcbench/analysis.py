@@ -19,7 +19,9 @@ from typing import Any
 from hpcbench import prediction
 
 # Fields that name a scaling series; nodes and workers vary along it.
-SERIES_FIELDS = ("env", "model", "backend", "batch", "image_size", "data", "gpus_per_node")
+SERIES_FIELDS = (
+    "env", "model", "backend", "batch", "image_size", "data", "gpus_per_node", "method",
+)  # fmt: skip
 
 # Two-sided 95% Student-t quantiles t(0.975, df) for df = 1..30.
 _T975 = (
@@ -128,6 +130,7 @@ class ConfigSummary:
     workers: int
     runs: int
     failed: int
+    method: str | None = None  # store.method_label of the runs (None: a store from before it)
     images_per_sec: float | None = None
     ci95: float | None = None
     ci95_windows: float | None = None
@@ -141,6 +144,9 @@ class ConfigSummary:
     internode_efficiency_ci95: float | None = None
     predicted_efficiency_low: float | None = None
     predicted_efficiency_high: float | None = None
+    # The point prediction: the single worker's measured gradient timeline replayed
+    # against the probe's link (prediction.predict_measured).
+    predicted_efficiency: float | None = None
     allreduce_s: float | None = None
     busbw: float | None = None
     data_fraction: float | None = None
@@ -150,6 +156,23 @@ class ConfigSummary:
     # How ci95 was made: "repeats" (Student t over repeats), "windows" (Student t over
     # one run's windows) or "median" (order statistics, where windows have outliers).
     ci_method: str = ""
+    # Where the time went, per step (seconds): the single worker's step is compute (and
+    # data); what N workers take beyond it is exposed communication; the predicted
+    # all-reduce time not exposed was overlapped with the backward pass.
+    compute_s: float | None = None
+    data_s: float | None = None
+    exposed_comm_s: float | None = None
+    overlap_s: float | None = None
+    # Stragglers: per window, the slowest rank's lead over the median rank (mean over
+    # windows, a share), and the host that was slowest most often.
+    straggler_lead: float | None = None
+    straggler: str | None = None
+    # The nodes over the timed windows (bench/nodemon.py): mean CPU use against the
+    # node's limit, how that limit is set, and the busiest interface's bytes/s.
+    cpu_util: float | None = None
+    cpu_limit: str | None = None
+    net_bytes_per_s: float | None = None
+    link_rate: str | None = None  # the testbed's nominal link ('1gbit'), as recorded
 
     @property
     def series(self) -> tuple:
@@ -187,6 +210,7 @@ def _summarise_config(runs: list[dict[str, Any]]) -> ConfigSummary:
         runs=len(ok),
         failed=len(runs) - len(ok),
         errors=[r.get("error", "")[-300:] for r in runs if r.get("status") != "ok"] or None,
+        link_rate=first.get("link_rate") if isinstance(first.get("link_rate"), str) else None,
     )
     if not ok:
         return summary
@@ -211,7 +235,54 @@ def _summarise_config(runs: list[dict[str, Any]]) -> ConfigSummary:
     fractions = [r["data_time_fraction"] for r in ok if r.get("data_time_fraction") is not None]
     summary.data_fraction = statistics.fmean(fractions) if fractions else None
     summary.weights_in_sync = all(r.get("weights_in_sync") is True for r in ok)
+    _add_stragglers(summary, ok)
+    _add_node_use(summary, ok)
     return summary
+
+
+def _timeline_ok(timeline: Any) -> bool:
+    """A gradient timeline as bench/train.py writes it: [[seconds, bytes], ...]."""
+    return isinstance(timeline, list) and bool(timeline) and all(
+        isinstance(x, list) and len(x) == 2
+        and all(isinstance(v, int | float) and math.isfinite(v) and v >= 0 for v in x)
+        for x in timeline
+    )  # fmt: skip
+
+
+def _add_stragglers(summary: ConfigSummary, ok: list[dict[str, Any]]) -> None:
+    leads: list[float] = []
+    slowest: dict[str, int] = defaultdict(int)
+    for r in ok:
+        ranks = r.get("rank_window_times")
+        if not isinstance(ranks, list) or len(ranks) < 2:
+            continue
+        hosts = (r.get("fingerprint") or {}).get("hosts") or []
+        for k in range(min(len(x) for x in ranks)):
+            times = [x[k] for x in ranks]
+            med = statistics.median(times)
+            leads.append((max(times) - med) / med if med > 0 else 0.0)
+            rank = times.index(max(times))
+            slowest[hosts[rank] if rank < len(hosts) else f"rank {rank}"] += 1
+    if leads:
+        summary.straggler_lead = statistics.fmean(leads)
+        summary.straggler = max(slowest, key=slowest.get)
+
+
+def _add_node_use(summary: ConfigSummary, ok: list[dict[str, Any]]) -> None:
+    utils, rates, limits = [], [], set()
+    for r in ok:
+        for host in ((r.get("nodes_use") or {}).get("per_host") or []):
+            if isinstance(host.get("cpu_util"), int | float):
+                utils.append(float(host["cpu_util"]))
+            if host.get("cpu_limit"):
+                limits.add(str(host["cpu_limit"]))
+            nets = [max(v.get("rx_bytes_per_s", 0), v.get("tx_bytes_per_s", 0))
+                    for v in (host.get("net") or {}).values() if isinstance(v, dict)]  # fmt: skip
+            if nets:
+                rates.append(max(nets))
+    summary.cpu_util = statistics.fmean(utils) if utils else None
+    summary.net_bytes_per_s = statistics.fmean(rates) if rates else None
+    summary.cpu_limit = "; ".join(sorted(limits)) or None
 
 
 def _matching_probe(probes: list[dict[str, Any]], s: ConfigSummary) -> dict[str, Any] | None:
@@ -226,7 +297,10 @@ def _matching_probe(probes: list[dict[str, Any]], s: ConfigSummary) -> dict[str,
 
 
 def _add_scaling(
-    series: list[ConfigSummary], grad_bytes: float | None, probes: list[dict[str, Any]]
+    series: list[ConfigSummary],
+    grad_bytes: float | None,
+    probes: list[dict[str, Any]],
+    timeline: list[list[float]] | None = None,
 ) -> None:
     """Speedup, efficiency and the predicted band of every configuration of one series;
     grad_bytes: the series' all-reduced bytes per step (its latest run's)."""
@@ -255,6 +329,10 @@ def _add_scaling(
                 else ratio_ci(s.images_per_sec, s.ci95 or 0.0, full_node.images_per_sec,
                               full_node.ci95 or 0.0) / scale
             )  # fmt: skip
+        if base is not None and base.step_time_s and s.step_time_s:
+            data = (base.data_fraction or 0.0) * base.step_time_s
+            s.compute_s, s.data_s = base.step_time_s - data, data
+            s.exposed_comm_s = max(0.0, s.step_time_s - base.step_time_s)
         if s.workers == 1 and base is not None:
             s.predicted_efficiency_low = s.predicted_efficiency_high = 1.0
             s.allreduce_s = 0.0
@@ -268,6 +346,43 @@ def _add_scaling(
         s.predicted_efficiency_high = p["efficiency_high"]
         s.allreduce_s = p["allreduce_s"]
         s.busbw = p["busbw"]
+        if timeline:
+            point = prediction.predict_measured(
+                base.step_time_s, [(t, b) for t, b in timeline], model, s.backend, grad_bytes
+            )
+            s.predicted_efficiency = point.efficiency
+        if s.exposed_comm_s is not None and s.compute_s is not None:
+            # Hidden communication cannot outlast the computation that hides it.
+            s.overlap_s = min(s.compute_s, max(0.0, s.allreduce_s - s.exposed_comm_s))
+
+
+# Thresholds of the likeliest-cause guess for a measurement outside its band.
+DATA_BOUND = 0.10  # a tenth of the step waiting for input
+STRAGGLER_BOUND = 0.20  # the slowest rank 20% behind the median
+CPU_BOUND = 0.90  # nodes at 90% of their CPU limit
+LINK_BOUND = 0.70  # the busiest interface at 70% of the nominal rate
+
+
+def outside_band(s: ConfigSummary, nominal_bytes_per_s: float | None) -> str | None:
+    """None inside the predicted band (its interval touching it); else which side and
+    the likeliest cause, from the run's own breakdown and node figures."""
+    if s.efficiency is None or s.predicted_efficiency_low is None or s.workers == 1:
+        return None
+    ci = s.efficiency_ci95 or 0.0
+    low, high = s.predicted_efficiency_low, s.predicted_efficiency_high or 1.0
+    if s.efficiency + ci >= low and s.efficiency - ci <= high:
+        return None
+    side = "below" if s.efficiency + ci < low else "above"
+    causes = []
+    if (s.data_fraction or 0.0) > DATA_BOUND:
+        causes.append(f"input pipeline ({s.data_fraction:.0%} of the step waits for data)")
+    if (s.straggler_lead or 0.0) > STRAGGLER_BOUND:
+        causes.append(f"straggler {s.straggler} ({s.straggler_lead:.0%} behind the median)")
+    if (s.cpu_util or 0.0) > CPU_BOUND:
+        causes.append(f"CPU (nodes at {s.cpu_util:.0%} of their limit)")
+    if nominal_bytes_per_s and (s.net_bytes_per_s or 0.0) / nominal_bytes_per_s > LINK_BOUND:
+        causes.append(f"network (link at {s.net_bytes_per_s / nominal_bytes_per_s:.0%})")
+    return f"{side}: " + ("; ".join(causes) if causes else "no cause stands out")
 
 
 def _sort_key(key: tuple) -> tuple:
@@ -292,6 +407,7 @@ class LiveSummary:
         self._runs: dict[tuple, dict[tuple[int, int], list[dict[str, Any]]]] = defaultdict(dict)
         self._summaries: dict[tuple, dict[tuple[int, int], ConfigSummary]] = defaultdict(dict)
         self._grad_bytes: dict[tuple, float] = {}
+        self._timeline: dict[tuple, list[list[float]]] = {}
         touched: set[tuple] = set()
         for run in runs or []:
             touched.add(self._file(run))
@@ -306,12 +422,15 @@ class LiveSummary:
         config_runs.append(run)
         if run.get("allreduce_bytes"):
             self._grad_bytes[series] = float(run["allreduce_bytes"])
+        if run.get("workers") == 1 and _timeline_ok(run.get("grad_timeline")):
+            self._timeline[series] = run["grad_timeline"]
         self._summaries[series][config] = _summarise_config(config_runs)
         return series
 
     def _rescale(self, series: tuple) -> None:
         ordered = sorted(self._summaries[series].values(), key=lambda s: (s.workers, s.nodes))
-        _add_scaling(ordered, self._grad_bytes.get(series), self._probes)
+        _add_scaling(ordered, self._grad_bytes.get(series), self._probes,
+                     self._timeline.get(series))  # fmt: skip
 
     def add(self, run: dict[str, Any]) -> ConfigSummary:
         """The run's configuration summary after adding it (scaling filled once the
@@ -319,6 +438,10 @@ class LiveSummary:
         series = self._file(run)
         self._rescale(series)
         return self._summaries[series][(run["nodes"], run["workers"])]
+
+    def of(self, run: dict[str, Any]) -> ConfigSummary | None:
+        """The summary of the configuration a run record (measured or planned) belongs to."""
+        return self._summaries.get(series_key(run), {}).get((run["nodes"], run["workers"]))
 
     def add_probe(self, probe: dict[str, Any]) -> None:
         self._probes.append(probe)
@@ -340,3 +463,20 @@ def summarise(
 ) -> list[ConfigSummary]:
     """One summary per configuration, ordered by series then workers."""
     return LiveSummary(runs, probes).summaries()
+
+
+def convergence_lines(record: dict[str, Any]) -> list[str]:
+    """From a sweep's convergence record (sweep.run): a line per configuration whose
+    throughput interval stayed wider than --target-ci, and why its repeats stopped."""
+    target = record["target_ci"]
+    lines = []
+    for c in record["configs"]:
+        if c["stopped"] == "target reached":
+            continue
+        ci = "no interval" if c["relative_ci"] is None else f"CI {c['relative_ci']:.1%}"
+        why = {"budget": "--budget ran out", "max repeats": "--max-repeats reached"}[c["stopped"]]
+        lines.append(
+            f"{c['label']}: {ci} after {c['runs']} run(s), wider than --target-ci "
+            f"{target:.1%}: {why}"
+        )
+    return lines

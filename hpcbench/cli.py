@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from hpcbench.errors import UsageError
 
@@ -21,8 +22,21 @@ COMMAND_MODULES = [
 ]
 
 
+def one_line(text: str) -> str:
+    """A message as one line: control characters (a value's line break) escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad command line is one line (no usage block) and exit
+    status 2, like every other UsageError; sub-command parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog.removeprefix('hpcbench ')}: {message}")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="hpcbench",
         description="Build testbeds for distributed deep learning and measure how training scales.",
     )
@@ -34,14 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
         return int(args.func(args) or 0)
     except UsageError as err:
-        print(f"hpcbench: error: {err}", file=sys.stderr)
+        print(f"hpcbench: error: {one_line(str(err))}", file=sys.stderr)
         return err.exit_code
     except RuntimeError as err:  # an operation failed; its own output says more
-        print(f"hpcbench: failed: {err}", file=sys.stderr)
+        print(f"hpcbench: failed: {one_line(str(err))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("hpcbench: interrupted", file=sys.stderr)

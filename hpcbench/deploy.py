@@ -1,7 +1,11 @@
 """`deploy`, `verify`, `destroy` and `envs`: the testbed's life cycle.
 
 deploy = controller key -> terraform plan (bad input stops here, nothing
-created) -> apply -> wait for sshd -> ansible-playbook site.yml.
+created) -> apply -> wait until ssh reaches every node -> ansible-playbook site.yml.
+Every step is bounded (hpcbench.bounded). Secrets never travel as Terraform
+variables (saved plans hold those in clear): the PEM password comes from
+HPCBENCH_PEM_PASSWORD, which only Terraform's children see. destroy cancels
+what Terraform could not by the module scripts' leases (hpcbench.leases).
 
 The argparse Namespace stops in the cmd_* functions: each turns it into a
 typed, checked request (DeployRequest, VerifyRequest, EnvRequest) once.
@@ -14,27 +18,28 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcbench import bounded, hostkeys, leases, reach
 from hpcbench.errors import UsageError
 from hpcbench.paths import (
     ANSIBLE_DIR,
     REPO,
     ansible_inventories,
+    ensure_env_state,
     env_dir,
     env_state,
     environments,
     inventory_path,
 )
-from hpcbench.terraform import TerraformEnv
+from hpcbench.terraform import PASSWORD_ENV, TerraformEnv, looks_secret, sensitive_variables
 
-SSH_WAIT_S = 90
 DOCKER_PROVIDER = "kreuzwerker/docker"
+SETTING_VALUE_MAX = 4096  # a remembered --var value; longer is not a setting
 
 
 @dataclass(frozen=True)
@@ -73,8 +78,13 @@ class VerifyRequest(EnvRequest):
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("deploy", help="create the testbed's machines and configure them")
     _env_args(p)
-    p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
-                   help="set a Terraform variable of the env (remembered for later deploys)")
+    p.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a Terraform variable of the env (remembered for later deploys)",
+    )
     p.add_argument("--skip-ansible", action="store_true", help="create machines only")
     p.set_defaults(func=cmd_deploy)
 
@@ -92,13 +102,30 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _env_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--env", default=os.environ.get("HPCBENCH_ENV", "local"),
-                   help="environment: a folder of environments/ or a variant "
-                        "(`hpcbench envs` lists them); default $HPCBENCH_ENV or local")
+    p.add_argument(
+        "--env",
+        default=os.environ.get("HPCBENCH_ENV", "local"),
+        help="environment: a folder of environments/ or a variant "
+        "(`hpcbench envs` lists them); default $HPCBENCH_ENV or local",
+    )
 
 
 def _say(msg: str) -> None:
     print(f"hpcbench: {msg}", flush=True)
+
+
+def secret_refusal(name: str) -> str:
+    """Why a secret is not a setting, and what to do instead (one line)."""
+    if name == "pem_password":
+        return (
+            f"the PEM password is not a setting (it would be written into Terraform's "
+            f"saved plan): export {PASSWORD_ENV}=... instead"
+        )
+    return (
+        f"{name} looks like a secret, which is never given with --var nor remembered "
+        f"(saved plans and settings.json would hold it): pass it the way its module "
+        f"documents through the environment"
+    )
 
 
 def parse_vars(pairs: list[str]) -> dict[str, str]:
@@ -106,32 +133,85 @@ def parse_vars(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
-            raise UsageError(f"--var {pair!r}: write NAME=VALUE with a lowercase variable name")
+            raise UsageError(
+                f"--var {pair[:60]!r}: write NAME=VALUE with a lowercase variable name"
+            )
+        if looks_secret(name):
+            raise UsageError(f"--var {name}: {secret_refusal(name)}")
+        if len(value) > SETTING_VALUE_MAX or "\x00" in value:
+            raise UsageError(
+                f"--var {name}: the value is not a setting "
+                f"(at most {SETTING_VALUE_MAX} characters, no NUL)"
+            )
         out[name] = value
     return out
 
 
 def settings(env: str, overrides: dict[str, str]) -> dict[str, str]:
-    """Variables of the last deploy plus new ones, so that a plain re-run changes nothing."""
+    """Variables of the last deploy plus new ones, so that a plain re-run changes nothing.
+
+    A secret an older hpcbench remembered (pem_password) is forgotten here: it is
+    not passed on, and the next save_settings drops it from the file.
+    """
     path = env_state(env) / "settings.json"
-    saved = json.loads(path.read_text()) if path.is_file() else {}
+    saved = load_settings(path) if path.is_file() else {}
+    for name in [n for n in saved if looks_secret(n)]:
+        del saved[name]
+        _say(f"forgot the remembered {name}: {secret_refusal(name).split(': ')[-1]}")
     return {**saved, **overrides}
 
 
-def save_settings(env: str, values: dict[str, str]) -> None:
-    path = env_state(env) / "settings.json"
+def load_settings(path: Path) -> dict[str, str]:
+    """settings.json: an object of variable names to strings; anything else says how to fix it."""
+    fix = f"fix or delete {path} (it only remembers earlier --var settings)"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        why = getattr(err, "strerror", None) or type(err).__name__
+        raise UsageError(f"{path}: not readable JSON ({why}): {fix}") from None
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and re.fullmatch(r"[a-z_][a-z0-9_]*", k) and isinstance(v, str)
+        and len(v) <= SETTING_VALUE_MAX for k, v in data.items()
+    ):  # fmt: skip
+        raise UsageError(f"{path}: not an object of variable names to text values: {fix}")
+    return data
+
+
+def save_settings(env: str, values: dict[str, str], secret: set[str] = frozenset()) -> None:
+    """settings.json, 0600 from the start, without secrets (by name, or declared
+    `sensitive` in the configuration as Terraform reports it)."""
+    path = ensure_env_state(env) / "settings.json"
+    kept = {k: v for k, v in values.items() if k not in secret and not looks_secret(k)}
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(values, indent=2, sort_keys=True) + "\n")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(json.dumps(kept, indent=2, sort_keys=True) + "\n")
     tmp.replace(path)
 
 
 def controller_key(env: str) -> Path:
     """The key the controller (Terraform, Ansible, the harness) reaches nodes with."""
-    key = env_state(env) / "ssh" / "id_ed25519"
+    key = ensure_env_state(env) / "ssh" / "id_ed25519"
     if not key.is_file():
-        key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"hpcbench-{env}",
-                        "-f", str(key)], check=True)
+        key.parent.mkdir(exist_ok=True, mode=0o700)
+        subprocess.run(
+            [
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                f"hpcbench-{env}",
+                "-f",
+                str(key),
+            ],
+            check=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
     key.chmod(0o600)
     return key
 
@@ -157,35 +237,33 @@ def require_docker_engine(tf: TerraformEnv) -> None:
         return
     if shutil.which("docker") is None:
         raise UsageError("no docker CLI found: install Docker (`make tools` does on Debian)")
-    probe = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
-                           capture_output=True, text=True, timeout=30)
+    probe = subprocess.run(
+        ["docker", "info", "--format", "{{.ServerVersion}}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if probe.returncode != 0:
         raise UsageError("no Docker engine answers: start dockerd (`make tools` does on Debian)")
 
 
-def wait_for_ssh(nodes: list[dict], timeout_s: float = SSH_WAIT_S) -> None:
-    """Nodes boot after they are created: wait (bounded) until every sshd sends its banner."""
-    deadline = time.monotonic() + timeout_s
-    for node in nodes:
-        while True:
-            try:
-                with socket.create_connection((node["ssh_host"], node["ssh_port"]), timeout=3) as s:
-                    s.settimeout(3)
-                    if s.recv(4).startswith(b"SSH-"):
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"sshd of {node['name']} did not answer in {timeout_s:.0f} s")
-            time.sleep(1)
+def known_hosts(env: str) -> Path:
+    """The testbed's known_hosts (environments/common/controller.tf names the same file)."""
+    return env_state(env) / "ssh" / "known_hosts"
 
 
 def tool_environ(**extra: str) -> dict[str, str]:
     """The environment for Ansible and testinfra: the venv's tools first on PATH
-    (testinfra calls `ansible-inventory` by name), the project's ansible.cfg."""
+    (testinfra calls `ansible-inventory` by name), the project's ansible.cfg.
+    The PEM password is for Terraform's module scripts only."""
     venv_bin = str(Path(sys.executable).parent)
-    return {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
-            "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), **extra}
+    inherited = {k: v for k, v in os.environ.items() if k != PASSWORD_ENV}
+    return {
+        **inherited,
+        "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
+        **extra,
+    }
 
 
 def run_ansible(env: str, extra: list[str] | None = None) -> dict[str, int]:
@@ -194,20 +272,28 @@ def run_ansible(env: str, extra: list[str] | None = None) -> dict[str, int]:
     # stock precedence lets a later source's group_vars/all win.
     sources = [arg for path in ansible_inventories(env) for arg in ("-i", str(path))]
     cmd = ["ansible-playbook", *sources, str(ANSIBLE_DIR / "site.yml"), *(extra or [])]
-    environ = tool_environ()
     totals = {"ok": 0, "changed": 0, "unreachable": 0, "failed": 0}
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=environ, cwd=REPO) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            sys.stdout.write(line)
-            if " : ok=" in line:
-                for key in totals:
-                    found = re.search(rf"\b{key}=(\d+)", line)
-                    totals[key] += int(found[1]) if found else 0
-        code = proc.wait()
-    if code != 0:
-        raise RuntimeError(f"ansible-playbook failed (exit {code}); see the output above")
+
+    def recap(line: str) -> None:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        if " : ok=" in line:
+            for key in totals:
+                found = re.search(rf"\b{key}=(\d+)", line)
+                totals[key] += int(found[1]) if found else 0
+
+    proc = bounded.run(
+        cmd,
+        bounded.ANSIBLE,
+        what=f"ansible-playbook site.yml ({env})",
+        on_line=recap,
+        env=tool_environ(),
+        cwd=REPO,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"ansible-playbook failed (exit {proc.returncode}); see the output above"
+        )
     return totals
 
 
@@ -217,7 +303,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 def deploy(req: DeployRequest) -> int:
     env = req.env
-    values = settings(env, dict(req.overrides))
+    existed = env_state(env).exists()
+    values = settings(env, dict(req.overrides))  # a bad settings.json stops here
     start = time.monotonic()
     tf = TerraformEnv(env, {**values, **generated_vars(env)})
     try:
@@ -225,27 +312,46 @@ def deploy(req: DeployRequest) -> int:
         tf.init()
         require_docker_engine(tf)
         _say("[2/4] terraform plan")
-        plan, changes = tf.plan()
+        plan, _ = tf.plan()
     except UsageError:
-        if not tf.has_resources():  # leave nothing behind for a testbed that never existed
+        # Leave nothing behind for a testbed that never existed (and holds nothing).
+        if not existed and not tf.has_resources() and not leases.held(env_state(env)):
             shutil.rmtree(env_state(env), ignore_errors=True)
         raise
-    save_settings(env, values)  # only settings that passed validation
-    _say("[3/4] terraform apply")
-    tf.apply(plan)
-    if changes:
-        # Recreated nodes come with new host keys: learn them afresh.
-        (env_state(env) / "ssh" / "known_hosts").unlink(missing_ok=True)
+    try:  # the plan holds every variable in clear: gone after apply, failure or Ctrl-C
+        shown = tf.show(plan)
+        secret = sensitive_variables(shown)
+        given = sorted(set(dict(req.overrides)) & secret)
+        if given:
+            raise UsageError(f"--var {given[0]}: {secret_refusal(given[0])}")
+        save_settings(env, values, secret)  # only what passed validation
+        _say("[3/4] terraform apply")
+        tf.apply(plan)
+    except (RuntimeError, KeyboardInterrupt):
+        held = leases.held(env_state(env))
+        if held:  # a create that failed half-way may hold paid resources
+            _say(
+                f"{len(held)} paid resource(s) may be held ({held[0].what}, ...): "
+                f"`hpcbench destroy --env {env}` cancels them"
+            )
+        raise
+    finally:
+        plan.unlink(missing_ok=True)
+    # Only machines Terraform replaced or destroyed come with new host keys.
+    hostkeys.forget(known_hosts(env), hostkeys.replaced_hosts(shown))
     nodes = tf.outputs()["nodes"]
     assert isinstance(nodes, list)
     if req.skip_ansible:
         _say(f"{len(nodes)} nodes created in {time.monotonic() - start:.0f} s (ansible skipped)")
         return 0
-    wait_for_ssh(nodes)
+    _say(f"waiting until ssh reaches each of the {len(nodes)} nodes")
+    reach.wait(inventory_path(env), known_hosts(env))  # also: a malformed inventory stops here
     _say(f"[4/4] ansible-playbook site.yml on {len(nodes)} nodes")
     totals = run_ansible(env)
-    _say(f"deployed {env}: {len(nodes)} nodes in {time.monotonic() - start:.0f} s, "
-         f"ansible changed={totals['changed']} failed={totals['failed']}")
+    _say(
+        f"deployed {env}: {len(nodes)} nodes in {time.monotonic() - start:.0f} s, "
+        f"ansible changed={totals['changed']} failed={totals['failed']}"
+    )
     _say(f"inventory: {inventory_path(env)}")
     return 0
 
@@ -255,11 +361,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
     inv = inventory_path(req.env)
     if not inv.is_file():
         raise UsageError(f"{req.env} is not deployed (no {inv}): run `make deploy ENV={req.env}`")
-    cmd = [sys.executable, "-m", "pytest", str(REPO / "tests" / "infra"), "-p", "no:cacheprovider",
-           "--hosts=ansible://all", f"--ansible-inventory={inv}", "--connection=ansible",
-           *req.pytest_args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(REPO / "tests" / "infra"),
+        "-p",
+        "no:cacheprovider",
+        "--hosts=ansible://all",
+        f"--ansible-inventory={inv}",
+        "--connection=ansible",
+        *req.pytest_args,
+    ]
     environ = tool_environ(HPCBENCH_INVENTORY=str(inv), HPCBENCH_ENV=req.env)
-    return subprocess.run(cmd, env=environ, cwd=REPO).returncode
+    return bounded.run(
+        cmd, bounded.VERIFY, what=f"verify ({req.env})", env=environ, cwd=REPO
+    ).returncode
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
@@ -267,18 +384,39 @@ def cmd_destroy(args: argparse.Namespace) -> int:
 
 
 def destroy(req: EnvRequest) -> int:
+    """terraform destroy, then every lease left (a resource Terraform lost track of)
+    cancelled by its own command; the state directory goes only when nothing is held."""
     env = req.env
     state = env_state(env)
     tf = TerraformEnv(env, settings(env, {}))
+    failure: Exception | None = None
     if tf.has_resources():
         # The keys are only needed (and made) when there is something to destroy.
         tf.variables.update(generated_vars(env))
         _say(f"destroying {env}")
-        tf.init()
-        require_docker_engine(tf)
-        tf.apply(tf.plan(destroy=True)[0])
-    else:
+        try:
+            tf.init()
+            require_docker_engine(tf)
+            with tf.saved_plan(destroy=True) as (plan, _):
+                tf.apply(plan)
+        except (UsageError, RuntimeError) as err:  # the leases are cancelled all the same
+            failure = err
+    elif not leases.held(state):
         _say(f"{env}: nothing deployed")
+    for lease in leases.held(state):
+        _say(f"cancelling {lease.what} (lease {lease.path.name})")
+    still = leases.cancel_leftovers(state)
+    for lease, why in still:
+        print(f"hpcbench: {lease.by_hand()} [{why}]", file=sys.stderr, flush=True)
+    if failure is not None:
+        _say(f"kept {state}: terraform destroy did not finish")
+        raise failure
+    if still:
+        _say(
+            f"kept {state}: {len(still)} resource(s) still held; "
+            f"run `hpcbench destroy --env {env}` again once cancelled"
+        )
+        return 1
     shutil.rmtree(state, ignore_errors=True)
     _say(f"removed {state}")
     return 0

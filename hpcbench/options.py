@@ -19,15 +19,26 @@ from hpcbench import launchers, paths, probe, sweep
 from hpcbench.errors import UsageError
 from hpcbench.launchers.slurm import SlurmOptions
 from hpcbench.specs import (
+    IMAGE,
+    MOUNT,
+    SAFE_PATH,
+    WORD,
     ProbeSpec,
     SweepSpec,
     TargetSpec,
     TestbedKind,
     WorkloadSpec,
+    check_path,
+    check_text,
+    count_type,
+    duration_type,
+    megabytes_type,
     parse_batch,
     parse_hosts,
     parse_nodes,
     parse_size,
+    seconds_type,
+    target_ci_type,
 )
 
 
@@ -49,7 +60,7 @@ def add_target_arguments(parser: argparse.ArgumentParser, nodes_default: str) ->
     parser.add_argument("--nodes", default=nodes_default, help="node counts: 1-10 or 1,2,4,8")
     parser.add_argument(
         "--gpus-per-node",
-        type=int,
+        type=count_type("gpus-per-node"),
         default=None,
         help="workers per node (default: the node's GPUs, else 1)",
     )
@@ -64,13 +75,16 @@ def add_target_arguments(parser: argparse.ArgumentParser, nodes_default: str) ->
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument(
         "--threads",
-        type=int,
+        type=count_type("threads"),
         default=0,
         help="torch threads per worker (default: cores / workers on the node)",
     )
     parser.add_argument("--out", default="results", help="results directory (default: results/)")
     parser.add_argument(
-        "--timeout", type=int, default=1800, help="seconds per run before it is killed"
+        "--timeout",
+        type=count_type("timeout"),
+        default=1800,
+        help="seconds per run before it is killed",
     )
     add_slurm_arguments(parser)
 
@@ -82,14 +96,14 @@ def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--qos", default="", help="sbatch --qos")
     g.add_argument(
         "--slurm-gpus",
-        type=int,
+        type=count_type("slurm-gpus"),
         default=None,
         help="GPUs per node to request (--gres=gpu:N); default: the workers per node "
         "when --gpus-per-node is given and --device is not cpu, else none",
     )
     g.add_argument(
         "--slurm-time",
-        type=int,
+        type=count_type("slurm-time"),
         default=0,
         help="job time limit in minutes (default: from --timeout)",
     )
@@ -117,7 +131,7 @@ def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--slurm-queue-wait",
-        type=int,
+        type=count_type("slurm-queue-wait"),
         default=3600,
         help="seconds a job may wait in the queue before it is cancelled",
     )
@@ -133,26 +147,87 @@ def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", default="32,64,96", help="per-worker batch sizes: 32,64,96")
     p.add_argument("--model", default="resnet50", help="resnet50, resnet101, inception_v3, ...")
-    p.add_argument("--image-size", type=int, default=0, help="default: the model's own")
+    p.add_argument(
+        "--image-size", type=count_type("image-size"), default=0, help="default: the model's own"
+    )
     p.add_argument("--data", default="synthetic", help="'synthetic' or an ImageNet-layout folder")
-    p.add_argument("--data-workers", type=int, default=4, help="DataLoader processes per worker")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=10, help="discarded steps per run")
-    p.add_argument("--windows", type=int, default=5, help="timed windows per run")
-    p.add_argument("--steps", type=int, default=20, help="steps per window")
+    p.add_argument(
+        "--data-workers",
+        type=count_type("data-workers"),
+        default=4,
+        help="DataLoader processes per worker",
+    )
+    p.add_argument("--repeats", type=count_type("repeats"), default=3)
+    p.add_argument(
+        "--target-ci",
+        type=target_ci_type(),
+        default=0.05,
+        help="run a configuration again while its throughput's 95%% interval is wider than "
+        "this share (default 5%%), up to --max-repeats runs and within --budget",
+    )
+    p.add_argument(
+        "--max-repeats",
+        type=count_type("max-repeats"),
+        default=0,
+        help="most runs per configuration (default: --repeats, i.e. no extra runs)",
+    )
+    p.add_argument(
+        "--budget",
+        type=duration_type("budget"),
+        default=None,
+        help="no extra repeat starts after this much sweep time: 90s, 30m, 2h",
+    )
+    p.add_argument(
+        "--warmup", type=count_type("warmup"), default=10, help="discarded steps per run"
+    )
+    p.add_argument("--windows", type=count_type("windows"), default=5, help="timed windows per run")
+    p.add_argument("--steps", type=count_type("steps"), default=20, help="steps per window")
+    p.add_argument(
+        "--min-window-s",
+        type=seconds_type("min-window-s"),
+        default=0.0,
+        help="each window lasts at least this long (steps grow to fit; 0: --steps exactly)",
+    )
     p.add_argument("--amp", default="auto", choices=["auto", "on", "off"])
     p.add_argument("--fp16-allreduce", action="store_true", help="fp16 gradient compression")
-    p.add_argument("--fusion-threshold-mb", type=float, default=None, help="Horovod only")
-    p.add_argument("--bucket-cap-mb", type=float, default=None, help="DDP only")
+    p.add_argument(
+        "--fusion-threshold-mb",
+        type=megabytes_type("fusion-threshold-mb"),
+        default=None,
+        help="Horovod only",
+    )
+    p.add_argument(
+        "--bucket-cap-mb", type=megabytes_type("bucket-cap-mb"), default=None, help="DDP only"
+    )
 
 
 # -------------------------------------------------------- Namespace -> specs
+def sbatch_option(text: str) -> str:
+    """--sbatch: verbatim, but one #SBATCH line: an option, no line breaks."""
+    if not text.startswith("-") or any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise UsageError(f"--sbatch: {text[:60]!r} is not one sbatch option like --exclusive")
+    return text
+
+
 def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
     cluster = kind is TestbedKind.SLURM
+    for flag in ("partition", "account", "qos", "slurm_mpi"):
+        if getattr(args, flag):
+            check_text(getattr(args, flag), f"--{flag.replace('_', '-')}", WORD, "a Slurm name")
+    if args.container_image:
+        check_text(args.container_image, "--container-image", IMAGE, "an image or .sqsh path")
+    mounts = tuple(m for m in args.container_mounts.split(",") if m)
+    for mount in mounts:
+        check_text(mount, "--container-mounts", MOUNT, "SRC:DST[:FLAGS] of plain paths")
+    check_text(args.container_python, "--container-python", SAFE_PATH, "a plain path")
+    if args.slurm_job_dir:
+        check_text(args.slurm_job_dir, "--slurm-job-dir", SAFE_PATH, "a plain path")
     gpus = args.slurm_gpus
     if gpus is None:
         gpus = args.gpus_per_node if args.gpus_per_node and args.device != "cpu" else 0
     job_dir = args.slurm_job_dir or (str(Path(args.out).resolve() / "slurm") if cluster else "")
+    if job_dir:
+        check_text(job_dir, "--out (its slurm/ folder)", SAFE_PATH, "a plain path")
     return SlurmOptions(
         partition=args.partition,
         account=args.account,
@@ -160,20 +235,19 @@ def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
         gpus_per_node=gpus,
         time_min=args.slurm_time,
         container_image=args.container_image,
-        container_mounts=tuple(m for m in args.container_mounts.split(",") if m),
+        container_mounts=mounts,
         container_python=args.container_python,
         mpi=args.slurm_mpi or ("pmix" if args.horovod_controller == "mpi" else ""),
         job_dir=job_dir,
         pin_nodes=not cluster,  # --env slurm: Slurm chooses the nodes
         queue_wait_s=args.slurm_queue_wait,
-        extra=tuple(args.sbatch),
+        extra=tuple(sbatch_option(x) for x in args.sbatch),
     )
 
 
 def target_spec(args: argparse.Namespace) -> TargetSpec:
-    hosts = tuple(parse_hosts(args.hosts)) if args.hosts else ()
-    if args.gpus_per_node is not None and args.gpus_per_node < 1:
-        raise UsageError("--gpus-per-node must be at least 1")
+    hosts = tuple(parse_hosts(args.hosts)) if args.hosts is not None else ()
+    check_path(args.out, "--out")
     spec = TargetSpec(
         env=args.env,
         node_counts=tuple(parse_nodes(args.nodes)),  # the testbed bounds them once resolved
@@ -195,13 +269,11 @@ def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
     models = known_models()
     if args.model not in models:
         raise UsageError(f"unknown model {args.model!r}: choose one of {', '.join(sorted(models))}")
-    image_size = args.image_size or models[args.model]["image_size"]
-    for name, value in (("windows", args.windows), ("steps", args.steps),
-                        ("image_size", image_size)):  # fmt: skip
-        if value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    if args.warmup < 0:
-        raise UsageError("--warmup must be 0 or more")
+    image_size = args.image_size or models[args.model]["image_size"]  # bounded by its type
+    if args.data != "synthetic":
+        check_path(args.data, "--data")
+        if args.data.startswith("-"):  # bench/train.py would read it as an option
+            raise UsageError(f"--data: {args.data[:60]!r} is not a folder; write ./{args.data}")
     return WorkloadSpec(
         model=args.model,
         image_size=image_size,
@@ -210,6 +282,7 @@ def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
         warmup=args.warmup,
         windows=args.windows,
         steps=args.steps,
+        min_window_s=args.min_window_s,
         device=args.device,
         threads=args.threads,
         amp=args.amp,
@@ -220,8 +293,6 @@ def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
 
 
 def sweep_spec(args: argparse.Namespace) -> SweepSpec:
-    if args.repeats < 1:
-        raise UsageError("--repeats must be at least 1")
     probe_of_sweep = probe_spec(args)  # checked even with --no-probe, as before
     return SweepSpec(
         batches=tuple(parse_batch(args.batch)),
@@ -233,7 +304,16 @@ def sweep_spec(args: argparse.Namespace) -> SweepSpec:
         timeout_s=args.timeout,
         dry_run=args.dry_run,
         verbose=args.verbose,
+        target_ci=args.target_ci,
+        max_repeats=_max_repeats(args.max_repeats, args.repeats),
+        budget_s=args.budget,
     )
+
+
+def _max_repeats(most: int, repeats: int) -> int:
+    if most and most < repeats:
+        raise UsageError(f"--max-repeats {most} is below --repeats {repeats}: raise it or drop it")
+    return most or repeats
 
 
 # ----------------------------------------------------------------- commands
@@ -256,7 +336,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_target_arguments(p, nodes_default="1-10")
     add_workload_arguments(p)
-    p.add_argument("--seed", type=int, default=0, help="seed of the run order")
+    p.add_argument("--seed", type=count_type("seed"), default=0, help="seed of the run order")
     p.add_argument("--resume", action="store_true", help="skip runs the store already holds")
     p.add_argument("--no-probe", action="store_true", help="skip the all-reduce probe")
     p.add_argument("--probe-max-bytes", default="64M")

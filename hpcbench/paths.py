@@ -9,6 +9,7 @@ Ansible group_vars in `inventory/`, and optionally its settings in
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,29 @@ def env_dir(env: str) -> Path:
 
 def env_state(env: str) -> Path:
     return state_root() / env
+
+
+def private_dir(path: Path) -> Path:
+    """A directory only its owner can enter, made so from the start.
+
+    Each missing level is created 0700 (never made wider and tightened later);
+    a level an older hpcbench left wider is tightened once.
+    """
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for level in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made meanwhile by another process
+            os.mkdir(level, 0o700)
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o700)
+    return path
+
+
+def ensure_env_state(env: str) -> Path:
+    """`.hpcbench/<env>`, private (it holds keys, state and tokens)."""
+    root = state_root()
+    if not root.exists():
+        private_dir(root)
+    return private_dir(env_state(env))
 
 
 def inventory_path(env: str) -> Path:

@@ -16,11 +16,12 @@ import argparse
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from hpcbench import prediction
 from hpcbench.errors import UsageError
-from hpcbench.specs import parse_int_list
+from hpcbench.specs import count_type, parse_int_list, units
 
 # TCP payload per Ethernet frame at MTU 1500: 1448 bytes (1500 less IP and TCP
 # headers with timestamps) of the 1538 each frame takes on the wire (with
@@ -120,9 +121,17 @@ def predictions(plan: Plan, layers: list[tuple[float, float]]) -> list[dict[str,
     return rows
 
 
-def _positive(value: float | None, what: str) -> None:
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise UsageError(f"{what}: {value} must be a positive number")
+# Bounds of predict's real-valued inputs (the shared parser: digits and one point only).
+REALS: dict[str, tuple[float, float]] = {
+    "single-worker-ips": (0.001, 10_000_000.0),
+    "step-time": (0.000001, 3600.0),  # seconds
+    "busbw": (0.000001, 10_000.0),  # GB/s
+    "latency-us": (0.0, 1_000_000.0),
+}
+
+
+def _real(name: str) -> Callable[[str], float]:
+    return units.argtype(lambda _n, text: units.parse_real(text, *REALS[name]), name)
 
 
 def plan_from(args: argparse.Namespace) -> Plan:
@@ -131,15 +140,6 @@ def plan_from(args: argparse.Namespace) -> Plan:
         raise UsageError("give one of --single-worker-ips or --step-time")
     if (args.link is None) == (args.busbw is None):
         raise UsageError("give one of --link (a line rate) or --busbw (measured, GB/s)")
-    for value, what in ((args.single_worker_ips, "--single-worker-ips"),
-                        (args.step_time, "--step-time"), (args.busbw, "--busbw")):  # fmt: skip
-        _positive(value, what)
-    if not (math.isfinite(args.latency_us) and 0 <= args.latency_us <= 1e6):
-        raise UsageError(f"--latency-us: {args.latency_us} must be between 0 and 1000000")
-    if not 1 <= args.batch <= 65536:
-        raise UsageError(f"--batch: {args.batch} is out of range; use 1 to 65536")
-    if not 1 <= args.gpus_per_node <= 64:
-        raise UsageError(f"--gpus-per-node: {args.gpus_per_node} is out of range; use 1 to 64")
     if not 16 <= args.image_size <= 1024:
         raise UsageError(f"--image-size: {args.image_size} is out of range; use 16 to 1024")
     step = args.step_time if args.step_time is not None else args.batch / args.single_worker_ips
@@ -184,19 +184,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", default="resnet50", help="a torchvision model name")
-    p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--batch", type=int, default=32, help="per-worker batch")
+    p.add_argument("--image-size", type=count_type("image-size"), default=224)
+    p.add_argument("--batch", type=count_type("batch"), default=32, help="per-worker batch")
     p.add_argument("--workers", default="1-10", help="worker counts: 1-16 or 1,2,4,8")
-    p.add_argument("--gpus-per-node", type=int, default=1, help="workers per node")
-    p.add_argument("--single-worker-ips", type=float, default=None,
+    p.add_argument("--gpus-per-node", type=count_type("gpus-per-node"), default=1,
+                   help="workers per node")  # fmt: skip
+    p.add_argument("--single-worker-ips", type=_real("single-worker-ips"), default=None,
                    help="one worker's images/s (or give --step-time)")  # fmt: skip
-    p.add_argument("--step-time", type=float, default=None, help="one worker's step, seconds")
+    p.add_argument("--step-time", type=_real("step-time"), default=None,
+                   help="one worker's step, seconds")  # fmt: skip
     p.add_argument("--link", default=None,
                    help="line rate between nodes, e.g. 10gbit; bus bandwidth = "
                    f"{TCP_EFFICIENCY:.3f} x rate (TCP payload share at MTU 1500)")  # fmt: skip
-    p.add_argument("--busbw", type=float, default=None,
+    p.add_argument("--busbw", type=_real("busbw"), default=None,
                    help="measured bus bandwidth in GB/s (hpcbench probe, nccl-tests)")  # fmt: skip
-    p.add_argument("--latency-us", type=float, default=DEFAULT_LATENCY_US,  # fmt: skip
+    p.add_argument("--latency-us", type=_real("latency-us"), default=DEFAULT_LATENCY_US,
                    help=f"per-message latency (default {DEFAULT_LATENCY_US:.0f}: assumed)")
     p.add_argument("--backend", default="ddp", choices=["ddp", "horovod"])
     p.add_argument("--json", action="store_true", help="one JSON object per worker count")

@@ -11,8 +11,20 @@ T1 + T_ar (no overlap), so E(N) = T1 / T_N lies in [T1/(T1+T_ar), T1/max(T1,T_ar
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
+
+# A link rate as the testbeds record it (tc's syntax, lower case): SI units, so that
+# 1gbit is 10^9 bit/s (tc's kibit would be binary).
+_LINK_RATE = re.compile(r"(\d+(?:\.\d+)?)(kbit|mbit|gbit)", re.ASCII)
+_LINK_UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+
+
+def nominal_bytes_per_s(rate: str | None) -> float | None:
+    """'1gbit' -> 1.25e8 bytes/s; None for anything that is not such a rate."""
+    match = _LINK_RATE.fullmatch(rate or "")
+    return float(match[1]) * _LINK_UNITS[match[2]] / 8 if match else None
 
 
 def ring_factor(workers: int) -> float:
@@ -194,16 +206,42 @@ class Point:
     exposed_s: float  # communication left after backward ends
 
 
-def predict_point(
-    step_time_1: float, layers: list[tuple[float, float]], link: LinkModel, backend: str
+def _replayed(
+    step_time_1: float, grads: list[Message], backward_end: float, link: LinkModel, backend: str
 ) -> Point:
-    """Replays one step at link.workers workers against the single-worker timeline."""
-    backward_s = step_time_1 * BACKWARD_SHARE
-    grads = gradient_timeline(layers, backward_s)
+    """One step at link.workers workers: the gradients' all-reduces (DDP buckets or
+    Horovod's fused messages) queue on the link; what runs past backward_end is exposed."""
     group = ddp_buckets if backend == "ddp" else horovod_fusion
     comm_end = replay(group(grads), link) if link.workers > 1 else 0.0
-    exposed = max(0.0, comm_end - backward_s)
+    exposed = max(0.0, comm_end - backward_end)
     step = step_time_1 + exposed
     t_ar = link.allreduce_time(sum(g.bytes for g in grads))
     low, high = efficiency_band(step_time_1, t_ar)
     return Point(link.workers, step, step_time_1 / step, low, high, t_ar, exposed)
+
+
+def predict_point(
+    step_time_1: float, layers: list[tuple[float, float]], link: LinkModel, backend: str
+) -> Point:
+    """Replays one step against a timeline made from the model's layers (backward takes
+    BACKWARD_SHARE of the step, shared among layers by their FLOPs)."""
+    backward_s = step_time_1 * BACKWARD_SHARE
+    return _replayed(step_time_1, gradient_timeline(layers, backward_s), backward_s, link, backend)
+
+
+def predict_measured(
+    step_time_1: float,
+    timeline: list[tuple[float, float]],
+    link: LinkModel,
+    backend: str,
+    allreduce_bytes: float | None = None,
+) -> Point:
+    """The point prediction from a measured single-worker step: timeline holds (seconds
+    after the step started, bytes) per gradient as backward made them (bench/train.py);
+    communication past the last gradient is exposed. allreduce_bytes rescales the
+    gradients to what travels (fp16 compression halves it)."""
+    total = sum(b for _, b in timeline) or 1.0
+    scale = (allreduce_bytes or total) / total
+    grads = [Message(b * scale, t) for t, b in sorted(timeline)]
+    last = max((g.ready_s for g in grads), default=0.0)
+    return _replayed(step_time_1, grads, last, link, backend)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from hpcbench import fingerprint
+from hpcbench.schedulers.base import stop_on_signals
 from hpcbench.specs import ProbeSpec, TargetSpec
 from hpcbench.store import Store
 from hpcbench.target import Target
@@ -68,6 +69,7 @@ def format_probe(record: dict) -> str:
 
 
 def run(target_spec: TargetSpec, probe: ProbeSpec, out: Path) -> int:
+    stop_on_signals()
     target = Target.resolve(target_spec)
     target.prepare()
     store = Store(out)

@@ -25,6 +25,10 @@ class Progress:
         self.started = time.monotonic()
         self._durations: list[float] = []
 
+    def mean_duration(self) -> float:
+        """Mean seconds per finished run (0 before the first)."""
+        return sum(self._durations) / len(self._durations) if self._durations else 0.0
+
     def eta(self) -> float | None:
         """Remaining time from the mean duration of the runs so far."""
         if not self._durations:

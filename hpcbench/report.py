@@ -14,9 +14,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from hpcbench import analysis
+from hpcbench import analysis, prediction
 from hpcbench.analysis import ConfigSummary
 from hpcbench.errors import UsageError
+from hpcbench.specs import check_path
 from hpcbench.store import Store
 
 # Context lines from published measurements (docs/method.md, "Reference numbers"); shown
@@ -80,9 +81,11 @@ def fmt_band(s: ConfigSummary) -> str:
     return f"{s.predicted_efficiency_low:.2f}-{s.predicted_efficiency_high:.2f}"
 
 
-def load(directory: str) -> tuple[Store, list[dict], list[dict]]:
+def load(directory: str) -> tuple[Store, list[dict], list[dict], list[dict]]:
+    """The store, its runs, its probes and its sweeps' convergence records."""
+    check_path(directory, "results directory")
     store = Store(directory)
-    if not store.path.is_file():
+    if not store.exists():
         raise UsageError(
             f"{store.path} not found: run `python -m hpcbench scale --out "
             f"{directory}` first, or give the directory that holds it"
@@ -92,7 +95,8 @@ def load(directory: str) -> tuple[Store, list[dict], list[dict]]:
     probes = [r for r in records if r.get("kind") == "probe"]
     if not runs and not probes:
         raise UsageError(f"{store.path} holds no runs yet")
-    return store, runs, probes
+    convergence = [r for r in records if r.get("kind") == "convergence"]
+    return store, runs, probes, convergence
 
 
 def fingerprint_of(runs: list[dict], env: str | None = None) -> dict[str, Any]:
@@ -155,6 +159,35 @@ def series_rows(series: list[ConfigSummary]) -> list[list[str]]:
     return rows
 
 
+BREAKDOWN_HEADER = [
+    "nodes", "workers", "E measured", "E predicted (point)", "step ms", "compute ms",
+    "data ms", "exposed comm ms",
+    "overlapped comm ms", "straggler lead (host)", "node CPU use", "busiest link (of nominal)",
+    "outside the band: likeliest cause",
+]  # fmt: skip
+
+
+def breakdown_rows(series: list[ConfigSummary]) -> list[list[str]]:
+    """Where each configuration's step went, and how its nodes and link were used."""
+    rows = []
+    for s in series:
+        lead = ("-" if s.straggler_lead is None
+                else f"{s.straggler_lead:.0%} ({s.straggler})")  # fmt: skip
+        nominal = prediction.nominal_bytes_per_s(s.link_rate)
+        link = "-"
+        if s.net_bytes_per_s is not None:
+            link = f"{s.net_bytes_per_s / 1e6:.1f} MB/s"
+            link += f" ({s.net_bytes_per_s / nominal:.0%})" if nominal else ""
+        cpu = "-" if s.cpu_util is None else f"{s.cpu_util:.0%}"
+        times = [s.step_time_s, s.compute_s, s.data_s, s.exposed_comm_s, s.overlap_s]
+        rows.append([str(s.nodes), str(s.workers), fmt(s.efficiency, 3, s.efficiency_ci95),
+                     fmt(s.predicted_efficiency, 3),
+                     *(fmt(t * 1e3 if t is not None else None) for t in times),
+                     lead, cpu, link,
+                     analysis.outside_band(s, nominal) or "-"])  # fmt: skip
+    return rows
+
+
 def group_series(summaries: list[ConfigSummary]) -> dict[tuple, list[ConfigSummary]]:
     groups: dict[tuple, list[ConfigSummary]] = defaultdict(list)
     for s in summaries:
@@ -167,6 +200,7 @@ def series_title(s: ConfigSummary) -> str:
     return (
         f"{s.model}, {s.backend}, batch {s.batch}/worker, {s.image_size} px, {data}, "
         f"env {s.env}, {s.gpus_per_node} worker(s)/node"
+        + (f"; {s.method}" if s.method else "")
     )
 
 
@@ -198,7 +232,8 @@ def plot_groups(summaries: list[ConfigSummary]) -> dict[tuple, list[ConfigSummar
     """Series that share a plot: all batch sizes of one env/model/backend/input."""
     groups: dict[tuple, list[ConfigSummary]] = defaultdict(list)
     for s in summaries:
-        groups[(s.env, s.model, s.backend, s.image_size, s.data, s.gpus_per_node)].append(s)
+        groups[(s.env, s.model, s.backend, s.image_size, s.data, s.gpus_per_node,
+                s.method)].append(s)  # fmt: skip
     return groups
 
 
@@ -206,6 +241,35 @@ def _full_nodes(series: list[ConfigSummary]) -> list[ConfigSummary]:
     """Points with every worker slot of their nodes used (the single-worker baseline of a
     multi-GPU node is a reference, not a node count)."""
     return [s for s in series if s.workers == s.nodes * s.gpus_per_node and s.images_per_sec]
+
+
+def _breakdown_plot(plt: Any, by_batch: dict[int, list[ConfigSummary]], path: Path) -> Path | None:
+    """Stacked bars per node count: compute, data and exposed communication make up the
+    step; the overlapped communication is hatched over the compute it hid behind."""
+    batches = [b for b in sorted(by_batch)
+               if any(s.compute_s is not None for s in _full_nodes(by_batch[b]))]  # fmt: skip
+    if not batches:
+        return None
+    fig, axes = plt.subplots(1, len(batches), figsize=(5 * len(batches), 4), squeeze=False)
+    for ax, batch in zip(axes[0], batches, strict=True):
+        points = sorted((s for s in _full_nodes(by_batch[batch]) if s.compute_s is not None),
+                        key=lambda s: s.nodes)  # fmt: skip
+        x = [str(s.nodes) for s in points]
+        compute = [s.compute_s * 1e3 for s in points]
+        data = [(s.data_s or 0) * 1e3 for s in points]
+        exposed = [(s.exposed_comm_s or 0) * 1e3 for s in points]
+        ax.bar(x, compute, label="compute")
+        ax.bar(x, data, bottom=compute, label="data")
+        ax.bar(x, exposed, bottom=[c + d for c, d in zip(compute, data, strict=True)],
+               label="exposed communication")  # fmt: skip
+        ax.bar(x, [(s.overlap_s or 0) * 1e3 for s in points], fill=False, hatch="//",
+               label="overlapped communication")  # fmt: skip
+        ax.set(xlabel="nodes", ylabel="ms per step", title=f"batch {batch}")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def make_plots(summaries: list[ConfigSummary], plot_dir: Path) -> list[tuple[str, Path]]:
@@ -219,7 +283,7 @@ def make_plots(summaries: list[ConfigSummary], plot_dir: Path) -> list[tuple[str
     for index, (key, group) in enumerate(
         sorted(plot_groups(summaries).items(), key=lambda kv: str(kv[0]))
     ):
-        env, model, backend, image_size, _, _ = key
+        env, model, backend, image_size, _, _, _ = key
         stem = f"{index:02d}-{env}-{model}-{backend}".replace("/", "_")
         by_batch = defaultdict(list)
         for s in group:
@@ -279,6 +343,9 @@ def make_plots(summaries: list[ConfigSummary], plot_dir: Path) -> list[tuple[str
         fig.savefig(path, dpi=100)
         plt.close(fig)
         made.append((f"{model}, {backend}, {image_size} px on {env}", path))
+        breakdown = _breakdown_plot(plt, by_batch, plot_dir / f"{stem}-time.png")
+        if breakdown:
+            made.append((f"where the time went: {model}, {backend} on {env}", breakdown))
     return made
 
 
@@ -317,7 +384,7 @@ PROBE_HEADER = ["env", "nodes", "workers", "backend", "smallest message", "large
 
 
 def build_report(directory: str) -> tuple[Path, Path]:
-    store, runs, probes = load(directory)
+    store, runs, probes, convergence = load(directory)
     summaries = analysis.summarise(runs, probes)
     out = store.dir
     plots = make_plots(summaries, out / "plots")
@@ -340,6 +407,19 @@ def build_report(directory: str) -> tuple[Path, Path]:
         )
     md += [intro, ""]
     hp.append(f"<p>{html.escape(intro)}</p>")
+    if convergence:  # the last sweep's word on its repeats
+        wide = analysis.convergence_lines(convergence[-1])
+        target = convergence[-1]["target_ci"]
+        head = (
+            f"Every configuration's 95% interval is within --target-ci {target:.1%}."
+            if not wide
+            else f"Intervals wider than --target-ci {target:.1%} (the difference between two "
+            "such figures may be noise):"
+        )
+        md += [head, "", *[f"- {line}" for line in wide], ""]
+        hp.append(f"<p>{html.escape(head)}</p>")
+        if wide:
+            hp.append("<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in wide) + "</ul>")
 
     envs = sorted({r.get("env") for r in runs if r.get("env")})
     for env in envs:
@@ -357,6 +437,16 @@ def build_report(directory: str) -> tuple[Path, Path]:
         md += [f"### {title}", "", md_table(SERIES_HEADER, rows), "", noise, ""]
         hp += [f"<h3>{html.escape(title)}</h3>", html_table(SERIES_HEADER, rows),
                f"<p>{html.escape(noise)}</p>"]  # fmt: skip
+        where = breakdown_rows(series)
+        limits = sorted({s.cpu_limit for s in series if s.cpu_limit})
+        note = (
+            "Where the time went, per step: compute (and data) is the single worker's step; "
+            "exposed communication is what N workers take beyond it; overlapped is the "
+            "predicted all-reduce time hidden behind the backward pass. Node CPU limit: "
+            + ("; ".join(limits) if limits else "not recorded") + "."
+        )
+        md += [md_table(BREAKDOWN_HEADER, where), "", note, ""]
+        hp += [html_table(BREAKDOWN_HEADER, where), f"<p>{html.escape(note)}</p>"]
     for title, path in plots:
         rel = path.relative_to(out)
         md += [f"![{title}]({rel})", ""]
@@ -405,7 +495,7 @@ def comparison(dir_a: str, dir_b: str) -> str:
     """Two result sets side by side: environments, then configurations both hold."""
     sides = []
     for directory in (dir_a, dir_b):
-        _, runs, probes = load(directory)
+        _, runs, probes, _ = load(directory)
         sides.append((runs, {_match_key(s): s for s in analysis.summarise(runs, probes)}))
     (runs_a, a), (runs_b, b) = sides
     name_a, name_b = f"A: {dir_a}", f"B: {dir_b}"
@@ -478,9 +568,14 @@ def _match_key(s: ConfigSummary) -> tuple:
 
 
 def compare_main(args: argparse.Namespace) -> int:
+    if args.output is not None:
+        check_path(args.output, "--output")
     text = comparison(args.dir_a, args.dir_b)
     if args.output:
-        Path(args.output).write_text(text)
+        try:
+            Path(args.output).write_text(text)
+        except OSError as err:
+            raise UsageError(f"--output {args.output[:60]}: {err.strerror}") from None
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)

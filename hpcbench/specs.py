@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -30,17 +30,80 @@ def _load_units() -> ModuleType:
     return module
 
 
-_units = _load_units()
+units = _load_units()
 
 # Bounds that catch typos ("1-1000") before they turn into hours of launches.
 MAX_NODES = 4096
-MAX_BATCH = 65536
+MAX_BATCH = units.COUNTS["batch"][1]
+MAX_SLOTS = 1024  # workers on one host (--hosts h:N, --gpus-per-node)
+# The harness's own counts (the workload's are units.COUNTS): (low, high) inclusive.
+COUNTS: dict[str, tuple[int, int]] = {
+    "timeout": (1, 7 * 24 * 3600),  # seconds per run
+    "repeats": (1, 1000),
+    "max-repeats": (1, 1000),
+    "gpus-per-node": (1, MAX_SLOTS),
+    "slurm-gpus": (0, 64),
+    "slurm-time": (0, 28 * 24 * 60),  # minutes; 0: from --timeout
+    "slurm-queue-wait": (0, 30 * 24 * 3600),
+}
+
+
+def count(name: str, text: str) -> int:
+    """A bounded count by its option's name: the workload's bounds (bench/units.py),
+    shared with bench/train.py, else the harness's own (COUNTS)."""
+    return units.parse_whole(text, *(units.COUNTS.get(name) or COUNTS[name]))
+
+
+# --target-ci in percent of the throughput; --budget from a second to a week.
+TARGET_CI_PERCENT = (0.1, 50.0)
+BUDGET_S = (1, 7 * 24 * 3600)
+_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
+
+
+def target_ci(text: str) -> float:
+    """'5%' or '5' -> 0.05: the 95% interval's half-width as a share of the throughput."""
+    stripped = text.strip() if isinstance(text, str) else str(text)
+    return units.parse_real(stripped.removesuffix("%"), *TARGET_CI_PERCENT) / 100
+
+
+def duration_s(text: str) -> int:
+    """'90', '90s', '30m', '2h' -> seconds (whole), within BUDGET_S."""
+    stripped = text.strip() if isinstance(text, str) else str(text)
+    unit = stripped[-1:] if stripped[-1:] in ("s", "m", "h") else ""
+    number = units.parse_whole(stripped.removesuffix(unit), 1, 10**9)
+    seconds = number * _DURATION_UNITS[unit]
+    low, high = BUDGET_S
+    if not low <= seconds <= high:
+        raise ValueError(f"{seconds} s is out of range: use {low} s to {high // 3600} h")
+    return seconds
+
+
+def target_ci_type() -> Callable[[str], float]:
+    return units.argtype(lambda _name, text: target_ci(text), "target-ci")
+
+
+def duration_type(name: str) -> Callable[[str], int]:
+    return units.argtype(lambda _name, text: duration_s(text), name)
+
+
+def count_type(name: str) -> Callable[[str], int]:
+    """argparse type= of a count: bad input is one line naming the option."""
+    return units.argtype(count, name)
+
+
+def seconds_type(name: str) -> Callable[[str], float]:
+    return units.argtype(units.seconds, name)
+
+
+def megabytes_type(name: str) -> Callable[[str], float]:
+    return units.argtype(units.megabytes, name)
 
 
 def _int(text: str, what: str) -> int:
-    if not re.fullmatch(r"\s*[0-9]{1,18}\s*", text):  # ASCII digits; 18 keep int() cheap
-        raise UsageError(f"{what}: {text.strip()!r} is not a whole number")
-    return int(text)
+    try:
+        return units.parse_whole(text, 0, 10**18 - 1)
+    except ValueError as err:
+        raise UsageError(f"{what}: {err}") from None
 
 
 def parse_int_list(spec: str, what: str, maximum: int) -> list[int]:
@@ -106,7 +169,8 @@ class HostSlots:
     slots: int
 
 
-_HOST = re.compile(r"[A-Za-z0-9_.\-\[\]:]+")
+# A host name or an IPv4 address: never an ssh option ("-Fevil"), a user or a port.
+_HOST = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}", re.ASCII)
 
 
 def parse_hosts(spec: str) -> list[HostSlots]:
@@ -120,21 +184,57 @@ def parse_hosts(spec: str) -> list[HostSlots]:
         if not sep:
             name, slots_text = part, "1"
         if not name or not _HOST.fullmatch(name):
-            raise UsageError(f"--hosts: {part!r} is not host:slots")
+            raise UsageError(
+                f"--hosts: {part[:60]!r} is not host:slots (a host name or IPv4 address)"
+            )
         slots = _int(slots_text, f"--hosts {name}")
-        if slots < 1:
-            raise UsageError(f"--hosts {name}: slots must be at least 1")
+        if not 1 <= slots <= MAX_SLOTS:
+            raise UsageError(f"--hosts {name}: {slots} slots is out of range; use 1 to {MAX_SLOTS}")
         if any(h.name == name for h in hosts):
             raise UsageError(f"--hosts: {name} is listed twice")
         hosts.append(HostSlots(name, slots))
     return hosts
 
 
+# Text that ends up in a command line or a batch script: a name (partition, account,
+# qos, srun --mpi), an image reference, a path. Shell metacharacters, spaces and a
+# leading dash are refused here; what passes is quoted (shlex.quote) where it is used.
+WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.,+-]*", re.ASCII)
+IMAGE = re.compile(r"[A-Za-z0-9_./~][A-Za-z0-9_.:/#@+~-]*", re.ASCII)
+SAFE_PATH = re.compile(r"[A-Za-z0-9_./~][A-Za-z0-9_./~+@=,-]*", re.ASCII)
+MOUNT = re.compile(r"[A-Za-z0-9_./~][A-Za-z0-9_./~+@=:-]*", re.ASCII)  # SRC:DST[:FLAGS]
+MAX_PATH_BYTES = 4095  # PATH_MAX less its NUL
+MAX_NAME_BYTES = 255  # NAME_MAX
+
+
+def check_text(text: str, what: str, pattern: re.Pattern[str], example: str) -> str:
+    """`text` if the whole of it matches `pattern` (and fits a path); else one line."""
+    if not pattern.fullmatch(text or "") or len(text) > MAX_PATH_BYTES:
+        raise UsageError(f"{what}: {text[:60]!r} is not {example}")
+    return text
+
+
+def check_path(text: str, what: str) -> str:
+    """A path the harness reads or writes: any characters a file name may hold but
+    control characters, and within the kernel's limits (ENAMETOOLONG otherwise)."""
+    if not text or not text.strip():
+        raise UsageError(f"{what}: empty; give a path")
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise UsageError(f"{what}: {text[:60]!r} holds control characters")
+    raw = text.encode("utf-8", "surrogateescape")
+    if len(raw) > MAX_PATH_BYTES or any(len(p) > MAX_NAME_BYTES for p in raw.split(b"/")):
+        raise UsageError(
+            f"{what}: {text[:60]!r}... is too long (at most {MAX_NAME_BYTES} bytes a name, "
+            f"{MAX_PATH_BYTES} in all)"
+        )
+    return text
+
+
 def parse_size(spec: str, what: str) -> int:
     """'64M' -> 67108864 (binary units, as nccl-tests prints sizes), with the
     workload's own parser so that what passes here is what it measures."""
     try:
-        return _units.parse_size(spec)
+        return units.parse_size(spec)
     except ValueError as err:
         raise UsageError(f"{what}: {err}") from None
 
@@ -160,6 +260,7 @@ class WorkloadSpec:
     warmup: int = 10
     windows: int = 5
     steps: int = 20
+    min_window_s: float = 0.0  # 0: windows of `steps`; else steps grow to fill this long
     device: str = "auto"
     threads: int = 0
     amp: str = "auto"
@@ -213,3 +314,9 @@ class SweepSpec:
     timeout_s: int = 1800
     dry_run: bool = False
     verbose: bool = False
+    # Adaptive repeats (docs/method.md): after --repeats, a configuration whose throughput
+    # interval is wider than target_ci runs again, up to max_repeats runs, while the sweep
+    # has budget_s left (None: no limit).
+    target_ci: float = 0.05
+    max_repeats: int = 0  # 0: --repeats, i.e. no extra repeats
+    budget_s: int | None = None

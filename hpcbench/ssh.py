@@ -12,6 +12,35 @@ from dataclasses import dataclass
 CALL_TIMEOUT_S = 30
 
 
+# Options the harness decides itself (host-key checking); an inventory's values of
+# them are read (the known_hosts file) or dropped (Ansible's accept-new).
+_OWN_OPTIONS = {"stricthostkeychecking", "userknownhostsfile"}
+
+
+def split_options(args: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, str]]:
+    """ssh arguments without the host-key options, and those options by lower-case name:
+    ('-o', 'UserKnownHostsFile=/k', '-p', '2') -> (('-p', '2'), {'userknownhostsfile': '/k'})."""
+    kept: list[str] = []
+    own: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "-o" and i + 1 < len(args):
+            option, i = args[i + 1], i + 2
+        elif arg.startswith("-o") and len(arg) > 2:
+            option, i = arg[2:], i + 1
+        else:
+            kept.append(arg)
+            i += 1
+            continue
+        key, _, value = option.replace("=", " ", 1).partition(" ")
+        if key.lower() in _OWN_OPTIONS:
+            own[key.lower()] = value.strip()
+        else:
+            kept += ["-o", option]
+    return tuple(kept), own
+
+
 @dataclass(frozen=True)
 class SshAccess:
     """What ssh needs to reach one node, nothing else."""
@@ -21,16 +50,22 @@ class SshAccess:
     user: str | None = None
     key_file: str | None = None
     extra_args: tuple[str, ...] = ()
+    # The testbed's known_hosts (Ansible's, in the state folder); None: the user's own.
+    known_hosts: str | None = None
 
     def argv(self) -> list[str]:
         args = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
-        # Testbed nodes are recreated often; their host keys change with them.
-        args += ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
+        # Host keys are always checked: against the testbed's known_hosts, which the
+        # deploy's Ansible run learned them into, or the user's own for --hosts.
+        # ssh takes the first value of an option: these come before extra_args.
+        args += ["-o", "StrictHostKeyChecking=yes"]
+        if self.known_hosts:
+            args += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
         args += ["-o", "LogLevel=ERROR", "-p", str(self.port)]
         if self.key_file:
             args += ["-i", self.key_file]
-        args += list(self.extra_args)
-        args.append(f"{self.user}@{self.host}" if self.user else self.host)
+        args += list(split_options(self.extra_args)[0])
+        args += ["--", f"{self.user}@{self.host}" if self.user else self.host]
         return args
 
 

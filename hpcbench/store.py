@@ -35,7 +35,20 @@ CONFIG_FIELDS = (
     "nodes",
     "workers",
     "gpus_per_node",
+    "method",
 )
+# How a run was measured: runs that differ in any of these are no repeats of one another,
+# so --resume never counts one for the other and the report never pools them. The values
+# are the ones asked for (auto stays auto), known before the run starts.
+METHOD_FIELDS = (
+    "link_rate", "launcher", "warmup", "windows", "steps", "min_window_s", "device", "amp",
+    "threads",
+)  # fmt: skip
+
+
+def method_label(values: dict[str, Any]) -> str:
+    """One readable string (a store key and a report line): 'link_rate=1gbit launcher=...'."""
+    return " ".join(f"{f}={values.get(f)}" for f in METHOD_FIELDS)
 
 
 def config_key(record: dict[str, Any]) -> tuple:
@@ -109,9 +122,28 @@ def _probe_problem(p: dict[str, Any]) -> str | None:
     return None
 
 
-PROBLEMS = {"run": _run_problem, "probe": _probe_problem}
+def _convergence_problem(c: dict[str, Any]) -> str | None:
+    if not _positive(c.get("target_ci")) or not isinstance(c.get("configs"), list):
+        return "target_ci or configs is missing"
+    for entry in c["configs"]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("label"), str):
+            return "a configuration lacks its label"
+        if entry.get("stopped") not in ("target reached", "max repeats", "budget"):
+            return "a configuration says no reason it stopped"
+        if not _whole(entry.get("runs"), 0) or not _optional_number(entry.get("relative_ci")):
+            return "a configuration's runs or relative_ci is not a number"
+    return None
+
+
+PROBLEMS = {"run": _run_problem, "probe": _probe_problem, "convergence": _convergence_problem}
 # How many skipped lines are named one by one on stderr; the rest are counted.
 NAMED_PROBLEMS = 5
+
+
+def _shown(path: Path) -> str:
+    """A path for a one-line message: a very long one is cut in the middle."""
+    text = str(path)
+    return text if len(text) <= 120 else f"{text[:60]}...{text[-50:]}"
 
 
 class Store:
@@ -162,8 +194,20 @@ class Store:
             os.close(self._lock_fd)  # closing drops the flock
             self._lock_fd = None
 
+    def exists(self) -> bool:
+        """Whether the store has a results file; a path the system refuses (too long,
+        unreadable, not a folder) is one line naming it (UsageError)."""
+        try:
+            return self.path.is_file()
+        except OSError as err:
+            raise UsageError(f"{_shown(self.path)}: {err.strerror}") from None
+
     def _lines(self) -> Iterator[tuple[int, bytes]]:
-        with self.path.open("rb") as f:
+        try:
+            f = self.path.open("rb")
+        except OSError as err:
+            raise UsageError(f"cannot read {_shown(self.path)}: {err.strerror}") from None
+        with f:
             yield from enumerate(f, 1)
 
     def _skip(self, number: int, why: str) -> None:
@@ -174,7 +218,7 @@ class Store:
     def records(self, kind: str | None = None) -> Iterator[dict[str, Any]]:
         """Whole, valid records; every other line is skipped, named and counted."""
         self.skipped = []
-        if not self.path.is_file():
+        if not self.exists():
             return
         for number, raw in self._lines():
             if not raw.endswith(b"\n"):

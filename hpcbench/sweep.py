@@ -12,7 +12,6 @@ runs the store already holds (failed ones are retried).
 from __future__ import annotations
 
 import random
-import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -25,14 +24,16 @@ from hpcbench.launchers import RunSpec
 from hpcbench.probe import run_probe
 from hpcbench.progress import Progress
 from hpcbench.schedulers import Outcome
+from hpcbench.schedulers.base import stop_on_signals
 from hpcbench.specs import SweepSpec, TargetSpec, WorkloadSpec
-from hpcbench.store import Store, run_key
+from hpcbench.store import Store, method_label, run_key
 from hpcbench.target import Target
 
 # Workload fields the store keeps from the workload's record; the rest of a
 # run record is the configuration and the harness's timing.
 WORKLOAD_FIELDS = (
     "window_times",
+    "device_window_times",
     "rank_window_times",
     "rank_data_times",
     "data_time_fraction",
@@ -48,11 +49,16 @@ WORKLOAD_FIELDS = (
     "threads",
     "fp16_allreduce",
     "wrapped",
+    "dist_backend",
     "fusion_threshold_mb",
     "bucket_cap_mb",
     "local_workers",
     "loss",
     "gpu",
+    "nodes_use",
+    "grad_timeline",
+    "steps_asked",
+    "min_window_s",
 )
 
 
@@ -89,7 +95,8 @@ def workload_args(workload: WorkloadSpec, backend: str, batch: int) -> list[str]
     options = {
         "--model": workload.model, "--image-size": workload.image_size, "--batch": batch,
         "--backend": backend, "--data": workload.data, "--warmup": workload.warmup,
-        "--windows": workload.windows, "--steps": workload.steps, "--device": workload.device,
+        "--windows": workload.windows, "--steps": workload.steps,
+        "--min-window-s": workload.min_window_s or None, "--device": workload.device,
         "--threads": workload.threads, "--data-workers": workload.data_workers,
         "--amp": workload.amp, "--fusion-threshold-mb": workload.fusion_threshold_mb,
         "--bucket-cap-mb": workload.bucket_cap_mb,
@@ -103,7 +110,7 @@ def base_record(
     target: Target, workload: WorkloadSpec, seed: int, config: Config, repeat: int
 ) -> dict:
     tb = target.testbed
-    return {
+    record = {
         "kind": "run",
         "env": tb.env,
         "model": workload.model,
@@ -122,6 +129,10 @@ def base_record(
         "launcher": target.launcher.name,
         "seed": seed,
     }
+    asked = {"min_window_s": workload.min_window_s, "device": workload.device,
+             "amp": workload.amp, "threads": workload.threads}  # fmt: skip
+    record["method"] = method_label({**record, **asked})
+    return record
 
 
 def complete(record: dict, outcome: Outcome) -> dict:
@@ -137,6 +148,9 @@ def complete(record: dict, outcome: Outcome) -> dict:
     result = outcome.records[-1]
     record["status"] = "ok"
     record.update({k: result.get(k) for k in WORKLOAD_FIELDS})
+    # Windows sized by time (--min-window-s) hold more steps than asked: throughput counts
+    # the steps run; the method keeps the steps asked.
+    record["steps"] = result.get("steps") or record["steps"]
     record["fingerprint"] = {**result.get("fingerprint", {}), **record["fingerprint"]}
     timeline = result.get("timeline", {})
     record["timeline"] = {k: v - outcome.launched_at for k, v in timeline.items()}
@@ -160,13 +174,32 @@ def progress_detail(record: dict, summary: analysis.ConfigSummary) -> str:
     return detail
 
 
-def _terminate(signum: int, frame: object) -> None:
-    # SIGTERM unwinds like Ctrl-C, so the scheduler stops the ranks of the run in flight.
-    raise KeyboardInterrupt
+def _stop_reason(summary: analysis.ConfigSummary | None, sweep: SweepSpec) -> str | None:
+    """Why a configuration needs no further run ('target reached', 'max repeats'), or
+    None while it should run again."""
+    held = summary.runs + summary.failed if summary else 0
+    rel = summary.relative_ci if summary else None
+    if summary and summary.runs >= 2 and rel is not None and rel <= sweep.target_ci:
+        return "target reached"
+    if held >= sweep.max_repeats:
+        return "max repeats"
+    return None
+
+
+def convergence_of(
+    summary: analysis.ConfigSummary | None, sweep: SweepSpec, out_of_budget: bool
+) -> dict:
+    """Where one configuration's repeats stopped, and why."""
+    reason = _stop_reason(summary, sweep) or ("budget" if out_of_budget else "max repeats")
+    return {
+        "runs": summary.runs if summary else 0,
+        "relative_ci": summary.relative_ci if summary else None,
+        "stopped": reason,
+    }
 
 
 def run(workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec) -> int:
-    signal.signal(signal.SIGTERM, _terminate)
+    stop_on_signals()
     target = Target.resolve(target_spec)
     tb = target.testbed
     if workload.data != "synthetic" and tb.on_controller and not Path(workload.data).is_dir():
@@ -182,9 +215,15 @@ def run(workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec) -> in
     done = store.done_keys()
     todo = [(c, r) for c, r in todo
             if run_key(base_record(target, workload, sweep.seed, c, r)) not in done]  # fmt: skip
+    configs = list(dict.fromkeys(c for c, _ in plan(target, sweep.batches, 1, sweep.seed)))
     if not todo:
-        print(f"nothing to do: {store.path} holds every run", file=sys.stderr)
-        return 0
+        held_live = analysis.LiveSummary(held)
+        if all(
+            _stop_reason(held_live.of(base_record(target, workload, sweep.seed, c, 0)), sweep)
+            for c in configs
+        ):
+            print(f"nothing to do: {store.path} holds every run", file=sys.stderr)
+            return 0
 
     def spec_of(config: Config) -> RunSpec:
         script_args = workload_args(workload, target.backend, config.batch)
@@ -216,7 +255,9 @@ def run(workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec) -> in
             live.add_probe(record)
     controller = fingerprint.controller(tb.env, tb.link_rate, tb.iface, target.launcher.name)
     progress = Progress(len(todo))
-    for config, repeat in todo:
+    sweep_started = time.monotonic()
+
+    def measure(config: Config, repeat: int) -> None:
         label = f"{config.label}, repeat {repeat + 1}"
         progress.start(label)
         record = base_record(target, workload, sweep.seed, config, repeat)
@@ -228,7 +269,44 @@ def run(workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec) -> in
         summary = live.add(record)
         ok = record["status"] == "ok"
         progress.finish(label, ok, time.monotonic() - started, progress_detail(record, summary))
+
+    for config, repeat in todo:
+        measure(config, repeat)
+
+    def summary_of(config: Config) -> analysis.ConfigSummary | None:
+        return live.of(base_record(target, workload, sweep.seed, config, 0))
+
+    rng = random.Random(sweep.seed + 1)
+    out_of_budget = False
+    while not out_of_budget:
+        wanted = [c for c in configs if _stop_reason(summary_of(c), sweep) is None]
+        if not wanted:
+            break
+        rng.shuffle(wanted)
+        progress.total += len(wanted)
+        for config in wanted:
+            if sweep.budget_s is not None and (
+                time.monotonic() - sweep_started + progress.mean_duration() > sweep.budget_s
+            ):
+                out_of_budget = True
+                progress.total = progress.done
+                break
+            so_far = summary_of(config)
+            measure(config, so_far.runs + so_far.failed if so_far else 0)
     progress.close()
+    convergence = {
+        "kind": "convergence",
+        "target_ci": sweep.target_ci,
+        "max_repeats": sweep.max_repeats,
+        "budget_s": sweep.budget_s,
+        "configs": [
+            {"label": c.label, **convergence_of(summary_of(c), sweep, out_of_budget)}
+            for c in configs
+        ],
+    }
+    store.append(convergence)
+    for line in analysis.convergence_lines(convergence):
+        print(line, file=sys.stderr)
     print(
         f"results in {store.path}; `python -m hpcbench report --out {sweep.out}` makes the report",
         file=sys.stderr,

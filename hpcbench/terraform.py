@@ -6,6 +6,12 @@ builds (TF_CLI_CONFIG_FILE); inputs travel as TF_VAR_* variables in the
 child's environment only, never on the command line (where `ps` would show
 them) and never in this process's os.environ.
 
+Secrets are never Terraform variables: a saved plan holds every variable in
+clear. The module scripts read the PEM password from HPCBENCH_PEM_PASSWORD,
+which reaches them only through the child's environment. Every command is
+bounded (hpcbench.bounded) and runs with umask 077, so that what it writes
+(state, plans, rendered files) is private from the start.
+
 What Python needs to know about a configuration it asks the CLI for, as JSON
 (`providers schema -json`), rather than reading HCL: the CLI resolves every
 module and file the way `plan` will, which no text search can.
@@ -18,12 +24,22 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from hpcbench import bounded
 from hpcbench.errors import UsageError
-from hpcbench.paths import cache_root, env_layout, env_state
+from hpcbench.paths import cache_root, ensure_env_state, env_layout, env_state
 
-TIMEOUT_S = 3600  # apply on a real testbed waits for machines; bounded all the same
+PASSWORD_ENV = "HPCBENCH_PEM_PASSWORD"  # read by the module scripts, never a variable
+# Variables that are secrets whatever a module declares (a fixed list, besides
+# what Terraform reports as `sensitive`): never given with --var, never remembered.
+SECRET_WORDS = ("password", "passphrase", "secret", "token", "credential", "api_key", "apikey")
+
+
+def looks_secret(name: str) -> bool:
+    return any(word in name.lower() for word in SECRET_WORDS)
 
 
 def tools_dir() -> Path:
@@ -81,11 +97,16 @@ def _one_line(block: str) -> str:
     # Paragraphs after the title: the source excerpt ("on FILE line N:"), the
     # message, and "This was checked by ..."; the message says what to do.
     paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", body) if p.strip()]
-    message = next((p for p in paragraphs
-                    if not p.startswith(("on ", "with ", "This was checked by"))), title.strip())
+    message = next(
+        (p for p in paragraphs if not p.startswith(("on ", "with ", "This was checked by"))),
+        title.strip(),
+    )
     var = re.search(r"var\.(\w+)", body)
-    prefix = (f"{var[1]}: " if var and title.startswith("Invalid value for variable")
-              and not message.startswith(var[1]) else "")
+    prefix = (
+        f"{var[1]}: "
+        if var and title.startswith("Invalid value for variable") and not message.startswith(var[1])
+        else ""
+    )
     return f"{prefix}{message}"[:400]
 
 
@@ -104,8 +125,15 @@ class TerraformEnv:
         self.binary = find_binary()
 
     def _environ(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        # TF_VAR_* of the user's shell that name a secret (old docs said to export
+        # TF_VAR_pem_password) would land in the saved plan: they are not passed.
+        inherited = {
+            k: v
+            for k, v in os.environ.items()
+            if not (k.startswith("TF_VAR_") and looks_secret(k[7:]))
+        }
         env = {
-            **os.environ,
+            **inherited,
             "TF_DATA_DIR": str(self.state_dir / "tfdata"),
             "TF_IN_AUTOMATION": "1",
             "TF_INPUT": "0",
@@ -114,23 +142,33 @@ class TerraformEnv:
         rc = cli_config_file()
         if rc is not None:
             env["TF_CLI_CONFIG_FILE"] = str(rc)
-        env.update({f"TF_VAR_{k}": v for k, v in self.variables.items()})
+        env.update({f"TF_VAR_{k}": v for k, v in self.variables.items() if not looks_secret(k)})
         env.update(extra or {})
         return env
 
-    def _run(self, *args: str, stream: bool = False,
-             extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def _run(
+        self, *args: str, stream: bool = False, extra_env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """One CLI command; stream=True lets its output through (apply), else captures it."""
         command, *rest = args
         flags = [] if command == "providers" else ["-no-color"]  # before positional arguments
-        return subprocess.run([self.binary, command, *flags, *rest], cwd=self.workdir,
-                              env=self._environ(extra_env), text=True, timeout=TIMEOUT_S,
-                              capture_output=not stream, check=False)
+        limit = bounded.APPLY if command == "apply" else bounded.TERRAFORM
+        what = f"terraform {command} ({self.env})"
+        return bounded.run(
+            [self.binary, command, *flags, *rest],
+            limit,
+            what=what,
+            capture=not stream,
+            env=self._environ(extra_env),
+            cwd=self.workdir,
+            umask=0o077,
+        )
 
     def init(self) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        proc = self._run("init", "-input=false", "-reconfigure",
-                         f"-backend-config=path={self.state_file}")
+        ensure_env_state(self.env)
+        proc = self._run(
+            "init", "-input=false", "-reconfigure", f"-backend-config=path={self.state_file}"
+        )
         if proc.returncode != 0:
             why = summarize_error(proc.stderr)
             raise UsageError(f"terraform init failed for {self.env}: {why}")
@@ -146,14 +184,37 @@ class TerraformEnv:
     def plan(self, destroy: bool = False) -> tuple[Path, bool]:
         """Plans first, so that bad input fails before anything is created.
 
-        Returns the saved plan and whether it changes anything.
+        Returns the saved plan and whether it changes anything. Callers use
+        saved_plan(), which removes the file whatever happens next.
         """
         plan = self.state_dir / ("destroy.plan" if destroy else "apply.plan")
         args = ["plan", "-input=false", f"-out={plan}", "-detailed-exitcode"]
-        proc = self._run(*args, *(["-destroy"] if destroy else []))
+        try:
+            proc = self._run(*args, *(["-destroy"] if destroy else []))
+        except BaseException:
+            plan.unlink(missing_ok=True)
+            raise
         if proc.returncode not in (0, 2):  # 2: success with changes
+            plan.unlink(missing_ok=True)
             raise UsageError(f"{self.env}: {self._explain(proc.stderr)}")
         return plan, proc.returncode == 2
+
+    @contextmanager
+    def saved_plan(self, destroy: bool = False) -> Iterator[tuple[Path, bool]]:
+        """plan(), and the plan file removed on leaving: applied, failed or interrupted."""
+        plan, changes = self.plan(destroy)
+        try:
+            yield plan, changes
+        finally:
+            plan.unlink(missing_ok=True)
+
+    def show(self, plan: Path) -> dict[str, object]:
+        """The saved plan as JSON (`show -json`): its changes and the configuration."""
+        proc = self._run("show", "-json", str(plan))
+        if proc.returncode != 0:
+            raise RuntimeError(f"terraform show failed: {summarize_error(proc.stderr)}")
+        shown = json.loads(proc.stdout or "{}")
+        return shown if isinstance(shown, dict) else {}
 
     def _explain(self, stderr: str) -> str:
         """The one-line error; for a missing setting, with the check that says what it is.
@@ -167,14 +228,15 @@ class TerraformEnv:
             return line
         name = missing[1]
         empty = {f"TF_VAR_{n}": "" for n in _MISSING.findall(_ANSI.sub("", stderr))}
-        probe = self._run("plan", "-input=false", "-lock=false", "-refresh=false",
-                          extra_env=empty)
+        probe = self._run("plan", "-input=false", "-lock=false", "-refresh=false", extra_env=empty)
         hint = next((h for h in _error_lines(probe.stderr) if h.startswith(name)), "")
         return f"{line} ({hint})" if probe.returncode != 0 and hint else line
 
     def apply(self, plan: Path) -> None:
-        proc = self._run("apply", "-input=false", str(plan), stream=True)
-        plan.unlink(missing_ok=True)
+        try:
+            proc = self._run("apply", "-input=false", str(plan), stream=True)
+        finally:
+            plan.unlink(missing_ok=True)  # applied or not, it is of no further use
         if proc.returncode != 0:
             raise RuntimeError(f"terraform apply failed for {self.env} (output above)")
 
@@ -187,7 +249,27 @@ class TerraformEnv:
     def has_resources(self) -> bool:
         if not self.state_file.is_file():
             return False
-        return bool(json.loads(self.state_file.read_text() or "{}").get("resources"))
+        try:
+            state = json.loads(self.state_file.read_text() or "{}")
+        except (ValueError, UnicodeDecodeError) as err:
+            raise UsageError(
+                f"{self.state_file}: not a Terraform state ({err}); restore it "
+                "from terraform.tfstate.backup beside it"
+            ) from None
+        return bool(isinstance(state, dict) and state.get("resources"))
+
+
+def sensitive_variables(shown: dict[str, object]) -> set[str]:
+    """Root variables the configuration declares `sensitive = true`, from `show -json`
+    of a plan (Terraform's own reading of the modules, no HCL parsing)."""
+    config = shown.get("configuration")
+    root = config.get("root_module") if isinstance(config, dict) else None
+    declared = root.get("variables") if isinstance(root, dict) else None
+    if not isinstance(declared, dict):
+        return set()
+    return {
+        name for name, body in declared.items() if isinstance(body, dict) and body.get("sensitive")
+    }
 
 
 def _tf_value(value: object) -> str:

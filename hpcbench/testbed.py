@@ -17,12 +17,14 @@ from typing import Any
 
 import yaml
 
-from hpcbench import paths
+from hpcbench import paths, ssh
 from hpcbench.errors import UsageError
-from hpcbench.specs import HostSlots, TestbedKind
+from hpcbench.specs import MAX_SLOTS, HostSlots, TestbedKind
+from hpcbench.specs import units as _units
 from hpcbench.ssh import SshAccess
 
 LOCALHOST = "localhost"  # the node name of this machine
+MAX_GPUS = MAX_SLOTS  # per node: bounds a typo in an inventory
 CLUSTER_NODES = 64  # the most nodes `--env slurm` offers; Slurm refuses what it lacks
 DEFAULT_PYTHON = "/opt/hpcbench/venv/bin/python"
 DEFAULT_BENCH_DIR = "/opt/hpcbench/bench"
@@ -63,34 +65,72 @@ class Testbed:
         return next(n for n in self.nodes if n.name == self.head)
 
 
-def _ssh_extra(common_args: str) -> tuple[str, ...]:
-    return tuple(shlex.split(common_args)) if common_args else ()
+def _ssh_args(host: dict[str, Any], source: str, name: str) -> tuple[str, ...]:
+    """Ansible's ssh arguments of a host (common, then extra), as one argv."""
+    args: list[str] = []
+    for key in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
+        text = host.get(key) or ""
+        try:
+            args += shlex.split(str(text))
+        except ValueError as err:
+            raise UsageError(f"{source}: {name}: {key} is not valid shell words ({err})") from None
+    return tuple(args)
 
 
-def from_inventory(data: dict[str, Any], source: str = "inventory") -> Testbed:
-    """Build a Testbed from the parsed inventory (shape: terraform/modules/inventory)."""
+def _port(value: Any, source: str, name: str) -> int:
+    try:
+        port = int(str(value))
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise UsageError(f"{source}: {name}: ansible_port {value!r} is not a port (1 to 65535)")
+    return port
+
+
+def _whole(value: Any, source: str, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        value = repr(value)
+    try:
+        return _units.parse_whole(str(value), 0, MAX_GPUS)
+    except ValueError as err:
+        raise UsageError(f"{source}: {what}: {err}") from None
+
+
+def from_inventory(
+    data: dict[str, Any], source: str = "inventory", known_hosts: str | None = None
+) -> Testbed:
+    """Build a Testbed from the parsed inventory (shape: terraform/modules/inventory).
+
+    ssh checks host keys against the known_hosts file Ansible's arguments name
+    (the deploy learned the keys into it), else `known_hosts` if given."""
     try:
         top = data["all"]
         vars_ = top.get("vars") or {}
         hosts = top.get("hosts") or {}
         listed = vars_["testbed_nodes"]
         head = vars_["testbed_head"]
-    except (KeyError, TypeError) as err:
+        if not isinstance(listed, list) or not isinstance(hosts, dict):
+            raise TypeError("testbed_nodes is not a list")
+    except (KeyError, TypeError, AttributeError) as err:
         raise UsageError(f"{source}: not an hpcbench inventory (missing {err})") from err
     nodes = []
     for entry in listed:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise UsageError(f"{source}: a testbed_nodes entry has no name: {entry!r:.80}")
         name = entry["name"]
         host = hosts.get(name)
-        if host is None:
+        if not isinstance(host, dict):
             raise UsageError(f"{source}: node {name} is listed in testbed_nodes but not in hosts")
+        args, own = ssh.split_options(_ssh_args(host, source, name))
         access = SshAccess(
             host=str(host.get("ansible_host", name)),
-            port=int(host.get("ansible_port", 22)),
+            port=_port(host.get("ansible_port", 22), source, name),
             user=host.get("ansible_user"),
             key_file=host.get("ansible_ssh_private_key_file"),
-            extra_args=_ssh_extra(host.get("ansible_ssh_common_args", "")),
+            extra_args=args,
+            known_hosts=own.get("userknownhostsfile") or known_hosts,
         )
-        gpus = int(entry.get("gpus", host.get("node_gpus", 0)) or 0)
+        gpus = _whole(entry.get("gpus", host.get("node_gpus", 0)) or 0, source, f"{name}: gpus")
         nodes.append(Node(name, str(entry.get("address", name)), gpus, access))
     if not nodes:
         raise UsageError(f"{source}: testbed_nodes is empty")
@@ -102,9 +142,15 @@ def from_inventory(data: dict[str, Any], source: str = "inventory") -> Testbed:
         head=head,
         python=str(vars_.get("hpcbench_python") or DEFAULT_PYTHON),
         bench_dir=str(vars_.get("hpcbench_bench_dir") or DEFAULT_BENCH_DIR),
-        iface=str(vars_.get("hpcbench_iface") or ""),
+        iface=_iface(vars_.get("hpcbench_iface")),
         link_rate=str(vars_.get("link_rate") or ""),
     )
+
+
+def _iface(value: object) -> str:
+    """The testbed interface; "auto" (the real testbeds' default) names none, so Horovod,
+    Gloo and NCCL pick the one that routes to the other nodes themselves."""
+    return "" if value in (None, "auto") else str(value)
 
 
 def load_inventory(path: Path) -> Testbed:
@@ -112,9 +158,11 @@ def load_inventory(path: Path) -> Testbed:
         data = yaml.safe_load(path.read_text())
     except OSError as err:
         raise UsageError(f"cannot read {path}: {err.strerror}") from err
-    except yaml.YAMLError as err:
-        raise UsageError(f"{path}: not valid YAML ({err})") from err
-    return from_inventory(data, str(path))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UsageError(f"{path}: not valid YAML ({why})") from err
+    # The per-testbed known_hosts beside the inventory (environments/common/controller.tf).
+    return from_inventory(data, str(path), str(path.parent / "ssh" / "known_hosts"))
 
 
 def for_env(env: str) -> Testbed:

@@ -15,6 +15,9 @@ from typing import ClassVar
 
 from hpcbench.ssh import SshAccess
 
+# bench/leash.py, beside the workload on every node.
+LEASH_SCRIPT = "leash.py"
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -38,7 +41,7 @@ class RunSpec:
     master_port: int = 29500
     iface: str = ""  # network interface for Gloo/NCCL; "" lets them choose
     env: dict[str, str] = field(default_factory=dict)  # extra environment for every rank
-    time_limit_s: int = 0  # remote commands stop themselves after this; 0: no limit
+    time_limit_s: int = 0  # every rank stops itself after this (the leash); 0: no limit
 
     @property
     def workers(self) -> int:
@@ -60,11 +63,22 @@ class RunSpec:
             **self.env,
         }
 
+    def leashed(self, argv: list[str], stdin: bool = True) -> list[str]:
+        """argv under bench/leash.py: the rank stops with its run (docs/method.md,
+        "Runs die with their sweep"): at the time limit, on TERM/HUP/INT, when its
+        output has no reader, and with `stdin`, when the harness's end of its stdin closes."""
+        leash = [self.python, f"{self.workdir.rstrip('/')}/{LEASH_SCRIPT}"]
+        if stdin:
+            leash.append("--stdin")
+        if self.time_limit_s:
+            leash += ["--time-limit", str(self.time_limit_s)]
+        return [*leash, "--", *argv]
+
     def on(self, placement: Placement, argv: list[str]) -> Command:
         """One command run on a placement's node, in bench/, pinned to the
-        testbed interface and bounded by the time limit."""
-        return Command(tuple(argv), env=self.network_env(), cwd=self.workdir,
-                       access=placement.access, time_limit_s=self.time_limit_s)
+        testbed interface and on the leash."""
+        return Command(tuple(self.leashed(argv)), env=self.network_env(), cwd=self.workdir,
+                       access=placement.access)  # fmt: skip
 
     def tool(self, name: str) -> str:
         """A console script installed beside the nodes' python (horovodrun, torchrun)."""
@@ -78,14 +92,12 @@ class Command:
     env: dict[str, str] = field(default_factory=dict)  # added to the inherited environment
     cwd: str | None = None
     access: SshAccess | None = None  # run over SSH there; None: here
-    time_limit_s: int = 0
 
     def local_argv(self) -> list[str]:
         """What to exec on the controller: the argv itself, or ssh with a remote shell line.
 
         Over SSH the environment goes on the command line (ssh does not pass
-        it) and coreutils `timeout` bounds the remote side, which a dropped
-        connection would otherwise leave running.
+        it); the leash in the argv (RunSpec.leashed) bounds the remote side.
         """
         if self.access is None:
             return list(self.argv)
@@ -93,8 +105,6 @@ class Command:
         if self.cwd:
             parts.append(f"cd {shlex.quote(self.cwd)} &&")
         parts.append("exec")
-        if self.time_limit_s:
-            parts.append(f"timeout -k 10 {self.time_limit_s}")
         if self.env:
             parts.append("env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items()))
         parts.append(shlex.join(self.argv))

@@ -38,5 +38,7 @@ class HorovodrunLauncher(Launcher):
         # interface that does not carry 127.0.0.1.
         if spec.iface and len(spec.placements) > 1:
             argv += ["--network-interface", spec.iface]
-        argv += [spec.python, spec.script, *spec.args]
+        # Each rank on a leash of its own: horovodrun's ssh gives them no stdin to
+        # watch, but a dead horovodrun leaves their output without a reader.
+        argv += spec.leashed([spec.python, spec.script, *spec.args], stdin=False)
         return [spec.on(spec.placements[0], argv)]

@@ -32,7 +32,7 @@ class LocalLauncher(Launcher):
         }
         return [
             Command(
-                argv=(spec.python, spec.script, *spec.args),
+                argv=tuple(spec.leashed([spec.python, spec.script, *spec.args])),
                 env={**common, "RANK": str(rank), "LOCAL_RANK": str(rank)},
                 cwd=spec.workdir,
             )

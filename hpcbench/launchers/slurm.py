@@ -24,11 +24,13 @@ from hpcbench.ssh import SshAccess
 EXIT_MARKER = "HPCBENCH_SLURM_EXIT"
 
 # Horovod's Gloo rendezvous (what horovodrun serves) on a fixed port; the scope
-# sizes only matter for clean-up. argv: port, comma-separated hosts, tasks per node.
+# sizes only matter for clean-up. argv: port, comma-separated hosts, tasks per node,
+# and the address it listens on: the first node's (MASTER_ADDR), never 0.0.0.0, as
+# the store has no authentication; only the job's nodes need to reach it.
 RENDEZVOUS_PY = (
     "import sys;from horovod.runner.http.http_server import RendezvousHTTPServer as S,"
-    'RendezvousHandler as H;p,h,n=int(sys.argv[1]),sys.argv[2].split(","),int(sys.argv[3]);'
-    's=S(("0.0.0.0",p),H,0);s.scope_size={"global":n*len(h),'
+    'RendezvousHandler as H;p,h,n,a=int(sys.argv[1]),sys.argv[2].split(","),int(sys.argv[3]),'
+    'sys.argv[4];s=S((a,p),H,0);s.scope_size={"global":n*len(h),'
     '**{"local_"+x:n for x in h},**{"cross_%d"%i:len(h) for i in range(n)}};s.serve_forever()'
 )
 
@@ -65,11 +67,12 @@ def container_flags(spec: RunSpec, opts: SlurmOptions) -> list[str]:
     if not opts.pyxis:
         return []
     mounts = [*opts.container_mounts, f"{spec.workdir}:{spec.workdir}"]
-    return [
+    flags = [
         f"--container-image={opts.container_image}",
         f"--container-mounts={','.join(mounts)}",
         f"--container-workdir={spec.workdir}",
     ]
+    return [shlex.quote(f) for f in flags]  # the script is bash: every value quoted
 
 
 def task_command(spec: RunSpec, opts: SlurmOptions, backend: str, controller: str) -> str:
@@ -105,14 +108,17 @@ def sbatch_script(
     nodes = len(spec.placements)
     per_node = spec.placements[0].slots
     out = f"{opts.job_dir or '/tmp'}/{job_name}-%j"
+    # sbatch reads #SBATCH lines with shell-like quoting; the values were checked
+    # (hpcbench.options) and are quoted besides.
+    q = shlex.quote
     head = [
         "#!/bin/bash",
-        f"#SBATCH --job-name={job_name}",
+        f"#SBATCH --job-name={q(job_name)}",
         f"#SBATCH --nodes={nodes}",
         f"#SBATCH --ntasks-per-node={per_node}",
         f"#SBATCH --time={_minutes(spec, opts)}",
-        f"#SBATCH -o {out}.out",
-        f"#SBATCH -e {out}.err",
+        f"#SBATCH -o {q(out + '.out')}",
+        f"#SBATCH -e {q(out + '.err')}",
     ]
     for flag, value in (
         ("partition", opts.partition),
@@ -120,11 +126,11 @@ def sbatch_script(
         ("qos", opts.qos),
     ):
         if value:
-            head.append(f"#SBATCH --{flag}={value}")
+            head.append(f"#SBATCH --{flag}={q(value)}")
     if opts.gpus_per_node:  # no more GPUs than workers: the 1-worker baseline asks for one
         head.append(f"#SBATCH --gres=gpu:{min(opts.gpus_per_node, per_node)}")
     if opts.pin_nodes:
-        head.append(f"#SBATCH --nodelist={','.join(p.host for p in spec.placements)}")
+        head.append(f"#SBATCH --nodelist={q(','.join(p.host for p in spec.placements))}")
     head += [f"#SBATCH {x}" for x in opts.extra]
 
     body = [
@@ -142,7 +148,7 @@ def sbatch_script(
         "--kill-on-bad-exit=1",
     ]
     if opts.mpi:
-        srun.append(f"--mpi={opts.mpi}")
+        srun.append(q(f"--mpi={opts.mpi}"))
     srun += container_flags(spec, opts)
     gloo_horovod = backend == "horovod" and controller == "gloo"
     if gloo_horovod:
@@ -160,6 +166,7 @@ def sbatch_script(
             '"$MASTER_PORT"',
             '"$(echo "$nodes" | paste -sd, -)"',
             str(per_node),
+            '"$MASTER_ADDR"',
         ]
         body += [
             "export HOROVOD_GLOO_RENDEZVOUS_ADDR=$MASTER_ADDR"

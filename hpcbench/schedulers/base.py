@@ -8,6 +8,7 @@ stops or cancels it, and collects the workload's record into an Outcome.
 from __future__ import annotations
 
 import json
+import signal
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -57,6 +58,17 @@ def parse_records(lines: list[str]) -> list[dict[str, Any]]:
     return records
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def stop_on_signals() -> None:
+    """SIGTERM and SIGHUP (a closed terminal or ssh session) unwind like Ctrl-C, so
+    that the scheduler stops or cancels the run in flight before the harness exits."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
+
+
 class Scheduler(ABC):
     """Runs one RunSpec to its end: submit, poll (bounded), cancel, collect."""
 
@@ -66,6 +78,6 @@ class Scheduler(ABC):
     def run(self, spec: RunSpec, timeout_s: float, echo: bool = False) -> Outcome:
         """Start the run, wait for it (at most timeout_s once it runs), return its outcome.
 
-        Ctrl-C or SIGTERM (raised as KeyboardInterrupt) stops or cancels the
-        run before it propagates: nothing is left running behind the harness.
+        Ctrl-C, SIGTERM or SIGHUP (raised as KeyboardInterrupt: stop_on_signals)
+        stops or cancels the run before it propagates: nothing is left running.
         """

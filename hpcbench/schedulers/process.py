@@ -2,7 +2,9 @@
 
 Every wait is bounded: a run that outlives its time limit, or whose peers go
 on after one command failed (a dead rank leaves the others blocked in a
-collective), is killed with its whole process group.
+collective), is killed with its whole process group. Each command's stdin is
+a pipe this process holds: when it closes, the ranks' leashes (bench/leash.py)
+stop them, on this machine and at the far end of ssh alike.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ def stop(procs: list[subprocess.Popen]) -> None:
                 p.wait(max(0.0, deadline - time.monotonic()))
     for p in procs:  # stragglers the leaders left behind (DataLoader workers, ranks)
         _kill(p, signal.SIGKILL)
+        if p.stdin is not None:
+            with contextlib.suppress(OSError):
+                p.stdin.close()
 
 
 def run_commands(commands: list[Command], timeout_s: float, echo: bool = False) -> Outcome:
@@ -67,25 +72,33 @@ def run_commands(commands: list[Command], timeout_s: float, echo: bool = False) 
 
     timed_out = False
     failed_at: float | None = None
+    unstarted: int | None = None
     try:
         for cmd in commands:
-            proc = subprocess.Popen(
-                cmd.local_argv(),
-                env={**os.environ, **cmd.local_env()},
-                cwd=cmd.cwd if cmd.access is None else None,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
-                start_new_session=True,  # its own process group, killed as one
-            )
+            try:
+                proc = subprocess.Popen(
+                    cmd.local_argv(),
+                    env={**os.environ, **cmd.local_env()},
+                    cwd=cmd.cwd if cmd.access is None else None,
+                    # Held open, never written: its end (this run over, or the harness
+                    # killed) is what the rank's leash stops on, across ssh too.
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    errors="replace",
+                    start_new_session=True,  # its own process group, killed as one
+                )
+            except OSError as err:  # no such program, or not executable: a failed run
+                tail.append(f"cannot start {cmd.local_argv()[0]}: {err.strerror or err}")
+                unstarted = 127  # the shell's status for a command it cannot run
+                break
             procs.append(proc)
             reader = threading.Thread(target=read, args=(proc,), daemon=True)
             reader.start()
             readers.append(reader)
 
-        while any(p.poll() is None for p in procs):
+        while unstarted is None and any(p.poll() is None for p in procs):
             now = time.monotonic()
             if now - start > timeout_s:
                 timed_out = True
@@ -100,7 +113,7 @@ def run_commands(commands: list[Command], timeout_s: float, echo: bool = False) 
     for reader in readers:
         reader.join(5.0)
     return Outcome(
-        returncodes=[p.returncode for p in procs],
+        returncodes=[p.returncode for p in procs] + ([unstarted] if unstarted else []),
         records=parse_records(marked),
         tail=list(tail),
         launched_at=launched_at,

@@ -39,6 +39,13 @@ DONE_STATES = {
 }
 
 
+def _why(err: BaseException, tool: str = "the command") -> str:
+    """One line for a failed control call."""
+    if isinstance(err, subprocess.TimeoutExpired):
+        return f"{tool} did not answer in {err.timeout:g} s"
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
 @dataclass
 class JobResult:
     job_id: str
@@ -104,9 +111,13 @@ class SlurmScheduler(Scheduler):
 
     def read_output(self, job: str, job_name: str, host_access: SshAccess | None) -> list[str]:
         base = f"{self.options.job_dir or '/tmp'}/{job_name}-{job}"
-        proc = self._control(
-            f"cat {shlex.quote(base + '.out')} {shlex.quote(base + '.err')}", access=host_access
-        )
+        try:
+            proc = self._control(
+                f"cat {shlex.quote(base + '.out')} {shlex.quote(base + '.err')}",
+                access=host_access,
+            )
+        except (subprocess.SubprocessError, OSError) as err:
+            return [f"the job's output could not be read: {_why(err)}"]
         return proc.stdout.splitlines()
 
     def wait(self, spec: RunSpec, job: str, job_name: str, timeout_s: float) -> JobResult:
@@ -121,7 +132,10 @@ class SlurmScheduler(Scheduler):
                 state, host = self.state(job)
                 now = time.monotonic()
                 unknown = unknown + 1 if state == "UNKNOWN" else 0
-                if state in DONE_STATES or unknown >= 3:  # gone from squeue, scontrol and sacct
+                if state in DONE_STATES:
+                    break
+                if unknown >= 3:  # gone from squeue, scontrol and sacct: stop it, if it runs,
+                    self.cancel(job_name)  # and take its exit status from its output
                     break
                 if state == "RUNNING" and deadline is None:
                     deadline = now + timeout_s
@@ -155,15 +169,15 @@ class SlurmScheduler(Scheduler):
             self.cancel(job_name)
             raise
         except (RuntimeError, subprocess.SubprocessError, OSError) as err:
-            return Outcome(
-                [1],
-                [],
-                [str(err)],
-                launched_at,
-                time.monotonic() - start,
-                argv=[["sbatch", script]],
-            )
-        result = self.wait(spec, job, job_name, timeout_s)
+            # A timed-out sbatch may still have queued the job: cancel it by its name.
+            self.cancel(job_name)
+            return Outcome([1], [], [_why(err, "sbatch")], launched_at,
+                           time.monotonic() - start, argv=[["sbatch", script]])  # fmt: skip
+        try:
+            result = self.wait(spec, job, job_name, timeout_s)
+        except (subprocess.SubprocessError, OSError) as err:  # wait() has cancelled the job
+            return Outcome([1], [], [f"slurm job {job}: {_why(err, 'squeue')}"], launched_at,
+                           time.monotonic() - start, argv=[["sbatch", f"job {job}"]])  # fmt: skip
         if echo:
             print("\n".join(result.lines), flush=True)
         tail = [f"slurm job {job}: {result.state}"]

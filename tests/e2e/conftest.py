@@ -76,3 +76,15 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployedTestbe
     bed.remove_leftovers()
     yield bed
     bed.hpcbench("destroy", "--env", "local", timeout=600)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """test_kill.py sorts before test_local_testbed.py; run it on the shared testbed, after
+    the sweeps and before the destroy test, rather than deploying a testbed of its own."""
+    kill = [i for i in items if i.nodeid.startswith("tests/e2e/test_kill.py")]
+    if not kill:
+        return
+    rest = [i for i in items if i not in kill]
+    at = next((n for n, i in enumerate(rest) if i.name == "test_destroy_leaves_nothing"), None)
+    if at is not None:
+        items[:] = rest[:at] + kill + rest[at:]

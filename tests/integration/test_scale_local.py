@@ -88,9 +88,12 @@ def test_horovodrun_sweep_makes_results_and_report(tmp_path):
     report = (out / "report.md").read_text()
     assert "mobilenet_v3_small, horovod, batch 8/worker" in report
     assert "| 2 | 2 | 2 |" in report  # two workers, two repeats
-    pngs = list((out / "plots").glob("*.png"))
-    assert len(pngs) == 1 and pngs[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert f'src="plots/{pngs[0].name}"' in (out / "report.html").read_text()
+    # Throughput and efficiency, and where the time went (stacked bars per node count).
+    pngs = sorted((out / "plots").glob("*.png"))
+    assert [p.name.endswith("-time.png") for p in pngs] == [True, False]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    html = (out / "report.html").read_text()
+    assert all(f'src="plots/{p.name}"' in html for p in pngs)
 
 
 def _image_folder(root: Path, classes: int = 2, per_class: int = 12) -> Path:

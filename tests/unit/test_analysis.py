@@ -156,3 +156,34 @@ def test_noise_floor_is_the_baselines_relative_interval():
     base = series[0]
     assert analysis.noise_floor(series) == pytest.approx(base.ci95 / base.images_per_sec)
     assert analysis.noise_floor(series[1:]) is None
+
+
+def test_outside_the_band_names_the_likeliest_causes():
+    s = analysis.ConfigSummary(env="e", model="m", backend="ddp", batch=8, image_size=32,
+                               data="synthetic", gpus_per_node=1, nodes=4, workers=4, runs=2,
+                               failed=0, efficiency=0.2, efficiency_ci95=0.02,
+                               predicted_efficiency_low=0.5, predicted_efficiency_high=0.9,
+                               cpu_util=0.97, net_bytes_per_s=100e6, straggler_lead=0.05,
+                               straggler="n2")  # fmt: skip
+    why = analysis.outside_band(s, nominal_bytes_per_s=125e6)
+    assert why.startswith("below:") and "CPU (nodes at 97%" in why and "link at 80%" in why
+    assert "straggler" not in why
+    s.efficiency = 0.49  # its interval reaches the band: inside
+    assert analysis.outside_band(s, 125e6) is None
+
+
+def test_point_prediction_replays_the_baselines_gradient_timeline():
+    probe_model = prediction.LinkModel(2, 0.0, 1e8)
+    probe = {"kind": "probe", "status": "ok", "env": "e", "backend": "ddp", "workers": 2,
+             "results": [{"bytes": s, "time_s": probe_model.allreduce_time(s),
+                          "busbw": 1e8} for s in (1 << 26,)]}  # fmt: skip
+    # 4 MB of gradients, all ready 0.09 s into a 0.1 s step: two buckets (DDP's first
+    # closes at 1 MiB) queue on a 100 MB/s link, 0.04 s in all, all of it past the last
+    # gradient: the step takes 0.14 s.
+    base = _run(1, 1, [1.0], grad_timeline=[[0.09, 2e6], [0.09, 2e6]])
+    s = {x.workers: x for x in analysis.summarise([base, _run(2, 2, [1.0])], [probe])}
+    assert s[2].predicted_efficiency == pytest.approx(0.1 / 0.14)
+    # Without a timeline: the band only.
+    s = {x.workers: x for x in analysis.summarise([_run(1, 1, [1.0]), _run(2, 2, [1.0])],
+                                                  [probe])}  # fmt: skip
+    assert s[2].predicted_efficiency is None and s[2].predicted_efficiency_low is not None

@@ -11,6 +11,8 @@ from hpcbench.launchers.torchrun import TorchrunLauncher
 from hpcbench.ssh import SshAccess
 
 HEAD = SshAccess(host="10.1.0.5", port=2222, user="hpc", key_file="/keys/id")
+PY = "/opt/hpcbench/venv/bin/python"
+LEASH = [PY, "/opt/hpcbench/bench/leash.py"]
 
 
 def _spec(placements, iface="", limit=0):
@@ -38,12 +40,17 @@ def test_horovodrun_local():
     spec = _spec([Placement("localhost", 2)])
     [cmd] = HorovodrunLauncher().commands(spec)
     assert cmd.local_argv() == [
+        *LEASH,
+        "--stdin",
+        "--",
         "/opt/hpcbench/venv/bin/horovodrun",
         "-np",
         "2",
         "-H",
         "localhost:2",
         "--gloo",
+        *LEASH,
+        "--",
         "/opt/hpcbench/venv/bin/python",
         "train.py",
         "--model",
@@ -60,9 +67,14 @@ def test_horovodrun_on_the_head_over_ssh_with_interface():
     argv = cmd.local_argv()
     assert argv[0] == "ssh" and "hpc@10.1.0.5" in argv and "2220" in argv
     remote = shlex.split(argv[-1])
-    # cd into the staged bench/, bounded by timeout, environment on the command line.
+    # cd into the staged bench/, on the leash, environment on the command line.
     assert remote[:3] == ["cd", "/opt/hpcbench/bench", "&&"]
-    assert remote[3:8] == ["exec", "timeout", "-k", "10", "600"]
+    assert remote[3] == "exec" and remote[4:5] == ["env"]
+    i = remote.index(LEASH[1])
+    assert remote[i - 1 : i + 5] == [*LEASH, "--stdin", "--time-limit", "600", "--"]
+    # The ranks horovodrun starts on the other nodes are leashed too (no stdin there).
+    j = remote.index(LEASH[1], i + 1)
+    assert remote[j + 1 : j + 4] == ["--time-limit", "600", "--"]
     assert "HOROVOD_GLOO_IFACE=eth0" in remote and "NCCL_SOCKET_IFNAME=eth0" in remote
     tail = remote[remote.index("/opt/hpcbench/venv/bin/horovodrun") :]
     assert tail[:6] == [
@@ -96,6 +108,9 @@ def test_horovodrun_mpi_controller_and_backend_check():
 def test_torchrun_single_node_is_standalone():
     [cmd] = TorchrunLauncher().commands(_spec([Placement("localhost", 2)]))
     assert cmd.argv == (
+        *LEASH,
+        "--stdin",
+        "--",
         "/opt/hpcbench/venv/bin/torchrun",
         "--nproc-per-node",
         "2",
@@ -143,7 +158,8 @@ def test_local_launcher_sets_env_per_rank():
     cmds = LocalLauncher().commands(spec)
     assert [c.env["RANK"] for c in cmds] == ["0", "1", "2"]
     assert all(c.env["WORLD_SIZE"] == "3" and c.env["MASTER_PORT"] == "29511" for c in cmds)
-    assert cmds[0].argv[:2] == ("/opt/hpcbench/venv/bin/python", "train.py")
+    assert cmds[0].argv[:5] == (*LEASH, "--stdin", "--", "/opt/hpcbench/venv/bin/python")
+    assert cmds[0].argv[5] == "train.py"
     assert LocalLauncher().check(spec, "ddp") is None
     assert "one worker only" in LocalLauncher().check(spec, "horovod")
     assert LocalLauncher().check(_spec([Placement("localhost", 1)]), "horovod") is None
@@ -164,3 +180,17 @@ def test_tool_path_and_quoting():
     cmd = launchers.Command(("echo", "a b", "$HOME"), env={"X": "1 2"}, access=HEAD)
     remote = cmd.local_argv()[-1]
     assert shlex.split(remote) == ["exec", "env", "X=1 2", "echo", "a b", "$HOME"]
+
+
+@pytest.mark.parametrize("launcher", [HorovodrunLauncher(), TorchrunLauncher(), LocalLauncher()])
+@pytest.mark.parametrize("remote", [False, True])
+def test_every_command_starts_on_the_leash_with_the_time_limit(launcher, remote):
+    """Local ranks get the run's time limit too; remote ones watch the harness's stdin."""
+    placements = _remote(2) if remote else [Placement("localhost", 2)]
+    spec = _spec(placements, limit=300)
+    if launcher.check(spec, launcher.backends[-1]):
+        pytest.skip("this launcher does not run this spec")
+    for cmd in launcher.commands(spec):
+        argv = shlex.split(cmd.local_argv()[-1]) if remote else list(cmd.local_argv())
+        i = argv.index(LEASH[1])
+        assert argv[i + 1 : i + 5] == ["--stdin", "--time-limit", "300", "--"]

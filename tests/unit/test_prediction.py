@@ -58,3 +58,23 @@ def test_predict_combines_the_pieces():
     assert p["allreduce_s"] == pytest.approx(0.1)
     assert p["efficiency_low"] == pytest.approx(0.2 / 0.3)
     assert p["efficiency_high"] == 1.0
+
+
+def test_point_prediction_from_a_measured_gradient_timeline():
+    # Backward makes 3 gradients of 10 MB at 0.6, 0.8 and 1.0 s of a 1.2 s step; a ring of
+    # 4 on a link of 100 MB/s bus bandwidth and no latency: 10 MB take 0.15 s.
+    timeline = [(0.6, 10e6), (0.8, 10e6), (1.0, 10e6)]
+    link = prediction.LinkModel(workers=4, latency_s=0.0, busbw=100e6)
+    # Horovod fuses what is ready in each 1 ms cycle: three messages, each 0.15 s, the last
+    # ready at 1.001 s and done at 1.151 s: 0.151 s exposed.
+    p = prediction.predict_measured(1.2, timeline, link, "horovod")
+    assert abs(p.exposed_s - 0.151) < 1e-9 and abs(p.efficiency - 1.2 / 1.351) < 1e-9
+    # fp16 compression halves what travels: done at 1.001 + 0.075 s.
+    half = prediction.predict_measured(1.2, timeline, link, "horovod", allreduce_bytes=15e6)
+    assert abs(half.exposed_s - 0.076) < 1e-9
+    # A link ten times faster hides all but the last message's tail.
+    fast = prediction.LinkModel(workers=4, latency_s=0.0, busbw=1e9)
+    assert prediction.predict_measured(1.2, timeline, fast, "horovod").efficiency > 0.98
+    # DDP: one 1 MiB first bucket, then 25 MiB buckets; one worker needs no all-reduce.
+    solo = prediction.LinkModel(workers=1, latency_s=0.0, busbw=1.0)
+    assert prediction.predict_measured(1.2, timeline, solo, "ddp").efficiency == 1.0

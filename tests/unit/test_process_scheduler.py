@@ -1,6 +1,7 @@
 """The process scheduler: real processes, no cluster needed."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,6 +60,7 @@ def test_success_without_record_is_a_failure():
 def test_the_scheduler_runs_what_its_launcher_renders(tmp_path):
     """Two local ranks, each printing its RANK as a record: the launcher renders, the
     scheduler starts, watches and collects."""
+    shutil.copy(paths.BENCH_DIR / "leash.py", tmp_path)  # bench/ holds the leash
     spec = RunSpec(
         script="-c",
         args=("import os; print('HPCBENCH_RESULT {\"rank\": %s}' % os.environ['RANK'])",),
@@ -75,9 +77,9 @@ def test_sigterm_to_the_harness_stops_the_ranks(tmp_path):
     rank = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
     harness = (
         "import signal, sys\n"
-        "from hpcbench import launchers, sweep\n"
-        "from hpcbench.schedulers import process\n"
-        "signal.signal(signal.SIGTERM, sweep._terminate)\n"
+        "from hpcbench import launchers\n"
+        "from hpcbench.schedulers import base, process\n"
+        "base.stop_on_signals()\n"
         f"process.run_commands([launchers.Command((sys.executable, '-c', {rank!r}))], "
         "timeout_s=120)\n"
     )
@@ -97,3 +99,84 @@ def test_sigterm_to_the_harness_stops_the_ranks(tmp_path):
         time.sleep(0.05)
     else:
         pytest.fail(f"rank {rank_pid} outlived the harness")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# Two ranks: LocalLauncher's two leashed commands here; over ssh, one leashed command
+# that starts both (as torchrun does on a node).
+HARNESS = """
+import os, subprocess, sys, time
+from hpcbench.launchers import Placement, RunSpec
+from hpcbench.launchers.local import LocalLauncher
+from hpcbench.schedulers import process
+from hpcbench.ssh import SshAccess
+
+rank = {rank!r}
+access = SshAccess(host="node1") if {ssh!r} else None
+spec = RunSpec(script="-c", args=(rank,), python=sys.executable, workdir={bench!r},
+               placements=(Placement("n", 2, access),), time_limit_s=600)
+if access is None:
+    cmds = LocalLauncher().commands(spec)
+else:
+    node = "import os, subprocess, sys, time; [subprocess.Popen([sys.executable, '-c', " \\
+           "sys.argv[1]], env={{**os.environ, 'RANK': str(r)}}) for r in range(2)]; time.sleep(120)"
+    cmds = [spec.on(spec.placements[0], [sys.executable, "-c", node, rank])]
+process.run_commands(cmds, timeout_s=600)
+"""
+
+
+@pytest.mark.parametrize("over_ssh", [False, True])
+def test_ranks_die_with_a_harness_killed_outright(tmp_path, over_ssh):
+    """SIGKILL leaves the harness no time to stop anything: the ranks' leashes see their
+    stdin end (the harness held it) and stop them, here and at the far end of ssh.
+
+    The 'ssh' is a stand-in that runs the remote line with bash on this machine,
+    passing stdin through as ssh does."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "ssh").write_text('#!/bin/bash\nfor last; do :; done\nexec bash -c "$last"\n')
+    (fake_bin / "ssh").chmod(0o755)
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    rank = (
+        f"import os, time; open(os.path.join({str(pid_dir)!r}, os.environ['RANK']), 'w')"
+        ".write(str(os.getpid())); time.sleep(120)"
+    )
+    harness = tmp_path / "harness.py"
+    harness.write_text(HARNESS.format(rank=rank, bench=str(paths.BENCH_DIR), ssh=over_ssh))
+    env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}",
+           "PYTHONPATH": str(paths.REPO)}  # fmt: skip
+    proc = subprocess.Popen([sys.executable, str(harness)], env=env, stderr=subprocess.DEVNULL)
+    pids: list[int] = []
+    try:
+        for _ in range(300):  # bounded: both ranks write their pids within seconds
+            if len(list(pid_dir.iterdir())) == 2 and all(f.read_text() for f in pid_dir.iterdir()):
+                break
+            time.sleep(0.05)
+        pids = [int(f.read_text()) for f in pid_dir.iterdir()]
+        assert len(pids) == 2
+        proc.kill()
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.05)
+        assert not [p for p in pids if _alive(p)], "ranks outlived the harness"
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_command_that_cannot_start_is_a_failed_run():
+    out = process.run_commands(
+        [_py("import time; time.sleep(60)"), launchers.Command(("/no/such/tool",))], timeout_s=30
+    )
+    assert not out.ok and out.returncodes[-1] == 127 and out.duration_s < 20
+    assert "cannot start /no/such/tool" in out.error()

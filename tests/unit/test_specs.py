@@ -60,10 +60,16 @@ def test_hosts():
     assert parse_hosts("node-1.example.org") == [HostSlots("node-1.example.org", 1)]
     for bad, message in [
         ("h1:x", "not a whole number"),
-        ("h1:0", "at least 1"),
+        ("h1:0", "use 1 to 1024"),
+        ("localhost:100000", "out of range; use 1 to 1024"),  # 100000 processes otherwise
         ("h1,h1", "listed twice"),
         (":4", "not host:slots"),
         ("", "empty"),
+        ("-Fevil", "not host:slots"),  # ssh would read it as an option
+        ("-oProxyCommand=x:1", "not host:slots"),
+        ("user@h1:2", "not host:slots"),
+        ("h1;reboot:1", "not host:slots"),
+        ("[::1]:2", "not host:slots"),
     ]:
         with pytest.raises(UsageError, match=message):
             parse_hosts(bad)
@@ -107,7 +113,7 @@ def test_workload_and_sweep_specs_from_the_command_line():
     assert options.sweep_spec(_args("scale")).probe == specs.ProbeSpec("64M", "auto", 0, 1800)
     with pytest.raises(UsageError, match="--probe-max-bytes: 'x' is not a size"):
         options.sweep_spec(_args("scale", "--probe-max-bytes", "x"))
-    with pytest.raises(UsageError, match="--windows must be at least 1"):
+    with pytest.raises(UsageError, match="--windows: 0 is out of range: use 1 to 10000"):
         options.workload_spec(_args("scale", "--windows", "0"))
 
 
@@ -125,3 +131,19 @@ def test_nothing_below_the_cli_takes_the_namespace():
         files = sorted(root.rglob("*.py")) if root.is_dir() else [root.with_suffix(".py")]
         for path in files:
             assert "import argparse" not in path.read_text(), path
+
+
+def test_real_slurm_values_pass_the_checks(tmp_path):
+    """What sites actually write: checked, and passed on unchanged."""
+    args = _args("scale", "--env", "slurm", "--nodes", "1-2", "--out", str(tmp_path),
+                 "--container-image", "nvcr.io#nvidia/pytorch:23.10-py3",
+                 "--container-mounts", "/data:/data,/scratch/u1:/scratch:ro",
+                 "--partition", "gpu,gpu-long", "--account", "proj-1_x", "--qos", "normal",
+                 "--slurm-mpi", "pmix_v3", "--sbatch=--exclusive", "--sbatch=--mem=0",
+                 "--slurm-job-dir", "/home/u1/jobs")  # fmt: skip
+    slurm = options.target_spec(args).slurm
+    assert slurm.container_image == "nvcr.io#nvidia/pytorch:23.10-py3"
+    assert slurm.container_mounts == ("/data:/data", "/scratch/u1:/scratch:ro")
+    assert (slurm.partition, slurm.account, slurm.qos, slurm.mpi) == (
+        "gpu,gpu-long", "proj-1_x", "normal", "pmix_v3")  # fmt: skip
+    assert slurm.extra == ("--exclusive", "--mem=0") and slurm.job_dir == "/home/u1/jobs"

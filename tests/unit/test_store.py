@@ -2,9 +2,11 @@ import json
 import multiprocessing
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
+from hpcbench import cli
 from hpcbench.errors import UsageError
 from hpcbench.store import Store, run_key
 
@@ -91,8 +93,17 @@ def test_damaged_lines_are_skipped_named_and_counted_and_resume_still_works(tmp_
         f.write(b'{"kind": "run"}\n')  # a run without its fields
         f.write(json.dumps(_record(1, window_times=[1.0, 0])).encode() + b"\n")  # 0 s window
         f.write(json.dumps(_record(2, nodes="2")).encode() + b"\n")
-        f.write(json.dumps({"kind": "probe", "workers": 2, "status": "ok",
-                            "results": [{"bytes": 4, "time_s": 0}]}).encode() + b"\n")
+        f.write(
+            json.dumps(
+                {
+                    "kind": "probe",
+                    "workers": 2,
+                    "status": "ok",
+                    "results": [{"bytes": 4, "time_s": 0}],
+                }
+            ).encode()
+            + b"\n"
+        )
         f.write(b"not json\n")
     store.append(_record(3))
     assert [r["repeat"] for r in store.runs()] == [0, 3]
@@ -113,3 +124,25 @@ def test_a_second_writer_is_refused_while_the_first_holds_the_store(tmp_path):
     first.release()
     second.lock()  # free again once the first let go
     second.release()
+
+
+def test_a_path_the_system_refuses_is_one_line(tmp_path):
+    store = Store(tmp_path / ("x" * 300))  # ENAMETOOLONG
+    with pytest.raises(UsageError, match="File name too long"):
+        store.runs()
+    (tmp_path / "file").write_text("")
+    assert Store(tmp_path / "file" / "sub").runs() == []  # ENOTDIR: nothing there
+
+
+def test_an_unreadable_store_is_one_line(tmp_path, monkeypatch, capsys):
+    store = Store(tmp_path)
+    store.append({"kind": "run"})
+
+    def refuse(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "open", refuse)  # root reads every file: refuse it here
+    assert cli.main(["report", "--out", str(tmp_path)]) == 2
+    assert cli.main(["compare", str(tmp_path), str(tmp_path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all("Permission denied" in line for line in err)

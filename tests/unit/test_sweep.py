@@ -139,3 +139,119 @@ def test_workload_args_pass_the_options_through():
     assert argv[argv.index("--batch") + 1] == "16"
     assert "--fp16-allreduce" in argv and argv[argv.index("--bucket-cap-mb") + 1] == "5.0"
     assert "--fusion-threshold-mb" not in argv
+
+
+def _held_like_this_sweep(tmp_path, **workload) -> None:
+    """Store the run that `_scale(... --nodes 1 --batch 32)` would make, as if measured."""
+    from hpcbench.specs import TargetSpec
+
+    target = Target.resolve(TargetSpec(env="localhost", node_counts=(1,), backend="horovod"))
+    spec = WorkloadSpec(model="resnet18", image_size=224, **workload)
+    [(config, repeat)] = sweep.plan(target, [32], 1, 0)
+    record = sweep.base_record(target, spec, 0, config, repeat)
+    record.update(status="ok", window_times=[1.0, 1.1])
+    sweep.Store(tmp_path / "out").append(record)
+
+
+@pytest.mark.parametrize(
+    ("extra", "todo"),
+    [
+        ([], False),
+        (["--steps", "7"], True),
+        (["--warmup", "3"], True),
+        (["--windows", "9"], True),
+        (["--amp", "off"], True),
+        (["--threads", "1"], True),
+    ],
+)
+def test_resume_never_counts_a_run_made_another_way(tmp_path, capsys, extra, todo):
+    _held_like_this_sweep(tmp_path)
+    argv = ["--env", "localhost", "--nodes", "1", "--batch", "32", "--repeats", "1",
+            "--backend", "horovod", "--resume", "--dry-run", *extra]  # fmt: skip
+    assert _scale(tmp_path, *argv) == 0
+    out = capsys.readouterr()
+    assert ("nothing to do" in out.err) is (not todo), out
+
+
+def test_the_report_never_pools_runs_made_another_way():
+    from hpcbench import analysis
+
+    base = _held_run()
+    a = {**base, "method": "link_rate=1gbit steps=20"}
+    b = {**base, "method": "link_rate=100mbit steps=20", "window_times": [2.0, 2.2]}
+    series = analysis.summarise([a, b])
+    assert {s.method for s in series} == {a["method"], b["method"]}
+    assert all(s.runs == 1 for s in series)
+
+
+class _FakeRuns:
+    """Target.run stand-in: each configuration's n-th run takes the n-th window time of its
+    list (seconds per window), so a test decides which configurations are noisy."""
+
+    def __init__(self, times: dict[int, list[float]]) -> None:
+        self.times, self.calls = times, collections.Counter()
+
+    def __call__(self, spec, timeout_s, echo=False):
+        from hpcbench.schedulers.base import Outcome
+
+        workers = spec.workers if hasattr(spec, "workers") else 1
+        key = workers
+        t = self.times[key][self.calls[key] % len(self.times[key])]
+        self.calls[key] += 1
+        record = {"workers": workers, "window_times": [t, t, t], "steps": 20, "fingerprint": {}}
+        return Outcome([0], [record], [], launched_at=0.0, duration_s=0.01)
+
+
+def _adaptive(tmp_path, monkeypatch, times, *extra):
+    fake = _FakeRuns(times)
+    monkeypatch.setattr(Target, "run", lambda self, spec, timeout_s, echo=False:
+                        fake(spec, timeout_s, echo))  # fmt: skip
+    monkeypatch.setattr(Target, "prepare", lambda self: None)
+    code = _scale(tmp_path, "--env", "localhost", "--nodes", "1-2", "--batch", "8",
+                  "--backend", "ddp", "--no-probe", "--repeats", "2", *extra)  # fmt: skip
+    records = list(sweep.Store(tmp_path / "out").records())
+    return code, fake, records
+
+
+def test_adaptive_repeats_stop_at_the_target_or_the_maximum(tmp_path, monkeypatch, capsys):
+    # One worker: identical runs (converged after --repeats); two: alternating 1 s / 2 s.
+    code, fake, records = _adaptive(tmp_path, monkeypatch, {1: [1.0], 2: [1.0, 2.0]},
+                                    "--max-repeats", "6", "--target-ci", "5%")  # fmt: skip
+    assert code == 0
+    assert fake.calls == {1: 2, 2: 6}
+    [conv] = [r for r in records if r["kind"] == "convergence"]
+    stopped = {c["label"]: c["stopped"] for c in conv["configs"]}
+    assert sorted(stopped.values()) == ["max repeats", "target reached"]
+    assert "--max-repeats reached" in capsys.readouterr().err
+
+
+def test_no_extra_repeats_without_max_repeats(tmp_path, monkeypatch, capsys):
+    code, fake, _ = _adaptive(tmp_path, monkeypatch, {1: [1.0], 2: [1.0, 2.0]})
+    assert code == 0 and fake.calls == {1: 2, 2: 2}
+    assert "wider than --target-ci 5.0%" in capsys.readouterr().err
+
+
+def test_budget_stops_extra_repeats(tmp_path, monkeypatch, capsys):
+    clock = iter(range(0, 10**6, 100))  # every reading of the clock: 100 s later
+    monkeypatch.setattr(sweep.time, "monotonic", lambda: next(clock))
+    code, fake, records = _adaptive(tmp_path, monkeypatch, {1: [1.0], 2: [1.0, 2.0]},
+                                    "--max-repeats", "50", "--budget", "30m")  # fmt: skip
+    assert code == 0 and 2 < fake.calls[2] < 50
+    [conv] = [r for r in records if r["kind"] == "convergence"]
+    assert "budget" in {c["stopped"] for c in conv["configs"]}
+    assert "--budget ran out" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--target-ci", "0"], "--target-ci"),
+        (["--target-ci", "x%"], "--target-ci"),
+        (["--max-repeats", "2", "--repeats", "3"], "--max-repeats 2 is below --repeats 3"),
+        (["--budget", "10d"], "--budget"),
+    ],
+)
+def test_bad_adaptive_options(tmp_path, capsys, argv, message):
+    assert _scale(tmp_path, "--env", "localhost", "--nodes", "1", *argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1

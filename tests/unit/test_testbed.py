@@ -42,6 +42,15 @@ def test_reads_generated_inventory(tmp_path):
     assert "ProxyJump=jump@bastion" in argv
 
 
+def test_an_automatic_interface_is_left_to_the_libraries(tmp_path):
+    # horovodrun --network-interface auto failed with KeyError: 'auto' (jFed stand-in e2e).
+    inventory = _inventory()
+    inventory["all"]["vars"]["hpcbench_iface"] = "auto"
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    assert testbed.load_inventory(path).iface == ""
+
+
 def test_for_env_reads_the_state_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path))
     monkeypatch.setattr(testbed.paths, "environments", lambda: ["local"])

@@ -3,7 +3,6 @@ gpulab-cli executables: what they pass, what they keep, what they never write.""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import subprocess
@@ -51,7 +50,7 @@ echo 'node0 ansible_host=n1.example' > {ansible}/ansible-hosts
         {
             "JFED_JAVA": str(java),
             "JFED_JAR": str(jar),
-            "JFED_PEM_PASSWORD": "it's secret",
+            "HPCBENCH_PEM_PASSWORD": "it's secret",
             "JFED_ANSIBLE_DIR": str(ansible),
             "JFED_INVENTORY": str(inventory),
             "TMPDIR": str(tmp_path),
@@ -65,7 +64,7 @@ echo 'node0 ansible_host=n1.example' > {ansible}/ansible-hosts
     assert inventory.read_text() == "node0 ansible_host=n1.example\n"
 
 
-def test_jfed_delete_takes_password_from_tf_var(tmp_path: Path) -> None:
+def test_jfed_delete_takes_password_from_the_environment(tmp_path: Path) -> None:
     pem = tmp_path / "login.pem"
     pem.write_text("x")
     action = tmp_path / "jfed-delete.yaml"
@@ -76,7 +75,7 @@ def test_jfed_delete_takes_password_from_tf_var(tmp_path: Path) -> None:
     jar.write_text("")
     proc = run(
         [str(JFED_SH), str(action)],
-        {"JFED_JAVA": str(java), "JFED_JAR": str(jar), "TF_VAR_pem_password": "pw"},
+        {"JFED_JAVA": str(java), "JFED_JAR": str(jar), "HPCBENCH_PEM_PASSWORD": "pw"},
     )
     assert proc.returncode == 0, proc.stderr
     assert yaml.safe_load(seen.read_text())["user"]["password"] == "pw"
@@ -90,51 +89,14 @@ def test_jfed_missing_jar_says_what_to_do(tmp_path: Path) -> None:
     assert "TF_VAR_jfed_cli_jar" in proc.stderr
 
 
-def fake_gpulab(tmp_path: Path) -> Path:
-    log = tmp_path / "calls.log"
-    return executable(
-        tmp_path / "gpulab-cli",
-        f"""
-echo "$* proxy=${{https_proxy:-}} cert=$GPULAB_CERT pw=${{GPULAB_PASSWORD:-}}" >> {log}
-case $1 in
-  submit) echo 'Waiting for Job to start running...' >&2; echo 1234-abcd ;;
-  jobs) echo '{{"uuid": "1234-abcd", "state": {{"resources": {{"slaveHost": "gpu1"}}}}}}' ;;
-  cancel) ;;
-esac
-""",
-    )
-
-
-def test_gpulab_submit_then_cancel(tmp_path: Path) -> None:
-    cli = fake_gpulab(tmp_path)
-    pem = tmp_path / "login.pem"
-    pem.write_text("x")
-    env = {
-        "GPULAB_CLI": str(cli),
-        "GPULAB_CERT": str(pem),
-        "GPULAB_PROJECT": "myproj",
-        "GPULAB_PASSWORD": "pw",
-        "https_proxy": "http://proxy:3128",
-    }
-    job, id_file, state = tmp_path / "job0.json", tmp_path / "job0.id", tmp_path / "job0.state.json"
-    job.write_text("{}")
-    proc = run([str(GPULAB_SH), "submit", str(job), str(id_file), str(state)], env)
-    assert proc.returncode == 0, proc.stderr
-    assert id_file.read_text().strip() == "1234-abcd"
-    assert json.loads(state.read_text())["state"]["resources"]["slaveHost"] == "gpu1"
-    proc = run([str(GPULAB_SH), "cancel", str(id_file)], {**env, "GPULAB_PASSWORD": ""})
-    assert proc.returncode == 0, proc.stderr
-    calls = (tmp_path / "calls.log").read_text().splitlines()
-    assert calls[0].startswith(f"submit --project myproj --wait-run {job} proxy= ")
-    assert calls[0].endswith("pw=pw")
-    assert calls[1].startswith("jobs 1234-abcd --raw")
-    assert calls[2].startswith("cancel 1234-abcd")
-    assert not id_file.exists()
-
-
 def test_gpulab_missing_cli_says_what_to_do(tmp_path: Path) -> None:
+    # gpulab.sh against the gpulab-cli stand-in: tests/terraform/test_gpulab.py.
+    job = tmp_path / "job0.json"
+    job.write_text("{}")
     proc = run(
-        [str(GPULAB_SH), "cancel", str(tmp_path / "x.id")], {"GPULAB_CLI": "no-such-gpulab-cli"}
-    )
+        [str(GPULAB_SH), "submit", str(job), str(tmp_path / "leases" / "job0.json"),
+         str(tmp_path / "job0.state.json")],
+        {"GPULAB_CLI": "no-such-gpulab-cli", "GPULAB_CERT": str(job)},
+    )  # fmt: skip
     assert proc.returncode == 2
     assert "pip install imecilabt-gpulab-cli" in proc.stderr

@@ -1,9 +1,11 @@
 """Conventions of the real-testbed Terraform variables, checked statically:
 every variable says what it is and validates its value with a message that
 says what to do; credentials have no default (so a missing one stops `plan`,
-and `hpcbench deploy` names it) and the password is sensitive. An
-environment declares a module's setting only to pass it on (null: the
-module's default), never with a copy of its description or checks."""
+and `hpcbench deploy` names it). The PEM password is no variable at all: a
+saved plan holds every variable in clear, so the module scripts read it from
+HPCBENCH_PEM_PASSWORD. An environment declares a module's setting only to
+pass it on (null: the module's default), never with a copy of its
+description or checks."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from hpcbench.terraform import looks_secret
 
 REPO = Path(__file__).resolve().parents[2]
 # Each environment and the module that declares its settings.
@@ -31,8 +35,9 @@ DIRS = [
     "terraform/modules/docker_testbed",
 ]
 CREDENTIALS = {
-    "environments/virtualwall": {"project", "pem_path", "pem_password"},
-    "environments/gpulab": {"project", "pem_path", "pem_password", "stack_image"},
+    # disk_image: no default, the image name must be checked in jFed (issue 8, point 7).
+    "environments/virtualwall": {"project", "pem_path", "disk_image"},
+    "environments/gpulab": {"project", "pem_path", "stack_image"},
     "environments/openstack": {"cloud", "allowed_cidr", "flavor_name", "network_name"},
 }
 
@@ -94,17 +99,13 @@ def test_credentials_have_no_default_and_say_how_to_set_them(directory: str) -> 
         assert f"TF_VAR_{name}" in declared, f"{directory}: {name} must say how to set it"
 
 
-@pytest.mark.parametrize(
-    "directory",
-    [
-        "environments/virtualwall",
-        "environments/gpulab",
-        "terraform/modules/virtualwall",
-        "terraform/modules/gpulab",
-    ],
-)
-def test_pem_password_is_sensitive(directory: str) -> None:
-    assert re.search(r"sensitive\s*=\s*true", variables(directory)["pem_password"])
+@pytest.mark.parametrize("directory", DIRS)
+def test_no_secret_is_a_variable(directory: str) -> None:
+    # hpcbench deploy refuses such names (hpcbench.terraform.looks_secret); the
+    # PEM password travels as HPCBENCH_PEM_PASSWORD in the scripts' environment.
+    found = variables(directory)
+    assert "pem_password" not in found, f"{directory}: pem_password must not be a variable"
+    assert not [n for n in found if looks_secret(n)], f"{directory}: a secret as a variable"
 
 
 def test_virtualwall_10g_shares_everything_but_its_rate() -> None:

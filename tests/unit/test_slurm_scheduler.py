@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 import subprocess
 import sys
@@ -109,7 +110,7 @@ def test_pyxis_horovod_script():
         )
         assert "--container-workdir=/home/u/hpcbench/bench" in line
     assert rendezvous.startswith("srun --overlap --nodes=1 --ntasks=1")
-    assert rendezvous.endswith(" 8 &")
+    assert rendezvous.endswith(' 8 "$MASTER_ADDR" &')
     assert "--ntasks=16 --ntasks-per-node=8" in train
     assert "HOROVOD_RANK=$SLURM_PROCID" in train and "HOROVOD_LOCAL_SIZE=8" in train
     assert "HOROVOD_HOSTNAME=$SLURMD_NODENAME" in train
@@ -363,7 +364,8 @@ def test_records_go_to_the_store_like_other_launchers(fake_slurm, monkeypatch, t
         ]
     )
     assert code == 0
-    runs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    runs = [r for r in records if r["kind"] == "run"]
     assert [r["launcher"] for r in runs] == ["slurm", "slurm"]
     assert {r["env"] for r in runs} == {"slurm"} and all(r["status"] == "ok" for r in runs)
 
@@ -421,3 +423,96 @@ def test_env_slurm_refuses_another_launcher(tmp_path, capsys):
 def test_python_of_the_controller_without_a_container():
     tb = testbed.slurm_cluster(4)
     assert tb.python == sys.executable and tb.nodes[0].gpus == 4 and tb.on_controller
+
+
+def test_a_job_whose_state_stays_unknown_is_cancelled(fake_slurm, monkeypatch):
+    monkeypatch.setenv("FAKE_MODE", "hang")
+    monkeypatch.setattr(SlurmScheduler, "state", lambda self, job: ("UNKNOWN", ""))
+    outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=30)
+    assert not outcome.ok and outcome.tail[0] == "slurm job 4242: UNKNOWN"
+    assert "--name=hpcbench-" in (fake_slurm / "scancel").read_text()
+
+
+def test_an_sbatch_that_times_out_cancels_the_job(fake_slurm, monkeypatch):
+    # The job may be queued although sbatch never answered: cancelled by its unique name.
+    monkeypatch.setattr(slurm_scheduler, "CONTROL_TIMEOUT_S", 0.5)
+    (fake_slurm / "bin" / "sbatch").write_text("#!/bin/bash\nexec sleep 30\n")
+    outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=30)
+    assert not outcome.ok and outcome.error().splitlines()[1] == "sbatch did not answer in 0.5 s"
+    assert "--name=hpcbench-" in (fake_slurm / "scancel").read_text()
+
+
+@pytest.mark.parametrize("tool", ["squeue", "cat"])
+def test_a_control_call_that_times_out_is_a_failed_run(fake_slurm, monkeypatch, tool):
+    """squeue (or cat of the output) hanging: one line in the record, the job cancelled,
+    no exception for the sweep."""
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    monkeypatch.setattr(slurm_scheduler, "CONTROL_TIMEOUT_S", 0.5)
+    real = SlurmScheduler._control
+
+    def control(self, line, access=None):
+        if line.startswith("scancel"):
+            return real(self, line, access)
+        if (tool == "squeue") == line.startswith("out=$(squeue"):
+            raise subprocess.TimeoutExpired(line, 0.5)
+        return real(self, line, access)
+
+    monkeypatch.setattr(SlurmScheduler, "_control", control)
+    outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=30)
+    assert not outcome.ok
+    assert "did not answer in 0.5 s" in outcome.error() or "could not be read" in outcome.error()
+    if tool == "squeue":
+        assert "--name=hpcbench-" in (fake_slurm / "scancel").read_text()
+
+
+def test_the_gloo_rendezvous_listens_on_the_first_node_only(tmp_path):
+    """The rendezvous store has no authentication: it binds MASTER_ADDR, not 0.0.0.0.
+    Run with a stand-in for Horovod's server class that reports its address."""
+    pkg = tmp_path / "horovod" / "runner" / "http"
+    pkg.mkdir(parents=True)
+    for d in (tmp_path / "horovod", tmp_path / "horovod" / "runner", pkg):
+        (d / "__init__.py").write_text("")
+    (pkg / "http_server.py").write_text(
+        "class RendezvousHandler: pass\n"
+        "class RendezvousHTTPServer:\n"
+        "    def __init__(self, addr, handler, verbose): print(addr)\n"
+        "    def serve_forever(self): pass\n"
+    )
+    script = sbatch_script(_spec(), SlurmOptions(), "horovod", "gloo")
+    [line] = [x for x in srun_lines(script) if "--overlap" in x]
+    argv = shlex.split(line.removesuffix(" &"))
+    tail = argv[argv.index("-c") + 2 :]
+    assert tail[0] == "$MASTER_PORT" and tail[2:] == ["1", "$MASTER_ADDR"]
+    out = subprocess.run(
+        [sys.executable, "-c", slurm.RENDEZVOUS_PY, "29511", "node1,node2", "1", "10.0.0.7"],
+        capture_output=True, text=True, timeout=30, env={"PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    assert out.stdout.strip() == "('10.0.0.7', 29511)", out.stderr
+    assert "0.0.0.0" not in script
+
+
+def test_hostile_values_stay_values_in_the_batch_script(tmp_path):
+    """Past the CLI's checks too, each value reaches srun and sbatch as one literal
+    argument: a fake srun prints its container flags; nothing is executed."""
+    witness = tmp_path / "pwned"
+    evil = f"$(touch {witness})"
+    opts = SlurmOptions(
+        partition=f"p;touch {witness}",
+        container_image=f"img{evil}",
+        container_mounts=(f"/a:/b {evil}",),
+        mpi=f"pmix`touch {witness}`",
+    )
+    script = sbatch_script(_spec(workdir=str(tmp_path)), opts, "horovod", "mpi")
+    assert f"#SBATCH --partition='p;touch {witness}'" in script.splitlines()
+    [srun] = srun_lines(script)
+    fake_srun = 'srun() { for a; do [[ $a == --container-* || $a == --mpi* ]] && echo "$a"; done; }'
+    out = subprocess.run(
+        ["bash", "-c", f"{fake_srun}\n{srun}"], capture_output=True, text=True, timeout=30
+    )
+    assert out.stdout.splitlines() == [
+        f"--mpi=pmix`touch {witness}`",
+        f"--container-image=img{evil}",
+        f"--container-mounts=/a:/b {evil},{tmp_path}:{tmp_path}",
+        f"--container-workdir={tmp_path}",
+    ], out.stderr
+    assert not witness.exists()

@@ -1,0 +1,105 @@
+"""Paid resources a testbed holds, kept track of outside Terraform.
+
+Contract with the module scripts (terraform/modules/gpulab, virtualwall): the
+moment a paid resource exists (a GPULab job id, a Virtual Wall slice) the
+script writes `<state_dir>/leases/<name>.json`, 0600 and atomically:
+
+    {"what": "GPULab job 4a5b...", "created": "<ISO-8601>", "cancel": [argv]}
+
+and removes it once a cancel was confirmed. Terraform can lose track of such a
+resource (a failed create taints it and its destroy-time provisioner never
+runs; a Ctrl-C while queued leaves no state at all), so `hpcbench destroy`
+runs every lease left after `terraform destroy` itself, and keeps the state
+directory, with a line per resource still held, when any cancel fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcbench import bounded
+
+LEASES = "leases"
+
+
+@dataclass(frozen=True)
+class Lease:
+    path: Path
+    what: str
+    created: str
+    cancel: tuple[str, ...]  # empty: the file is unreadable, nothing to run
+
+    def by_hand(self) -> str:
+        """One line: what is held and how to cancel it without hpcbench."""
+        how = shlex.join(self.cancel) if self.cancel else f"see {self.path}"
+        since = f", since {self.created}" if self.created else ""
+        return f"still held: {self.what}{since}; cancel it by hand: {how}"
+
+
+def lease_dir(state_dir: Path) -> Path:
+    return state_dir / LEASES
+
+
+def read(path: Path) -> Lease:
+    """A lease file; one that is not the contract's shape still counts as held."""
+    try:
+        data = json.loads(path.read_text())
+        what, created, cancel = data["what"], data.get("created", ""), data["cancel"]
+        if not (
+            isinstance(what, str)
+            and isinstance(created, str)
+            and isinstance(cancel, list)
+            and cancel
+            and all(isinstance(a, str) and a for a in cancel)
+        ):
+            raise TypeError("fields of the wrong type")
+    except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError) as err:
+        return Lease(path, f"unreadable lease {path.name} ({type(err).__name__})", "", ())
+    return Lease(path, what, created, tuple(cancel))
+
+
+def held(state_dir: Path) -> list[Lease]:
+    """Every lease under the state directory, oldest file name first."""
+    folder = lease_dir(state_dir)
+    if not folder.is_dir():
+        return []
+    return [read(p) for p in sorted(folder.glob("*.json"))]
+
+
+def cancel(lease: Lease) -> str | None:
+    """Runs the lease's cancel command (bounded, with this process's environment:
+    the module scripts read HPCBENCH_PEM_PASSWORD from it). None when it
+    succeeded, else why not; the lease file is removed only on success."""
+    if not lease.cancel:
+        return "no cancel command in the lease"
+    try:
+        proc = bounded.run(
+            list(lease.cancel),
+            bounded.CANCEL,
+            what=f"cancelling {lease.what}",
+            capture=True,
+            env=dict(os.environ),
+        )
+    except bounded.Timeout as err:
+        return str(err)
+    except OSError as err:  # the command is not there (a client uninstalled since)
+        return f"cannot run {lease.cancel[0]}: {err.strerror or err}"
+    if proc.returncode != 0:
+        lines = [ln for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
+        return f"exit {proc.returncode}" + (f": {lines[-1].strip()[:200]}" if lines else "")
+    lease.path.unlink(missing_ok=True)  # confirmed (the script may have removed it itself)
+    return None
+
+
+def cancel_leftovers(state_dir: Path) -> list[tuple[Lease, str]]:
+    """Cancels every lease left; returns those still held, each with why."""
+    still: list[tuple[Lease, str]] = []
+    for lease in held(state_dir):
+        why = cancel(lease)
+        if why is not None:
+            still.append((lease, why))
+    return still

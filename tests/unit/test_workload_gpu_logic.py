@@ -1,0 +1,122 @@
+"""The GPU path's logic, on the CPU: what the H100 run (evaluation/bench_gpu.py) found
+and what its checks decide. The GPU itself is exercised by `make bench-gpu`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "evaluation"))
+torch = pytest.importorskip("torch")
+
+import bench_gpu  # noqa: E402
+import runtime  # noqa: E402
+import train  # noqa: E402
+
+TINY = ["--model", "resnet18", "--image-size", "32", "--batch", "2", "--warmup", "1",
+        "--windows", "2", "--steps", "1", "--threads", "1", "--device", "cpu"]
+
+
+def test_horovod_never_gets_channels_last() -> None:
+    # Horovod's broadcast_parameters refused NHWC weights on the H100 ("Tensor is
+    # required to be contiguous"): auto keeps Horovod in NCHW, DDP goes NHWC with AMP.
+    hvd = train.parse_args(["--backend", "horovod", "--amp", "on"])
+    ddp = train.parse_args(["--backend", "ddp", "--amp", "on"])
+    assert train.precision(hvd, cuda=True) == (True, False)
+    assert train.precision(ddp, cuda=True) == (True, True)
+    assert train.precision(ddp, cuda=False) == (True, False)
+    assert train.precision(train.parse_args([]), cuda=False) == (False, False)
+
+
+def test_channels_last_on_with_horovod_is_refused(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exc:
+        train.parse_args(["--backend", "horovod", "--channels-last", "on"])
+    assert exc.value.code == 2
+    assert "contiguous" in capsys.readouterr().err
+
+
+def test_dist_backend_rules() -> None:
+    cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
+    assert runtime.dist_backend_for(cpu) == "gloo"
+    assert runtime.dist_backend_for(gpu) == "nccl"
+    # Two ranks sharing one GPU: NCCL refuses that, Gloo moves CUDA tensors through the host.
+    assert runtime.dist_backend_for(gpu, "gloo") == "gloo"
+    with pytest.raises(SystemExit, match="needs a CUDA device"):
+        runtime.dist_backend_for(cpu, "nccl")
+
+
+def test_slowest_rank_per_window() -> None:
+    assert runtime.slowest([[1.0, 3.0], [2.0, 1.0]]) == [2.0, 3.0]
+    assert runtime.slowest([[1.0], None]) is None  # a CPU rank has no device times
+    assert runtime.DeviceWindows(torch.device("cpu")).seconds() is None
+
+
+def test_timing_check_flags_a_disagreement() -> None:
+    assert bench_gpu.timing_faults([0.10, 0.20], [0.0999, 0.1995]) == []
+    assert "differ by 10.0%" in bench_gpu.timing_faults([0.10, 0.20], [0.09, 0.20])[0]
+    assert bench_gpu.timing_faults([0.1], None)
+
+
+def test_a_gpu_record_without_its_gpu_fields_fails_the_check() -> None:
+    record = {"fingerprint": {"gpu": "H100", "cuda": "13.0", "nccl": "2.28.9", "driver": ""},
+              "gpu": {"skipped": "NVML unavailable"}, "loss": float("nan"),
+              "weights_in_sync": False, "window_times": [0.1], "device_window_times": [0.1]}
+    faults = " | ".join(bench_gpu.workload_faults(record))
+    for what in ("no driver", "NVML unavailable", "loss is nan", "weights differ"):
+        assert what in faults
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _record(argv: list[str], env: dict[str, str] | None = None) -> dict:
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO,
+                          env={**os.environ, **(env or {})})
+    lines = [ln for ln in proc.stdout.splitlines() if runtime.RESULT_MARKER in ln]
+    assert proc.returncode == 0 and lines, proc.stderr[-2000:]
+    return json.loads(lines[-1].split(runtime.RESULT_MARKER, 1)[1])
+
+
+def test_wrap_on_runs_ddp_at_world_size_one() -> None:
+    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(_free_port())}
+    plain = _record([sys.executable, str(REPO / "bench" / "train.py"), *TINY], env)
+    env["MASTER_PORT"] = str(_free_port())
+    wrapped = _record([sys.executable, str(REPO / "bench" / "train.py"), *TINY, "--wrap", "on"],
+                      env)
+    assert (plain["wrapped"], wrapped["wrapped"]) == (False, True)
+    assert wrapped["dist_backend"] == "gloo" and wrapped["device_window_times"] is None
+
+
+@pytest.mark.skipif(not shutil.which("horovodrun", path=str(Path(sys.executable).parent)),
+                    reason="horovodrun is not installed in this venv")
+def test_wrap_on_runs_horovods_optimizer_at_world_size_one() -> None:
+    horovodrun = str(Path(sys.executable).parent / "horovodrun")
+    rec = _record([horovodrun, "-np", "1", "-H", "localhost:1", "--gloo", sys.executable,
+                   str(REPO / "bench" / "train.py"), *TINY, "--backend", "horovod",
+                   "--wrap", "on", "--amp", "off"])
+    assert rec["wrapped"] is True and rec["weights_in_sync"] is True
+
+
+def test_the_single_worker_records_when_each_gradient_is_ready() -> None:
+    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(_free_port())}
+    rec = _record([sys.executable, str(REPO / "bench" / "train.py"), *TINY], env)
+    timeline = rec["grad_timeline"]
+    assert sum(b for _, b in timeline) == rec["grad_bytes"]
+    offsets = [t for t, _ in timeline]
+    assert offsets == sorted(offsets) and offsets[0] > 0
+    # Backward runs from the output: the classifier's gradients come first.
+    assert timeline[0][1] in (4000, 2048000)  # resnet18's fc bias (1000 x 4 B) or weight
