@@ -26,7 +26,7 @@ VARS := $(if $(NODES),--var node_count=$(NODES)) \
         $(if $(SLURM),--var enable_slurm=$(SLURM)) \
         $(if $(TOPOLOGY),--var topology=$(TOPOLOGY))
 
-.PHONY: help demo scale report bench-deploy bench-harness bench-links tools host-packages engine venv wheelhouse terraform providers images deploy verify destroy \
+.PHONY: help demo scale report bench-deploy bench-harness bench-gpu bench-links tools host-packages engine venv wheelhouse terraform providers images deploy verify destroy \
         test test-unit lint clean-cache
 
 help:
@@ -86,7 +86,8 @@ demo:
 	   CPUS_PER_NODE=$(or $(CPUS_PER_NODE),0.5) LINK_RATE=$(or $(LINK_RATE),200mbit)
 	@$(MAKE) --no-print-directory verify ENV=local
 	@$(PY) -m hpcbench scale --env local --nodes 1,2,4 --batch 32,64 --model resnet18 \
-	   --image-size 64 --repeats 2 --warmup 2 --windows 3 --steps 3 --out $(DEMO_OUT) --resume
+	   --image-size 64 --repeats 2 --warmup 3 --windows 4 --steps 3 --min-window-s 3 \
+	   --target-ci 10% --max-repeats 5 --budget 12m --out $(DEMO_OUT) --resume
 	@$(PY) -m hpcbench report --out $(DEMO_OUT)
 
 ## --- experiments ----------------------------------------------------------
@@ -109,6 +110,11 @@ bench-deploy: tools images
 bench-harness: venv
 	@$(PY) evaluation/bench_overhead.py
 	@$(PY) evaluation/bench_fidelity.py --threads 1 --image-size 32 --batch 32 --rounds 6
+
+# On a machine with one CUDA GPU and the stack installed (PY=python3 where torch is
+# system-wide): correctness checks of the GPU path, the per-GPU matrix, fidelity.
+bench-gpu:
+	@$(or $(GPU_PY),$(PY)) evaluation/bench_gpu.py all
 
 bench-links: venv
 	@$(PY) evaluation/bench_testbed_links.py --env $(ENV) --rates $(or $(RATES),1gbit,100mbit) \

@@ -1,6 +1,8 @@
 """Fidelity: the harness's per-worker images/s with one worker vs a plain loop.
 
     python evaluation/bench_fidelity.py [--rounds 3] [--model resnet18 --image-size 64]
+    python evaluation/bench_fidelity.py --device cuda --amp on --model resnet50 \
+        --image-size 224 --batch 96 --threads 8       (on one GPU)
 
 Same model, batch, input size, thread count and step count on this machine;
 rounds interleave the variants in random order so that drift in the
@@ -39,6 +41,13 @@ def plain(args: argparse.Namespace) -> float:
             sys.executable,
             str(HERE / "plain_loop.py"),
             *workload(args),
+            "--device",
+            args.device,
+            "--amp",
+            args.amp,
+            # The workload's own rule (bench/train.py --channels-last auto): NHWC with AMP on CUDA.
+            "--channels-last",
+            "on" if args.device == "cuda" and args.amp == "on" else "off",
         ],
         capture_output=True,
         text=True,
@@ -61,6 +70,10 @@ def harness(args: argparse.Namespace, backend: str, out: Path) -> float:
         "--backend",
         backend,
         *workload(args),
+        "--device",
+        args.device,
+        "--amp",
+        args.amp,
         "--repeats",
         "1",
         "--no-probe",
@@ -82,6 +95,8 @@ def main() -> int:
     p.add_argument("--windows", type=int, default=5)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--amp", default="off", choices=["on", "off"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(REPO / "results" / "bench-fidelity"))
     args = p.parse_args()

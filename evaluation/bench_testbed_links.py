@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -23,15 +24,8 @@ from pathlib import Path
 from cli import REPO, hpcbench
 
 sys.path.insert(0, str(REPO))
-from hpcbench import analysis, testbed  # noqa: E402  (run as a script from evaluation/)
+from hpcbench import analysis, prediction, testbed  # noqa: E402  (run as a script from evaluation/)
 from hpcbench.store import Store  # noqa: E402
-
-UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}  # tc's rates are SI (kibit would be binary)
-
-
-def nominal_bytes_per_s(rate: str) -> float | None:
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)(kbit|mbit|gbit)", rate)
-    return float(match.group(1)) * UNITS[match.group(2)] / 8 if match else None
 
 
 def inside(s: analysis.ConfigSummary) -> str:
@@ -45,7 +39,7 @@ def inside(s: analysis.ConfigSummary) -> str:
 def table(rate: str, out: Path) -> list[str]:
     store = Store(out)
     summaries = analysis.summarise(store.runs(), store.probes())
-    nominal = nominal_bytes_per_s(rate)
+    nominal = prediction.nominal_bytes_per_s(rate)
     lines = []
     for s in summaries:
         if s.workers == 1:
@@ -87,12 +81,18 @@ def main() -> int:
     args = p.parse_args()
     out = Path(args.out)
     rates = args.rates.split(",")
+    # Rates and env reach a command line: refuse anything but a rate and an env name first,
+    # and run the reshape without a shell.
+    bad = [r for r in rates if prediction.nominal_bytes_per_s(r) is None]
+    if bad or not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,62}", args.env):
+        p.error(f"--rates {bad[0]!r}: write rates like 1gbit,100mbit" if bad else
+                f"--env {args.env!r}: not an environment name")  # fmt: skip
     rows = []
     for rate in rates:
         if args.reshape:
-            command = args.reshape.format(env=args.env, rate=rate)
-            print(f"$ {command}", flush=True)
-            subprocess.run(command, shell=True, cwd=REPO, check=True, timeout=3600)
+            command = [t.format(env=args.env, rate=rate) for t in shlex.split(args.reshape)]
+            print(f"$ {shlex.join(command)}", flush=True)
+            subprocess.run(command, cwd=REPO, check=True, timeout=3600)
             shaped = testbed.for_env(args.env).link_rate
             if shaped != rate:
                 raise SystemExit(

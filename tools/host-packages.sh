@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Installs the host packages the tool chain needs when they are missing:
 # debootstrap (offline base image), unzip (provider sources), cmake and g++
-# (the Horovod wheel), ssh-keygen. On Debian as root it installs them; anywhere
+# (the Horovod wheel), ssh-keygen, sshd (the tests start a private one on loopback
+# as the jump host that deploy's reachability check goes through). On Debian as root it installs them; anywhere
 # else it names what is missing and stops.
 set -euo pipefail
 
 declare -A provides=([debootstrap]=debootstrap [unzip]=unzip [cmake]=cmake [g++]=g++
-                     [ssh-keygen]=openssh-client [curl]=curl)
+                     [ssh-keygen]=openssh-client [curl]=curl [sshd]=openssh-server)
 need=()
 for cmd in "${!provides[@]}"; do
-  command -v "$cmd" >/dev/null || need+=("${provides[$cmd]}")
+  # sshd lives in /usr/sbin, which a non-root PATH lacks.
+  command -v "$cmd" >/dev/null || [[ -x /usr/sbin/$cmd ]] || need+=("${provides[$cmd]}")
 done
 ((${#need[@]})) || { echo "host packages: present"; exit 0; }
 if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
