@@ -26,7 +26,7 @@ VARS := $(if $(NODES),--var node_count=$(NODES)) \
         $(if $(SLURM),--var enable_slurm=$(SLURM)) \
         $(if $(TOPOLOGY),--var topology=$(TOPOLOGY))
 
-.PHONY: help demo scale report bench-deploy bench-harness bench-gpu bench-links tools host-packages engine venv wheelhouse terraform providers images deploy verify destroy \
+.PHONY: help demo scale report bench-deploy bench-harness bench-gpu bench-links bench-published tools host-packages engine venv wheelhouse terraform providers images deploy verify destroy \
         test test-unit lint clean-cache
 
 help:
@@ -119,6 +119,10 @@ bench-gpu:
 bench-links: venv
 	@$(PY) evaluation/bench_testbed_links.py --env $(ENV) --rates $(or $(RATES),1gbit,100mbit) \
 	   --reshape "$(MAKE) deploy ENV=$(ENV) NODES=4 LINK_RATE={rate}"
+
+# `hpcbench predict` against published multi-node results (evaluation/published.json).
+bench-published: venv
+	@$(PY) evaluation/bench_published.py --markdown
 
 ## --- checks --------------------------------------------------------------
 # Everything, the local testbed end to end included.

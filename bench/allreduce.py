@@ -5,6 +5,8 @@
 For each size: warm-up, then a timed loop of all-reduces that starts at a
 barrier and ends after the device has finished; the slowest rank's average
 time counts. algbw = bytes / time, busbw = algbw * 2(N-1)/N (nccl-tests).
+Beside the time, the CPU seconds the process spent per all-reduce (the busiest
+rank's) and the node's CPU quota: on CPU nodes training pays for both.
 It uses the backend the training uses (Horovod or torch.distributed), so the
 probe measures the path the gradients take.
 """
@@ -19,7 +21,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import runtime  # noqa: E402  (a sibling module; bench/ is not a package on the nodes)
+import nodemon  # noqa: E402  (sibling modules; bench/ is not a package on the nodes)
+import runtime  # noqa: E402
 import units  # noqa: E402
 
 MAX_ITERS = 50
@@ -70,18 +73,22 @@ def main(argv: list[str] | None = None) -> int:
             comm.allreduce_(tensor)
         runtime.synchronize(device)
         comm.barrier()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         for _ in range(iters):
             comm.allreduce_(tensor)
         runtime.synchronize(device)
-        mine = (time.perf_counter() - start) / iters
-        seconds = max(comm.gather(mine))
+        # process_time counts every thread of this process: the Gloo and Horovod
+        # threads that reduce and copy, whose CPU a training step loses on CPU nodes.
+        mine = ((time.perf_counter() - start) / iters, (time.process_time() - cpu_start) / iters)
+        everyone = comm.gather(mine)
+        seconds = max(t for t, _ in everyone)
         algbw = size / seconds
         results.append(
             {
                 "bytes": size,
                 "iters": iters,
                 "time_s": seconds,
+                "cpu_s": max(c for _, c in everyone),
                 "algbw": algbw,
                 "busbw": algbw * 2 * (n - 1) / n,
             }
@@ -101,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                 "backend": args.backend,
                 "workers": n,
                 "device": device.type,
+                # The node's CPU quota (cores), against which cpu_s is charged.
+                "cpus": nodemon.cpu_source()["cpus"],
                 "results": results,
                 "timeline": timeline,
                 "fingerprint": runtime.merge_fingerprints(fingerprints),

@@ -49,11 +49,36 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def cpu_source(root: Path = CGROUP, proc_cgroup: Path = PROC_CGROUP) -> dict[str, Any]:
+def _ranges(cpus: list[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2,5' (the kernel's cpuset notation)."""
+    runs: list[list[int]] = []
+    for c in sorted(cpus):
+        if runs and runs[-1][1] == c - 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def placement(affinity: set[int] | None = None, total: int | None = None) -> str:
+    """Which CPUs this process may run on: a CPU set (pinned) or any of the machine's."""
+    if affinity is None:
+        affinity = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set()
+    total = total or os.cpu_count() or len(affinity) or 1
+    if affinity and len(affinity) < total:
+        return f"pinned to CPU set {_ranges(sorted(affinity))} of {total} CPUs"
+    return f"not pinned (any of {total} CPUs)"
+
+
+def cpu_source(
+    root: Path = CGROUP, proc_cgroup: Path = PROC_CGROUP, where: str | None = None
+) -> dict[str, Any]:
     """Where this node's CPU time is counted and what limits it: the nearest cgroup with a
-    CPU quota (a container's, under cgroup v1 or v2), else the whole machine. With the
-    host's cgroup namespace (Docker's default on cgroup v1) /sys/fs/cgroup is the host's
-    tree, so the node's own cgroup is found from /proc/self/cgroup."""
+    CPU quota (a container's, under cgroup v1 or v2), else the whole machine; `limit`
+    says both the quota and the CPU placement (`where`: placement() unless given). With
+    the host's cgroup namespace (Docker's default on cgroup v1) /sys/fs/cgroup is the
+    host's tree, so the node's own cgroup is found from /proc/self/cgroup."""
+    where = placement() if where is None else where
     own = _own_cgroups(proc_cgroup)
     v2 = root if (root / "cgroup.controllers").exists() else root / "unified"
     if "" in own and (v2 / "cgroup.controllers").exists():
@@ -62,7 +87,7 @@ def cpu_source(root: Path = CGROUP, proc_cgroup: Path = PROC_CGROUP) -> dict[str
             if quota[0] != "max":
                 return {"usage": (d / "cpu.stat", "usage_usec", 1e-6),
                         "cpus": int(quota[0]) / int(quota[1]),
-                        "limit": f"cgroup quota {quota[0]}/{quota[1]} us"}  # fmt: skip
+                        "limit": f"cgroup quota {quota[0]}/{quota[1]} us, {where}"}  # fmt: skip
     if "cpu" in own:
         cpu_dir = root / "cpu" if (root / "cpu").is_dir() else root / "cpu,cpuacct"
         acct_dir = root / "cpuacct" if (root / "cpuacct").is_dir() else cpu_dir
@@ -73,11 +98,10 @@ def cpu_source(root: Path = CGROUP, proc_cgroup: Path = PROC_CGROUP) -> dict[str
                 period = int(_read(d / "cpu.cfs_period_us") or 100000)
                 return {"usage": (acct_dir / rel / "cpuacct.usage", "", 1e-9),
                         "cpus": int(quota) / period,
-                        "limit": f"cgroup quota {quota}/{period} us"}  # fmt: skip
+                        "limit": f"cgroup quota {quota}/{period} us, {where}"}  # fmt: skip
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
     total = os.cpu_count() or 1
-    limit = f"CPU set of {cpus} of {total} CPUs" if cpus and cpus < total else "none"
-    return {"usage": None, "cpus": float(cpus or total), "limit": limit}
+    return {"usage": None, "cpus": float(cpus or total), "limit": f"no quota, {where}"}
 
 
 def cpu_usage_s(source: dict[str, Any], proc_stat: Path = PROC_STAT) -> float | None:

@@ -105,6 +105,7 @@ class Plan:
     busbw: float  # bytes/s
     latency_s: float
     backend: str
+    grouping: prediction.Grouping  # the backend with its bucket / fusion settings
 
 
 def predictions(plan: Plan, layers: list[tuple[float, float]]) -> list[dict[str, float]]:
@@ -114,7 +115,7 @@ def predictions(plan: Plan, layers: list[tuple[float, float]]) -> list[dict[str,
         # that spans nodes is charged for it (intra-node links are faster).
         nodes = math.ceil(n / plan.gpus_per_node)
         link = prediction.LinkModel(n if nodes > 1 else 1, plan.latency_s, plan.busbw)
-        p = prediction.predict_point(plan.step_time_s, layers, link, plan.backend)
+        p = prediction.predict_point(plan.step_time_s, layers, link, plan.grouping)
         rows.append({"workers": n, "nodes": nodes, **{k: v for k, v in asdict(p).items()
                                                       if k != "workers"}})  # fmt: skip
         rows[-1]["images_per_s"] = n * plan.batch / p.step_s
@@ -127,6 +128,9 @@ REALS: dict[str, tuple[float, float]] = {
     "step-time": (0.000001, 3600.0),  # seconds
     "busbw": (0.000001, 10_000.0),  # GB/s
     "latency-us": (0.0, 1_000_000.0),
+    "bucket-cap-mb": (0.001, 65_536.0),  # MiB; a bucket holds something
+    "fusion-threshold-mb": (0.0, 65_536.0),  # MiB; 0 = no fusion
+    "cycle-time-ms": (0.001, 10_000.0),
 }
 
 
@@ -142,6 +146,18 @@ def plan_from(args: argparse.Namespace) -> Plan:
         raise UsageError("give one of --link (a line rate) or --busbw (measured, GB/s)")
     if not 16 <= args.image_size <= 1024:
         raise UsageError(f"--image-size: {args.image_size} is out of range; use 16 to 1024")
+    if args.bucket_cap_mb is not None and args.backend != "ddp":
+        raise UsageError("--bucket-cap-mb is DDP's setting: give --fusion-threshold-mb for horovod")
+    if args.fusion_threshold_mb is not None and args.backend != "horovod":
+        raise UsageError("--fusion-threshold-mb is Horovod's setting: give --bucket-cap-mb for ddp")
+    if args.cycle_time_ms is not None and args.backend != "horovod":
+        raise UsageError("--cycle-time-ms is Horovod's setting; DDP has no cycle")
+    message_mb = args.bucket_cap_mb if args.backend == "ddp" else args.fusion_threshold_mb
+    grouping = prediction.Grouping(
+        args.backend,
+        None if message_mb is None else message_mb * 1024**2,
+        None if args.cycle_time_ms is None else args.cycle_time_ms / 1e3,
+    )
     step = args.step_time if args.step_time is not None else args.batch / args.single_worker_ips
     if args.busbw is not None:
         busbw = args.busbw * 1e9
@@ -151,7 +167,7 @@ def plan_from(args: argparse.Namespace) -> Plan:
         model=args.model, image_size=args.image_size, batch=args.batch,
         workers=parse_int_list(args.workers, "--workers", MAX_WORKERS),
         gpus_per_node=args.gpus_per_node, step_time_s=step, busbw=busbw,
-        latency_s=args.latency_us * 1e-6, backend=args.backend,
+        latency_s=args.latency_us * 1e-6, backend=args.backend, grouping=grouping,
     )  # fmt: skip
 
 
@@ -161,7 +177,8 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{plan.model} at {plan.image_size} px, batch {plan.batch}/worker, {plan.backend}, "
+    print(f"{plan.model} at {plan.image_size} px, batch {plan.batch}/worker, "
+          f"{plan.grouping.describe()}, "
           f"single-worker step {plan.step_time_s * 1e3:.1f} ms, bus bandwidth "
           f"{plan.busbw * 8 / 1e9:.2f} Gbit/s, latency {plan.latency_s * 1e6:.0f} us")  # fmt: skip
     print(f"{'workers':>7} {'nodes':>5} {'E (point)':>9} {'E band':>11} {'all-reduce':>10} "
@@ -201,5 +218,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--latency-us", type=_real("latency-us"), default=DEFAULT_LATENCY_US,
                    help=f"per-message latency (default {DEFAULT_LATENCY_US:.0f}: assumed)")
     p.add_argument("--backend", default="ddp", choices=["ddp", "horovod"])
+    p.add_argument("--bucket-cap-mb", type=_real("bucket-cap-mb"), default=None,
+                   help="ddp: DistributedDataParallel's bucket_cap_mb (default 25)")  # fmt: skip
+    p.add_argument("--fusion-threshold-mb", type=_real("fusion-threshold-mb"), default=None,
+                   help="horovod: HOROVOD_FUSION_THRESHOLD in MiB (default 128; 0 = no fusion)")
+    p.add_argument("--cycle-time-ms", type=_real("cycle-time-ms"), default=None,
+                   help="horovod: HOROVOD_CYCLE_TIME, ms between fusions (default 1)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="one JSON object per worker count")
     p.set_defaults(func=main)

@@ -39,11 +39,15 @@ def busbw(size_bytes: float, seconds: float, workers: int) -> float:
 
 @dataclass(frozen=True)
 class LinkModel:
-    """Alpha-beta parameters measured by the all-reduce probe on some workers."""
+    """Alpha-beta parameters measured by the all-reduce probe on some workers, and on
+    CPU nodes what an all-reduce costs in CPU time there (cpu_s = c0 + c1 * S)."""
 
     workers: int
     latency_s: float  # a: per-message latency
     busbw: float  # B: bytes/s, at the largest probed size
+    cpu_fixed_s: float = 0.0  # c0: CPU seconds per all-reduce, whatever its size
+    cpu_per_byte_s: float = 0.0  # c1: CPU seconds per byte all-reduced
+    cpus: float | None = None  # the node's CPU quota (cores); None: nothing is charged
 
     def allreduce_time(self, size_bytes: float) -> float:
         n = self.workers
@@ -51,21 +55,39 @@ class LinkModel:
             return 0.0
         return 2 * (n - 1) * self.latency_s + ring_factor(n) * size_bytes / self.busbw
 
+    def allreduce_cpu_s(self, size_bytes: float) -> float:
+        """CPU seconds one all-reduce of size_bytes takes from its node (0 off CPU nodes)."""
+        if self.cpus is None or self.workers <= 1:
+            return 0.0
+        return self.cpu_fixed_s + self.cpu_per_byte_s * size_bytes
+
 
 def link_model(probe: dict[str, Any]) -> LinkModel | None:
-    """Fit a and B to every size of a probe's sweep by least squares.
+    """Fit a and B to every size of a probe's sweep by least squares; on CPU nodes also
+    the all-reduce's CPU time, c0 + c1 * S, where the probe measured it.
 
-    t = 2(N-1) a + 2(N-1)/N S/B is linear in a and 1/B. Relative errors are
-    minimised (weights 1/t), since the sweep's times span orders of magnitude
-    and plain least squares would let the largest message decide alone; a
-    negative latency is clamped to 0 and B refitted.
+    t = 2(N-1) a + 2(N-1)/N S/B is linear in a and 1/B (see _fit_nonnegative).
     """
     points = [p for p in probe.get("results") or [] if p["time_s"] > 0]
     workers = int(probe.get("workers") or 0)
     if workers < 2 or not points:
         return None
     c, r = 2 * (workers - 1), ring_factor(workers)
-    rows = [(c / p["time_s"], r * p["bytes"] / p["time_s"]) for p in points]  # each row ~ 1
+    latency, inv_bw = _fit_nonnegative([(c, r * p["bytes"], p["time_s"]) for p in points])
+    cpu = [(1.0, float(p["bytes"]), float(p["cpu_s"])) for p in points
+           if isinstance(p.get("cpu_s"), int | float) and p["cpu_s"] > 0]  # fmt: skip
+    if probe.get("device") != "cpu" or not probe.get("cpus") or not cpu:
+        return LinkModel(workers=workers, latency_s=latency, busbw=1 / inv_bw)
+    c0, c1 = _fit_nonnegative(cpu)
+    return LinkModel(workers, latency, 1 / inv_bw, c0, c1, float(probe["cpus"]))
+
+
+def _fit_nonnegative(points: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """(a, b) of t = a u + b v over points (u, v, t), by least squares on relative
+    errors (weights 1/t: the sweep's times span orders of magnitude, and plain least
+    squares would let the largest message decide alone). A negative a is clamped to 0
+    and b refitted alone; b comes out positive."""
+    rows = [(u / t, v / t) for u, v, t in points]  # each row ~ 1 at the fit
     if len(rows) >= 2:
         saa = sum(x * x for x, _ in rows)
         sab = sum(x * y for x, y in rows)
@@ -73,13 +95,11 @@ def link_model(probe: dict[str, Any]) -> LinkModel | None:
         sa1, sb1 = sum(x for x, _ in rows), sum(y for _, y in rows)
         det = saa * sbb - sab * sab
         if det > 0:
-            latency = (sa1 * sbb - sb1 * sab) / det
-            inv_bw = (saa * sb1 - sab * sa1) / det
-            if latency >= 0 and inv_bw > 0:
-                return LinkModel(workers=workers, latency_s=latency, busbw=1 / inv_bw)
-    # Latency 0 (or one point): the bandwidth alone, fitted to every size.
-    inv_bw = sum(y for _, y in rows) / sum(y * y for _, y in rows)
-    return LinkModel(workers=workers, latency_s=0.0, busbw=1 / inv_bw)
+            a = (sa1 * sbb - sb1 * sab) / det
+            b = (saa * sb1 - sab * sa1) / det
+            if a >= 0 and b > 0:
+                return a, b
+    return 0.0, sum(y for _, y in rows) / sum(y * y for _, y in rows)
 
 
 def efficiency_band(step_time_1: float, allreduce_s: float) -> tuple[float, float]:
@@ -185,12 +205,32 @@ def horovod_fusion(
     return out
 
 
-def replay(messages: list[Message], link: LinkModel) -> float:
-    """When the last all-reduce ends (after backward starts): one link, in order."""
-    free = 0.0
+@dataclass(frozen=True)
+class Replay:
+    """One step's communication: when the last all-reduce ends and how long compute
+    waited for the CPU the all-reduces took (both after backward starts)."""
+
+    comm_end_s: float
+    cpu_charge_s: float
+
+
+def replay(messages: list[Message], link: LinkModel, backward_end: float = 0.0) -> Replay:
+    """The messages queue on one link, in order. On CPU nodes (link.cpus) the compute
+    shares the node's quota with the all-reduces: while one runs during backward, the CPU
+    it takes (the probe's c0 + c1 S, in proportion to its overlap with backward) is CPU
+    backward waits for, so backward, and every gradient still to come, ends later by
+    that CPU time over the quota. Messages after backward compete with nothing: their
+    CPU is inside the probe's time already."""
+    free, charge = 0.0, 0.0
     for m in messages:
-        free = max(free, m.ready_s) + link.allreduce_time(m.bytes)
-    return free
+        start = max(free, m.ready_s + charge)
+        took = link.allreduce_time(m.bytes)
+        free = start + took
+        compute_end = backward_end + charge
+        if link.cpus and took > 0 and start < compute_end:
+            overlap = (min(free, compute_end) - start) / took
+            charge += overlap * link.allreduce_cpu_s(m.bytes) / link.cpus
+    return Replay(free, charge)
 
 
 @dataclass(frozen=True)
@@ -204,29 +244,64 @@ class Point:
     efficiency_high: float
     allreduce_s: float  # the whole gradient as one message
     exposed_s: float  # communication left after backward ends
+    cpu_charge_s: float = 0.0  # backward's wait for the CPU the all-reduces took
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """How a backend turns gradients into all-reduces: DDP's buckets (bucket_cap_mb) or
+    Horovod's fusion (HOROVOD_FUSION_THRESHOLD, 0 sends each tensor alone, every
+    HOROVOD_CYCLE_TIME), at the framework's defaults where a size or cycle is None."""
+
+    backend: str
+    message_bytes: float | None = None
+    cycle_s: float | None = None
+
+    def describe(self) -> str:
+        mib = 1024**2
+        if self.backend == "ddp":
+            cap = DDP_BUCKET_BYTES if self.message_bytes is None else self.message_bytes
+            return f"DDP buckets of {cap / mib:g} MiB"
+        threshold = HOROVOD_FUSION_BYTES if self.message_bytes is None else self.message_bytes
+        cycle = HOROVOD_CYCLE_S if self.cycle_s is None else self.cycle_s
+        what = f"fused up to {threshold / mib:g} MiB" if threshold else "each tensor alone"
+        return f"Horovod, {what} every {cycle * 1e3:g} ms"
+
+    def __call__(self, grads: list[Message]) -> list[Message]:
+        if self.backend == "ddp":
+            cap = DDP_BUCKET_BYTES if self.message_bytes is None else self.message_bytes
+            return ddp_buckets(grads, cap=cap, first_cap=min(cap, DDP_FIRST_BUCKET_BYTES))
+        threshold = HOROVOD_FUSION_BYTES if self.message_bytes is None else self.message_bytes
+        cycle = HOROVOD_CYCLE_S if self.cycle_s is None else self.cycle_s
+        return horovod_fusion(grads, threshold=threshold, cycle_s=cycle)
 
 
 def _replayed(
-    step_time_1: float, grads: list[Message], backward_end: float, link: LinkModel, backend: str
+    step_time_1: float, grads: list[Message], backward_end: float, link: LinkModel,
+    backend: str | Grouping,
 ) -> Point:
     """One step at link.workers workers: the gradients' all-reduces (DDP buckets or
     Horovod's fused messages) queue on the link; what runs past backward_end is exposed."""
-    group = ddp_buckets if backend == "ddp" else horovod_fusion
-    comm_end = replay(group(grads), link) if link.workers > 1 else 0.0
-    exposed = max(0.0, comm_end - backward_end)
-    step = step_time_1 + exposed
+    group = backend if isinstance(backend, Grouping) else Grouping(backend)
+    run = replay(group(grads), link, backward_end) if link.workers > 1 else Replay(0.0, 0.0)
+    exposed = max(0.0, run.comm_end_s - (backward_end + run.cpu_charge_s))
+    step = step_time_1 + run.cpu_charge_s + exposed
     t_ar = link.allreduce_time(sum(g.bytes for g in grads))
     low, high = efficiency_band(step_time_1, t_ar)
-    return Point(link.workers, step, step_time_1 / step, low, high, t_ar, exposed)
+    return Point(link.workers, step, step_time_1 / step, low, high, t_ar, exposed,
+                 run.cpu_charge_s)  # fmt: skip
 
 
 def predict_point(
-    step_time_1: float, layers: list[tuple[float, float]], link: LinkModel, backend: str
+    step_time_1: float, layers: list[tuple[float, float]], link: LinkModel,
+    backend: str | Grouping,
 ) -> Point:
     """Replays one step against a timeline made from the model's layers (backward takes
-    BACKWARD_SHARE of the step, shared among layers by their FLOPs)."""
+    BACKWARD_SHARE of the step, shared among layers by their FLOPs); backend: a name
+    (its defaults) or a Grouping with the run's own bucket or fusion settings."""
     backward_s = step_time_1 * BACKWARD_SHARE
-    return _replayed(step_time_1, gradient_timeline(layers, backward_s), backward_s, link, backend)
+    grads = gradient_timeline(layers, backward_s)
+    return _replayed(step_time_1, grads, backward_s, link, backend)
 
 
 def predict_measured(

@@ -47,6 +47,7 @@ def run_probe(target: Target, nodes: int, probe: ProbeSpec) -> dict:
         result = outcome.records[-1]
         record["results"] = result["results"]
         record["device"] = result["device"]
+        record["cpus"] = result.get("cpus")  # the nodes' CPU quota (bench/allreduce.py)
         record["fingerprint"] = {**result["fingerprint"], **record["fingerprint"]}
     else:
         record["error"] = outcome.error()
@@ -59,11 +60,13 @@ def format_probe(record: dict) -> str:
     )
     if record["status"] != "ok":
         return f"{head}: FAILED\n{record.get('error', '')}"
-    lines = [head, f"{'bytes':>12} {'time us':>11} {'algbw GB/s':>11} {'busbw GB/s':>11}"]
+    lines = [head, f"{'bytes':>12} {'time us':>11} {'algbw GB/s':>11} {'busbw GB/s':>11}"
+                   f" {'CPU us':>11}"]  # fmt: skip
     for r in record["results"]:
+        cpu = f"{r['cpu_s'] * 1e6:>11.1f}" if "cpu_s" in r else f"{'-':>11}"
         lines.append(
             f"{r['bytes']:>12} {r['time_s'] * 1e6:>11.1f} "
-            f"{r['algbw'] / 1e9:>11.3f} {r['busbw'] / 1e9:>11.3f}"
+            f"{r['algbw'] / 1e9:>11.3f} {r['busbw'] / 1e9:>11.3f} {cpu}"
         )
     return "\n".join(lines)
 

@@ -119,6 +119,10 @@ def _probe_problem(p: dict[str, Any]) -> str | None:
             _positive(point.get(k)) for k in ("bytes", "time_s", "busbw")
         ):
             return "a result lacks positive bytes, time_s and busbw"
+        if "cpu_s" in point and not (point["cpu_s"] == 0 or _positive(point["cpu_s"])):
+            return "a result's cpu_s is not a number of seconds"
+    if "cpus" in p and p["cpus"] is not None and not _positive(p["cpus"]):
+        return "cpus (the nodes' CPU quota) is not a positive number"
     return None
 
 

@@ -42,6 +42,15 @@ def looks_secret(name: str) -> bool:
     return any(word in name.lower() for word in SECRET_WORDS)
 
 
+def controller_facts() -> dict[str, str]:
+    """What an environment may want to know about the machine `hpcbench deploy` runs on,
+    as variables it may declare (Terraform ignores TF_VAR_* that a root does not
+    declare); a --var of the same name wins. host_cpus: the CPUs this process may use,
+    for the local testbed's CPU sets (modules/docker_testbed)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"host_cpus": str(cpus or 0)}
+
+
 def tools_dir() -> Path:
     return Path(os.environ.get("TOOLS_DIR", cache_root() / "tools"))
 
@@ -142,6 +151,7 @@ class TerraformEnv:
         rc = cli_config_file()
         if rc is not None:
             env["TF_CLI_CONFIG_FILE"] = str(rc)
+        env.update({f"TF_VAR_{k}": v for k, v in controller_facts().items()})
         env.update({f"TF_VAR_{k}": v for k, v in self.variables.items() if not looks_secret(k)})
         env.update(extra or {})
         return env

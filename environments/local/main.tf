@@ -8,6 +8,8 @@ module "testbed" {
   image          = var.image
   subnet         = var.subnet
   cpus_per_node  = var.cpus_per_node
+  cpu_period_us  = var.cpu_period_us
+  host_cpus      = var.host_cpus
   ssh_public_key = file(var.ssh_public_key_file)
   ssh_port_base  = var.ssh_port_base
   jupyter_port   = var.jupyter_port

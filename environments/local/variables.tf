@@ -6,6 +6,8 @@ variable "node_count" { default = null }
 variable "image" { default = null }
 variable "subnet" { default = null }
 variable "cpus_per_node" { default = null }
+variable "cpu_period_us" { default = null }
+variable "host_cpus" { default = null } # hpcbench deploy passes the controller's CPU count
 variable "ssh_port_base" { default = null }
 variable "jupyter_port" { default = null }
 

@@ -35,8 +35,9 @@ def _v1(tmp: Path, quota: int) -> tuple[Path, Path]:
 
 def test_v1_container_quota_found_from_its_own_cgroup(tmp_path) -> None:
     root, proc = _v1(tmp_path, 50000)
-    source = nodemon.cpu_source(root, proc)
-    assert source["cpus"] == 0.5 and source["limit"] == "cgroup quota 50000/100000 us"
+    source = nodemon.cpu_source(root, proc, where="not pinned (any of 2 CPUs)")
+    assert source["cpus"] == 0.5
+    assert source["limit"] == "cgroup quota 50000/100000 us, not pinned (any of 2 CPUs)"
     assert nodemon.cpu_usage_s(source) == 5.0
 
 
@@ -57,10 +58,22 @@ def test_no_quota_falls_back_to_the_machine(tmp_path) -> None:
     root, proc = _v1(tmp_path, -1)
     source = nodemon.cpu_source(root, proc)
     assert source["usage"] is None
-    assert source["limit"] == "none" or source["limit"].startswith("CPU set")
+    assert source["limit"].startswith("no quota, ")
     stat = tmp_path / "stat"
     stat.write_text("cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 1 1 1 1\n")
     assert nodemon.cpu_usage_s(source, stat) is not None
+
+
+def test_placement_says_whether_and_where_a_node_is_pinned() -> None:
+    assert nodemon.placement({3}, 4) == "pinned to CPU set 3 of 4 CPUs"
+    assert nodemon.placement({0, 1, 2, 5, 7, 8}, 16) == "pinned to CPU set 0-2,5,7-8 of 16 CPUs"
+    assert nodemon.placement({0, 1}, 2) == "not pinned (any of 2 CPUs)"
+
+
+def test_a_pinned_node_says_so_beside_its_quota(tmp_path) -> None:
+    root, proc = _v1(tmp_path, 100000)
+    source = nodemon.cpu_source(root, proc, where=nodemon.placement({2, 3}, 4))
+    assert source["limit"] == "cgroup quota 100000/100000 us, pinned to CPU set 2-3 of 4 CPUs"
 
 
 def test_bytes_per_interface_leave_loopback_out(tmp_path) -> None:

@@ -32,8 +32,50 @@ def test_horovod_fuses_what_is_ready_in_one_cycle_up_to_the_threshold():
 
 def test_replay_queues_messages_on_one_link():
     link = prediction.LinkModel(2, 0.0, 10.0)  # ring factor 1: 10 bytes per second
-    assert prediction.replay([Message(10, 0.0), Message(10, 0.5)], link) == 2.0
-    assert prediction.replay([Message(10, 0.0), Message(10, 5.0)], link) == 6.0
+    assert prediction.replay([Message(10, 0.0), Message(10, 0.5)], link).comm_end_s == 2.0
+    assert prediction.replay([Message(10, 0.0), Message(10, 5.0)], link).comm_end_s == 6.0
+    assert prediction.replay([Message(10, 0.0)], link, backward_end=4.0).cpu_charge_s == 0
+
+
+def test_on_cpu_nodes_backward_waits_for_the_cpu_its_all_reduces_take():
+    # 10 B/s; each 10-byte all-reduce takes 0.1 CPU s of a half-core quota: 0.2 s of
+    # backward's time while it overlaps backward.
+    link = prediction.LinkModel(2, 0.0, 10.0, cpu_fixed_s=0.0, cpu_per_byte_s=0.01, cpus=0.5)
+    run = prediction.replay([Message(10, 0.0), Message(10, 1.5)], link, backward_end=4.0)
+    # The second gradient is ready 0.2 s late (the first message's charge).
+    assert run.cpu_charge_s == pytest.approx(0.4)
+    assert run.comm_end_s == pytest.approx(2.7)
+    # Backward ends at 0.5: the first message overlaps it for half its time; the second
+    # starts after backward and competes with nothing.
+    run = prediction.replay([Message(10, 0.0), Message(10, 0.2)], link, backward_end=0.5)
+    assert run.cpu_charge_s == pytest.approx(0.1)
+    assert run.comm_end_s == pytest.approx(2.0)
+
+
+def test_the_cpu_charge_lowers_the_point_and_shows_in_the_step():
+    timeline = [(0.1 * i, 1e6) for i in range(1, 11)]  # 10 MB over 1 s of backward
+    free = prediction.LinkModel(4, 1e-4, 1e8)
+    charged = prediction.LinkModel(4, 1e-4, 1e8, 1e-3, 2e-8, cpus=0.5)
+    a = prediction.predict_measured(1.5, timeline, free, "horovod")
+    b = prediction.predict_measured(1.5, timeline, charged, "horovod")
+    assert a.cpu_charge_s == 0 and b.cpu_charge_s > 0
+    assert b.efficiency < a.efficiency
+    assert b.step_s == pytest.approx(1.5 + b.cpu_charge_s + b.exposed_s)
+
+
+def test_probe_cpu_time_is_fitted_on_cpu_nodes_only():
+    results = [{"bytes": s, "time_s": 1e-3 + s / 1e8, "cpu_s": 2e-4 + s * 3e-9}
+               for s in (4096, 1 << 16, 1 << 20, 1 << 24)]  # fmt: skip
+    cpu = prediction.link_model({"workers": 2, "device": "cpu", "cpus": 0.5, "results": results})
+    assert cpu.cpus == 0.5
+    assert cpu.cpu_fixed_s == pytest.approx(2e-4, rel=1e-6)
+    assert cpu.cpu_per_byte_s == pytest.approx(3e-9, rel=1e-6)
+    assert cpu.allreduce_cpu_s(1e6) == pytest.approx(2e-4 + 3e-3)
+    gpu = prediction.link_model({"workers": 2, "device": "cuda", "cpus": 8, "results": results})
+    older = prediction.link_model({"workers": 2, "device": "cpu", "cpus": 0.5,
+                                   "results": [{"bytes": 4096, "time_s": 1e-3}]})  # fmt: skip
+    assert gpu.cpus is None and gpu.allreduce_cpu_s(1e6) == 0
+    assert older.cpus is None
 
 
 def test_point_lies_in_the_band_when_messages_add_no_latency():
@@ -102,3 +144,54 @@ def test_bad_input_is_one_line_and_exit_2(extra, message, capsys):
     assert cli.main(["predict", *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+def test_grouping_follows_the_frameworks_settings():
+    mib = 1024**2
+    grads = [Message(mib, 0.0001 * i) for i in range(1, 31)]  # 30 MiB within 3 ms
+    assert len(prediction.Grouping("horovod")(grads)) == 4  # one message per 1 ms cycle
+    assert len(prediction.Grouping("horovod", cycle_s=5e-3)(grads)) == 1
+    assert len(prediction.Grouping("horovod", message_bytes=0)(grads)) == 30
+    assert len(prediction.Grouping("horovod", 10 * mib, 5e-3)(grads)) == 3
+    assert [m.bytes / mib for m in prediction.Grouping("ddp")(grads)] == [1, 25, 4]
+    assert [m.bytes / mib for m in prediction.Grouping("ddp", 10 * mib)(grads)] == [1, 10, 10, 9]
+    alone = prediction.Grouping("horovod", 0, 5e-3)
+    assert alone.describe() == "Horovod, each tensor alone every 5 ms"
+    assert prediction.Grouping("ddp").describe() == "DDP buckets of 25 MiB"
+
+
+def test_one_message_per_tensor_pays_the_latency_per_tensor():
+    layers = [(4e5, 1.0)] * 100  # 40 MB in 100 tensors, ready within 33 ms of backward
+    link = prediction.LinkModel(32, 50e-6, 1e9)  # 2(N-1) a = 3.1 ms per all-reduce
+    grads = prediction.gradient_timeline(layers, 0.05 * prediction.BACKWARD_SHARE)
+    messages = len(prediction.Grouping("horovod")(grads))
+    fused = prediction.predict_point(0.05, layers, link, prediction.Grouping("horovod"))
+    alone = prediction.predict_point(0.05, layers, link, prediction.Grouping("horovod", 0))
+    assert messages < 100
+    # Both queues run past backward; the difference is the latency of the extra messages.
+    assert alone.step_s - fused.step_s == pytest.approx((100 - messages) * 62 * 50e-6, rel=0.02)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--backend", "ddp", "--fusion-threshold-mb", "64"], "--fusion-threshold-mb is Horovod's"),
+    (["--backend", "horovod", "--bucket-cap-mb", "25"], "--bucket-cap-mb is DDP's"),
+    (["--backend", "ddp", "--cycle-time-ms", "5"], "--cycle-time-ms is Horovod's"),
+])  # fmt: skip
+def test_framework_settings_of_the_other_backend_are_refused(argv, message, capsys):
+    base = ["predict", "--model", "resnet18", "--step-time", "0.1", "--link", "1gbit"]
+    assert cli.main([*base, *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_published_rows_reproduce_with_their_quoted_numbers():
+    """evaluation/published.json: each row's numbers appear in its source's quotes."""
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).parents[2] / "evaluation/published.json").read_text())
+    assert len(data["rows"]) >= 6
+    for row in data["rows"]:
+        quotes = " ".join(data["sources"][row["source"]]["quotes"]).replace(",", "")
+        for key in ("single_ips", "multi_ips"):
+            assert f"{row[key]:g}" in quotes or f"{row[key]:.2f}" in quotes or \
+                f"{row[key]:.3f}" in quotes, (row, key)  # fmt: skip

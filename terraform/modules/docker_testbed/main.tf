@@ -11,6 +11,18 @@ locals {
   node_caps = [for i in range(var.node_count) :
     i == 0 ? ["CAP_DAC_READ_SEARCH", "CAP_NET_ADMIN", "CAP_SYS_ADMIN"] : ["CAP_NET_ADMIN", "CAP_SYS_ADMIN"]
   ]
+  # A CFS quota alone lets a node run on any core, a slice at a time: its
+  # compute then varies with what else runs there. Where the quota is whole
+  # cores and every node fits, each node gets cores of its own, from the last
+  # core down (CPU 0 takes the machine's interrupts and the controller). A
+  # fractional quota stays unpinned: nodes would have to share a core anyway.
+  cpu_quota_us = ceil(var.cpus_per_node * var.cpu_period_us)
+  cores        = floor(var.cpus_per_node)
+  pinned       = var.host_cpus > 0 && local.cores == var.cpus_per_node && var.node_count * local.cores <= var.host_cpus
+  cpu_sets = [for i in range(var.node_count) :
+    local.pinned ? (local.cores == 1 ? tostring(var.host_cpus - 1 - i) :
+    "${var.host_cpus - (i + 1) * local.cores}-${var.host_cpus - i * local.cores - 1}") : null
+  ]
 }
 
 data "docker_image" "node" {
@@ -78,10 +90,15 @@ resource "docker_container" "node" {
     }
   }
 
-  # Written the way the provider reads it back ("1.0", "0.6"), or every
-  # plan would replace the nodes.
-  cpus   = floor(var.cpus_per_node) == var.cpus_per_node ? format("%.1f", var.cpus_per_node) : tostring(var.cpus_per_node)
-  memory = var.memory_mb == 0 ? null : var.memory_mb
+  # The quota as period and quota rather than `cpus`, so that the period can
+  # be chosen. The provider neither reads these two back nor applies a change
+  # to them in place (resourceDockerContainerUpdate in kreuzwerker's
+  # resource_docker_container_funcs.go updates cpu_set, memory and a few
+  # more, not these): a change replaces the node instead (replace_triggered_by).
+  cpu_period = var.cpu_period_us
+  cpu_quota  = local.cpu_quota_us
+  cpu_set    = local.cpu_sets[count.index]
+  memory     = var.memory_mb == 0 ? null : var.memory_mb
 
   upload {
     file    = "/root/.ssh/authorized_keys"
@@ -92,4 +109,19 @@ resource "docker_container" "node" {
   destroy_grace_seconds = 10
   must_run              = true
   restart               = "unless-stopped"
+
+  lifecycle {
+    replace_triggered_by = [terraform_data.cpu_limit]
+  }
+}
+
+# What the nodes' CPU limit is made of: a change replaces every node.
+resource "terraform_data" "cpu_limit" {
+  input = { period_us = var.cpu_period_us, quota_us = local.cpu_quota_us }
+  lifecycle {
+    precondition {
+      condition     = local.cpu_quota_us >= 1000
+      error_message = "cpus_per_node x cpu_period_us is under 1000 us, the kernel's smallest CFS quota: raise cpus_per_node or cpu_period_us."
+    }
+  }
 }

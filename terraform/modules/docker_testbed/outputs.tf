@@ -33,6 +33,11 @@ output "cpus_per_node" {
   value       = var.cpus_per_node
 }
 
+output "cpu_sets" {
+  description = "CPU set of each node (e.g. \"1\", \"2-3\"), or null where the node is limited by its quota alone."
+  value       = local.cpu_sets
+}
+
 output "jupyter_port" {
   description = "127.0.0.1 port where the head node's JupyterLab is published."
   value       = var.jupyter_port

@@ -53,6 +53,28 @@ variable "cpus_per_node" {
   }
 }
 
+variable "cpu_period_us" {
+  description = "CFS period of each node's CPU quota, in microseconds (the quota is cpus_per_node x this). Docker's default is 100000: a node that uses up its quota early in a period then stands still for the rest of it, which stalls its peers in every collective; a shorter period makes those stalls shorter."
+  type        = number
+  default     = 100000
+  nullable    = false
+  validation {
+    condition     = var.cpu_period_us >= 1000 && var.cpu_period_us <= 1000000 && floor(var.cpu_period_us) == var.cpu_period_us
+    error_message = "cpu_period_us must be a whole number of microseconds from 1000 to 1000000 (the kernel's bounds for cpu.cfs_period_us)."
+  }
+}
+
+variable "host_cpus" {
+  description = "CPUs the Docker engine's machine offers (hpcbench deploy passes the controller's). With a whole-core cpus_per_node that fits, node i is pinned to cores of its own (a CPU set), counted down from the last, so that no two nodes share a core and CPU 0 is the last one taken; 0 = never pin."
+  type        = number
+  default     = 0
+  nullable    = false
+  validation {
+    condition     = var.host_cpus >= 0 && var.host_cpus <= 4096 && floor(var.host_cpus) == var.host_cpus
+    error_message = "host_cpus must be a whole number from 0 (never pin) to 4096."
+  }
+}
+
 variable "memory_mb" {
   description = "Memory limit per node in MiB; 0 means no limit."
   type        = number

@@ -40,3 +40,98 @@ run "a_single_node_is_the_nfs_server" {
     error_message = "a one-node testbed still serves NFS from node1"
   }
 }
+
+# CPU sets: whole-core quotas that fit get cores of their own, from the last down.
+run "whole_cores_that_fit_are_pinned_from_the_last_core_down" {
+  command = plan
+  variables {
+    cpus_per_node = 2
+    host_cpus     = 8
+  }
+  assert {
+    condition     = [for c in docker_container.node : c.cpu_set] == ["6-7", "4-5", "2-3"]
+    error_message = "3 nodes of 2 cores on 8 CPUs must get 6-7, 4-5 and 2-3 (CPU 0 and 1 left to the machine)"
+  }
+}
+
+run "one_core_per_node_is_one_cpu_each" {
+  command = plan
+  variables {
+    cpus_per_node = 1
+    host_cpus     = 3
+  }
+  assert {
+    condition     = output.cpu_sets == ["2", "1", "0"]
+    error_message = "3 nodes of 1 core on 3 CPUs must get CPUs 2, 1 and 0"
+  }
+}
+
+run "a_fractional_quota_is_not_pinned" {
+  command = plan
+  variables {
+    cpus_per_node = 0.5
+    host_cpus     = 2
+  }
+  assert {
+    condition     = alltrue([for c in docker_container.node : c.cpu_set == null])
+    error_message = "half-core nodes would share a core: they must stay unpinned"
+  }
+}
+
+run "nodes_that_do_not_fit_are_not_pinned" {
+  command = plan
+  variables {
+    cpus_per_node = 1
+    host_cpus     = 2
+  }
+  assert {
+    condition     = alltrue([for s in output.cpu_sets : s == null])
+    error_message = "3 one-core nodes on 2 CPUs cannot each have a core: none is pinned"
+  }
+}
+
+run "host_cpus_zero_never_pins" {
+  command = plan
+  variables {
+    cpus_per_node = 1
+    host_cpus     = 0
+  }
+  assert {
+    condition     = alltrue([for s in output.cpu_sets : s == null])
+    error_message = "host_cpus = 0 must leave every node unpinned"
+  }
+}
+
+run "host_cpus_must_be_whole" {
+  command = plan
+  variables {
+    host_cpus = 1.5
+  }
+  expect_failures = [var.host_cpus]
+}
+
+# The CPU quota as CFS period and quota; a change to either replaces the nodes.
+run "quota_is_cpus_per_node_times_the_period" {
+  command = plan
+  variables {
+    cpus_per_node = 0.5
+    cpu_period_us = 10000
+  }
+  assert {
+    condition     = alltrue([for c in docker_container.node : c.cpu_period == 10000 && c.cpu_quota == 5000 && c.cpus == null])
+    error_message = "half a core at a 10 ms period must be quota 5000 us of 10000 us, with cpus unset"
+  }
+  assert {
+    condition     = terraform_data.cpu_limit.input == { period_us = 10000, quota_us = 5000 }
+    error_message = "the replacement trigger must hold period and quota"
+  }
+}
+
+run "a_quota_under_one_millisecond_is_refused" {
+  command = plan
+  variables {
+    cpus_per_node = 0.05
+    cpu_period_us = 10000
+  }
+  expect_failures = [terraform_data.cpu_limit]
+}
