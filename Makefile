@@ -85,9 +85,9 @@ demo:
 	@$(MAKE) --no-print-directory deploy ENV=local NODES=$(or $(NODES),4) \
 	   CPUS_PER_NODE=$(or $(CPUS_PER_NODE),0.5) LINK_RATE=$(or $(LINK_RATE),200mbit)
 	@$(MAKE) --no-print-directory verify ENV=local
-	@$(PY) -m hpcbench scale --env local --nodes 1,2,4 --batch 32,64 --model resnet18 \
-	   --image-size 64 --repeats 2 --warmup 3 --windows 4 --steps 3 --min-window-s 3 \
-	   --target-ci 10% --max-repeats 5 --budget 12m --out $(DEMO_OUT) --resume
+	@$(PY) -m hpcbench scale --env local --nodes 1,2,4 --batch 64 --model resnet18 \
+	   --image-size 64 --repeats 3 --warmup 3 --windows 4 --steps 3 --min-window-s 3 \
+	   --target-ci 10% --max-repeats 6 --budget 16m --out $(DEMO_OUT) --resume
 	@$(PY) -m hpcbench report --out $(DEMO_OUT)
 
 ## --- experiments ----------------------------------------------------------

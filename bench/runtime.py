@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any
 
+import nodemon  # a sibling module: bench/ is on sys.path wherever runtime is imported
 import torch
 
 # The harness finds the record in the launcher's output by this marker, whatever
@@ -203,11 +204,25 @@ class DeviceWindows:
         return [elapsed_s(start, stop) for start, stop in self.pairs]
 
 
+def usable_cores() -> float:
+    """The CPUs this node may use: its CPU set, or its cgroup quota where that is less
+    (a container of half a core still sees every CPU of the machine)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+    cores = cores or os.cpu_count() or 1
+    return min(float(cores), nodemon.cpu_source(where="")["cpus"])
+
+
+def auto_threads(cores: float, local_size: int) -> int:
+    """Whole cores per worker, at least one. More threads than the quota's cores only
+    burn the quota sooner in each CFS period and then stand still together."""
+    return max(1, int(cores) // max(1, local_size))
+
+
 def set_threads(threads: int, local_size: int) -> int:
-    """Intra-op threads per worker: given, else this node's cores shared among its workers."""
+    """Intra-op threads per worker: given, else this node's usable cores shared among its
+    workers (auto_threads)."""
     if threads <= 0:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
-        threads = max(1, (cores or os.cpu_count() or 1) // max(1, local_size))
+        threads = auto_threads(usable_cores(), local_size)
     torch.set_num_threads(threads)
     return threads
 

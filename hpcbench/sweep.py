@@ -256,6 +256,13 @@ def run(workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec) -> in
     controller = fingerprint.controller(tb.env, tb.link_rate, tb.iface, target.launcher.name)
     progress = Progress(len(todo))
     sweep_started = time.monotonic()
+    # Seconds each configuration's runs took: an extra repeat is judged against the
+    # budget by its own configuration's length (a 1-node run is a fraction of a 4-node one).
+    took: dict[str, list[float]] = {}
+
+    def expected_s(config: Config) -> float:
+        own = took.get(config.label)
+        return sum(own) / len(own) if own else progress.mean_duration()
 
     def measure(config: Config, repeat: int) -> None:
         label = f"{config.label}, repeat {repeat + 1}"
@@ -268,7 +275,8 @@ def run(workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec) -> in
         store.append(record)
         summary = live.add(record)
         ok = record["status"] == "ok"
-        progress.finish(label, ok, time.monotonic() - started, progress_detail(record, summary))
+        took.setdefault(config.label, []).append(time.monotonic() - started)
+        progress.finish(label, ok, took[config.label][-1], progress_detail(record, summary))
 
     for config, repeat in todo:
         measure(config, repeat)
@@ -286,7 +294,7 @@ def run(workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec) -> in
         progress.total += len(wanted)
         for config in wanted:
             if sweep.budget_s is not None and (
-                time.monotonic() - sweep_started + progress.mean_duration() > sweep.budget_s
+                time.monotonic() - sweep_started + expected_s(config) > sweep.budget_s
             ):
                 out_of_budget = True
                 progress.total = progress.done

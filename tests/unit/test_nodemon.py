@@ -3,6 +3,7 @@ from fake /proc and cgroup trees laid out as cgroup v1 (Docker, host namespace) 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -104,3 +105,14 @@ def test_report_figures_from_node_use_and_rank_windows() -> None:
     assert s.straggler in ("a", "b")
     assert abs(s.cpu_util - 0.6) < 1e-9 and s.net_bytes_per_s == 40.0
     assert s.cpu_limit == "cgroup quota 50000/100000 us"
+
+
+def test_auto_threads_are_whole_cores_of_the_quota_per_worker() -> None:
+    import runtime  # bench/ is on sys.path (above); imports torch
+
+    # Half a core: one thread, not the machine's two (the demo's nodes had 2).
+    assert runtime.auto_threads(0.5, 1) == 1
+    assert runtime.auto_threads(1.5, 1) == 1
+    assert runtime.auto_threads(4.0, 2) == 2
+    assert runtime.auto_threads(2.0, 4) == 1
+    assert 0 < runtime.usable_cores() <= (os.cpu_count() or 1)

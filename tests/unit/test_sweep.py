@@ -242,6 +242,27 @@ def test_budget_stops_extra_repeats(tmp_path, monkeypatch, capsys):
     assert "--budget ran out" in capsys.readouterr().err
 
 
+def test_budget_judges_an_extra_repeat_by_its_own_configurations_length(tmp_path, monkeypatch):
+    # One worker: noisy, 60 s a run; two workers: steady, 600 s a run. After the planned
+    # 2 + 2 runs (1320 s) a 1500 s budget has room for three more 60 s runs, though not
+    # for one run of the sweep's mean length (330 s).
+    now = [0.0]
+    monkeypatch.setattr(sweep.time, "monotonic", lambda: now[0])
+    fake = _FakeRuns({1: [1.0, 2.0], 2: [1.0]})
+
+    def run(self, spec, timeout_s, echo=False):
+        now[0] += 60.0 if spec.workers == 1 else 600.0
+        return fake(spec, timeout_s, echo)
+
+    monkeypatch.setattr(Target, "run", run)
+    monkeypatch.setattr(Target, "prepare", lambda self: None)
+    code = _scale(tmp_path, "--env", "localhost", "--nodes", "1-2", "--batch", "8",
+                  "--backend", "ddp", "--no-probe", "--repeats", "2", "--max-repeats", "50",
+                  "--budget", "1500s")  # fmt: skip
+    assert code == 0
+    assert fake.calls == {1: 5, 2: 2}
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
