@@ -6,7 +6,8 @@ For each size: warm-up, then a timed loop of all-reduces that starts at a
 barrier and ends after the device has finished; the slowest rank's average
 time counts. algbw = bytes / time, busbw = algbw * 2(N-1)/N (nccl-tests).
 Beside the time, the CPU seconds the process spent per all-reduce (the busiest
-rank's) and the node's CPU quota: on CPU nodes training pays for both.
+rank's) and the node's CPU quota: an all-reduce that takes the whole quota at every
+size is CPU-bound there (docs/method.md).
 It uses the backend the training uses (Horovod or torch.distributed), so the
 probe measures the path the gradients take.
 """

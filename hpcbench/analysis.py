@@ -147,8 +147,6 @@ class ConfigSummary:
     # The point prediction: the single worker's measured gradient timeline replayed
     # against the probe's link (prediction.predict_measured).
     predicted_efficiency: float | None = None
-    # In it, on CPU nodes: how long backward waits for the CPU its all-reduces take.
-    predicted_cpu_wait_s: float | None = None
     allreduce_s: float | None = None
     busbw: float | None = None
     data_fraction: float | None = None
@@ -353,7 +351,6 @@ def _add_scaling(
                 base.step_time_s, [(t, b) for t, b in timeline], model, s.backend, grad_bytes
             )
             s.predicted_efficiency = point.efficiency
-            s.predicted_cpu_wait_s = point.cpu_charge_s
         if s.exposed_comm_s is not None and s.compute_s is not None:
             # Hidden communication cannot outlast the computation that hides it.
             s.overlap_s = min(s.compute_s, max(0.0, s.allreduce_s - s.exposed_comm_s))

@@ -11,6 +11,7 @@ T1 + T_ar (no overlap), so E(N) = T1 / T_N lies in [T1/(T1+T_ar), T1/max(T1,T_ar
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -39,15 +40,11 @@ def busbw(size_bytes: float, seconds: float, workers: int) -> float:
 
 @dataclass(frozen=True)
 class LinkModel:
-    """Alpha-beta parameters measured by the all-reduce probe on some workers, and on
-    CPU nodes what an all-reduce costs in CPU time there (cpu_s = c0 + c1 * S)."""
+    """Alpha-beta parameters measured by the all-reduce probe on some workers."""
 
     workers: int
     latency_s: float  # a: per-message latency
     busbw: float  # B: bytes/s, at the largest probed size
-    cpu_fixed_s: float = 0.0  # c0: CPU seconds per all-reduce, whatever its size
-    cpu_per_byte_s: float = 0.0  # c1: CPU seconds per byte all-reduced
-    cpus: float | None = None  # the node's CPU quota (cores); None: nothing is charged
 
     def allreduce_time(self, size_bytes: float) -> float:
         n = self.workers
@@ -55,16 +52,9 @@ class LinkModel:
             return 0.0
         return 2 * (n - 1) * self.latency_s + ring_factor(n) * size_bytes / self.busbw
 
-    def allreduce_cpu_s(self, size_bytes: float) -> float:
-        """CPU seconds one all-reduce of size_bytes takes from its node (0 off CPU nodes)."""
-        if self.cpus is None or self.workers <= 1:
-            return 0.0
-        return self.cpu_fixed_s + self.cpu_per_byte_s * size_bytes
-
 
 def link_model(probe: dict[str, Any]) -> LinkModel | None:
-    """Fit a and B to every size of a probe's sweep by least squares; on CPU nodes also
-    the all-reduce's CPU time, c0 + c1 * S, where the probe measured it.
+    """Fit a and B to every size of a probe's sweep by least squares.
 
     t = 2(N-1) a + 2(N-1)/N S/B is linear in a and 1/B (see _fit_nonnegative).
     """
@@ -74,12 +64,7 @@ def link_model(probe: dict[str, Any]) -> LinkModel | None:
         return None
     c, r = 2 * (workers - 1), ring_factor(workers)
     latency, inv_bw = _fit_nonnegative([(c, r * p["bytes"], p["time_s"]) for p in points])
-    cpu = [(1.0, float(p["bytes"]), float(p["cpu_s"])) for p in points
-           if isinstance(p.get("cpu_s"), int | float) and p["cpu_s"] > 0]  # fmt: skip
-    if probe.get("device") != "cpu" or not probe.get("cpus") or not cpu:
-        return LinkModel(workers=workers, latency_s=latency, busbw=1 / inv_bw)
-    c0, c1 = _fit_nonnegative(cpu)
-    return LinkModel(workers, latency, 1 / inv_bw, c0, c1, float(probe["cpus"]))
+    return LinkModel(workers=workers, latency_s=latency, busbw=1 / inv_bw)
 
 
 def _fit_nonnegative(points: list[tuple[float, float, float]]) -> tuple[float, float]:
@@ -205,32 +190,35 @@ def horovod_fusion(
     return out
 
 
-@dataclass(frozen=True)
-class Replay:
-    """One step's communication: when the last all-reduce ends and how long compute
-    waited for the CPU the all-reduces took (both after backward starts)."""
+def replay(
+    messages: list[Message], link: LinkModel, fusion: Grouping | None = None
+) -> float:
+    """When the last all-reduce ends (after backward starts): the messages queue on one
+    link, in order.
 
-    comm_end_s: float
-    cpu_charge_s: float
-
-
-def replay(messages: list[Message], link: LinkModel, backward_end: float = 0.0) -> Replay:
-    """The messages queue on one link, in order. On CPU nodes (link.cpus) the compute
-    shares the node's quota with the all-reduces: while one runs during backward, the CPU
-    it takes (the probe's c0 + c1 S, in proportion to its overlap with backward) is CPU
-    backward waits for, so backward, and every gradient still to come, ends later by
-    that CPU time over the quota. Messages after backward compete with nothing: their
-    CPU is inside the probe's time already."""
-    free, charge = 0.0, 0.0
-    for m in messages:
-        start = max(free, m.ready_s + charge)
-        took = link.allreduce_time(m.bytes)
-        free = start + took
-        compute_end = backward_end + charge
-        if link.cpus and took > 0 and start < compute_end:
-            overlap = (min(free, compute_end) - start) / took
-            charge += overlap * link.allreduce_cpu_s(m.bytes) / link.cpus
-    return Replay(free, charge)
+    fusion (Horovod): messages are the gradients themselves, fused as the queue runs:
+    each cycle after the link is free takes every gradient ready by then, up to the
+    fusion threshold, as one all-reduce; while one all-reduce runs, the gradients that
+    become ready wait and travel together in the next (Horovod's background loop starts
+    its next cycle at once when the last took longer than a cycle). Without fusion the
+    messages are already grouped (DDP's buckets are fixed when the model is wrapped)."""
+    queue = sorted(messages, key=lambda m: m.ready_s) if fusion else messages
+    free, i = 0.0, 0
+    while i < len(queue):
+        start = max(free, queue[i].ready_s)
+        size = queue[i].bytes
+        i += 1
+        if fusion is not None:
+            cycle = fusion.cycle
+            if cycle > 0 and start > free:  # an idle loop wakes on its next cycle
+                start = (math.floor(start / cycle) + 1) * cycle  # as horovod_fusion
+            while i < len(queue) and queue[i].ready_s <= start and (
+                size + queue[i].bytes <= fusion.threshold
+            ):
+                size += queue[i].bytes
+                i += 1
+        free = start + link.allreduce_time(size)
+    return free
 
 
 @dataclass(frozen=True)
@@ -244,7 +232,6 @@ class Point:
     efficiency_high: float
     allreduce_s: float  # the whole gradient as one message
     exposed_s: float  # communication left after backward ends
-    cpu_charge_s: float = 0.0  # backward's wait for the CPU the all-reduces took
 
 
 @dataclass(frozen=True)
@@ -257,23 +244,30 @@ class Grouping:
     message_bytes: float | None = None
     cycle_s: float | None = None
 
+    @property
+    def threshold(self) -> float:
+        """Horovod's fusion threshold in bytes (0: every tensor alone)."""
+        return HOROVOD_FUSION_BYTES if self.message_bytes is None else self.message_bytes
+
+    @property
+    def cycle(self) -> float:
+        """Horovod's cycle in seconds."""
+        return HOROVOD_CYCLE_S if self.cycle_s is None else self.cycle_s
+
     def describe(self) -> str:
         mib = 1024**2
         if self.backend == "ddp":
             cap = DDP_BUCKET_BYTES if self.message_bytes is None else self.message_bytes
             return f"DDP buckets of {cap / mib:g} MiB"
-        threshold = HOROVOD_FUSION_BYTES if self.message_bytes is None else self.message_bytes
-        cycle = HOROVOD_CYCLE_S if self.cycle_s is None else self.cycle_s
-        what = f"fused up to {threshold / mib:g} MiB" if threshold else "each tensor alone"
-        return f"Horovod, {what} every {cycle * 1e3:g} ms"
+        what = "each tensor alone" if not self.threshold else (
+            f"fused up to {self.threshold / mib:g} MiB")
+        return f"Horovod, {what} every {self.cycle * 1e3:g} ms"
 
     def __call__(self, grads: list[Message]) -> list[Message]:
         if self.backend == "ddp":
             cap = DDP_BUCKET_BYTES if self.message_bytes is None else self.message_bytes
             return ddp_buckets(grads, cap=cap, first_cap=min(cap, DDP_FIRST_BUCKET_BYTES))
-        threshold = HOROVOD_FUSION_BYTES if self.message_bytes is None else self.message_bytes
-        cycle = HOROVOD_CYCLE_S if self.cycle_s is None else self.cycle_s
-        return horovod_fusion(grads, threshold=threshold, cycle_s=cycle)
+        return horovod_fusion(grads, threshold=self.threshold, cycle_s=self.cycle)
 
 
 def _replayed(
@@ -283,13 +277,17 @@ def _replayed(
     """One step at link.workers workers: the gradients' all-reduces (DDP buckets or
     Horovod's fused messages) queue on the link; what runs past backward_end is exposed."""
     group = backend if isinstance(backend, Grouping) else Grouping(backend)
-    run = replay(group(grads), link, backward_end) if link.workers > 1 else Replay(0.0, 0.0)
-    exposed = max(0.0, run.comm_end_s - (backward_end + run.cpu_charge_s))
-    step = step_time_1 + run.cpu_charge_s + exposed
+    if link.workers <= 1:
+        comm_end = 0.0
+    elif group.backend == "horovod":
+        comm_end = replay(grads, link, fusion=group)
+    else:
+        comm_end = replay(group(grads), link)
+    exposed = max(0.0, comm_end - backward_end)
+    step = step_time_1 + exposed
     t_ar = link.allreduce_time(sum(g.bytes for g in grads))
     low, high = efficiency_band(step_time_1, t_ar)
-    return Point(link.workers, step, step_time_1 / step, low, high, t_ar, exposed,
-                 run.cpu_charge_s)  # fmt: skip
+    return Point(link.workers, step, step_time_1 / step, low, high, t_ar, exposed)
 
 
 def predict_point(

@@ -160,8 +160,7 @@ def series_rows(series: list[ConfigSummary]) -> list[list[str]]:
 
 
 BREAKDOWN_HEADER = [
-    "nodes", "workers", "E measured", "E predicted (point)", "predicted CPU wait ms",
-    "step ms", "compute ms",
+    "nodes", "workers", "E measured", "E predicted (point)", "step ms", "compute ms",
     "data ms", "exposed comm ms",
     "overlapped comm ms", "straggler lead (host)", "node CPU use", "busiest link (of nominal)",
     "outside the band: likeliest cause",
@@ -183,7 +182,6 @@ def breakdown_rows(series: list[ConfigSummary]) -> list[list[str]]:
         times = [s.step_time_s, s.compute_s, s.data_s, s.exposed_comm_s, s.overlap_s]
         rows.append([str(s.nodes), str(s.workers), fmt(s.efficiency, 3, s.efficiency_ci95),
                      fmt(s.predicted_efficiency, 3),
-                     fmt(None if s.predicted_cpu_wait_s is None else s.predicted_cpu_wait_s * 1e3),
                      *(fmt(t * 1e3 if t is not None else None) for t in times),
                      lead, cpu, link,
                      analysis.outside_band(s, nominal) or "-"])  # fmt: skip
@@ -444,10 +442,7 @@ def build_report(directory: str) -> tuple[Path, Path]:
         note = (
             "Where the time went, per step: compute (and data) is the single worker's step; "
             "exposed communication is what N workers take beyond it; overlapped is the "
-            "predicted all-reduce time hidden behind the backward pass. Predicted CPU wait "
-            "(CPU nodes): the point prediction's charge for the CPU the all-reduces take from "
-            "backward (the probe's CPU seconds per all-reduce over the node's quota). "
-            "Node CPU limit: "
+            "predicted all-reduce time hidden behind the backward pass. Node CPU limit: "
             + ("; ".join(limits) if limits else "not recorded") + "."
         )
         md += [md_table(BREAKDOWN_HEADER, where), "", note, ""]
