@@ -27,6 +27,8 @@ sys.path.insert(0, str(REPO))
 from hpcbench import analysis, prediction, testbed  # noqa: E402  (run as a script from evaluation/)
 from hpcbench.store import Store  # noqa: E402
 
+CLOSE = 0.05  # a point prediction this close to the measured E counts as a hit
+
 
 def inside(s: analysis.ConfigSummary) -> str:
     if s.efficiency is None or s.predicted_efficiency_low is None:
@@ -52,9 +54,13 @@ def table(rate: str, out: Path) -> list[str]:
         )
         e = f"{s.efficiency:.3f} ± {s.efficiency_ci95 or 0:.3f}" if s.efficiency else "-"
         busbw = f"{s.busbw / 1e6:.1f}" if s.busbw else "-"
+        point, close = "-", "-"
+        if s.predicted_efficiency is not None and s.efficiency is not None:
+            point = f"{s.predicted_efficiency:.3f}"
+            close = "yes" if abs(s.efficiency - s.predicted_efficiency) <= CLOSE else "NO"
         lines.append(
             f"| {rate} | {s.model} | {s.batch} | {s.nodes} | {s.workers} | {e} | "
-            f"{band} | {inside(s)} | {busbw} | {share} |"
+            f"{band} | {inside(s)} | {point} | {close} | {busbw} | {share} |"
         )
     return lines
 
@@ -77,6 +83,7 @@ def main() -> int:
     p.add_argument("--warmup", default="5")
     p.add_argument("--windows", default="5")
     p.add_argument("--steps", default="10")
+    p.add_argument("--min-window-s", default="0", help="passed to scale (0: steps only)")
     p.add_argument("--out", default=str(REPO / "results" / "bench-links"))
     args = p.parse_args()
     out = Path(args.out)
@@ -124,6 +131,7 @@ def main() -> int:
             "--out",
             str(directory),
             "--resume",
+            *(["--min-window-s", args.min_window_s] if args.min_window_s != "0" else []),
             check=False,
         )
         print(proc.stderr[-2000:], file=sys.stderr)
@@ -131,13 +139,14 @@ def main() -> int:
         rows += table(rate, directory)
     print(
         "| link | model | batch | nodes | workers | measured E ± CI95 | predicted band | "
-        "inside | busbw MB/s | of nominal |"
+        f"inside | point | within {CLOSE} | busbw MB/s | of nominal |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
-    hits = sum(r.split("|")[8].strip() == "yes" for r in rows)
-    judged = sum(r.split("|")[8].strip() in ("yes", "NO") for r in rows)
-    print(f"\n{hits} of {judged} points inside the predicted band (band widened by E's CI95)")
+    for column, what in ((8, "inside the predicted band (band widened by E's CI95)"),
+                         (10, f"within {CLOSE} of the point prediction")):  # fmt: skip
+        cells = [r.split("|")[column].strip() for r in rows]
+        print(f"{cells.count('yes')} of {sum(c in ('yes', 'NO') for c in cells)} points {what}")
     if len(rates) >= 2:
         compared = hpcbench("compare", str(out / rates[0]), str(out / rates[1]))
         (out / "compare.md").write_text(compared.stdout)
