@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.interrupt import as_from_a_terminal
+
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = REPO / "tests/standins/gpulab"
 TINY_RUN = ["--model", "resnet18", "--image-size", "32", "--batch", "4", "--warmup", "1",
@@ -161,6 +163,7 @@ def test_ctrl_c_while_queued_then_destroy_leaves_no_job(bed: Bed) -> None:
         [sys.executable, "-m", "hpcbench", "deploy", "--env", "gpulab", "--var", "topology=2x1",
          *SIZE], cwd=REPO, env={**bed.environ, **full}, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        preexec_fn=as_from_a_terminal,
     )  # fmt: skip
     leases = bed.state / "leases"
     deadline = time.monotonic() + 300

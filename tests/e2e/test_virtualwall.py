@@ -22,6 +22,7 @@ import pytest
 
 from hpcbench import analysis
 from tests.e2e.conftest import REPO, TINY_RUN
+from tests.interrupt import as_from_a_terminal
 
 pytestmark = pytest.mark.e2e
 
@@ -220,6 +221,7 @@ def test_ctrl_c_while_jfed_creates_then_destroy_deletes_the_slice(vw: Slice) -> 
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        preexec_fn=as_from_a_terminal,
     )
     try:
         deadline = time.monotonic() + 240

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.interrupt import as_from_a_terminal
 from tests.terraform.conftest import REPO
 from tests.terraform.test_artefacts import plan_files
 
@@ -195,7 +196,7 @@ def test_ctrl_c_while_queued_cancels_the_job(tmp_path: Path, standin) -> None:
     proc = subprocess.Popen(
         [str(GPULAB_SH), "submit", str(job_file(tmp_path)), str(lease), str(tmp_path / "s.json")],
         env=standin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
+        start_new_session=True, preexec_fn=as_from_a_terminal,
     )  # fmt: skip
     wait_for(lease)
     job_id = lease_of(lease)["what"].split()[-1]
