@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 from hpcbench import prediction
 from hpcbench.errors import UsageError
-from hpcbench.specs import count_type, parse_int_list, units
+from hpcbench.specs import count_type, megabytes_type, parse_int_list, units
 
 # TCP payload per Ethernet frame at MTU 1500: 1448 bytes (1500 less IP and TCP
 # headers with timestamps) of the 1538 each frame takes on the wire (with
@@ -128,8 +128,6 @@ REALS: dict[str, tuple[float, float]] = {
     "step-time": (0.000001, 3600.0),  # seconds
     "busbw": (0.000001, 10_000.0),  # GB/s
     "latency-us": (0.0, 1_000_000.0),
-    "bucket-cap-mb": (0.001, 65_536.0),  # MiB; a bucket holds something
-    "fusion-threshold-mb": (0.0, 65_536.0),  # MiB; 0 = no fusion
     "cycle-time-ms": (0.001, 10_000.0),
 }
 
@@ -218,9 +216,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--latency-us", type=_real("latency-us"), default=DEFAULT_LATENCY_US,
                    help=f"per-message latency (default {DEFAULT_LATENCY_US:.0f}: assumed)")
     p.add_argument("--backend", default="ddp", choices=["ddp", "horovod"])
-    p.add_argument("--bucket-cap-mb", type=_real("bucket-cap-mb"), default=None,
+    p.add_argument("--bucket-cap-mb", type=megabytes_type("bucket-cap-mb"), default=None,
                    help="ddp: DistributedDataParallel's bucket_cap_mb (default 25)")  # fmt: skip
-    p.add_argument("--fusion-threshold-mb", type=_real("fusion-threshold-mb"), default=None,
+    p.add_argument("--fusion-threshold-mb", type=megabytes_type("fusion-threshold-mb"),
+                   default=None,
                    help="horovod: HOROVOD_FUSION_THRESHOLD in MiB (default 128; 0 = no fusion)")
     p.add_argument("--cycle-time-ms", type=_real("cycle-time-ms"), default=None,
                    help="horovod: HOROVOD_CYCLE_TIME, ms between fusions (default 1)")  # fmt: skip
