@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,25 +172,6 @@ def ddp_buckets(
     return out
 
 
-def horovod_fusion(
-    grads: list[Message], threshold: float = HOROVOD_FUSION_BYTES, cycle_s: float = HOROVOD_CYCLE_S
-) -> list[Message]:
-    """Horovod: at the end of each cycle, what is ready is fused into messages of
-    up to the threshold (a threshold of 0 sends every tensor alone)."""
-    out: list[Message] = []
-    pending: list[Message] = []
-    for g in sorted(grads, key=lambda m: m.ready_s):
-        tick = (int(g.ready_s / cycle_s) + 1) * cycle_s if cycle_s > 0 else g.ready_s
-        if pending and (tick != pending[0].ready_s or not threshold
-                        or sum(m.bytes for m in pending) + g.bytes > threshold):  # fmt: skip
-            out.append(Message(sum(m.bytes for m in pending), pending[0].ready_s))
-            pending = []
-        pending.append(Message(g.bytes, tick))
-    if pending:
-        out.append(Message(sum(m.bytes for m in pending), pending[0].ready_s))
-    return out
-
-
 def replay(
     messages: list[Message], link: LinkModel, fusion: Grouping | None = None
 ) -> float:
@@ -202,7 +184,16 @@ def replay(
     become ready wait and travel together in the next (Horovod's background loop starts
     its next cycle at once when the last took longer than a cycle). Without fusion the
     messages are already grouped (DDP's buckets are fixed when the model is wrapped)."""
+    return _sent(messages, link.allreduce_time, fusion)[1]
+
+
+def _sent(
+    messages: list[Message], cost: Callable[[float], float], fusion: Grouping | None
+) -> tuple[list[Message], float]:
+    """The all-reduces as they go on the link (bytes, start) and when the last ends;
+    cost: seconds on the link for so many bytes."""
     queue = sorted(messages, key=lambda m: m.ready_s) if fusion else messages
+    sent: list[Message] = []
     free, i = 0.0, 0
     while i < len(queue):
         start = max(free, queue[i].ready_s)
@@ -211,14 +202,15 @@ def replay(
         if fusion is not None:
             cycle = fusion.cycle
             if cycle > 0 and start > free:  # an idle loop wakes on its next cycle
-                start = (math.floor(start / cycle) + 1) * cycle  # as horovod_fusion
+                start = (math.floor(start / cycle) + 1) * cycle
             while i < len(queue) and queue[i].ready_s <= start and (
                 size + queue[i].bytes <= fusion.threshold
             ):
                 size += queue[i].bytes
                 i += 1
-        free = start + link.allreduce_time(size)
-    return free
+        sent.append(Message(size, start))
+        free = start + cost(size)
+    return sent, free
 
 
 @dataclass(frozen=True)
@@ -267,7 +259,9 @@ class Grouping:
         if self.backend == "ddp":
             cap = DDP_BUCKET_BYTES if self.message_bytes is None else self.message_bytes
             return ddp_buckets(grads, cap=cap, first_cap=min(cap, DDP_FIRST_BUCKET_BYTES))
-        return horovod_fusion(grads, threshold=self.threshold, cycle_s=self.cycle)
+        # Fused per cycle as if the link took no time: what replay() sends when the
+        # link is never busy.
+        return _sent(grads, lambda _: 0.0, self)[0]
 
 
 def _replayed(

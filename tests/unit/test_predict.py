@@ -24,10 +24,10 @@ def test_ddp_buckets_fill_to_the_cap_with_a_small_first_bucket():
 
 def test_horovod_fuses_what_is_ready_in_one_cycle_up_to_the_threshold():
     grads = [Message(10, 0.0001), Message(10, 0.0002), Message(10, 0.0015), Message(30, 0.0016)]
-    fused = prediction.horovod_fusion(grads, threshold=35, cycle_s=1e-3)
+    fused = prediction.Grouping("horovod", message_bytes=35, cycle_s=1e-3)(grads)
     assert [(m.bytes, m.ready_s) for m in fused] == [(20, 1e-3), (10, 2e-3), (30, 2e-3)]
-    alone = prediction.horovod_fusion(grads, threshold=0, cycle_s=1e-3)
-    assert len(alone) == 4
+    alone = prediction.Grouping("horovod", message_bytes=0, cycle_s=1e-3)(grads)
+    assert [(m.bytes, m.ready_s) for m in alone] == [(10, 1e-3), (10, 1e-3), (10, 2e-3), (30, 2e-3)]
 
 
 def test_replay_queues_messages_on_one_link():
@@ -106,8 +106,9 @@ def test_bad_input_is_one_line_and_exit_2(extra, message, capsys):
 
 def test_grouping_follows_the_frameworks_settings():
     mib = 1024**2
-    grads = [Message(mib, 0.0001 * i) for i in range(1, 31)]  # 30 MiB within 3 ms
-    assert len(prediction.Grouping("horovod")(grads)) == 4  # one message per 1 ms cycle
+    # 30 MiB within 3 ms, none on a cycle's boundary
+    grads = [Message(mib, 0.0001 * i - 0.00005) for i in range(1, 31)]
+    assert len(prediction.Grouping("horovod")(grads)) == 3  # one message per 1 ms cycle
     assert len(prediction.Grouping("horovod", cycle_s=5e-3)(grads)) == 1
     assert len(prediction.Grouping("horovod", message_bytes=0)(grads)) == 30
     assert len(prediction.Grouping("horovod", 10 * mib, 5e-3)(grads)) == 3
