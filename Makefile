@@ -109,7 +109,7 @@ bench-deploy: tools images
 
 bench-harness: venv
 	@$(PY) evaluation/bench_overhead.py
-	@$(PY) evaluation/bench_fidelity.py --threads 1 --image-size 32 --batch 32 --rounds 6
+	@$(PY) evaluation/bench_fidelity.py --threads 1 --image-size 32 --batch 32 --rounds 6 --max-rounds 20
 
 # On a machine with one CUDA GPU and the stack installed (PY=python3 where torch is
 # system-wide): correctness checks of the GPU path, the per-GPU matrix, fidelity.

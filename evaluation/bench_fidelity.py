@@ -1,6 +1,7 @@
 """Fidelity: the harness's per-worker images/s with one worker vs a plain loop.
 
-    python evaluation/bench_fidelity.py [--rounds 3] [--model resnet18 --image-size 64]
+    python evaluation/bench_fidelity.py [--rounds 3] [--max-rounds 20] \
+        [--model resnet18 --image-size 64]
     python evaluation/bench_fidelity.py --device cuda --amp on --model resnet50 \
         --image-size 224 --batch 96 --threads 8       (on one GPU)
 
@@ -8,7 +9,9 @@ Same model, batch, input size, thread count and step count on this machine;
 rounds interleave the variants in random order so that drift in the
 machine's load hits all of them. A ratio within 0.97-1.03 means the harness
 (launcher, process group, DDP/Horovod wrapper with one worker, barriers,
-synchronisation) neither costs nor flatters throughput.
+synchronisation) neither costs nor flatters throughput. With --max-rounds, rounds
+go on until the 95% interval of every backend's paired ratio lies wholly inside or
+wholly outside those limits, and the table says how many rounds that took.
 """
 
 from __future__ import annotations
@@ -84,9 +87,26 @@ def harness(args: argparse.Namespace, backend: str, out: Path) -> float:
     return analysis.run_stats(run)["images_per_sec_per_worker"]  # the store keeps raw windows
 
 
+# The harness neither costs nor flatters throughput when its ratio to the plain loop lies
+# within these limits.
+FIDELITY = (0.97, 1.03)
+
+
+def paired(rates: dict[str, list[float]], variant: str) -> list[float]:
+    """Each round's images/s of the variant over the plain loop's in the same round."""
+    return [h / q for h, q in zip(rates[variant], rates["plain"], strict=True)]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3, help="rounds at least")
+    p.add_argument(
+        "--max-rounds",
+        type=int,
+        default=0,
+        help="more rounds, up to this many, until every backend's 95%% interval of the "
+        "paired ratio lies wholly inside or wholly outside 0.97-1.03 (0: --rounds only)",
+    )
     p.add_argument("--backends", default="ddp,horovod")
     p.add_argument("--model", default="resnet18")
     p.add_argument("--image-size", type=int, default=64)
@@ -100,11 +120,16 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(REPO / "results" / "bench-fidelity"))
     args = p.parse_args()
+    if args.rounds < 1 or args.max_rounds < 0:
+        p.error("--rounds must be at least 1 and --max-rounds at least 0")
     out = Path(args.out)
     variants = ["plain", *args.backends.split(",")]
+    backends = variants[1:]
     rates: dict[str, list[float]] = {v: [] for v in variants}
     rng = random.Random(args.seed)
-    for round_ in range(args.rounds):
+    last = max(args.rounds, args.max_rounds)
+    verdicts: dict[str, str | None] = {}
+    for round_ in range(last):
         order = variants[:]
         rng.shuffle(order)
         for v in order:
@@ -113,37 +138,49 @@ def main() -> int:
                 (directory / "results.jsonl").unlink()
             rate = plain(args) if v == "plain" else harness(args, v, directory)
             rates[v].append(rate)
-            print(f"round {round_ + 1}/{args.rounds} {v}: {rate:.2f} images/s", flush=True)
+            print(f"round {round_ + 1} (of {args.rounds}-{last}) {v}: {rate:.2f} images/s",
+                  flush=True)  # fmt: skip
+        # Paired: each round's variants ran back to back, so a per-round ratio cancels
+        # load drift between rounds that the ratio of medians would absorb.
+        verdicts = {v: analysis.settled(paired(rates, v), *FIDELITY) for v in backends}
+        if round_ + 1 >= args.rounds and all(verdicts.values()):
+            break
+    rounds = len(rates["plain"])
+    stopped = (
+        "every backend's interval settled"
+        if all(verdicts.values())
+        else "an interval still straddles a limit: more rounds (--max-rounds) would say"
+    )
     base = median(rates["plain"])
-    # Paired: each round's variants ran back to back, so a per-round ratio cancels load
-    # drift between rounds that the ratio of medians would absorb.
-    paired = {
-        v: median([h / q for h, q in zip(rates[v], rates["plain"], strict=True)]) for v in variants
-    }
     summary = {
         "config": vars(args),
         "images_per_sec": rates,
+        "rounds": rounds,
         "median": {},
         "ratio": {},
-        "paired_ratio": paired,
+        "paired_ratio": {v: median(paired(rates, v)) for v in variants},
+        "paired_ratio_mean_ci95": {v: analysis.mean_ci95(paired(rates, v)) for v in variants},
+        "verdict": verdicts,
     }
     print(
         f"\n{args.model} {args.image_size} px batch {args.batch}, {args.threads} threads, "
-        f"median of {args.rounds} rounds"
+        f"{rounds} rounds ({stopped})"
     )
     print(
-        "| variant | images/s (median) | rounds | ratio of medians | paired ratio (median) "
-        "| within 0.97-1.03 |"
+        "| variant | images/s (median) | rounds | ratio of medians | paired ratio: median "
+        "| paired ratio: mean +- 95% CI | within 0.97-1.03 |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for v in variants:
         m = median(rates[v])
         ratio = m / base
         summary["median"][v], summary["ratio"][v] = m, ratio
-        within = "yes" if 0.97 <= paired[v] <= 1.03 else "NO"
+        mean, half = summary["paired_ratio_mean_ci95"][v]
+        within = {"inside": "yes", "outside": "NO"}.get(verdicts.get(v) or "", "undecided")
         print(
             f"| {v} | {m:.2f} | {', '.join(f'{x:.1f}' for x in rates[v])} | {ratio:.3f} "
-            f"| {paired[v]:.3f} | {within if v != 'plain' else '-'} |"
+            f"| {summary['paired_ratio'][v]:.3f} | {mean:.3f} +- {half:.3f} "
+            f"| {within if v != 'plain' else '-'} |"
         )
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))

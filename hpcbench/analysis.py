@@ -77,6 +77,21 @@ def median_ci95(values: list[float]) -> tuple[float, float, float] | None:
     return statistics.median(xs), xs[k - 1], xs[n - k]
 
 
+def settled(values: list[float], low: float, high: float) -> str | None:
+    """Whether the 95% CI of the values' mean has settled against [low, high]: 'inside'
+    when the whole interval lies within it, 'outside' when the whole interval lies beyond
+    one limit, None while it straddles a limit or with fewer than two values (a
+    sequential check: more values narrow the interval until it says one or the other)."""
+    if len(values) < 2:
+        return None
+    mean, half = mean_ci95(values)
+    if low <= mean - half and mean + half <= high:
+        return "inside"
+    if mean + half < low or mean - half > high:
+        return "outside"
+    return None
+
+
 # Iglewicz and Hoaglin's cut-off for the modified z-score |x - median| / (1.4826 MAD).
 OUTLIER_Z = 3.5
 

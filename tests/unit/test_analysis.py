@@ -187,3 +187,17 @@ def test_point_prediction_replays_the_baselines_gradient_timeline():
     s = {x.workers: x for x in analysis.summarise([_run(1, 1, [1.0]), _run(2, 2, [1.0])],
                                                   [probe])}  # fmt: skip
     assert s[2].predicted_efficiency is None and s[2].predicted_efficiency_low is not None
+
+
+def test_settled_says_inside_or_outside_only_when_the_whole_interval_does():
+    assert analysis.settled([1.0], 0.97, 1.03) is None  # one value has no interval
+    # Mean 1.0, 95% CI +-0.0127 (t 12.7 x sd 0.0014 / sqrt 2): inside 0.97-1.03.
+    assert analysis.settled([0.999, 1.001], 0.97, 1.03) == "inside"
+    # Mean 0.95 with a CI well below 0.97: outside, however close the values.
+    assert analysis.settled([0.949, 0.951, 0.950], 0.97, 1.03) == "outside"
+    assert analysis.settled([1.049, 1.051, 1.050], 0.97, 1.03) == "outside"
+    # Mean 0.985 but spread 0.90-1.07: the interval straddles 0.97, so not yet.
+    assert analysis.settled([0.90, 1.07, 0.95, 1.02], 0.97, 1.03) is None
+    # The same spread with more rounds around 1.0 narrows it until it says inside.
+    values = [0.99, 1.01] * 10
+    assert analysis.settled(values, 0.97, 1.03) == "inside"
