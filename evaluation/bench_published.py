@@ -26,10 +26,10 @@ from pathlib import Path
 from cli import REPO
 
 sys.path.insert(0, str(REPO))
-from hpcbench import cli  # noqa: E402  (run as a script from evaluation/)
+from hpcbench import analysis, cli  # noqa: E402  (run as a script from evaluation/)
 
 DATA = Path(__file__).resolve().parent / "published.json"
-CLOSE = 0.05  # a point prediction this close to the published E counts as a hit
+CLOSE = analysis.POINT_CLOSE
 
 
 def predict_argv(row: dict) -> list[str]:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 from hpcbench import analysis, prediction, testbed  # noqa: E402  (run as a script from evaluation/)
 from hpcbench.store import Store  # noqa: E402
 
-CLOSE = 0.05  # a point prediction this close to the measured E counts as a hit
+CLOSE = analysis.POINT_CLOSE
 
 
 def inside(s: analysis.ConfigSummary) -> str:

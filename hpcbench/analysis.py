@@ -371,33 +371,47 @@ def _add_scaling(
             s.overlap_s = min(s.compute_s, max(0.0, s.allreduce_s - s.exposed_comm_s))
 
 
-# Thresholds of the likeliest-cause guess for a measurement outside its band.
+# A point prediction this close to a measured efficiency counts as a hit.
+POINT_CLOSE = 0.05
+
+# Thresholds of the likeliest-cause guess for a measurement off its prediction.
 DATA_BOUND = 0.10  # a tenth of the step waiting for input
 STRAGGLER_BOUND = 0.20  # the slowest rank 20% behind the median
 CPU_BOUND = 0.90  # nodes at 90% of their CPU limit
 LINK_BOUND = 0.70  # the busiest interface at 70% of the nominal rate
 
 
-def outside_band(s: ConfigSummary, nominal_bytes_per_s: float | None) -> str | None:
-    """None inside the predicted band (its interval touching it); else which side and
-    the likeliest cause, from the run's own breakdown and node figures."""
+def off_prediction(s: ConfigSummary, nominal_bytes_per_s: float | None) -> str | None:
+    """None where the measurement agrees with its prediction: inside the predicted band
+    and within POINT_CLOSE of the point (its interval touching them). Else where it falls
+    and the likeliest cause, from the run's own breakdown and node figures."""
     if s.efficiency is None or s.predicted_efficiency_low is None or s.workers == 1:
         return None
     ci = s.efficiency_ci95 or 0.0
     low, high = s.predicted_efficiency_low, s.predicted_efficiency_high or 1.0
-    if s.efficiency + ci >= low and s.efficiency - ci <= high:
+    point = s.predicted_efficiency
+    if s.efficiency + ci < low or s.efficiency - ci > high:
+        where = "below the band" if s.efficiency + ci < low else "above the band"
+    elif point is not None and abs(s.efficiency - point) - ci > POINT_CLOSE:
+        side = "below" if s.efficiency < point else "above"
+        where = f"{side} the point {point:.2f}"
+    else:
         return None
-    side = "below" if s.efficiency + ci < low else "above"
+    link = (s.net_bytes_per_s or 0.0) / nominal_bytes_per_s if nominal_bytes_per_s else None
     causes = []
     if (s.data_fraction or 0.0) > DATA_BOUND:
         causes.append(f"input pipeline ({s.data_fraction:.0%} of the step waits for data)")
     if (s.straggler_lead or 0.0) > STRAGGLER_BOUND:
         causes.append(f"straggler {s.straggler} ({s.straggler_lead:.0%} behind the median)")
     if (s.cpu_util or 0.0) > CPU_BOUND:
-        causes.append(f"CPU (nodes at {s.cpu_util:.0%} of their limit)")
-    if nominal_bytes_per_s and (s.net_bytes_per_s or 0.0) / nominal_bytes_per_s > LINK_BOUND:
-        causes.append(f"network (link at {s.net_bytes_per_s / nominal_bytes_per_s:.0%})")
-    return f"{side}: " + ("; ".join(causes) if causes else "no cause stands out")
+        # A saturated CPU beside an idle link: the all-reduce's own work (reductions, TCP
+        # copies) waits for the same CPU as the computation instead of overlapping it.
+        idle = f" while the link carries {link:.0%} of its rate" if (
+            link is not None and link <= LINK_BOUND) else ""  # fmt: skip
+        causes.append(f"CPU (nodes at {s.cpu_util:.0%} of their limit{idle})")
+    if link is not None and link > LINK_BOUND:
+        causes.append(f"network (link at {link:.0%})")
+    return f"{where}: " + ("; ".join(causes) if causes else "no cause stands out")
 
 
 def _sort_key(key: tuple) -> tuple:

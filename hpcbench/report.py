@@ -163,7 +163,7 @@ BREAKDOWN_HEADER = [
     "nodes", "workers", "E measured", "E predicted (point)", "step ms", "compute ms",
     "data ms", "exposed comm ms",
     "overlapped comm ms", "straggler lead (host)", "node CPU use", "busiest link (of nominal)",
-    "outside the band: likeliest cause",
+    "off the prediction: likeliest cause",
 ]  # fmt: skip
 
 
@@ -184,7 +184,7 @@ def breakdown_rows(series: list[ConfigSummary]) -> list[list[str]]:
                      fmt(s.predicted_efficiency, 3),
                      *(fmt(t * 1e3 if t is not None else None) for t in times),
                      lead, cpu, link,
-                     analysis.outside_band(s, nominal) or "-"])  # fmt: skip
+                     analysis.off_prediction(s, nominal) or "-"])  # fmt: skip
     return rows
 
 

@@ -158,18 +158,42 @@ def test_noise_floor_is_the_baselines_relative_interval():
     assert analysis.noise_floor(series[1:]) is None
 
 
-def test_outside_the_band_names_the_likeliest_causes():
+def test_off_the_band_names_the_likeliest_causes():
     s = analysis.ConfigSummary(env="e", model="m", backend="ddp", batch=8, image_size=32,
                                data="synthetic", gpus_per_node=1, nodes=4, workers=4, runs=2,
                                failed=0, efficiency=0.2, efficiency_ci95=0.02,
                                predicted_efficiency_low=0.5, predicted_efficiency_high=0.9,
                                cpu_util=0.97, net_bytes_per_s=100e6, straggler_lead=0.05,
                                straggler="n2")  # fmt: skip
-    why = analysis.outside_band(s, nominal_bytes_per_s=125e6)
-    assert why.startswith("below:") and "CPU (nodes at 97%" in why and "link at 80%" in why
+    why = analysis.off_prediction(s, nominal_bytes_per_s=125e6)
+    assert why.startswith("below the band:")
+    assert "CPU (nodes at 97% of their limit)" in why and "network (link at 80%)" in why
     assert "straggler" not in why
-    s.efficiency = 0.49  # its interval reaches the band: inside
-    assert analysis.outside_band(s, 125e6) is None
+    s.efficiency = 0.49  # its interval reaches the band, and there is no point: agrees
+    assert analysis.off_prediction(s, 125e6) is None
+    s.efficiency = 0.95  # above
+    assert analysis.off_prediction(s, 125e6).startswith("above the band:")
+
+
+def test_off_the_point_inside_the_band_says_so_with_the_cause():
+    # 1 Gbit/s on half-core nodes: inside the band 0.77-1.00 (with its interval) but far
+    # below the point 0.997; the CPU is saturated while the link is mostly idle.
+    s = analysis.ConfigSummary(env="e", model="m", backend="horovod", batch=64, image_size=64,
+                               data="synthetic", gpus_per_node=1, nodes=2, workers=2, runs=3,
+                               failed=0, efficiency=0.730, efficiency_ci95=0.083,
+                               predicted_efficiency_low=0.766, predicted_efficiency_high=1.0,
+                               predicted_efficiency=0.997, cpu_util=1.0,
+                               net_bytes_per_s=11.5e6)  # fmt: skip
+    why = analysis.off_prediction(s, nominal_bytes_per_s=125e6)
+    assert why == ("below the point 1.00: CPU (nodes at 100% of their limit while the link "
+                   "carries 9% of its rate)")  # fmt: skip
+    s.efficiency = 0.97  # within 0.05 of the point once its interval counts: agrees
+    s.efficiency_ci95 = 0.0
+    assert analysis.off_prediction(s, 125e6) is None
+    s.efficiency = 0.94  # 0.057 off, no interval: off
+    assert analysis.off_prediction(s, 125e6).startswith("below the point")
+    s.cpu_util = 0.5  # nothing stands out
+    assert analysis.off_prediction(s, 125e6).endswith(": no cause stands out")
 
 
 def test_point_prediction_replays_the_baselines_gradient_timeline():
