@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -166,6 +167,7 @@ def main() -> int:
         f"\n{args.model} {args.image_size} px batch {args.batch}, {args.threads} threads, "
         f"{rounds} rounds ({stopped})"
     )
+    print(f"command: {shlex.join(['python', 'evaluation/bench_fidelity.py', *sys.argv[1:]])}")
     print(
         "| variant | images/s (median) | rounds | ratio of medians | paired ratio: median "
         "| paired ratio: mean +- 95% CI | within 0.97-1.03 |"
