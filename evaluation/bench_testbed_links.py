@@ -30,14 +30,6 @@ from hpcbench.store import Store  # noqa: E402
 CLOSE = analysis.POINT_CLOSE
 
 
-def inside(s: analysis.ConfigSummary) -> str:
-    if s.efficiency is None or s.predicted_efficiency_low is None:
-        return "-"
-    ci = s.efficiency_ci95 or 0.0
-    hit = s.predicted_efficiency_low - ci <= s.efficiency <= s.predicted_efficiency_high + ci
-    return "yes" if hit else "NO"
-
-
 def table(rate: str, out: Path) -> list[str]:
     store = Store(out)
     summaries = analysis.summarise(store.runs(), store.probes())
@@ -54,13 +46,14 @@ def table(rate: str, out: Path) -> list[str]:
         )
         e = f"{s.efficiency:.3f} ± {s.efficiency_ci95 or 0:.3f}" if s.efficiency else "-"
         busbw = f"{s.busbw / 1e6:.1f}" if s.busbw else "-"
+        inside = {True: "yes", False: "NO", None: "-"}[analysis.inside_band(s)]
         point, close = "-", "-"
         if s.predicted_efficiency is not None and s.efficiency is not None:
             point = f"{s.predicted_efficiency:.3f}"
             close = "yes" if abs(s.efficiency - s.predicted_efficiency) <= CLOSE else "NO"
         lines.append(
             f"| {rate} | {s.model} | {s.batch} | {s.nodes} | {s.workers} | {e} | "
-            f"{band} | {inside(s)} | {point} | {close} | {busbw} | {share} |"
+            f"{band} | {inside} | {point} | {close} | {busbw} | {share} |"
         )
     return lines
 

@@ -381,17 +381,27 @@ CPU_BOUND = 0.90  # nodes at 90% of their CPU limit
 LINK_BOUND = 0.70  # the busiest interface at 70% of the nominal rate
 
 
+def inside_band(s: ConfigSummary) -> bool | None:
+    """Whether the measured efficiency, its interval included, touches the predicted
+    band (None where either is missing)."""
+    if s.efficiency is None or s.predicted_efficiency_low is None:
+        return None
+    ci = s.efficiency_ci95 or 0.0
+    high = s.predicted_efficiency_high or 1.0
+    return s.efficiency + ci >= s.predicted_efficiency_low and s.efficiency - ci <= high
+
+
 def off_prediction(s: ConfigSummary, nominal_bytes_per_s: float | None) -> str | None:
     """None where the measurement agrees with its prediction: inside the predicted band
     and within POINT_CLOSE of the point (its interval touching them). Else where it falls
     and the likeliest cause, from the run's own breakdown and node figures."""
-    if s.efficiency is None or s.predicted_efficiency_low is None or s.workers == 1:
+    band = inside_band(s)
+    if band is None or s.workers == 1:
         return None
     ci = s.efficiency_ci95 or 0.0
-    low, high = s.predicted_efficiency_low, s.predicted_efficiency_high or 1.0
     point = s.predicted_efficiency
-    if s.efficiency + ci < low or s.efficiency - ci > high:
-        where = "below the band" if s.efficiency + ci < low else "above the band"
+    if not band:
+        where = f"{'below' if s.efficiency < s.predicted_efficiency_low else 'above'} the band"
     elif point is not None and abs(s.efficiency - point) - ci > POINT_CLOSE:
         side = "below" if s.efficiency < point else "above"
         where = f"{side} the point {point:.2f}"
