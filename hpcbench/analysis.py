@@ -316,10 +316,12 @@ def _add_scaling(
     grad_bytes: float | None,
     probes: list[dict[str, Any]],
     timeline: list[list[float]] | None = None,
+    shared_base: ConfigSummary | None = None,
 ) -> None:
     """Speedup, efficiency and the predicted band of every configuration of one series;
-    grad_bytes: the series' all-reduced bytes per step (its latest run's)."""
-    base = next((s for s in series if s.workers == 1 and s.images_per_sec), None)
+    grad_bytes: the series' all-reduced bytes per step (its latest run's); shared_base:
+    the single-worker baseline of a sibling series, for a series that has none."""
+    base = next((s for s in series if s.workers == 1 and s.images_per_sec), shared_base)
     full_node = max(
         (s for s in series if s.nodes == 1 and s.images_per_sec),
         key=lambda s: s.workers,
@@ -466,16 +468,38 @@ class LiveSummary:
         self._summaries[series][config] = _summarise_config(config_runs)
         return series
 
+    def _siblings(self, series: tuple) -> list[tuple]:
+        """Series that differ from this one only in workers per node."""
+        at = SERIES_FIELDS.index("gpus_per_node")
+        rest = series[:at] + series[at + 1 :]
+        return [o for o in self._summaries if o != series and o[:at] + o[at + 1 :] == rest]
+
+    def _baseline_of(self, series: tuple) -> tuple[tuple, ConfigSummary] | None:
+        """The series' single-worker baseline, else a sibling's: one worker on one node is
+        the same run whatever the node's other slots do, so a sweep of 2, 4 ... GPUs in
+        one node need not measure it again (a campaign's `gpus_per_node: 1-10`)."""
+        for key in (series, *self._siblings(series)):
+            base = self._summaries[key].get((1, 1))
+            if base is not None and base.images_per_sec:
+                return key, base
+        return None
+
     def _rescale(self, series: tuple) -> None:
         ordered = sorted(self._summaries[series].values(), key=lambda s: (s.workers, s.nodes))
-        _add_scaling(ordered, self._grad_bytes.get(series), self._probes,
-                     self._timeline.get(series))  # fmt: skip
+        found = self._baseline_of(series)
+        own = found is not None and found[0] == series
+        timeline = self._timeline.get(series) or (self._timeline.get(found[0]) if found else None)
+        _add_scaling(ordered, self._grad_bytes.get(series), self._probes, timeline,
+                     None if own or found is None else found[1])  # fmt: skip
 
     def add(self, run: dict[str, Any]) -> ConfigSummary:
         """The run's configuration summary after adding it (scaling filled once the
         series' baseline is known)."""
         series = self._file(run)
         self._rescale(series)
+        if run["workers"] == 1:  # a baseline other series may lean on
+            for sibling in self._siblings(series):
+                self._rescale(sibling)
         return self._summaries[series][(run["nodes"], run["workers"])]
 
     def of(self, run: dict[str, Any]) -> ConfigSummary | None:

@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "hpcbench.options",  # scale, probe
     "hpcbench.report",
     "hpcbench.predict",
+    "hpcbench.campaign.commands",
 ]
 
 

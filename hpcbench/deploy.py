@@ -21,6 +21,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +38,13 @@ from hpcbench.paths import (
     environments,
     inventory_path,
 )
-from hpcbench.terraform import PASSWORD_ENV, TerraformEnv, looks_secret, sensitive_variables
+from hpcbench.terraform import (
+    PASSWORD_ENV,
+    TerraformEnv,
+    declared_variables,
+    looks_secret,
+    sensitive_variables,
+)
 
 DOCKER_PROVIDER = "kreuzwerker/docker"
 SETTING_VALUE_MAX = 4096  # a remembered --var value; longer is not a setting
@@ -301,30 +309,81 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     return deploy(DeployRequest.from_args(args))
 
 
-def deploy(req: DeployRequest) -> int:
-    env = req.env
+@contextmanager
+def _nothing_left_if_new(env: str) -> Iterator[None]:
+    """A testbed that did not exist before and holds nothing after a refusal or failure
+    leaves no state folder behind (keys, settings)."""
     existed = env_state(env).exists()
-    values = settings(env, dict(req.overrides))  # a bad settings.json stops here
-    start = time.monotonic()
-    tf = TerraformEnv(env, {**values, **generated_vars(env)})
     try:
-        _say(f"[1/4] terraform init ({env})")
-        tf.init()
-        require_docker_engine(tf)
-        _say("[2/4] terraform plan")
-        plan, _ = tf.plan()
-    except UsageError:
-        # Leave nothing behind for a testbed that never existed (and holds nothing).
-        if not existed and not tf.has_resources() and not leases.held(env_state(env)):
+        yield
+    except (UsageError, RuntimeError, KeyboardInterrupt):
+        if not existed and not TerraformEnv(env, {}).has_resources() and not leases.held(
+            env_state(env)
+        ):
             shutil.rmtree(env_state(env), ignore_errors=True)
         raise
-    try:  # the plan holds every variable in clear: gone after apply, failure or Ctrl-C
+
+
+def _planned(req: DeployRequest) -> tuple[TerraformEnv, Path, dict[str, str]]:
+    """init and plan: bad settings and missing credentials stop here (UsageError)."""
+    env = req.env
+    values = settings(env, dict(req.overrides))  # a bad settings.json stops here
+    tf = TerraformEnv(env, {**values, **generated_vars(env)})
+    _say(f"[1/4] terraform init ({env})")
+    tf.init()
+    require_docker_engine(tf)
+    _say("[2/4] terraform plan")
+    plan, _ = tf.plan()
+    return tf, plan, values
+
+
+def unknown_settings(env: str, given: list[str], shown: dict[str, object]) -> None:
+    """Terraform ignores a TF_VAR_ that no variable declares: a typo (`node_cout=10`)
+    would deploy the default silently. One line naming it and what is declared."""
+    declared = declared_variables(shown)
+    if not declared:  # a plan that lists no variables: nothing to check against
+        return
+    unknown = [name for name in given if name not in declared]
+    if unknown:
+        raise UsageError(
+            f"{env}: {unknown[0]} is not a setting of this environment; it has "
+            f"{', '.join(sorted(n for n in declared if not looks_secret(n)))}"
+        )
+
+
+def _checked_plan(req: DeployRequest, tf: TerraformEnv, plan: Path) -> dict[str, object]:
+    """The plan as JSON, once the settings given now are known and none is a secret; a
+    refused plan is removed (it holds every variable in clear)."""
+    try:
         shown = tf.show(plan)
-        secret = sensitive_variables(shown)
-        given = sorted(set(dict(req.overrides)) & secret)
+        unknown_settings(req.env, [name for name, _ in req.overrides], shown)
+        given = sorted(set(dict(req.overrides)) & sensitive_variables(shown))
         if given:
             raise UsageError(f"--var {given[0]}: {secret_refusal(given[0])}")
-        save_settings(env, values, secret)  # only what passed validation
+    except BaseException:
+        plan.unlink(missing_ok=True)
+        raise
+    return shown
+
+
+def check(req: DeployRequest) -> None:
+    """What `deploy` checks before it creates anything (settings and their names,
+    credentials, the engine), creating nothing: a campaign asks it of every testbed
+    before the first deploy."""
+    with _nothing_left_if_new(req.env):
+        tf, plan, _ = _planned(req)
+        _checked_plan(req, tf, plan)
+        plan.unlink(missing_ok=True)
+
+
+def deploy(req: DeployRequest) -> int:
+    env = req.env
+    start = time.monotonic()
+    with _nothing_left_if_new(env):
+        tf, plan, values = _planned(req)
+        shown = _checked_plan(req, tf, plan)
+    try:  # the plan holds every variable in clear: gone after apply, failure or Ctrl-C
+        save_settings(env, values, sensitive_variables(shown))  # only what passed validation
         _say("[3/4] terraform apply")
         tf.apply(plan)
     except (RuntimeError, KeyboardInterrupt):
@@ -357,7 +416,11 @@ def deploy(req: DeployRequest) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    req = VerifyRequest.from_args(args)
+    return verify(VerifyRequest.from_args(args))
+
+
+def verify(req: VerifyRequest) -> int:
+    """pytest-testinfra against the deployed nodes; its exit status (0: healthy)."""
     inv = inventory_path(req.env)
     if not inv.is_file():
         raise UsageError(f"{req.env} is not deployed (no {inv}): run `make deploy ENV={req.env}`")

@@ -320,3 +320,6 @@ class SweepSpec:
     target_ci: float = 0.05
     max_repeats: int = 0  # 0: --repeats, i.e. no extra repeats
     budget_s: int | None = None
+    # The (batch, nodes, workers) configurations this sweep may run; None: all of the
+    # plan. A campaign leaves out the cells it has finished or excluded.
+    only: frozenset[tuple[int, int, int]] | None = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +71,15 @@ class Config:
     @property
     def label(self) -> str:
         return f"batch {self.batch}, {self.nodes} node(s), {self.workers} worker(s)"
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.batch, self.nodes, self.workers)
+
+
+# Told of each run as it lands and of each configuration once it needs no further run:
+# (configuration, its summary so far, the run record or None, finished).
+Observer = Callable[[Config, "analysis.ConfigSummary | None", "dict | None", bool], None]
 
 
 def plan(
@@ -198,7 +207,17 @@ def convergence_of(
     }
 
 
-def run(workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec) -> int:
+def run_spec(target: Target, workload: WorkloadSpec, sweep: SweepSpec, config: Config) -> RunSpec:
+    script_args = workload_args(workload, target.backend, config.batch)
+    return target.spec("train.py", script_args, config.nodes, config.workers, sweep.timeout_s)
+
+
+def run(
+    workload: WorkloadSpec,
+    target_spec: TargetSpec,
+    sweep: SweepSpec,
+    observe: Observer | None = None,
+) -> int:
     stop_on_signals()
     target = Target.resolve(target_spec)
     tb = target.testbed
@@ -211,33 +230,51 @@ def run(workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec) -> in
             f"{store.path} already holds {len(held)} runs: add --resume to skip "
             "them and run the rest, or choose another --out"
         )
-    todo = plan(target, sweep.batches, sweep.repeats, sweep.seed)
+    allowed = (lambda c: True) if sweep.only is None else (lambda c: c.key in sweep.only)
+    todo = [(c, r) for c, r in plan(target, sweep.batches, sweep.repeats, sweep.seed)
+            if allowed(c)]  # fmt: skip
     done = store.done_keys()
     todo = [(c, r) for c, r in todo
             if run_key(base_record(target, workload, sweep.seed, c, r)) not in done]  # fmt: skip
-    configs = list(dict.fromkeys(c for c, _ in plan(target, sweep.batches, 1, sweep.seed)))
+    configs = [c for c in dict.fromkeys(c for c, _ in plan(target, sweep.batches, 1, sweep.seed))
+               if allowed(c)]  # fmt: skip
     if not todo:
         held_live = analysis.LiveSummary(held)
-        if all(
-            _stop_reason(held_live.of(base_record(target, workload, sweep.seed, c, 0)), sweep)
-            for c in configs
-        ):
+        summaries = {c: held_live.of(base_record(target, workload, sweep.seed, c, 0))
+                     for c in configs}  # fmt: skip
+        if all(_stop_reason(summaries[c], sweep) for c in configs):
+            for config in configs if observe else ():
+                observe(config, summaries[config], None, True)  # type: ignore[misc]
             print(f"nothing to do: {store.path} holds every run", file=sys.stderr)
             return 0
 
-    def spec_of(config: Config) -> RunSpec:
-        script_args = workload_args(workload, target.backend, config.batch)
-        return target.spec("train.py", script_args, config.nodes, config.workers, sweep.timeout_s)
-
     if sweep.dry_run:
         for config, repeat in todo:
+            spec = run_spec(target, workload, sweep, config)
             print(f"# {config.label}, repeat {repeat + 1}\n"
-                  f"{target.launcher.describe(spec_of(config))}\n")  # fmt: skip
+                  f"{target.launcher.describe(spec)}\n")  # fmt: skip
         return 0
     target.prepare()
-    # One sweep at a time appends to a store (released at exit); locked only now so
-    # that bad input, refused above, leaves no results directory behind.
+    # One sweep at a time appends to a store; locked only now so that bad input,
+    # refused above, leaves no results directory behind.
     store.lock()
+    try:
+        return _measure_all(workload, target, sweep, store, todo, configs, observe)
+    finally:
+        store.release()
+
+
+def _measure_all(
+    workload: WorkloadSpec,
+    target: Target,
+    sweep: SweepSpec,
+    store: Store,
+    todo: list[tuple[Config, int]],
+    configs: list[Config],
+    observe: Observer | None,
+) -> int:
+    """The probes, the planned runs, then extra repeats while intervals are wide."""
+    tb = target.testbed
     # Seeded once from the store; each probe and run is added as it lands.
     live = analysis.LiveSummary(store.runs(), store.probes())
     if sweep.probe is not None:
@@ -264,19 +301,27 @@ def run(workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec) -> in
         own = took.get(config.label)
         return sum(own) / len(own) if own else progress.mean_duration()
 
+    # Planned runs not yet made, per configuration: one is finished only when none is left.
+    planned = {c: sum(1 for d, _ in todo if d == c) for c in configs}
+
     def measure(config: Config, repeat: int) -> None:
         label = f"{config.label}, repeat {repeat + 1}"
         progress.start(label)
         record = base_record(target, workload, sweep.seed, config, repeat)
         record["fingerprint"] = dict(controller)
         started = time.monotonic()
-        outcome = target.run(spec_of(config), timeout_s=sweep.timeout_s, echo=sweep.verbose)
+        spec = run_spec(target, workload, sweep, config)
+        outcome = target.run(spec, timeout_s=sweep.timeout_s, echo=sweep.verbose)
         record = complete(record, outcome)
         store.append(record)
         summary = live.add(record)
         ok = record["status"] == "ok"
         took.setdefault(config.label, []).append(time.monotonic() - started)
         progress.finish(label, ok, took[config.label][-1], progress_detail(record, summary))
+        planned[config] = max(0, planned.get(config, 0) - 1)
+        if observe is not None:
+            finished = not planned[config] and _stop_reason(summary, sweep) is not None
+            observe(config, summary, record, finished)
 
     for config, repeat in todo:
         measure(config, repeat)
@@ -313,6 +358,8 @@ def run(workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec) -> in
         ],
     }
     store.append(convergence)
+    for config in configs if observe else ():
+        observe(config, summary_of(config), None, True)  # type: ignore[misc]
     for line in analysis.convergence_lines(convergence):
         print(line, file=sys.stderr)
     print(

@@ -269,17 +269,20 @@ class TerraformEnv:
         return bool(isinstance(state, dict) and state.get("resources"))
 
 
-def sensitive_variables(shown: dict[str, object]) -> set[str]:
-    """Root variables the configuration declares `sensitive = true`, from `show -json`
-    of a plan (Terraform's own reading of the modules, no HCL parsing)."""
+def declared_variables(shown: dict[str, object]) -> dict[str, dict[str, object]]:
+    """The root module's variables and their declarations, from `show -json` of a plan
+    (Terraform's own reading of the modules, no HCL parsing)."""
     config = shown.get("configuration")
     root = config.get("root_module") if isinstance(config, dict) else None
     declared = root.get("variables") if isinstance(root, dict) else None
     if not isinstance(declared, dict):
-        return set()
-    return {
-        name for name, body in declared.items() if isinstance(body, dict) and body.get("sensitive")
-    }
+        return {}
+    return {name: body if isinstance(body, dict) else {} for name, body in declared.items()}
+
+
+def sensitive_variables(shown: dict[str, object]) -> set[str]:
+    """Root variables the configuration declares `sensitive = true`."""
+    return {name for name, body in declared_variables(shown).items() if body.get("sensitive")}
 
 
 def _tf_value(value: object) -> str:

@@ -212,6 +212,19 @@ def test_sensitive_variable_given_with_var_is_refused_and_plan_removed(
     assert not (fake_tf.state / "apply.plan").exists()
 
 
+def test_a_setting_no_variable_declares_is_refused_naming_it(fake_tf: FakeTf, capsys) -> None:
+    """Terraform ignores a TF_VAR_ nothing declares: `node_cout=2` would deploy the
+    default node count without a word. Refused at plan, nothing created or kept."""
+    declared = {"node_count": {}, "link_rate": {}, "env": {}}
+    show = {"configuration": {"root_module": {"variables": declared}}}
+    fake_tf.scenario({"inventory": INVENTORY_OK, "show": show})
+    assert cli.main(["deploy", "--env", "local", "--var", "node_cout=2"]) == 2
+    line = one_error_line(capsys)
+    assert "node_cout is not a setting" in line and "node_count" in line
+    assert "apply" not in fake_tf.commands()
+    assert not fake_tf.state.exists()  # a testbed that never existed leaves no folder
+
+
 # --- saved plans never outlive the apply ---------------------------------------
 
 

@@ -1,0 +1,1 @@
+"""Campaigns: several testbeds x one sweep, as one command (docs/campaigns.md)."""

@@ -1,0 +1,176 @@
+"""`hpcbench campaign plan|run|status|report|destroy FILE`: the command lines.
+
+    plan     the cells in order, each testbed's wall time and GPU-hours; creates nothing
+    run      per testbed: deploy, verify, probe and sweep, destroy (--resume: what is left)
+    status   the cell table as it stands (--json: for programs)
+    report   the comparison report of every testbed (HTML, Markdown, PNG, JSON, CSV)
+    destroy  release every testbed the campaign still holds (after a failed destroy)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from hpcbench.campaign import estimate, runner, spec
+from hpcbench.campaign.journal import Journal
+from hpcbench.progress import format_duration
+
+
+def _duration(seconds: float | None) -> str:
+    return "unknown" if seconds is None else format_duration(seconds)
+
+
+def plan_lines(campaign: spec.Campaign) -> list[str]:
+    journal = Journal(campaign.out, campaign.name)
+    records = journal.records() if journal.store.exists() else []
+    states = journal.cell_states(records)
+    phase_records = journal.phases(records)
+    cells = campaign.cells
+    lines = [f"campaign {campaign.name}: {campaign.path} -> {campaign.out} "
+             f"({len(campaign.testbeds)} testbeds, {len(cells)} cells)"]  # fmt: skip
+    total = total_max = node_h = gpu_h = 0.0
+    unknown = False
+    for tb in campaign.testbeds:
+        est = estimate.testbed(campaign, tb, phase_records)
+        args = estimate.scale_args(tb.parts[0], tb.env, campaign.testbed_out(tb))
+        gpus = est.gpus(args.device)
+        booked = "GPUs per node not in its settings" if gpus is None else f"{gpus} GPU(s) booked"
+        lines += ["", f"testbed {tb.index}/{len(campaign.testbeds)} {tb.name} ({tb.title}): "
+                  f"env {tb.env}, {est.nodes} node(s), {booked}"]  # fmt: skip
+        lines.append("  " + " · ".join(f"{name} {_duration(e.seconds)} ({e.source})"
+                                       for name, e in est.phases.items()))  # fmt: skip
+        lines.append(f"  {'cell':<12}  {'configuration':<40} {'status':<9} estimate")
+        for cell, e in est.cells:
+            state = states.get(cell.id)
+            status = state.status if state else "pending"
+            config = f"{cell.label}" + (f", {cell.gpus_per_node}/node" if len(tb.parts) > 1
+                                        else "")  # fmt: skip
+            lines.append(f"  {cell.id:<12}  {config:<40} {status:<9} "
+                         f"{_duration(e.seconds)} ({e.source})")  # fmt: skip
+        wall, most = est.wall_s(), est.wall_max_s()
+        unknown |= not est.known
+        hours = wall / 3600
+        gpu_text = "GPU-hours unknown" if gpus is None else f"{gpus * hours:.1f} GPU-hours"
+        lines.append(f"  wall about {_duration(wall)} (up to {_duration(most)} if every cell "
+                     f"takes --max-repeats {est.most_repeats}), {est.nodes * hours:.1f} "
+                     f"node-hours, {gpu_text}")  # fmt: skip
+        if not est.known:
+            lines.append("  cells of unknown length are left out of these sums: give "
+                         "`expect: {images_per_s: N}` (one worker) for this testbed")
+        total, total_max = total + wall, total_max + most
+        node_h, gpu_h = node_h + est.nodes * hours, gpu_h + (gpus or 0) * hours
+    lines += ["", f"total: wall about {_duration(total)} (up to {_duration(total_max)}), "
+              f"{node_h:.1f} node-hours, {gpu_h:.1f} GPU-hours"
+              + (" (not counting what is unknown above)" if unknown else ""),
+              "nothing was created; `hpcbench campaign run` runs it"]  # fmt: skip
+    return lines
+
+
+def status_rows(campaign: spec.Campaign) -> list[dict[str, object]]:
+    journal = Journal(campaign.out, campaign.name)
+    states = journal.cell_states() if journal.store.exists() else {}
+    rows: list[dict[str, object]] = []
+    for tb, cell in spec.iter_cells(campaign):
+        state = states.get(cell.id)
+        rows.append({
+            "testbed": tb.name, "cell": cell.id, "batch": cell.batch, "nodes": cell.nodes,
+            "workers": cell.workers, "gpus_per_node": cell.gpus_per_node,
+            "status": state.status if state else "pending", "why": state.why if state else "",
+            "at": state.at if state else "", "runs": state.runs if state else 0,
+            "images_per_s": state.images_per_s if state else None,
+            "ci95": state.ci95 if state else None,
+        })  # fmt: skip
+    return rows
+
+
+def held_testbeds(campaign: spec.Campaign) -> dict[str, list[str]]:
+    out = {}
+    for tb in campaign.testbeds:
+        with runner.testbed_state(runner.state_root(campaign, tb)):
+            what = runner.held(tb.env)
+        if what:
+            out[tb.name] = what
+    return out
+
+
+def status_lines(campaign: spec.Campaign) -> list[str]:
+    rows = status_rows(campaign)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[str(r["status"])] = counts.get(str(r["status"]), 0) + 1
+    lines = [f"campaign {campaign.name} ({campaign.out}): "
+             + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))]  # fmt: skip
+    lines.append(f"{'testbed':<16} {'cell':<12}  {'configuration':<38} {'status':<9} result")
+    for r in rows:
+        config = f"batch {r['batch']}, {r['nodes']} node(s), {r['workers']} worker(s)"
+        result = str(r["why"])
+        if r["status"] == "measured" and r["images_per_s"] is not None:
+            ci = f" ± {r['ci95']:.1f}" if r["ci95"] is not None else ""
+            result = f"{r['images_per_s']:.1f}{ci} images/s over {r['runs']} run(s)"
+        lines.append(f"{r['testbed']:<16} {r['cell']:<12}  {config:<38} {r['status']:<9} "
+                     f"{result}")  # fmt: skip
+    for name, what in held_testbeds(campaign).items():
+        lines.append(f"testbed {name} still holds {', '.join(what)}: `python -m hpcbench "
+                     f"campaign destroy {campaign.path} --testbed {name}` releases it")
+    return lines
+
+
+def plan_main(args: argparse.Namespace) -> int:
+    print("\n".join(plan_lines(spec.load(args.file))))
+    return 0
+
+
+def run_main(args: argparse.Namespace) -> int:
+    return runner.run(spec.load(args.file), args.resume)
+
+
+def status_main(args: argparse.Namespace) -> int:
+    campaign = spec.load(args.file)
+    if args.json:
+        print(json.dumps({"campaign": campaign.name, "cells": status_rows(campaign),
+                          "held": held_testbeds(campaign)}, indent=1))  # fmt: skip
+    else:
+        print("\n".join(status_lines(campaign)))
+    return 0
+
+
+def report_main(args: argparse.Namespace) -> int:
+    from hpcbench.campaign import report
+
+    written = report.build(spec.load(args.file))
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def destroy_main(args: argparse.Namespace) -> int:
+    return runner.destroy_held(spec.load(args.file), args.testbed)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "campaign",
+        help="several testbeds x one sweep, deployed, measured and destroyed in turn",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, func, text in (
+        ("plan", plan_main, "the cells, wall time and GPU-hours; creates nothing"),
+        ("run", run_main, "deploy, verify, sweep and destroy each testbed in turn"),
+        ("status", status_main, "the cell table as it stands"),
+        ("report", report_main, "one comparison report of every testbed"),
+        ("destroy", destroy_main, "release every testbed the campaign still holds"),
+    ):
+        q = sub.add_parser(name, help=text, description=text)
+        q.add_argument("file", type=Path, help="the campaign file (campaigns/*.yaml)")
+        q.set_defaults(func=func)
+        if name == "run":
+            q.add_argument("--resume", action="store_true",
+                           help="skip the cells already measured and run what is left")
+        if name == "status":
+            q.add_argument("--json", action="store_true", help="the table as JSON")
+        if name == "destroy":
+            q.add_argument("--testbed", action="append", default=[], metavar="NAME",
+                           help="only this testbed (repeatable)")

@@ -1,0 +1,257 @@
+"""How long a campaign will take, and what it books: `campaign plan`, and the ETA of
+`campaign run`.
+
+Each figure says where it comes from, best first:
+- measured: the same cell's (or the same testbed's phase's) earlier duration in this
+  campaign's results;
+- predicted: a run's length from the single-worker images/s (this testbed's baseline
+  measured earlier, else `expect: images_per_s` in the campaign file) and the step
+  time at N workers from the point prediction of `hpcbench predict` over the
+  testbed's nominal link (none known: no slowdown, said so);
+- assumed: a stated default (DEFAULT_PHASE_S), never passed off as a measurement.
+A run lasts its launch overhead plus (warm-up + windows x steps) steps; a cell
+runs --repeats times, at most --max-repeats while its interval is wide.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from hpcbench import analysis, paths
+from hpcbench.campaign.spec import Campaign, Cell, SweepPart, TestbedPlan
+from hpcbench.errors import UsageError
+from hpcbench.store import Store
+
+# Stated defaults where nothing was measured or given (expect: in the campaign file).
+# They are planning figures, not measurements: real testbeds differ widely (a
+# Virtual Wall slice can take up to 30 minutes to come up; a GPULab job waits in a
+# queue as long as the cluster is full).
+DEFAULT_PHASE_S = {"deploy": 600.0, "verify": 300.0, "destroy": 120.0}
+DEFAULT_OVERHEAD_S = 20.0  # launch to first timed step of one run (ssh, launcher, import)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds: float | None  # None: unknown (no figure to plan from)
+    source: str  # where it comes from, for the plan's reader
+
+
+def scale_args(part: SweepPart, env: str, out: Path) -> argparse.Namespace:
+    """The part's `scale` options as the command line would parse them."""
+    from hpcbench.campaign.spec import _scale_parser
+
+    argv = [*part.argv, "--env", env, "--out", str(out),
+            "--gpus-per-node", str(part.gpus_per_node), "--resume"]  # fmt: skip
+    return _scale_parser().parse_args(argv)
+
+
+# ------------------------------------------------------------------ phases
+def phases(tb: TestbedPlan, phase_records: list[dict[str, Any]]) -> dict[str, Estimate]:
+    """deploy, verify and destroy: this testbed's earlier ok phases, else the same
+    environment's in this campaign, else expect:, else the stated default."""
+    given = {"deploy": tb.expect.deploy_s, "verify": tb.expect.verify_s,
+             "destroy": tb.expect.destroy_s}  # fmt: skip
+    out = {}
+    for phase, default in DEFAULT_PHASE_S.items():
+        ok = [r for r in phase_records if r["phase"] == phase and r["status"] == "ok"]
+        own = [r["seconds"] for r in ok if r.get("fingerprint") == tb.fingerprint]
+        same_env = [r["seconds"] for r in ok if r.get("env") == tb.env]
+        if own:
+            out[phase] = Estimate(statistics.fmean(own), "measured earlier")
+        elif same_env:
+            out[phase] = Estimate(statistics.fmean(same_env), f"measured on {tb.env}")
+        elif given[phase] is not None:
+            out[phase] = Estimate(float(given[phase]), "expect:")  # type: ignore[arg-type]
+        else:
+            out[phase] = Estimate(default, "assumed")
+    return out
+
+
+# ------------------------------------------------------------------- cells
+def link_rate_bits(tb: TestbedPlan) -> float | None:
+    """The testbed's nominal link between nodes in bits/s, where its settings (or its
+    variant's file) say: link_rate ('1gbit') or link_capacity_mbps."""
+    from hpcbench.predict import parse_link
+
+    values: dict[str, Any] = {}
+    var_file = paths.env_layout(tb.env).var_file
+    if var_file is not None:
+        values.update(json.loads(var_file.read_text()))
+    values.update(dict(tb.settings))
+    if "link_capacity_mbps" in values:
+        try:
+            return float(values["link_capacity_mbps"]) * 1e6
+        except (TypeError, ValueError):
+            return None
+    rate = values.get("link_rate")
+    if isinstance(rate, str) and rate:
+        try:
+            return parse_link(rate)
+        except UsageError:
+            return None
+    return None
+
+
+@cache
+def _layers(model: str, image_size: int) -> tuple[tuple[float, float], ...]:
+    from hpcbench.predict import model_layers
+
+    return tuple(model_layers(model, image_size))
+
+
+def point_efficiency(
+    args: argparse.Namespace, tb: TestbedPlan, cell: Cell, step_s: float
+) -> float | None:
+    """The point prediction of E at the cell's workers over the nominal link, from one
+    worker's step time."""
+    from hpcbench import prediction
+    from hpcbench.predict import DEFAULT_LATENCY_US, TCP_EFFICIENCY, Plan, predictions
+
+    rate = link_rate_bits(tb)
+    if cell.workers == 1 or rate is None:
+        return None
+    image_size = args.image_size or _model_image_size(args.model)
+    grouping = prediction.Grouping(args.backend, None, None)
+    plan = Plan(model=args.model, image_size=image_size, batch=cell.batch,
+                workers=[cell.workers], gpus_per_node=cell.gpus_per_node, step_time_s=step_s,
+                busbw=rate / 8 * TCP_EFFICIENCY, latency_s=DEFAULT_LATENCY_US * 1e-6,
+                backend=args.backend, grouping=grouping)  # fmt: skip
+    try:
+        row = predictions(plan, list(_layers(args.model, image_size)))[0]
+    except UsageError:
+        return None
+    return float(row["efficiency"])
+
+
+def _model_image_size(model: str) -> int:
+    from hpcbench.options import known_models
+
+    return int(known_models()[model]["image_size"])
+
+
+def _runs(campaign: Campaign, tb: TestbedPlan) -> list[dict[str, Any]]:
+    store = Store(campaign.testbed_out(tb))
+    return [r for r in store.runs() if r.get("status") == "ok"] if store.exists() else []
+
+
+def cell_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cell) -> Estimate:
+    """One cell's time on its testbed: `repeats` runs."""
+    args = scale_args(part, tb.env, campaign.testbed_out(tb))
+    runs = _runs(campaign, tb)
+    same = [r for r in runs if (r.get("batch"), r.get("nodes"), r.get("workers"),
+                                r.get("gpus_per_node")) == cell.config + (cell.gpus_per_node,)]
+    if same:
+        took = statistics.fmean(float(r.get("duration_s") or 0.0) for r in same)
+        return Estimate(args.repeats * took, f"{args.repeats} x {took:.0f} s measured earlier")
+    base = [r for r in runs if r.get("batch") == cell.batch and r.get("workers") == 1]
+    if base:
+        ips = statistics.fmean(analysis.run_stats(r)["images_per_sec"] for r in base)
+        source = f"{ips:.1f} images/s measured on one worker"
+        overheads = [r["overhead_s"] for r in base if isinstance(r.get("overhead_s"), int | float)]
+        overhead = statistics.fmean(overheads) if overheads else DEFAULT_OVERHEAD_S
+    elif tb.expect.images_per_s is not None:
+        ips, source, overhead = tb.expect.images_per_s, f"{tb.expect.images_per_s:g} images/s "\
+            "given in expect:", DEFAULT_OVERHEAD_S  # fmt: skip
+    else:
+        return Estimate(None, "unknown")
+    step = cell.batch / ips
+    efficiency = point_efficiency(args, tb, cell, step)
+    if efficiency:
+        step /= efficiency
+        source += f", E {efficiency:.2f} predicted"
+    elif cell.workers > 1:
+        source += ", no prediction (no nominal link): no slowdown assumed"
+    steps = args.steps
+    if args.min_window_s:
+        steps = max(steps, math.ceil(args.min_window_s / step))
+    run_s = overhead + (args.warmup + args.windows * steps) * step
+    return Estimate(args.repeats * run_s, f"{args.repeats} x {run_s:.0f} s from {source}")
+
+
+# ------------------------------------------------------------ the campaign
+@dataclass(frozen=True)
+class TestbedEstimate:
+    tb: TestbedPlan
+    phases: dict[str, Estimate]
+    cells: list[tuple[Cell, Estimate]]
+    most_repeats: int  # --max-repeats of its sweep (the upper bound of a cell's runs)
+    repeats: int
+
+    @property
+    def known(self) -> bool:
+        return all(e.seconds is not None for _, e in self.cells)
+
+    def wall_s(self, cells: list[Cell] | None = None) -> float:
+        wanted = None if cells is None else {c.id for c in cells}
+        run_s = sum(e.seconds or 0.0 for c, e in self.cells if wanted is None or c.id in wanted)
+        return run_s + sum(e.seconds or 0.0 for e in self.phases.values())
+
+    def wall_max_s(self) -> float:
+        run_s = sum(e.seconds or 0.0 for _, e in self.cells)
+        return run_s * self.most_repeats / max(1, self.repeats) + sum(
+            e.seconds or 0.0 for e in self.phases.values()
+        )
+
+    @property
+    def nodes(self) -> int:
+        return self.tb.nodes_available or max(c.nodes for c, _ in self.cells)
+
+    def gpus(self, device: str) -> int | None:
+        """GPUs the testbed books while it exists: none on CPU runs, None where its
+        settings do not say (Virtual Wall without gpus_per_node)."""
+        if device == "cpu":
+            return 0
+        return None if self.tb.gpus_per_node is None else self.nodes * self.tb.gpus_per_node
+
+
+def testbed(campaign: Campaign, tb: TestbedPlan, phase_records: list[dict[str, Any]]
+            ) -> TestbedEstimate:  # fmt: skip
+    cells = [(c, cell_seconds(campaign, tb, part, c)) for part in tb.parts for c in part.cells]
+    args = scale_args(tb.parts[0], tb.env, campaign.testbed_out(tb))
+    most = args.max_repeats or args.repeats
+    return TestbedEstimate(tb, phases(tb, phase_records), cells, most, args.repeats)
+
+
+def remaining(
+    campaign: Campaign, records: list[dict[str, Any]], measured: set[str],
+    todo: list[TestbedPlan],
+) -> float:  # fmt: skip
+    """Seconds the testbeds left will take: their phases and unmeasured cells."""
+    phase_records = [r for r in records if r["kind"] == "phase"]
+    total = 0.0
+    for tb in todo:
+        est = testbed(campaign, tb, phase_records)
+        total += est.wall_s([c for c in tb.cells if c.id not in measured])
+    return total
+
+
+class Clock:
+    """The campaign's ETA: what is left by the estimates, scaled by how the finished
+    work compared with its own estimates."""
+
+    def __init__(self) -> None:
+        self.planned_s = 0.0
+        self.expected_done_s = 0.0
+        self.actual_done_s = 0.0
+
+    def plan(self, seconds: float) -> None:
+        self.planned_s = seconds
+
+    def finished(self, expected_s: float | None, actual_s: float) -> None:
+        self.expected_done_s += expected_s or 0.0
+        self.actual_done_s += actual_s
+
+    def eta(self) -> float | None:
+        if not self.planned_s:
+            return None
+        left = max(0.0, self.planned_s - self.expected_done_s)
+        if self.expected_done_s > 0:
+            left *= min(4.0, max(0.25, self.actual_done_s / self.expected_done_s))
+        return left

@@ -1,0 +1,151 @@
+"""The campaign's journal: what happened to each cell and testbed, append-only.
+
+It is a results store (hpcbench.store: one fsync'd line per record, a torn
+line skipped) at the campaign's folder, holding two kinds of record:
+
+    {"kind": "cell", "campaign", "testbed", "cell", "batch", "nodes", "workers",
+     "gpus_per_node", "status": pending|deployed|verified|measured|failed, "why", "at", ...}
+    {"kind": "phase", "campaign", "testbed", "fingerprint", "phase": deploy|verify|sweep|
+     destroy|keep, "status": ok|failed|interrupted, "seconds", "why", "at"}
+
+A cell's status is its latest record; the measurements themselves are in each
+testbed's own store (<out>/<testbed>/results.jsonl), which `scale` and
+`report` read as they always do. The store's lock makes one campaign per
+folder at a time.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpcbench.campaign.spec import Cell, TestbedPlan
+from hpcbench.errors import UsageError
+from hpcbench.store import Store
+
+CELL_STATUSES = ("pending", "deployed", "verified", "measured", "failed")
+PHASES = ("deploy", "verify", "sweep", "destroy", "keep")
+PHASE_STATUSES = ("ok", "failed", "interrupted")
+WHY_MAX = 500  # characters of a cause kept in the journal
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def one_line(text: str, limit: int = WHY_MAX) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _cell_ok(r: dict[str, Any]) -> bool:
+    return (
+        isinstance(r.get("cell"), str) and isinstance(r.get("testbed"), str)
+        and r.get("status") in CELL_STATUSES and isinstance(r.get("why", ""), str)
+        and all(isinstance(r.get(k), int) for k in ("batch", "nodes", "workers"))
+    )  # fmt: skip
+
+
+def _phase_ok(r: dict[str, Any]) -> bool:
+    return (
+        isinstance(r.get("testbed"), str) and r.get("phase") in PHASES
+        and r.get("status") in PHASE_STATUSES and _number(r.get("seconds", 0))
+        and isinstance(r.get("why", ""), str)
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CellState:
+    status: str
+    why: str = ""
+    at: str = ""
+    runs: int = 0
+    images_per_s: float | None = None
+    ci95: float | None = None
+
+
+class Journal:
+    def __init__(self, out: Path, campaign: str) -> None:
+        self.store = Store(out)
+        self.campaign = campaign
+
+    @property
+    def path(self) -> Path:
+        return self.store.path
+
+    def records(self) -> list[dict[str, Any]]:
+        """This campaign's cell and phase records; damaged ones are skipped and named
+        by the store, records of the wrong shape are skipped here."""
+        out = []
+        for r in self.store.records():
+            kind = r.get("kind")
+            if kind == "cell" and _cell_ok(r) or kind == "phase" and _phase_ok(r):
+                out.append(r)
+        return out
+
+    def check_owner(self) -> None:
+        """A folder holds one campaign: another's journal there is refused."""
+        others = {r.get("campaign") for r in self.records()} - {self.campaign}
+        if others:
+            raise UsageError(
+                f"{self.store.dir} holds campaign {sorted(map(str, others))[0]!r}, not "
+                f"{self.campaign!r}: give this campaign another `out:`"
+            )
+
+    def lock(self) -> None:
+        try:
+            self.store.lock()
+        except UsageError:
+            raise UsageError(
+                f"{self.store.dir} is in use by another campaign run: wait for it to end "
+                "(`hpcbench campaign status` shows its progress)"
+            ) from None
+
+    def release(self) -> None:
+        self.store.release()
+
+    # ------------------------------------------------------------- writing
+    def cell(self, cell: Cell, status: str, why: str = "", **extra: Any) -> None:
+        assert status in CELL_STATUSES
+        self.store.append({
+            "kind": "cell", "campaign": self.campaign, "testbed": cell.testbed,
+            "cell": cell.id, "batch": cell.batch, "nodes": cell.nodes, "workers": cell.workers,
+            "gpus_per_node": cell.gpus_per_node, "status": status, "why": one_line(why),
+            "at": now(), **extra,
+        })  # fmt: skip
+
+    def phase(self, tb: TestbedPlan, phase: str, status: str, seconds: float,
+              why: str = "") -> None:  # fmt: skip
+        assert phase in PHASES and status in PHASE_STATUSES
+        self.store.append({
+            "kind": "phase", "campaign": self.campaign, "testbed": tb.name, "env": tb.env,
+            "fingerprint": tb.fingerprint, "phase": phase, "status": status,
+            "seconds": round(seconds, 3), "why": one_line(why), "at": now(),
+        })  # fmt: skip
+
+    # ------------------------------------------------------------- reading
+    def cell_states(self, records: list[dict[str, Any]] | None = None) -> dict[str, CellState]:
+        """Each cell's latest state, by cell id."""
+        states: dict[str, CellState] = {}
+        for r in records if records is not None else self.records():
+            if r["kind"] != "cell":
+                continue
+            ips = r.get("images_per_s")
+            ci = r.get("ci95")
+            states[r["cell"]] = CellState(
+                r["status"], r.get("why", ""), str(r.get("at", "")),
+                r.get("runs") if isinstance(r.get("runs"), int) else 0,
+                ips if _number(ips) else None, ci if _number(ci) else None,
+            )  # fmt: skip
+        return states
+
+    def phases(self, records: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        return [r for r in (records if records is not None else self.records())
+                if r["kind"] == "phase"]  # fmt: skip

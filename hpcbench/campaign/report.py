@@ -1,0 +1,359 @@
+"""`hpcbench campaign report`: every testbed of a campaign in one comparison.
+
+Written to the campaign's folder:
+    report.html, report.md     the page (at a glance, charts, each system, failures)
+    throughput.png             images/s against workers, a line per testbed, a panel per batch
+    efficiency.png             E(N) against workers with each testbed's point prediction and band
+    systems.json               each testbed described in the style of MLPerf's system files
+    campaign.json, campaign.csv  every configuration's figures, a column naming the testbed
+
+Every figure is the per-testbed analysis `hpcbench report` makes of that testbed's
+own store (<out>/<testbed>/results.jsonl): nothing is computed a second way.
+The x axis is workers (GPUs, or nodes of one worker), so that one job of ten
+GPUs and ten jobs of one GPU meet on the same axis.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcbench import analysis, prediction
+from hpcbench.analysis import ConfigSummary
+from hpcbench.campaign.journal import Journal
+from hpcbench.campaign.spec import Campaign, TestbedPlan
+from hpcbench.errors import UsageError
+from hpcbench.report import fmt, fmt_band, html_table, md_table
+from hpcbench.store import Store
+
+
+@dataclass
+class TestbedResults:
+    tb: TestbedPlan
+    runs: list[dict[str, Any]]
+    probes: list[dict[str, Any]]
+    summaries: list[ConfigSummary]
+    points: dict[int, list[ConfigSummary]] = field(default_factory=dict)  # batch -> by workers
+
+    @property
+    def fingerprint(self) -> dict[str, Any]:
+        ok = [r for r in self.runs if r.get("status") == "ok"]
+        return (ok[-1].get("fingerprint") or {}) if ok else {}
+
+    @property
+    def link_rate(self) -> str | None:
+        rates = [s.link_rate for s in self.summaries if s.link_rate]
+        return rates[-1] if rates else None
+
+
+def _points(summaries: list[ConfigSummary]) -> dict[int, list[ConfigSummary]]:
+    """Per batch, one configuration per worker count (where several series hold one,
+    as each `gpus_per_node` sweep's own single-worker baseline does: the tightest)."""
+    best: dict[tuple[int, int], ConfigSummary] = {}
+    for s in summaries:
+        if not s.images_per_sec:
+            continue
+        key = (s.batch, s.workers)
+        held = best.get(key)
+        if held is None or (s.relative_ci or 1.0) < (held.relative_ci or 1.0):
+            best[key] = s
+    out: dict[int, list[ConfigSummary]] = defaultdict(list)
+    for (batch, _), s in sorted(best.items()):
+        out[batch].append(s)
+    return dict(out)
+
+
+def load(campaign: Campaign) -> list[TestbedResults]:
+    found = []
+    for tb in campaign.testbeds:
+        store = Store(campaign.testbed_out(tb))
+        if not store.exists():
+            continue
+        records = list(store.records())
+        runs = [r for r in records if r.get("kind") == "run"]
+        probes = [r for r in records if r.get("kind") == "probe"]
+        summaries = analysis.summarise(runs, probes)
+        found.append(TestbedResults(tb, runs, probes, summaries, _points(summaries)))
+    if not any(r.runs for r in found):
+        raise UsageError(
+            f"{campaign.out}: no testbed of campaign {campaign.name} has a run yet: "
+            f"`python -m hpcbench campaign run {campaign.path}` first"
+        )
+    return found
+
+
+# ------------------------------------------------------------------ figures
+def busbw_line(r: TestbedResults) -> str:
+    """The largest probe's bus bandwidth against the nominal link."""
+    ok = [p for p in r.probes if p.get("status") == "ok" and p.get("results")]
+    if not ok:
+        return "-"
+    widest = max(ok, key=lambda p: p["workers"])
+    bus = widest["results"][-1]["busbw"]
+    nominal = prediction.nominal_bytes_per_s(r.link_rate)
+    share = f" ({bus / nominal:.0%} of {r.link_rate})" if nominal else ""
+    return f"{bus / 1e9:.3f} GB/s on {widest['workers']} workers{share}"
+
+
+def largest(points: list[ConfigSummary]) -> ConfigSummary | None:
+    scaled = [s for s in points if s.workers > 1 and s.efficiency is not None]
+    return max(scaled, key=lambda s: s.workers) if scaled else None
+
+
+def verdict(s: ConfigSummary, link_rate: str | None) -> str:
+    """The report's flag: off the prediction with the likeliest cause, or why not."""
+    off = analysis.off_prediction(s, prediction.nominal_bytes_per_s(link_rate))
+    if off:
+        return off
+    band = analysis.inside_band(s)
+    return {True: "as predicted", False: "outside the band", None: "no prediction (no probe)"}[
+        band
+    ]
+
+
+def where_time_went(s: ConfigSummary) -> str:
+    parts = [("compute", s.compute_s), ("data", s.data_s), ("exposed comm", s.exposed_comm_s)]
+    shown = [f"{name} {t * 1e3:.0f} ms" for name, t in parts if t is not None]
+    return ", ".join(shown) if shown else "-"
+
+
+GLANCE_HEADER = ["testbed", "nodes x workers/node", "nominal link", "measured bus bandwidth",
+                 "batch", "largest N", "images/s ± CI95", "E ± CI95", "E point", "E band",
+                 "where the time went (per step)", "flag: likeliest cause"]  # fmt: skip
+
+
+def glance_rows(results: list[TestbedResults]) -> list[list[str]]:
+    rows = []
+    for r in results:
+        for batch, points in sorted(r.points.items()):
+            top = largest(points) or (points[-1] if points else None)
+            if top is None:
+                continue
+            rows.append([
+                r.tb.title, f"{top.nodes} x {top.gpus_per_node}", r.link_rate or "-",
+                busbw_line(r), str(batch), str(top.workers),
+                fmt(top.images_per_sec, 1, top.ci95), fmt(top.efficiency, 3, top.efficiency_ci95),
+                fmt(top.predicted_efficiency, 3), fmt_band(top), where_time_went(top),
+                verdict(top, r.link_rate) if top.workers > 1 else "-",
+            ])  # fmt: skip
+    return rows
+
+
+SYSTEM_KEYS = ("system_name", "number_of_nodes", "accelerators_per_node",
+               "accelerator_model_name", "host_processor_model_name",
+               "host_processor_core_count", "host_networking", "measured_bus_bandwidth",
+               "framework", "other_software_stack", "hpcbench")  # fmt: skip
+
+
+def _one(value: Any) -> str:
+    if isinstance(value, list):
+        unique = sorted({str(v) for v in value})
+        return ", ".join(unique)
+    return "-" if value is None else str(value)
+
+
+def system(r: TestbedResults) -> dict[str, Any]:
+    """One testbed as MLPerf's system description files name things, from what the
+    runs' fingerprints recorded (the nodes' own report) and the campaign's settings."""
+    fp = r.fingerprint
+    ok = [s for s in r.summaries if s.images_per_sec]
+    nodes = max((s.nodes for s in ok), default=0)
+    per_node = max((s.gpus_per_node for s in ok), default=0)
+    device = _one(fp.get("device"))
+    framework = f"PyTorch {_one(fp.get('torch'))}"
+    if fp.get("horovod"):
+        framework += f", Horovod {_one(fp.get('horovod'))} ({_one(fp.get('horovod_controller'))})"
+    elif fp.get("torch_distributed"):
+        framework += f", torch.distributed ({_one(fp.get('torch_distributed'))})"
+    stack = {k: _one(fp[k]) for k in ("cuda", "nccl", "driver", "python", "torchvision")
+             if k in fp}  # fmt: skip
+    return {
+        "system_name": r.tb.title,
+        "testbed": r.tb.name,
+        "environment": r.tb.env,
+        "settings": dict(r.tb.settings),
+        "number_of_nodes": nodes,
+        "accelerators_per_node": per_node if device == "cuda" else 0,
+        "accelerator_model_name": _one(fp.get("gpu")) if device == "cuda" else "none (CPU)",
+        "workers_per_node": per_node,
+        "host_processor_model_name": _one(fp.get("cpu")),
+        "host_processor_core_count": _one(fp.get("cores")),
+        "host_networking": f"{r.link_rate or 'unknown rate'}"
+        + (f" over {_one(fp.get('iface'))}" if fp.get("iface") else ""),
+        "measured_bus_bandwidth": busbw_line(r),
+        "framework": framework,
+        "other_software_stack": stack,
+        "hpcbench": {"commit": fp.get("hpcbench_commit"), "bench_digest": fp.get("bench_digest"),
+                     "launcher": fp.get("launcher")},  # fmt: skip
+    }
+
+
+# ------------------------------------------------------------------- charts
+def _plain(text: str) -> str:
+    """Text matplotlib must show as written: a '$' would start its mathtext."""
+    return text.replace("$", r"\$")
+
+
+def charts(results: list[TestbedResults], folder: Path) -> list[tuple[str, Path]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    batches = sorted({b for r in results for b in r.points})
+    if not batches:
+        return []
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    made = []
+    for name, ylabel in (("throughput", "images/s (all workers)"),
+                         ("efficiency", "E(N) = X(N) / (N X(1))")):  # fmt: skip
+        fig, axes = plt.subplots(1, len(batches), figsize=(5.5 * len(batches), 4.5),
+                                 squeeze=False, sharey=name == "efficiency")  # fmt: skip
+        top = 1
+        for ax, batch in zip(axes[0], batches, strict=True):
+            for i, r in enumerate(results):
+                points = r.points.get(batch, [])
+                if not points:
+                    continue
+                color = colors[i % len(colors)]
+                x = [s.workers for s in points]
+                top = max(top, *x)
+                label = _plain(r.tb.title)
+                if name == "throughput":
+                    ax.errorbar(x, [s.images_per_sec for s in points],
+                                yerr=[s.ci95 or 0 for s in points], marker="o", capsize=3,
+                                color=color, label=label)  # fmt: skip
+                    continue
+                with_e = [s for s in points if s.efficiency is not None]
+                ax.errorbar([s.workers for s in with_e], [s.efficiency for s in with_e],
+                            yerr=[s.efficiency_ci95 or 0 for s in with_e], marker="o",
+                            capsize=3, color=color, label=f"{label} measured")  # fmt: skip
+                band = [s for s in with_e if s.predicted_efficiency_low is not None]
+                if band:
+                    ax.fill_between([s.workers for s in band],
+                                    [s.predicted_efficiency_low for s in band],
+                                    [s.predicted_efficiency_high for s in band],
+                                    color=color, alpha=0.12)  # fmt: skip
+                point = [s for s in with_e if s.predicted_efficiency is not None]
+                if point:
+                    ax.plot([s.workers for s in point], [s.predicted_efficiency for s in point],
+                            linestyle="--", marker="x", color=color,
+                            label=f"{label} predicted (band shaded)")  # fmt: skip
+            if name == "efficiency":
+                ax.axhline(1.0, color="black", linestyle=":", linewidth=1)
+                ax.set_ylim(0, 1.15)
+            ax.set(xlabel="workers (GPUs, or nodes of one worker)", ylabel=ylabel,
+                   title=f"batch {batch} per worker")  # fmt: skip
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        for ax in axes[0]:
+            ax.set_xticks(range(1, top + 1))
+        fig.suptitle("Throughput" if name == "throughput" else "Scaling efficiency")
+        fig.tight_layout()
+        path = folder / f"{name}.png"
+        _atomic(path, lambda tmp, fig=fig: fig.savefig(tmp, dpi=100, format="png"))
+        plt.close(fig)
+        made.append((name, path))
+    return made
+
+
+# ------------------------------------------------------------------- writing
+def _atomic(path: Path, write: Any) -> None:
+    """Written whole or not at all: a temporary file beside it, then renamed."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def _write_text(path: Path, text: str) -> None:
+    _atomic(path, lambda tmp: tmp.write_text(text))
+
+
+def build(campaign: Campaign) -> list[Path]:
+    results = load(campaign)
+    out = campaign.out
+    out.mkdir(parents=True, exist_ok=True)
+    journal = Journal(out, campaign.name)
+    states = journal.cell_states() if journal.store.exists() else {}
+    cells = campaign.cells
+    counts: dict[str, int] = defaultdict(int)
+    for c in cells:
+        counts[states[c.id].status if c.id in states else "pending"] += 1
+    made = charts(results, out)
+    systems = [system(r) for r in results]
+    _write_text(out / "systems.json", json.dumps(systems, indent=1) + "\n")
+    summary_line = (f"{len(cells)} cells on {len(campaign.testbeds)} testbeds: "
+                    + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))  # fmt: skip
+    command = f"python -m hpcbench campaign run {campaign.path}"
+    intro = [
+        summary_line + ".",
+        f"Made by `{command}` (`campaign report {campaign.path}` remakes this page); "
+        f"{time.strftime('%Y-%m-%d %H:%M')}.",
+        "Each point is the mean over repeats with its 95% interval; E(N) = X(N) / (N X(1)) "
+        "against the testbed's own single-worker baseline; the point prediction replays one "
+        "step over the probed network, the band spans no overlap to full overlap "
+        "(docs/method.md). A difference smaller than both intervals is not a result.",
+    ]
+    glance = glance_rows(results)
+    failed = [(c, states[c.id]) for c in cells if c.id in states and
+              states[c.id].status == "failed"]  # fmt: skip
+    md = [f"# Campaign {campaign.name}", ""]
+    if campaign.description:
+        md += [campaign.description, ""]
+    md += [*intro, "", "## At a glance", "", md_table(GLANCE_HEADER, glance), ""]
+    md += [f"![{title}]({path.name})" for title, path in made] + [""]
+    hp = [f"<h1>Campaign {html.escape(campaign.name)}</h1>"]
+    if campaign.description:
+        hp.append(f"<p>{html.escape(campaign.description)}</p>")
+    hp += [f"<p>{html.escape(line)}</p>" for line in intro]
+    hp += ["<h2>At a glance</h2>", html_table(GLANCE_HEADER, glance)]
+    hp += [f'<p><img src="{html.escape(p.name)}" alt="{html.escape(t)}"></p>' for t, p in made]
+    md += ["## The systems", ""]
+    hp.append("<h2>The systems</h2>")
+    rows = [[k] + [_cell(s.get(k)) for s in systems] for k in SYSTEM_KEYS]
+    header = [""] + [s["system_name"] for s in systems]
+    md += [md_table(header, rows), "", "As JSON: systems.json.", ""]
+    hp += [html_table(header, rows), "<p>As JSON: systems.json.</p>"]
+    for r in results:
+        rows = []
+        for batch, points in sorted(r.points.items()):
+            for s in points:
+                rows.append([str(batch), str(s.nodes), str(s.workers), str(s.runs),
+                             fmt(s.images_per_sec, 1, s.ci95),
+                             fmt(s.efficiency, 3, s.efficiency_ci95),
+                             fmt(s.predicted_efficiency, 3), fmt_band(s), where_time_went(s),
+                             verdict(s, r.link_rate) if s.workers > 1 else "baseline"])
+        header = ["batch", "nodes", "workers", "runs", "images/s ± CI95", "E ± CI95",
+                  "E point", "E band", "where the time went", "flag"]  # fmt: skip
+        title = f"{r.tb.title} ({r.tb.name}, env {r.tb.env})"
+        more = (f"Full report of this testbed: `python -m hpcbench report --out "
+                f"{campaign.testbed_out(r.tb)}`.")  # fmt: skip
+        md += [f"## {title}", "", md_table(header, rows), "", more, ""]
+        hp += [f"<h2>{html.escape(title)}</h2>", html_table(header, rows),
+               f"<p>{html.escape(more)}</p>"]  # fmt: skip
+    if failed:
+        rows = [[c.testbed, c.label, s.why] for c, s in failed]
+        md += ["## Failed cells", "", md_table(["testbed", "cell", "why"], rows), ""]
+        hp += ["<h2>Failed cells</h2>", html_table(["testbed", "cell", "why"], rows)]
+    style = ("body{font-family:sans-serif;margin:2em;max-width:110em}"
+             "table{border-collapse:collapse;margin:1em 0}"
+             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+             "td:first-child,th:first-child{text-align:left}img{max-width:100%}")  # fmt: skip
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>hpcbench campaign "
+            f"{html.escape(campaign.name)}</title><style>{style}</style></head><body>"
+            + "\n".join(hp) + "</body></html>")  # fmt: skip
+    _write_text(out / "report.md", "\n".join(md))
+    _write_text(out / "report.html", page)
+    return [out / "report.html", out / "report.md", *(p for _, p in made), out / "systems.json"]
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, dict):
+        return "; ".join(f"{k} {v}" for k, v in value.items() if v is not None) or "-"
+    return _one(value)

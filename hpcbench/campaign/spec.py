@@ -1,0 +1,582 @@
+"""The campaign file: testbeds x one sweep, validated before anything is created.
+
+    name: slices                  # optional; default: the file's name
+    out: results/slices           # optional; default: results/<name>
+    keep_on_failure: false        # keep a failed testbed for debugging (default: destroy)
+    sweep:                        # `hpcbench scale`'s options, by name
+      model: resnet50
+      batch: [32, 64, 96]
+      nodes: 1-10
+    testbeds:
+      - name: vwall-1g            # a label: lower-case letters, digits, '-'
+        env: virtualwall          # `hpcbench envs` lists them
+        title: Virtual Wall, 1 Gbit/s
+        settings: {node_count: 10}        # Terraform variables (`deploy --var`)
+        ansible: {stack_mode: image}      # group_vars for this testbed's hosts
+        sweep: {gpus_per_node: 1}         # overrides of the campaign's sweep
+        exclude: [{nodes: 10, batch: 96}] # cells not to run
+        expect: {images_per_s: 300}       # for `campaign plan` before any result
+
+Every error is one line naming the key path and what to write instead
+(UsageError, exit status 2). The sweep's keys are the `scale` options and are
+checked by the very parser and spec builders `scale` uses, so a campaign
+accepts exactly what the command line accepts; `gpus_per_node` alone may be a
+list or range, each value its own sweep on the testbed (a node's GPUs 1..G).
+
+A cell is one configuration on one testbed (batch, nodes, workers); its id
+hashes its resolved parameters with the testbed's fingerprint (environment,
+settings, Ansible variables), so a changed campaign file makes new cells and
+`--resume` never counts a result measured another way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hpcbench import paths
+from hpcbench.errors import UsageError
+from hpcbench.specs import (
+    MAX_SLOTS,
+    SweepSpec,
+    TargetSpec,
+    WorkloadSpec,
+    check_path,
+    duration_s,
+    format_int_list,
+    parse_int_list,
+    units,
+)
+from hpcbench.terraform import looks_secret
+
+NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,39}", re.ASCII)
+VARIABLE = re.compile(r"[a-z_][a-z0-9_]{0,63}", re.ASCII)
+TOPOLOGY = re.compile(r"([1-9][0-9]*)x([1-9][0-9]*)", re.ASCII)
+MAX_TESTBEDS = 64
+MAX_CELLS = 10_000  # a typo such as nodes: 1-4000, before any work is planned
+SETTING_MAX = 4096  # as `deploy --var`
+TOP_KEYS = ("name", "description", "out", "keep_on_failure", "sweep", "testbeds")
+TESTBED_KEYS = ("name", "env", "title", "settings", "ansible", "sweep", "exclude",
+                "keep_on_failure", "expect")  # fmt: skip
+EXCLUDE_KEYS = ("batch", "nodes", "gpus_per_node", "workers")
+EXPECT_KEYS = ("images_per_s", "deploy", "verify", "destroy")
+# `scale` options a campaign sets itself (where each testbed's results go, resuming)
+# or that make no sense unattended.
+RESERVED = ("env", "hosts", "out", "resume", "dry_run", "help")
+# Options that bound how long a sweep may take, not what it measures: not part of a
+# cell's identity, so that raising a timeout does not make finished cells new.
+OPERATIONAL = ("timeout", "budget", "verbose", "slurm_queue_wait", "slurm_time", "slurm_job_dir")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One configuration on one testbed: what `status` lists and `--resume` skips."""
+
+    testbed: str
+    batch: int
+    nodes: int
+    workers: int
+    gpus_per_node: int  # the sweep it belongs to (a baseline is one worker of such a sweep)
+    id: str
+
+    @property
+    def label(self) -> str:  # as hpcbench.sweep.Config.label
+        return f"batch {self.batch}, {self.nodes} node(s), {self.workers} worker(s)"
+
+    @property
+    def config(self) -> tuple[int, int, int]:
+        return (self.batch, self.nodes, self.workers)
+
+
+@dataclass(frozen=True)
+class SweepPart:
+    """One `scale` sweep on a testbed: its options and the cells it may run."""
+
+    gpus_per_node: int
+    argv: tuple[str, ...]  # `scale` options, --env/--out/--resume/--gpus-per-node left out
+    node_counts: tuple[int, ...]
+    batches: tuple[int, ...]
+    cells: tuple[Cell, ...]
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What `campaign plan` assumes before any result exists (None: not given)."""
+
+    images_per_s: float | None = None
+    deploy_s: int | None = None
+    verify_s: int | None = None
+    destroy_s: int | None = None
+
+
+@dataclass(frozen=True)
+class TestbedPlan:
+    index: int  # 1-based, in the file's order
+    name: str
+    env: str
+    title: str
+    settings: tuple[tuple[str, str], ...]  # Terraform variables, as `deploy --var` takes them
+    ansible: dict[str, Any]  # group_vars written beside the rendered inventory
+    keep_on_failure: bool
+    expect: Expect
+    fingerprint: str
+    nodes_available: int | None  # from the settings, where they say (node_count, topology)
+    gpus_per_node: int | None  # per node, where the settings say (topology)
+    parts: tuple[SweepPart, ...]
+
+    @property
+    def cells(self) -> list[Cell]:
+        return [c for part in self.parts for c in part.cells]
+
+
+@dataclass(frozen=True)
+class Campaign:
+    path: Path
+    name: str
+    description: str
+    out: Path
+    testbeds: tuple[TestbedPlan, ...]
+    sweep: dict[str, Any] = field(default_factory=dict)  # the campaign-wide sweep, as given
+
+    @property
+    def cells(self) -> list[Cell]:
+        return [c for tb in self.testbeds for c in tb.cells]
+
+    def testbed(self, name: str) -> TestbedPlan:
+        for tb in self.testbeds:
+            if tb.name == name:
+                return tb
+        raise UsageError(
+            f"{self.path}: no testbed {name!r}: choose one of "
+            f"{', '.join(t.name for t in self.testbeds)}"
+        )
+
+    def testbed_out(self, tb: TestbedPlan) -> Path:
+        """Each testbed's own results store (a `scale --out` folder)."""
+        return self.out / tb.name
+
+
+class _Problem(Exception):
+    """A bad value at a key path; load() turns it into one UsageError line."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+def _digest(value: Any, size: int) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:size]
+
+
+# ---------------------------------------------------------------- reading YAML
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load, but a key given twice in one mapping is an error (YAML keeps the last
+    silently, so `nodes:` written twice would run what the user did not read)."""
+
+
+def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: its keys may be overridden
+            continue
+        key = loader.construct_object(key_node, deep=deep)
+        if isinstance(key, str | int | float | bool) and key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} is given twice", key_node.start_mark
+            )
+        seen.add(key) if isinstance(key, str | int | float | bool) else None
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping  # type: ignore[arg-type]
+)
+
+
+def read_yaml(path: Path) -> Any:
+    check_path(str(path), "campaign file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such campaign file (campaigns/ holds examples)") from None
+    except (OSError, UnicodeDecodeError) as err:
+        why = getattr(err, "strerror", None) or type(err).__name__
+        raise UsageError(f"{path}: cannot read it ({why})") from None
+    if len(text) > 1_000_000:
+        raise UsageError(f"{path}: over 1 MB; a campaign file is a page of YAML")
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise UsageError(f"{path}: not valid YAML ({where}{problem})") from None
+
+
+# ------------------------------------------------------------------ checkers
+def _mapping(value: Any, path: str, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _Problem(path, "must be a mapping of key: value")
+    for key in value:
+        if not isinstance(key, str):
+            raise _Problem(path, f"key {key!r} is not text")
+        if keys is not None and key not in keys:
+            raise _Problem(f"{path}.{key}" if path else key,
+                           f"unknown key; use one of {', '.join(keys)}")  # fmt: skip
+    return value
+
+
+def _text(value: Any, path: str, pattern: re.Pattern[str] | None = None, example: str = "") -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _Problem(path, f"must be text{f' like {example}' if example else ''}")
+    if any(ord(c) < 32 and c not in "\t" for c in value) or len(value) > SETTING_MAX:
+        raise _Problem(path, f"must be one line of at most {SETTING_MAX} characters")
+    if pattern is not None and not pattern.fullmatch(value):
+        raise _Problem(path, f"{value[:40]!r} is not {example}")
+    return value
+
+
+def _flag(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise _Problem(path, "must be true or false")
+    return value
+
+
+def _int_list(value: Any, path: str, maximum: int) -> list[int]:
+    """A number, a list of numbers, or text like '1-4,8'."""
+    if isinstance(value, bool):
+        raise _Problem(path, "must be a number, a list of numbers or a range like 1-4")
+    if isinstance(value, int):
+        text = str(value)
+    elif isinstance(value, list) and value and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        text = ",".join(str(v) for v in value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        raise _Problem(path, "must be a number, a list of numbers or a range like 1-4")
+    try:
+        return parse_int_list(text, path, maximum)
+    except UsageError as err:
+        raise _Problem(path, str(err).removeprefix(f"{path}: ")) from None
+
+
+def _setting(value: Any, path: str) -> str:
+    """A Terraform variable's value as `deploy --var` takes it (lists and maps as JSON)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, list | dict):
+        return json.dumps(value, separators=(",", ":"))
+    if isinstance(value, str) and "\x00" not in value and len(value) <= SETTING_MAX:
+        return value
+    raise _Problem(path, f"must be text, a number, true/false or a list (at most {SETTING_MAX})")
+
+
+def _duration(value: Any, path: str) -> int:
+    if not isinstance(value, int | str) or isinstance(value, bool):
+        raise _Problem(path, "must be a duration such as 90s, 10m or 1h")
+    try:
+        return duration_s(str(value))
+    except ValueError as err:
+        raise _Problem(path, f"{err}; write e.g. 90s, 10m or 1h") from None
+
+
+# --------------------------------------------------------------- the sweep
+def _scale_parser() -> argparse.ArgumentParser:
+    from hpcbench import cli
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["scale"]
+
+
+def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """scale's options by key (dest), reserved ones left out."""
+    found = {}
+    for action in parser._actions:
+        if action.option_strings and action.dest not in RESERVED:
+            found[action.dest] = action
+    return found
+
+
+def _argv_of(key: str, value: Any, action: argparse.Action, path: str) -> list[str]:
+    flag = max(action.option_strings, key=len)
+    if action.nargs == 0:  # a switch (store_true): true sets it
+        return [flag] if _flag(value, path) else []
+    if isinstance(value, bool):
+        # YAML 1.1 reads on/off/yes/no as true/false: give back the word for choices that
+        # take on/off (--amp on), else say to quote it.
+        if action.choices and {"on", "off"} <= set(action.choices):
+            return [flag, "on" if value else "off"]
+        raise _Problem(path, "YAML read this as true/false: write the value in quotes")
+    if isinstance(value, list):
+        if key == "sbatch":  # the one repeatable option
+            return [a for v in value for a in (flag, _text(v, path))]
+        if not value or not all(isinstance(v, int | float | str) and not isinstance(v, bool)
+                                for v in value):  # fmt: skip
+            raise _Problem(path, "a list must hold numbers or text, e.g. [32, 64, 96]")
+        return [flag, ",".join(str(v) for v in value)]
+    if isinstance(value, int | float | str):
+        return [flag, str(value)]
+    raise _Problem(path, "must be a number, text, true/false or a list")
+
+
+def _parse(argv: list[str]) -> tuple[argparse.Namespace, WorkloadSpec, TargetSpec, SweepSpec]:
+    """argv through `scale`'s parser and spec builders: what the command line would accept."""
+    from hpcbench import options
+
+    args = _scale_parser().parse_args(["--env", "localhost", "--out", "results", *argv])
+    return args, options.workload_spec(args), options.target_spec(args), options.sweep_spec(args)
+
+
+def _sweep_argv(sweep: dict[str, Any], path: str) -> tuple[list[str], list[int] | None]:
+    """A sweep mapping as scale's argv (each key checked alone, so that an error names
+    it), and its gpus_per_node list (None: not given)."""
+    known = _options(_scale_parser())
+    argv: list[str] = []
+    gpus: list[int] | None = None
+    for raw_key, value in sweep.items():
+        key = raw_key.replace("-", "_")
+        where = f"{path}.{raw_key}"
+        if key == "gpus_per_node":
+            gpus = _int_list(value, where, MAX_SLOTS)
+            continue
+        if key in RESERVED:
+            raise _Problem(where, "is set by the campaign itself (each testbed's results go "
+                           "to <out>/<testbed>; `campaign run --resume` resumes)")  # fmt: skip
+        if key not in known:
+            raise _Problem(where, "not an option of `hpcbench scale`; see "
+                           "`python -m hpcbench scale --help`")  # fmt: skip
+        own = _argv_of(key, value, known[key], where)
+        try:
+            _parse(own)
+        except UsageError as err:
+            raise _Problem(where, _strip_prefix(str(err))) from None
+        argv += own
+    return argv, gpus
+
+
+def _strip_prefix(message: str) -> str:
+    return message.removeprefix("scale: ")
+
+
+def _resolved(args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed options that define what a cell measures (identity), JSON-ready."""
+    skip = {*RESERVED, *OPERATIONAL, "func", "command", "nodes", "batch", "gpus_per_node"}
+    out: dict[str, Any] = {}
+    for key, value in sorted(vars(args).items()):
+        if key in skip:
+            continue
+        if isinstance(value, str | int | float | bool | type(None)):
+            out[key] = value
+        elif isinstance(value, list | tuple):
+            out[key] = [str(v) for v in value]
+    return out
+
+
+# -------------------------------------------------------------- the testbeds
+def _shape(settings: dict[str, str]) -> tuple[int | None, int | None]:
+    """Nodes and GPUs per node where the settings say: `node_count` and `gpus_per_node`
+    (local, Virtual Wall, OpenStack) or a GPULab `topology` <jobs>x<GPUs per job>."""
+    topology = settings.get("topology")
+    if topology is not None:
+        match = TOPOLOGY.fullmatch(topology)
+        if match:
+            return int(match[1]), int(match[2])
+    count, gpus = settings.get("node_count", ""), settings.get("gpus_per_node", "")
+    return (int(count) if count.isdigit() else None), (int(gpus) if gpus.isdigit() else None)
+
+
+def _exclusions(value: Any, path: str) -> list[dict[str, set[int]]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _Problem(path, "must be a list of {batch:, nodes:, gpus_per_node:, workers:}")
+    rules = []
+    for i, entry in enumerate(value):
+        where = f"{path}[{i}]"
+        entry = _mapping(entry, where, EXCLUDE_KEYS)
+        if not entry:
+            raise _Problem(where, f"names no cell; give some of {', '.join(EXCLUDE_KEYS)}")
+        rules.append({k: set(_int_list(v, f"{where}.{k}", 10**6)) for k, v in entry.items()})
+    return rules
+
+
+def _excluded(cell: dict[str, int], rules: list[dict[str, set[int]]]) -> bool:
+    return any(all(cell[k] in values for k, values in rule.items()) for rule in rules)
+
+
+def _expect(value: Any, path: str) -> Expect:
+    value = _mapping(value, path, EXPECT_KEYS)
+    ips = value.get("images_per_s")
+    if ips is not None:
+        try:
+            ips = units.parse_real(str(ips), 0.001, 10_000_000.0)
+        except ValueError as err:
+            raise _Problem(f"{path}.images_per_s", f"{err}; one worker's images/s") from None
+    durations = {k: _duration(value[k], f"{path}.{k}") if k in value else None
+                 for k in ("deploy", "verify", "destroy")}  # fmt: skip
+    return Expect(ips, durations["deploy"], durations["verify"], durations["destroy"])
+
+
+def _testbed(
+    index: int, raw: Any, path: str, sweep: dict[str, Any], keep_default: bool
+) -> TestbedPlan:
+    raw = _mapping(raw, path, TESTBED_KEYS)
+    name = _text(raw.get("name"), f"{path}.name", NAME, "a label like vwall-1g "
+                 "(lower-case letters, digits and '-', at most 40)")  # fmt: skip
+    env = _text(raw.get("env"), f"{path}.env", None, "an environment")
+    try:
+        paths.env_layout(env)
+    except UsageError as err:
+        raise _Problem(f"{path}.env", str(err)) from None
+    title = _text(raw.get("title", name), f"{path}.title")
+    settings: dict[str, str] = {}
+    for key, value in _mapping(raw.get("settings"), f"{path}.settings").items():
+        where = f"{path}.settings.{key}"
+        if not VARIABLE.fullmatch(key):
+            raise _Problem(where, "a Terraform variable name: lower-case letters, digits, _")
+        if looks_secret(key):
+            raise _Problem(where, "looks like a secret, which never goes in a file: export it "
+                           "as its module documents (docs/testbeds.md)")  # fmt: skip
+        settings[key] = _setting(value, where)
+    ansible = _mapping(raw.get("ansible"), f"{path}.ansible")
+    for key, value in ansible.items():
+        where = f"{path}.ansible.{key}"
+        if not VARIABLE.fullmatch(key):
+            raise _Problem(where, "an Ansible variable name: lower-case letters, digits, _")
+        if looks_secret(key):
+            raise _Problem(where, "looks like a secret, which never goes in a file")
+        try:
+            yaml.safe_dump(value)
+        except yaml.YAMLError:
+            raise _Problem(where, "must be plain YAML data") from None
+    keep = raw.get("keep_on_failure", keep_default)
+    _flag(keep, f"{path}.keep_on_failure")
+    own = _mapping(raw.get("sweep"), f"{path}.sweep")
+    # Each side checked key by key (an error names the file's key), then the merge.
+    _, base_gpus = _sweep_argv(sweep, "sweep")
+    _, own_gpus = _sweep_argv(own, f"{path}.sweep")
+    merged = {**{k.replace("-", "_"): v for k, v in sweep.items()},
+              **{k.replace("-", "_"): v for k, v in own.items()}}  # fmt: skip
+    merged.pop("gpus_per_node", None)
+    argv, _ = _sweep_argv(merged, f"{path}.sweep")
+    try:
+        args, _workload, target, sweep_spec = _parse(argv)
+    except UsageError as err:
+        raise _Problem(f"{path}.sweep", _strip_prefix(str(err))) from None
+    nodes_available, slots = _shape(settings)
+    gpus = own_gpus or base_gpus or [slots or 1]
+    if slots is not None and max(gpus) > slots:
+        raise _Problem(f"{path}.sweep.gpus_per_node",
+                       f"{max(gpus)} is more than the {slots} GPUs per node of topology "
+                       f"{settings['topology']}")  # fmt: skip
+    node_counts = list(target.node_counts)
+    if nodes_available is not None and max(node_counts) > nodes_available:
+        raise _Problem(f"{path}.sweep.nodes",
+                       f"{format_int_list(node_counts)} asks for {max(node_counts)} nodes but "
+                       f"the settings give {nodes_available}: lower nodes or exclude "
+                       f"{{nodes: {nodes_available + 1}-{max(node_counts)}}}")  # fmt: skip
+    rules = _exclusions(raw.get("exclude"), f"{path}.exclude")
+    fingerprint = _digest({"env": env, "settings": settings, "ansible": ansible}, 16)
+    identity = _resolved(args)
+    parts = []
+    based: set[int] = set()  # batches whose single-worker baseline an earlier part measures
+    for per_node in gpus:
+        cells: list[Cell] = []
+        for batch in sweep_spec.batches:
+            # The sweep's own order: each batch's single-worker baseline, then node counts.
+            # One baseline serves every gpus_per_node of a batch (hpcbench.analysis).
+            configs = [(n, n * per_node) for n in node_counts]
+            if batch not in based:
+                configs.insert(0, (1, 1))
+                based.add(batch)
+            for nodes, workers in configs:
+                values = {"batch": batch, "nodes": nodes, "workers": workers,
+                          "gpus_per_node": per_node}  # fmt: skip
+                if _excluded(values, rules) or any(c.config == (batch, nodes, workers)
+                                                   for c in cells):  # fmt: skip
+                    continue
+                cell_id = _digest({"testbed": fingerprint, "params": identity, **values}, 12)
+                cells.append(Cell(name, batch, nodes, workers, per_node, cell_id))
+        if cells:
+            parts.append(SweepPart(per_node, tuple(argv), tuple(node_counts),
+                                   tuple(sweep_spec.batches), tuple(cells)))  # fmt: skip
+    if not parts:
+        raise _Problem(f"{path}.exclude", "leaves no cell to run: drop the testbed instead")
+    return TestbedPlan(
+        index=index, name=name, env=env, title=title, settings=tuple(sorted(settings.items())),
+        ansible=ansible, keep_on_failure=keep, expect=_expect(raw.get("expect"), f"{path}.expect"),
+        fingerprint=fingerprint, nodes_available=nodes_available, gpus_per_node=slots,
+        parts=tuple(parts),
+    )  # fmt: skip
+
+
+def _campaign(path: Path, data: Any) -> Campaign:
+    top = _mapping(data, "", TOP_KEYS)
+    if not top:
+        raise _Problem("testbeds", "the file is empty: give at least a sweep and testbeds")
+    name = _text(top.get("name", path.stem.lower()), "name", NAME,
+                 "a label (lower-case letters, digits, '-')")  # fmt: skip
+    description = _text(top["description"], "description") if "description" in top else ""
+    out_text = top.get("out", f"results/{name}")
+    out_text = _text(out_text, "out", None, "a folder such as results/slices")
+    try:
+        check_path(out_text, "out")
+    except UsageError as err:
+        raise _Problem("out", str(err).removeprefix("out: ")) from None
+    keep = top.get("keep_on_failure", False)
+    _flag(keep, "keep_on_failure")
+    sweep = _mapping(top.get("sweep"), "sweep")
+    raw_testbeds = top.get("testbeds")
+    if not isinstance(raw_testbeds, list) or not raw_testbeds:
+        raise _Problem("testbeds", "must be a list of testbeds (name, env, settings, ...)")
+    if len(raw_testbeds) > MAX_TESTBEDS:
+        raise _Problem("testbeds", f"{len(raw_testbeds)} testbeds; at most {MAX_TESTBEDS}")
+    testbeds: list[TestbedPlan] = []
+    for i, raw in enumerate(raw_testbeds):
+        tb = _testbed(i + 1, raw, f"testbeds[{i}]", sweep, keep)
+        if any(t.name == tb.name for t in testbeds):
+            raise _Problem(f"testbeds[{i}].name", f"{tb.name!r} is used twice; names are "
+                           "the testbeds' result folders")  # fmt: skip
+        testbeds.append(tb)
+    total = sum(len(t.cells) for t in testbeds)
+    if total > MAX_CELLS:
+        raise _Problem("sweep", f"{total} cells; at most {MAX_CELLS}: fewer nodes or batches")
+    return Campaign(path, name, description, Path(out_text), tuple(testbeds), dict(sweep))
+
+
+def load(path: Path | str) -> Campaign:
+    """The campaign of a file, fully checked; one UsageError line otherwise."""
+    path = Path(path)
+    data = read_yaml(path)
+    try:
+        return _campaign(path, data)
+    except _Problem as problem:
+        where = f"{problem.path}: " if problem.path else ""
+        raise UsageError(f"{path}: {where}{problem.message}") from None
+
+
+def iter_cells(campaign: Campaign) -> Iterator[tuple[TestbedPlan, Cell]]:
+    for tb in campaign.testbeds:
+        for cell in tb.cells:
+            yield tb, cell
+
+
+def settings_dict(tb: TestbedPlan) -> Mapping[str, str]:
+    return dict(tb.settings)
