@@ -293,7 +293,7 @@ def _duration(value: Any, path: str) -> int:
     try:
         return duration_s(str(value))
     except ValueError as err:
-        raise _Problem(path, f"{err}; write e.g. 90s, 10m or 1h") from None
+        raise _Problem(path, f"{err}: write a duration such as 90s, 10m or 1h") from None
 
 
 # --------------------------------------------------------------- the sweep
@@ -512,7 +512,8 @@ def _testbed(
                 if _excluded(values, rules) or any(c.config == (batch, nodes, workers)
                                                    for c in cells):  # fmt: skip
                     continue
-                cell_id = _digest({"testbed": fingerprint, "params": identity, **values}, 12)
+                cell_id = _digest({"testbed": name, "fingerprint": fingerprint,
+                                   "params": identity, **values}, 12)  # fmt: skip
                 cells.append(Cell(name, batch, nodes, workers, per_node, cell_id))
         if cells:
             parts.append(SweepPart(per_node, tuple(argv), tuple(node_counts),

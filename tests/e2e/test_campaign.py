@@ -1,0 +1,283 @@
+"""`hpcbench campaign run` end to end over the GPULab and jFed stand-ins (issue 17).
+
+One campaign of five testbeds, each deploy -> verify -> sweep of 1-2 workers ->
+destroy, into one comparison report:
+    gpulab-1x2   one job, two GPUs (1 and 2 workers in one job)
+    vw-1g        Virtual Wall at 1 Gbit/s: the campaign is interrupted (SIGINT to its
+                 process group, as Ctrl-C) once its first cell is measured
+    broken       a GPULab job whose image has no sshd: its deploy fails
+    gpulab-2x1   two jobs, one GPU each
+    vw-10g       Virtual Wall at 10 Gbit/s
+then `--resume`. The tests show that the interrupted testbed is destroyed and
+continued without re-running a finished cell, that the failed testbed is
+reported and the next one still runs, and that after every path no container,
+job, slice or lease is left.
+
+The stand-ins (tests/standins: gpulab-cli and jFed CLI 2, following the real
+clients) run every job and node as a container of the local Docker engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.interrupt import as_from_a_terminal
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+GPULAB = REPO / "tests/standins/gpulab"
+JFED = REPO / "tests/standins/jfed"
+PASSWORD = "campaign pass"
+STACK_URN = "urn:publicid:IDN+wall2.ilabt.iminds.be+image+hpcbench:STACK-E2E"
+JFED_LABEL = "org.hpcbench.jfed-standin.slice"
+JFED_SLICES = f"{JFED_LABEL}=hpcbench/hpcbench-cvw-"  # this campaign's slices (project/slice)
+sys.path.insert(0, str(GPULAB))
+gpulab_cli = pytest.importorskip("gpulab_cli", reason="the stand-in needs click, docker and "
+                                 "imecilabt-gpulab-common (pip install '.[test]')")  # fmt: skip
+
+SWEEP = {"model": "resnet18", "image_size": 32, "batch": [4], "nodes": [1, 2], "repeats": 1,
+         "warmup": 1, "windows": 2, "steps": 2, "data_workers": 0, "device": "cpu",
+         "timeout": 300}  # fmt: skip
+GPULAB_SIZE = {"cpus_per_gpu": 1, "memory_gb_per_gpu": 2, "start_timeout": 300}
+
+
+def _jfed(name: str, capacity: int, cidr: str, pem: Path, jar: Path) -> dict:
+    return {
+        "name": name, "env": "virtualwall", "title": f"jFed stand-in, {capacity // 1000} Gbit/s",
+        "settings": {"project": "hpcbench", "pem_path": str(pem), "jfed_cli_jar": str(jar),
+                     "disk_image": STACK_URN, "node_count": 2, "slice_name": f"hpcbench-c{name}",
+                     "lan_cidr": cidr, "link_capacity_mbps": capacity, "bootstrap_wait_min": 3,
+                     "experiment_iface": "eth1"},
+        # The stand-in's nodes boot an image that holds the stack (its group_vars.yml).
+        "ansible": yaml.safe_load((JFED / "group_vars.yml").read_text()),
+    }  # fmt: skip
+
+
+@dataclass
+class Campaign:
+    root: Path
+    file: Path
+    environ: dict[str, str]
+
+    @property
+    def out(self) -> Path:
+        return self.root / "results"
+
+    def hpcbench(self, *args: str, timeout: float = 2400) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hpcbench", *args], cwd=REPO,
+                              env=self.environ, capture_output=True, text=True,
+                              timeout=timeout)  # fmt: skip
+
+    def journal(self) -> list[dict]:
+        path = self.out / "results.jsonl"
+        if not path.is_file():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def cell_states(self) -> dict[str, dict]:
+        states: dict[str, dict] = {}
+        for r in self.journal():
+            if r.get("kind") == "cell":
+                states[r["cell"]] = r
+        return states
+
+    def runs(self, testbed: str) -> list[dict]:
+        path = self.out / testbed / "results.jsonl"
+        if not path.is_file():
+            return []
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [r for r in records if r.get("kind") == "run"]
+
+    def left_behind(self) -> list[str]:
+        """Every container, job, slice or lease a testbed of the campaign could hold."""
+        found = []
+        gpulab_dir = self.root / "standin"
+        jobs = gpulab_dir / "jobs"
+        for path in jobs.glob("*.json") if jobs.is_dir() else []:
+            status = json.loads(path.read_text())["job"]["state"]["status"]
+            if status not in ("CANCELLED", "FAILED", "FINISHED"):
+                found.append(f"GPULab job {path.stem} {status}")
+        ps = subprocess.run(
+            ["docker", "ps", "-a", "--format", "{{.Names}} {{.Labels}}"],
+            capture_output=True, text=True, check=True,
+        ).stdout.splitlines()  # fmt: skip
+        sid = gpulab_cli.standin_id(gpulab_dir)
+        found += [line.split()[0] for line in ps
+                  if f"{gpulab_cli.LABEL}={sid}" in line or f"{JFED_SLICES}" in line]  # fmt: skip
+        state = self.root / "state"
+        found += [str(p) for p in state.rglob("leases/*.json")] if state.is_dir() else []
+        found += [str(p) for p in state.rglob("terraform.tfstate")
+                  if json.loads(p.read_text() or "{}").get("resources")] if state.is_dir() else []
+        return found
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        pytest.fail("no Docker engine answers: `make tools` starts one")
+    for image in ("hpcbench/node:latest", "hpcbench/stack:latest"):
+        if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode:
+            pytest.fail(f"{image} is missing: run `make images`")
+    root = tmp_path_factory.mktemp("campaign")
+    # What a user brings: a Fed4FIRE login PEM (certificate + encrypted key) and
+    # jFed's CLI folder with experimenter-cli2.jar in it.
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-days", "2", "-subj", "/CN=e2e",
+         "-keyout", str(root / "key.pem"), "-out", str(root / "cert.pem"),
+         "-passout", f"pass:{PASSWORD}"], check=True, capture_output=True,
+    )  # fmt: skip
+    pem = root / "login.pem"
+    pem.write_text((root / "cert.pem").read_text() + (root / "key.pem").read_text())
+    pem.chmod(0o600)
+    jar = root / "jfed_cli" / "experimenter-cli2.jar"
+    jar.parent.mkdir()
+    jar.write_text("")
+    gpulab = {"env": "gpulab", "settings": {"project": "e2eproj", "pem_path": str(pem),
+                                            "stack_image": "hpcbench/stack:latest",
+                                            **GPULAB_SIZE}}  # fmt: skip
+    spec = {
+        "name": "e2e",
+        "out": str(root / "results"),
+        "sweep": SWEEP,
+        "testbeds": [
+            {**gpulab, "name": "gpulab-1x2", "title": "GPULab 1 job x 2",
+             "settings": {**gpulab["settings"], "topology": "1x2"}, "sweep": {"nodes": 1}},
+            _jfed("vw-1g", 1000, "172.30.91.0/24", pem, jar),
+            {**gpulab, "name": "broken", "title": "GPULab, an image without sshd",
+             "settings": {**gpulab["settings"], "topology": "1x1",
+                          "stack_image": "debian:bookworm-slim"}, "sweep": {"nodes": 1}},
+            {**gpulab, "name": "gpulab-2x1", "title": "GPULab 2 jobs x 1",
+             "settings": {**gpulab["settings"], "topology": "2x1"}},
+            _jfed("vw-10g", 10000, "172.30.92.0/24", pem, jar),
+        ],
+    }  # fmt: skip
+    file = root / "e2e.yaml"
+    file.write_text(yaml.safe_dump(spec, sort_keys=False))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_VAR_", "GPULAB_"))}
+    venv_bin = str(Path(sys.executable).parent)
+    environ = {
+        **env,
+        # The stand-ins first on PATH, as installing the real clients would put them.
+        "PATH": os.pathsep.join([str(GPULAB / "bin"), str(JFED / "bin"), venv_bin, env["PATH"]]),
+        "HPCBENCH_STATE": str(root / "state"),
+        "GPULAB_STANDIN_DIR": str(root / "standin"),
+        "JFED_STANDIN_IMAGES": json.dumps({STACK_URN: "hpcbench/stack:latest"}),
+        "HPCBENCH_PEM_PASSWORD": PASSWORD,
+    }
+    bed = Campaign(root, file, environ)
+    yield bed
+    bed.hpcbench("campaign", "destroy", str(file), timeout=900)
+    gpulab_cli.purge(root / "standin")
+    for slice_name in ("hpcbench-cvw-1g", "hpcbench-cvw-10g"):  # a run killed before teardown
+        for kind in ("container", "network"):
+            ids = subprocess.run(
+                ["docker", kind, "ls", *(["-a"] if kind == "container" else []), "-q",
+                 "--filter", f"label={JFED_LABEL}=hpcbench/{slice_name}"],
+                capture_output=True, text=True,
+            ).stdout.split()  # fmt: skip
+            if ids:
+                subprocess.run(["docker", kind, "rm", *(["-f"] if kind == "container" else []),
+                                *ids], capture_output=True)  # fmt: skip
+
+
+def test_plan_lists_every_cell_and_creates_nothing(campaign: Campaign) -> None:
+    proc = campaign.hpcbench("campaign", "plan", str(campaign.file), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # 2 cells on each testbed (1 and 2 workers), the broken one's single job: 1.
+    assert "5 testbeds, 9 cells" in proc.stdout
+    assert not campaign.out.exists() and not (campaign.root / "state").exists()
+
+
+def test_interrupted_campaign_destroys_the_testbed_in_hand(campaign: Campaign) -> None:
+    """Ctrl-C once vw-1g has a measured cell: the campaign stops, destroys that slice
+    (no container, lease or state left), marks what it did not finish pending."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcbench", "campaign", "run", str(campaign.file)], cwd=REPO,
+        env=campaign.environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True, preexec_fn=as_from_a_terminal,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 1500
+        while not any(r["testbed"] == "vw-1g" and r["status"] == "measured"
+                      for r in campaign.cell_states().values()):  # fmt: skip
+            assert proc.poll() is None, proc.communicate()[0][-4000:]
+            assert time.monotonic() < deadline, "vw-1g measured no cell in time"
+            time.sleep(1)
+        os.killpg(proc.pid, signal.SIGINT)
+        output, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    assert proc.returncode == 130, output[-4000:]
+    assert "interrupted: destroying what this testbed holds" in output
+    assert campaign.left_behind() == [], output[-4000:]
+    states = campaign.cell_states()
+    vw = [s for s in states.values() if s["testbed"] == "vw-1g"]
+    assert sorted(s["status"] for s in vw) == ["measured", "pending"], vw
+    assert all(s["status"] == "measured" for s in states.values() if s["testbed"] == "gpulab-1x2")
+
+
+def test_resume_runs_what_is_left_past_a_failed_testbed(campaign: Campaign) -> None:
+    """--resume: no finished cell runs again; the broken testbed fails at deploy with
+    its cause and the next two still run; one report compares them all."""
+    before = {tb: campaign.runs(tb) for tb in ("gpulab-1x2", "vw-1g")}
+    measured = {cid for cid, s in campaign.cell_states().items() if s["status"] == "measured"}
+    proc = campaign.hpcbench("campaign", "run", str(campaign.file), "--resume")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output[-5000:]  # one testbed failed
+    assert "[testbed 1/4 vw-1g]" in output  # gpulab-1x2 was done: not re-entered
+    assert not any(line.startswith("[testbed") and " gpulab-1x2]" in line
+                   for line in output.splitlines())  # fmt: skip
+    # No finished cell ran again: gpulab-1x2's store is as it was, vw-1g gained only
+    # the runs of the cell that was interrupted.
+    assert campaign.runs("gpulab-1x2") == before["gpulab-1x2"]
+    vw_after = campaign.runs("vw-1g")
+    assert vw_after[: len(before["vw-1g"])] == before["vw-1g"]
+    new = vw_after[len(before["vw-1g"]):]
+    assert new and all(r["workers"] == 2 for r in new), new
+    states = campaign.cell_states()
+    assert {cid for cid in measured if states[cid]["status"] == "measured"} == measured
+    broken = [s for s in states.values() if s["testbed"] == "broken"]
+    assert broken and all(s["status"] == "failed" for s in broken)
+    assert "deploy" in broken[0]["why"] and "FAILED" in broken[0]["why"], broken[0]
+    for tb in ("gpulab-1x2", "vw-1g", "gpulab-2x1", "vw-10g"):
+        cells = [s for s in states.values() if s["testbed"] == tb]
+        assert len(cells) == 2 and all(s["status"] == "measured" for s in cells), (tb, cells)
+        two = [r for r in campaign.runs(tb) if r["workers"] == 2 and r["status"] == "ok"]
+        assert two and all(r["weights_in_sync"] is True for r in two), tb
+    assert campaign.left_behind() == []
+    # The secret never reached a file the campaign wrote.
+    for path in campaign.out.rglob("*"):
+        if path.is_file():
+            assert PASSWORD.encode() not in path.read_bytes(), path
+
+
+def test_one_report_compares_every_testbed(campaign: Campaign) -> None:
+    html = (campaign.out / "report.html").read_text()
+    for title in ("GPULab 1 job x 2", "GPULab 2 jobs x 1", "jFed stand-in, 1 Gbit/s",
+                  "jFed stand-in, 10 Gbit/s"):  # fmt: skip
+        assert title in html
+    assert "Failed cells" in html and "broken" in html
+    for name in ("throughput.png", "efficiency.png"):
+        assert (campaign.out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    systems = json.loads((campaign.out / "systems.json").read_text())
+    assert {s["testbed"] for s in systems} == {"gpulab-1x2", "vw-1g", "gpulab-2x1", "vw-10g"}
+    assert all(s["number_of_nodes"] >= 1 and s["framework"].startswith("PyTorch")
+               for s in systems)  # fmt: skip
+    status = campaign.hpcbench("campaign", "status", str(campaign.file), "--json", timeout=300)
+    table = json.loads(status.stdout)
+    assert sorted({c["status"] for c in table["cells"]}) == ["failed", "measured"]
+    assert table["held"] == {}

@@ -1,0 +1,408 @@
+"""Campaigns without a testbed: the file's checks (one line naming the key path, exit
+status 2, nothing created), cell identities, the plan, and the runner's order and
+guarantees with deploy, verify, the sweep and destroy replaced by fakes that keep
+the same contracts (a deployed testbed holds Terraform state and a lease until
+destroyed). tests/e2e/test_campaign.py runs the real chain over the stand-ins."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hpcbench import analysis, cli, paths, sweep
+from hpcbench.campaign import commands, runner, spec
+from hpcbench.errors import UsageError
+from hpcbench.store import Store
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = sorted((REPO / "campaigns").glob("*.yaml"))
+
+
+def write(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+BASE = """\
+name: t
+out: {out}
+sweep:
+  model: resnet18
+  image_size: 32
+  batch: [4, 8]
+  nodes: [1, 2]
+  repeats: 1
+testbeds:
+  - name: a
+    env: local
+    settings: {{node_count: 2, link_rate: 1gbit}}
+  - name: b
+    env: local
+    settings: {{node_count: 2, link_rate: 100mbit}}
+"""
+
+
+def base(tmp_path: Path, **changes: Any) -> Path:
+    data = yaml.safe_load(BASE.format(out=tmp_path / "out"))
+    for dotted, value in changes.items():
+        *parents, last = dotted.split(".")
+        node = data
+        for key in parents:
+            node = node[int(key)] if key.isdigit() else node[key]
+        node[last] = value
+    return write(tmp_path, yaml.safe_dump(data))
+
+
+# ------------------------------------------------------------------ the file
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_shipped_campaigns_load(path: Path) -> None:
+    campaign = spec.load(path)
+    assert campaign.cells and len({c.id for c in campaign.cells}) == len(campaign.cells)
+
+
+def test_slices_is_the_seeds_matrix() -> None:
+    campaign = spec.load(REPO / "campaigns/slices.yaml")
+    by_tb = {tb.name: tb for tb in campaign.testbeds}
+    assert list(by_tb) == ["vwall-1g", "vwall-10g", "gpulab-1x10", "gpulab-10x1"]
+    assert by_tb["vwall-10g"].env == "virtualwall-10g"
+    for tb in campaign.testbeds:  # 1-10 workers at batch 32, 64 and 96
+        workers = {(c.batch, c.workers) for c in tb.cells}
+        assert workers == {(b, w) for b in (32, 64, 96) for w in range(1, 11)}, tb.name
+    # One machine of ten GPUs: 1-10 workers on one node, a baseline per batch only.
+    one = by_tb["gpulab-1x10"]
+    assert {c.nodes for c in one.cells} == {1} and len(one.parts) == 10
+    assert sum(1 for c in one.cells if c.workers == 1) == 3
+
+
+def test_local_fits_two_testbeds_of_four_half_core_nodes() -> None:
+    campaign = spec.load(REPO / "campaigns/local.yaml")
+    assert [dict(tb.settings)["link_rate"] for tb in campaign.testbeds] == ["200mbit", "1gbit"]
+    names = [dict(tb.settings)["name"] for tb in campaign.testbeds]
+    assert len(set(names)) == 2 and "hpcbench-local" not in names  # never `make deploy`'s
+
+
+def test_identity_follows_what_is_measured_not_how_long_it_may_take(tmp_path: Path) -> None:
+    ids = [c.id for c in spec.load(base(tmp_path)).cells]
+    assert ids == [c.id for c in spec.load(base(tmp_path)).cells]  # stable
+    same = {"sweep.budget": "2h", "sweep.timeout": 99}
+    assert ids == [c.id for c in spec.load(base(tmp_path, **same)).cells]
+    for change in ({"sweep.warmup": 3}, {"testbeds.0.settings.link_rate": "10gbit"},
+                   {"testbeds.0.ansible": {"stack_mode": "image"}}):  # fmt: skip
+        other = [c.id for c in spec.load(base(tmp_path, **change)).cells]
+        assert other != ids, change
+    # Only testbed a's cells change with a's settings.
+    changed = spec.load(base(tmp_path, **{"testbeds.0.settings.link_rate": "10gbit"}))
+    assert [c.id for c in changed.testbeds[1].cells] == ids[len(changed.testbeds[0].cells):]
+
+
+def test_exclusions_and_gpus_per_node_make_the_cells(tmp_path: Path) -> None:
+    path = base(tmp_path, **{
+        "testbeds.0.settings": {"topology": "1x4"}, "testbeds.0.env": "gpulab",
+        "testbeds.0.sweep": {"nodes": 1, "gpus_per_node": [1, 2, 4]},
+        "testbeds.1.exclude": [{"batch": 8, "nodes": 2}],
+    })  # fmt: skip
+    a, b = spec.load(path).testbeds
+    assert [(c.batch, c.nodes, c.workers) for c in a.cells] == [
+        (4, 1, 1), (8, 1, 1), (4, 1, 2), (8, 1, 2), (4, 1, 4), (8, 1, 4)]  # fmt: skip
+    assert [p.gpus_per_node for p in a.parts] == [1, 2, 4]
+    assert [(c.batch, c.nodes) for c in b.cells] == [(4, 1), (4, 2), (8, 1)]
+
+
+BAD = [
+    ("sweep.batch", {"sweep.batch": "4,x"}, "--batch"),
+    ("sweep.modle", {"sweep.modle": "resnet18"}, "not an option of `hpcbench scale`"),
+    ("sweep.model", {"sweep.model": "nosuch"}, "unknown model"),
+    ("sweep.out", {"sweep.out": "x"}, "set by the campaign itself"),
+    ("sweep.amp", {"sweep.amp": "sometimes"}, "invalid choice"),
+    ("sweep.target_ci", {"sweep.target_ci": "90%"}, "out of range"),
+    ("testbeds[0].env", {"testbeds.0.env": "nosuch"}, "unknown environment"),
+    ("testbeds[1].name", {"testbeds.1.name": "a"}, "used twice"),
+    ("testbeds[0].name", {"testbeds.0.name": "Bad Name"}, "not a label"),
+    ("testbeds[0].settings.pem_password", {"testbeds.0.settings.pem_password": "x"},
+     "looks like a secret"),
+    ("testbeds[0].settings.Node", {"testbeds.0.settings.Node": 2}, "variable name"),
+    ("testbeds[0].sweep.nodes", {"testbeds.0.sweep": {"nodes": "1-4"}},
+     "the settings give 2"),
+    ("testbeds[0].sweep.gpus_per_node", {"testbeds.0.env": "gpulab",
+     "testbeds.0.settings": {"topology": "2x1"}, "testbeds.0.sweep": {"gpus_per_node": 2}},
+     "more than the 1 GPUs"),
+    ("testbeds[0].exclude", {"testbeds.0.exclude": [{"nodes": "1-2"}]}, "leaves no cell"),
+    ("testbeds[0].exclude[0].rack", {"testbeds.0.exclude": [{"rack": 1}]}, "unknown key"),
+    ("testbeds[0].expect.deploy", {"testbeds.0.expect": {"deploy": "soon"}}, "duration"),
+    ("testbeds[0].keep_on_failure", {"testbeds.0.keep_on_failure": "yes"}, "true or false"),
+    ("sweep.max_repeats", {"sweep.max_repeats": 1, "sweep.repeats": 3}, "below --repeats"),
+    ("testbeds", {"testbeds": []}, "list of testbeds"),
+    ("colour", {"colour": "red"}, "unknown key"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("where", "change", "says"), BAD, ids=[b[0] for b in BAD])
+def test_bad_campaign_is_one_line_naming_the_key_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, change: dict, says: str
+) -> None:
+    path = base(tmp_path, **change)
+    for action in ("plan", "run", "status"):
+        assert cli.main(["campaign", action, str(path)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "Traceback" not in err[0], err
+        assert f"{path}: {where}" in err[0] and says in err[0], err[0]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("name: t\nname: u\n", "key 'name' is given twice"),
+    ("testbeds: [\n", "not valid YAML (line"),
+    ("- a\n- b\n", "must be a mapping"),
+])  # fmt: skip
+def test_unreadable_files_say_why(tmp_path: Path, text: str, says: str) -> None:
+    with pytest.raises(UsageError, match=r".*") as err:
+        spec.load(write(tmp_path, text))
+    assert says in str(err.value)
+    with pytest.raises(UsageError, match="no such campaign file"):
+        spec.load(tmp_path / "missing.yaml")
+
+
+def test_yaml_on_off_reads_as_written(tmp_path: Path) -> None:
+    path = base(tmp_path, **{"sweep.amp": True})  # YAML 1.1 reads `amp: on` as true
+    assert "--amp" in spec.load(path).testbeds[0].parts[0].argv
+    argv = spec.load(path).testbeds[0].parts[0].argv
+    assert argv[argv.index("--amp") + 1] == "on"
+
+
+# ------------------------------------------------------------------ the plan
+def test_plan_estimates_from_expect_and_earlier_results_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = base(tmp_path, **{"testbeds.0.expect": {"images_per_s": 10, "deploy": "3m"}})
+    assert cli.main(["campaign", "plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "2 testbeds, 8 cells" in out and "deploy 3m00s (expect:)" in out
+    assert "from 10 images/s given in expect:" in out
+    assert "verify 5m00s (assumed)" in out  # a stated default, said to be one
+    assert "unknown" in out and "give `expect: {images_per_s: N}`" in out  # testbed b
+    assert not (tmp_path / "out").exists()
+    # An earlier run of a cell: its measured length replaces the guess.
+    campaign = spec.load(path)
+    cell = campaign.testbeds[0].cells[0]
+    Store(campaign.testbed_out(campaign.testbeds[0])).append(
+        fake_run("local", cell.batch, 1, 1, 1, duration_s=42.0))
+    assert cli.main(["campaign", "plan", str(path)]) == 0
+    assert "1 x 42 s measured earlier" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- the runner
+def fake_run(env: str, batch: int, nodes: int, workers: int, gpus_per_node: int,
+             duration_s: float = 1.0, repeat: int = 0) -> dict[str, Any]:  # fmt: skip
+    return {"kind": "run", "env": env, "model": "resnet18", "backend": "horovod",
+            "batch": batch, "image_size": 32, "data": "synthetic", "nodes": nodes,
+            "workers": workers, "gpus_per_node": gpus_per_node, "method": "m",
+            "repeat": repeat, "status": "ok", "steps": 2, "window_times": [1.0, 1.1],
+            "duration_s": duration_s, "weights_in_sync": True}  # fmt: skip
+
+
+class Fakes:
+    """deploy/verify/destroy/check and sweep.run, keeping their contracts: a deployed
+    testbed holds Terraform state with resources and a lease until destroyed."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[tuple[str, str]] = []  # (what, testbed state folder name)
+        self.fail: dict[str, str] = {}  # "deploy:<state root name>" -> why
+        self.interrupt_after: int | None = None  # runs before a Ctrl-C in the sweep
+        self.runs = 0
+        self.destroy_rc = 0
+        monkeypatch.setattr(runner, "check", lambda req: self.calls.append(("check", req.env)))
+        monkeypatch.setattr(runner, "deploy", self.deploy)
+        monkeypatch.setattr(runner, "verify", self.verify)
+        monkeypatch.setattr(runner, "destroy", self.destroy)
+        monkeypatch.setattr(sweep, "run", self.sweep)
+        monkeypatch.setattr(sweep, "stop_on_signals", lambda: None)
+        monkeypatch.setattr(runner, "stop_on_signals", lambda: None)
+
+    def _call(self, what: str, env: str) -> None:
+        who = paths.state_root().name
+        self.calls.append((what, who))
+        why = self.fail.get(f"{what}:{who}")
+        if why:
+            raise RuntimeError(why)
+
+    def deploy(self, req: Any) -> int:
+        """Holds a lease from the moment the paid resource exists, as the module
+        scripts do; a failure after that leaves it for destroy."""
+        state = paths.ensure_env_state(req.env)
+        (state / "leases").mkdir(exist_ok=True)
+        lease = {"what": f"job of {paths.state_root().name}", "cancel": ["false"]}
+        (state / "leases" / "job.json").write_text(json.dumps(lease))
+        self._call("deploy", req.env)
+        (state / "terraform.tfstate").write_text(json.dumps({"resources": [{"x": 1}]}))
+        return 0
+
+    def verify(self, req: Any) -> int:
+        """pytest's exit status, as the real verify returns it."""
+        try:
+            self._call("verify", req.env)
+        except RuntimeError:
+            return 1
+        return 0
+
+    def destroy(self, req: Any) -> int:
+        self._call("destroy", req.env)
+        if self.destroy_rc:
+            return self.destroy_rc
+        import shutil
+
+        shutil.rmtree(paths.env_state(req.env))
+        return 0
+
+    def sweep(self, workload: Any, target: Any, spec_: Any, observe: Any = None) -> int:
+        self.calls.append(("sweep", paths.state_root().name))
+        store = Store(spec_.out)
+        live = analysis.LiveSummary(store.runs())
+        for batch, nodes, workers in sorted(spec_.only):
+            if self.interrupt_after is not None and self.runs >= self.interrupt_after:
+                raise KeyboardInterrupt
+            record = fake_run(target.env, batch, nodes, workers, target.gpus_per_node or 1)
+            store.append(record)
+            self.runs += 1
+            summary = live.add(record)
+            observe(sweep.Config(batch, nodes, workers), summary, record, True)
+        return 0
+
+    def held(self) -> list[Path]:
+        return sorted(paths.state_root().rglob("leases/*.json"))
+
+
+@pytest.fixture
+def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fakes:
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    return Fakes(monkeypatch)
+
+
+def states(path: Path) -> dict[tuple[str, int, int], str]:
+    campaign = spec.load(path)
+    return {(r["testbed"], r["batch"], r["workers"]): r["status"]
+            for r in commands.status_rows(campaign)}  # fmt: skip
+
+
+def test_each_testbed_deploy_verify_sweep_destroy_in_order(tmp_path: Path, fakes: Fakes) -> None:
+    path = base(tmp_path)
+    assert cli.main(["campaign", "run", str(path)]) == 0
+    assert fakes.calls == [("check", "local"), ("check", "local"),  # planned before any deploy
+                           ("deploy", "a"), ("verify", "a"), ("sweep", "a"), ("destroy", "a"),
+                           ("deploy", "b"), ("verify", "b"), ("sweep", "b"),
+                           ("destroy", "b")]  # fmt: skip
+    assert set(states(path).values()) == {"measured"}
+    assert fakes.held() == []
+    assert (tmp_path / "out" / "report.html").is_file()
+    # Everything done: a second run with --resume touches nothing.
+    fakes.calls.clear()
+    assert cli.main(["campaign", "run", str(path), "--resume"]) == 0
+    assert fakes.calls == []
+
+
+def test_a_failed_deploy_is_recorded_and_the_next_testbed_runs(
+    tmp_path: Path, fakes: Fakes, capfd: pytest.CaptureFixture[str]
+) -> None:
+    path = base(tmp_path)
+    fakes.fail["deploy:a"] = "GPULab job 1 is FAILED (exit code 127), not RUNNING"
+    assert cli.main(["campaign", "run", str(path)]) == 1
+    assert ("sweep", "a") not in fakes.calls and ("sweep", "b") in fakes.calls
+    assert ("destroy", "a") in fakes.calls  # what a failed create may hold is released
+    rows = commands.status_rows(spec.load(path))
+    a = [r for r in rows if r["testbed"] == "a"]
+    assert {r["status"] for r in a} == {"failed"}
+    assert all("deploy: GPULab job 1 is FAILED" in str(r["why"]) for r in a)
+    assert {r["status"] for r in rows if r["testbed"] == "b"} == {"measured"}
+    assert "deploy FAILED" in capfd.readouterr().err
+    assert fakes.held() == []
+
+
+def test_keep_on_failure_keeps_the_failed_testbed_and_says_how_to_remove_it(
+    tmp_path: Path, fakes: Fakes, capfd: pytest.CaptureFixture[str]
+) -> None:
+    path = base(tmp_path, keep_on_failure=True)
+    fakes.fail["verify:a"] = "checks failed"
+    assert cli.main(["campaign", "run", str(path)]) == 1
+    assert ("destroy", "a") not in fakes.calls and ("destroy", "b") in fakes.calls
+    err = capfd.readouterr().err
+    assert "kept for debugging" in err and f"campaign destroy {path} --testbed a" in err
+    assert len(fakes.held()) == 1
+    assert cli.main(["campaign", "status", str(path)]) == 0
+    assert "testbed a still holds" in capfd.readouterr().out
+    assert cli.main(["campaign", "destroy", str(path)]) == 0
+    assert fakes.held() == []
+
+
+def test_ctrl_c_destroys_the_testbed_in_hand_and_resume_runs_only_what_is_left(
+    tmp_path: Path, fakes: Fakes, capfd: pytest.CaptureFixture[str]
+) -> None:
+    path = base(tmp_path)
+    fakes.interrupt_after = 5  # testbed a's 4 cells, then one of b's
+    assert cli.main(["campaign", "run", str(path)]) == 130
+    assert fakes.calls[-1] == ("destroy", "b") and fakes.held() == []
+    before = states(path)
+    assert sorted(before.values()).count("measured") == 5
+    assert "interrupted" in capfd.readouterr().err
+    runs_before = {tb: len(Store(tmp_path / "out" / tb).runs()) for tb in ("a", "b")}
+    fakes.calls.clear()
+    fakes.interrupt_after = None
+    assert cli.main(["campaign", "run", str(path), "--resume"]) == 0
+    assert [c for c in fakes.calls if c[0] != "check"] == [
+        ("deploy", "b"), ("verify", "b"), ("sweep", "b"), ("destroy", "b")]  # fmt: skip
+    assert len(Store(tmp_path / "out" / "a").runs()) == runs_before["a"]  # a: untouched
+    assert len(Store(tmp_path / "out" / "b").runs()) == runs_before["b"] + 3  # b: 3 left
+    assert set(states(path).values()) == {"measured"}
+
+
+def test_a_failed_destroy_says_what_is_held_and_how_to_release_it(
+    tmp_path: Path, fakes: Fakes, capfd: pytest.CaptureFixture[str]
+) -> None:
+    path = base(tmp_path)
+    fakes.destroy_rc = 1
+    assert cli.main(["campaign", "run", str(path)]) == 1
+    err = capfd.readouterr().err
+    assert "STILL HELD: job of a" in err and "cancel it by hand: false" in err
+    assert f"campaign destroy {path} --testbed a" in err
+    assert ("deploy", "b") in fakes.calls  # the campaign went on
+    assert len(fakes.held()) == 2
+    fakes.destroy_rc = 0
+    assert cli.main(["campaign", "destroy", str(path)]) == 0
+    assert fakes.held() == []
+
+
+def test_one_campaign_per_folder_and_no_silent_rerun(
+    tmp_path: Path, fakes: Fakes, capfd: pytest.CaptureFixture[str]
+) -> None:
+    path = base(tmp_path)
+    assert cli.main(["campaign", "run", str(path)]) == 0
+    capfd.readouterr()
+    assert cli.main(["campaign", "run", str(path)]) == 2  # the journal holds it: --resume
+    assert "add --resume" in capfd.readouterr().err
+    other = write(tmp_path, BASE.format(out=tmp_path / "out").replace("name: t", "name: u"),
+                  "u.yaml")
+    assert cli.main(["campaign", "run", str(other), "--resume"]) == 2
+    assert "holds campaign 't'" in capfd.readouterr().err
+    # A folder in use by a running campaign: the second is refused in one line.
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import fcntl, os, time
+        fd = os.open({str(tmp_path / 'out' / '.lock')!r}, os.O_RDWR | os.O_CREAT)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        print('locked', flush=True)
+        time.sleep(60)
+    """)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        assert cli.main(["campaign", "run", str(path), "--resume"]) == 2
+        assert "in use by another campaign run" in capfd.readouterr().err
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
