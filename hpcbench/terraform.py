@@ -24,6 +24,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +34,7 @@ from hpcbench import bounded
 from hpcbench.errors import UsageError
 from hpcbench.paths import cache_root, ensure_env_state, env_layout, env_state
 
+STREAM_TAIL_LINES = 200  # of a streamed command's output, kept for its error's one line
 PASSWORD_ENV = "HPCBENCH_PEM_PASSWORD"  # read by the module scripts, never a variable
 # Variables that are secrets whatever a module declares (a fixed list, besides
 # what Terraform reports as `sensitive`): never given with --var, never remembered.
@@ -84,11 +87,22 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _MISSING = re.compile(r'input variable "(\w+)" is not set')
 
 
+_SCRIPT_LINE = re.compile(r"^\S+ \(local-exec\): (.+)$", re.M)
+
+
 def summarize_error(stderr: str) -> str:
-    """Terraform's first error, as one line that says what to fix."""
+    """Terraform's first error, as one line that says what to fix. For a module script
+    that failed (a local-exec provisioner), its own last line: the scripts print
+    their error last (terraform/modules/*/scripts), and Terraform's own block only
+    re-wraps the whole output behind the command."""
+    text = _ANSI.sub("", stderr)
+    if "Error: local-exec provisioner error" in text:
+        said = _SCRIPT_LINE.findall(text.split("Error: local-exec provisioner error")[0])
+        if said:
+            return said[-1].strip()[:400]
     lines = _error_lines(stderr)
     if not lines:
-        return " ".join(_ANSI.sub("", stderr).split())[:300] or "terraform failed without a message"
+        return " ".join(text.split())[:300] or "terraform failed without a message"
     return lines[0]
 
 
@@ -159,20 +173,32 @@ class TerraformEnv:
     def _run(
         self, *args: str, stream: bool = False, extra_env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        """One CLI command; stream=True lets its output through (apply), else captures it."""
+        """One CLI command; stream=True lets its output through (apply) and also returns
+        its last lines as stderr (for the error's one line), else captures it."""
         command, *rest = args
         flags = [] if command == "providers" else ["-no-color"]  # before positional arguments
         limit = bounded.APPLY if command == "apply" else bounded.TERRAFORM
         what = f"terraform {command} ({self.env})"
-        return bounded.run(
+        tail: deque[str] = deque(maxlen=STREAM_TAIL_LINES)
+
+        def through(line: str) -> None:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            tail.append(line)
+
+        proc = bounded.run(
             [self.binary, command, *flags, *rest],
             limit,
             what=what,
             capture=not stream,
+            on_line=through if stream else None,
             env=self._environ(extra_env),
             cwd=self.workdir,
             umask=0o077,
         )
+        if stream:
+            proc.stderr = "".join(tail)
+        return proc
 
     def init(self) -> None:
         ensure_env_state(self.env)
@@ -248,7 +274,8 @@ class TerraformEnv:
         finally:
             plan.unlink(missing_ok=True)  # applied or not, it is of no further use
         if proc.returncode != 0:
-            raise RuntimeError(f"terraform apply failed for {self.env} (output above)")
+            why = summarize_error(proc.stderr or "")
+            raise RuntimeError(f"terraform apply failed for {self.env}: {why} (output above)")
 
     def outputs(self) -> dict[str, object]:
         proc = self._run("output", "-json")

@@ -109,13 +109,17 @@ class Campaign:
             status = json.loads(path.read_text())["job"]["state"]["status"]
             if status not in ("CANCELLED", "FAILED", "FINISHED"):
                 found.append(f"GPULab job {path.stem} {status}")
-        ps = subprocess.run(
-            ["docker", "ps", "-a", "--format", "{{.Names}} {{.Labels}}"],
-            capture_output=True, text=True, check=True,
-        ).stdout.splitlines()  # fmt: skip
+        def containers(*flags: str) -> list[str]:
+            return subprocess.run(
+                ["docker", "ps", *flags, "--format", "{{.Names}} {{.Labels}}"],
+                capture_output=True, text=True, check=True,
+            ).stdout.splitlines()  # fmt: skip
+
+        # A job's container stays once it ended (as test_gpulab.py sees it); a slice's
+        # nodes are removed by DELETE.
         sid = gpulab_cli.standin_id(gpulab_dir)
-        found += [line.split()[0] for line in ps
-                  if f"{gpulab_cli.LABEL}={sid}" in line or f"{JFED_SLICES}" in line]  # fmt: skip
+        found += [line.split()[0] for line in containers() if f"{gpulab_cli.LABEL}={sid}" in line]
+        found += [line.split()[0] for line in containers("-a") if JFED_SLICES in line]
         state = self.root / "state"
         found += [str(p) for p in state.rglob("leases/*.json")] if state.is_dir() else []
         found += [str(p) for p in state.rglob("terraform.tfstate")

@@ -485,3 +485,25 @@ def test_verify_that_hangs_is_stopped(
     assert cli.main(["verify", "--env", "local"]) == 1
     line = one_error_line(capsys)
     assert "verify" in line and "HPCBENCH_VERIFY_TIMEOUT_S" in line
+
+
+def test_a_failed_module_script_is_named_by_its_own_last_line(tmp_path: Path) -> None:
+    """Terraform re-wraps a failed local-exec's whole output behind its command; the
+    one line a deploy (and a campaign's journal) reports is the script's own error,
+    as the real CLI prints it (terraform_data is built in: no provider needed)."""
+    from hpcbench.terraform import find_binary, summarize_error
+
+    said = "GPULab job 42 is FAILED (exit code 127), not RUNNING (gpulab-cli log 42: empty)"
+    (tmp_path / "main.tf").write_text(
+        'resource "terraform_data" "job" {\n  provisioner "local-exec" {\n'
+        f"    command = \"echo submitting job 42; echo '{said}' >&2; exit 1\"\n  }}\n}}\n"
+    )
+    env = {**os.environ, "TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1"}
+    env.pop("TF_CLI_CONFIG_FILE", None)
+    tf = find_binary()
+    subprocess.run([tf, "init", "-no-color"], cwd=tmp_path, env=env, capture_output=True,
+                   check=True, timeout=120)  # fmt: skip
+    out = subprocess.run([tf, "apply", "-auto-approve", "-no-color"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode != 0
+    assert summarize_error(out.stdout + out.stderr) == said
