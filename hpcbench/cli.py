@@ -9,9 +9,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import NoReturn
 
-from hpcbench.errors import UsageError
+from hpcbench.errors import Parser, UsageError
 
 # Modules that add sub-commands, in the order `--help` lists them.
 COMMAND_MODULES = [
@@ -26,14 +25,6 @@ COMMAND_MODULES = [
 def one_line(text: str) -> str:
     """A message as one line: control characters (a value's line break) escaped."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, but a bad command line is one line (no usage block) and exit
-    status 2, like every other UsageError; sub-command parsers are of this class too."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog.removeprefix('hpcbench ')}: {message}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 from hpcbench import launchers, paths, probe, sweep
-from hpcbench.errors import UsageError
+from hpcbench.errors import Parser, UsageError
 from hpcbench.launchers.slurm import SlurmOptions
 from hpcbench.specs import (
     IMAGE,
@@ -327,13 +328,7 @@ def probe_main(args: argparse.Namespace) -> int:
     return probe.run(target_spec(args), spec, Path(args.out))
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "scale",
-        help="measure how data-parallel training scales",
-        description=sweep.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def add_scale_arguments(p: argparse.ArgumentParser) -> None:
     add_target_arguments(p, nodes_default="1-10")
     add_workload_arguments(p)
     p.add_argument("--seed", type=count_type("seed"), default=0, help="seed of the run order")
@@ -344,6 +339,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dry-run", action="store_true", help="print what each run would launch; run nothing"
     )
+
+
+@functools.cache
+def scale_parser() -> argparse.ArgumentParser:
+    """`scale`'s options alone, for a campaign file's sweep: what the command line
+    accepts, checked by the same parser (built once; parsing leaves it unchanged)."""
+    p = Parser(prog="hpcbench scale")
+    add_scale_arguments(p)
+    return p
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "scale",
+        help="measure how data-parallel training scales",
+        description=sweep.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_scale_arguments(p)
     p.set_defaults(func=scale_main)
 
     p = subparsers.add_parser(

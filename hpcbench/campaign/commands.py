@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from hpcbench.campaign import estimate, runner, spec
+from hpcbench.campaign import estimate, report, runner, spec
 from hpcbench.campaign.journal import Journal
 from hpcbench.progress import format_duration
 
@@ -137,8 +137,6 @@ def status_main(args: argparse.Namespace) -> int:
 
 
 def report_main(args: argparse.Namespace) -> int:
-    from hpcbench.campaign import report
-
     written = report.build(spec.load(args.file))
     print("wrote " + ", ".join(str(p) for p in written))
     return 0

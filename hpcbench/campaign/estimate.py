@@ -24,9 +24,17 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from hpcbench import analysis, paths
+from hpcbench import analysis, options, paths, prediction
 from hpcbench.campaign.spec import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.errors import UsageError
+from hpcbench.predict import (
+    DEFAULT_LATENCY_US,
+    TCP_EFFICIENCY,
+    Plan,
+    model_layers,
+    parse_link,
+    predictions,
+)
 from hpcbench.store import Store
 
 # Stated defaults where nothing was measured or given (expect: in the campaign file).
@@ -45,11 +53,9 @@ class Estimate:
 
 def scale_args(part: SweepPart, env: str, out: Path) -> argparse.Namespace:
     """The part's `scale` options as the command line would parse them."""
-    from hpcbench.campaign.spec import _scale_parser
-
     argv = [*part.argv, "--env", env, "--out", str(out),
             "--gpus-per-node", str(part.gpus_per_node), "--resume"]  # fmt: skip
-    return _scale_parser().parse_args(argv)
+    return options.scale_parser().parse_args(argv)
 
 
 # ------------------------------------------------------------------ phases
@@ -78,8 +84,6 @@ def phases(tb: TestbedPlan, phase_records: list[dict[str, Any]]) -> dict[str, Es
 def link_rate_bits(tb: TestbedPlan) -> float | None:
     """The testbed's nominal link between nodes in bits/s, where its settings (or its
     variant's file) say: link_rate ('1gbit') or link_capacity_mbps."""
-    from hpcbench.predict import parse_link
-
     values: dict[str, Any] = {}
     var_file = paths.env_layout(tb.env).var_file
     if var_file is not None:
@@ -101,8 +105,6 @@ def link_rate_bits(tb: TestbedPlan) -> float | None:
 
 @cache
 def _layers(model: str, image_size: int) -> tuple[tuple[float, float], ...]:
-    from hpcbench.predict import model_layers
-
     return tuple(model_layers(model, image_size))
 
 
@@ -111,9 +113,6 @@ def point_efficiency(
 ) -> float | None:
     """The point prediction of E at the cell's workers over the nominal link, from one
     worker's step time."""
-    from hpcbench import prediction
-    from hpcbench.predict import DEFAULT_LATENCY_US, TCP_EFFICIENCY, Plan, predictions
-
     rate = link_rate_bits(tb)
     if cell.workers == 1 or rate is None:
         return None
@@ -131,9 +130,7 @@ def point_efficiency(
 
 
 def _model_image_size(model: str) -> int:
-    from hpcbench.options import known_models
-
-    return int(known_models()[model]["image_size"])
+    return int(options.known_models()[model]["image_size"])
 
 
 def _runs(campaign: Campaign, tb: TestbedPlan) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench import analysis, prediction
+from hpcbench import analysis, export, prediction
 from hpcbench.analysis import ConfigSummary
 from hpcbench.campaign.journal import Journal
 from hpcbench.campaign.spec import Campaign, TestbedPlan
@@ -288,6 +288,10 @@ def build(campaign: Campaign) -> list[Path]:
     made = charts(results, out)
     systems = [system(r) for r in results]
     _write_text(out / "systems.json", json.dumps(systems, indent=1) + "\n")
+    configurations = [export.configuration(s, testbed=r.tb.name, title=r.tb.title)
+                      for r in results for s in r.summaries]  # fmt: skip
+    _write_text(out / "campaign.json", export.as_json(configurations, campaign=campaign.name))
+    _write_text(out / "campaign.csv", export.as_csv(configurations, ("testbed", "title")))
     summary_line = (f"{len(cells)} cells on {len(campaign.testbeds)} testbeds: "
                     + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))  # fmt: skip
     command = f"python -m hpcbench campaign run {campaign.path}"
@@ -308,12 +312,15 @@ def build(campaign: Campaign) -> list[Path]:
         md += [campaign.description, ""]
     md += [*intro, "", "## At a glance", "", md_table(GLANCE_HEADER, glance), ""]
     md += [f"![{title}]({path.name})" for title, path in made] + [""]
+    data = "The numbers: campaign.json and campaign.csv (one record per configuration)."
+    md += [data, ""]
     hp = [f"<h1>Campaign {html.escape(campaign.name)}</h1>"]
     if campaign.description:
         hp.append(f"<p>{html.escape(campaign.description)}</p>")
     hp += [f"<p>{html.escape(line)}</p>" for line in intro]
     hp += ["<h2>At a glance</h2>", html_table(GLANCE_HEADER, glance)]
     hp += [f'<p><img src="{html.escape(p.name)}" alt="{html.escape(t)}"></p>' for t, p in made]
+    hp.append(f"<p>{html.escape(data)}</p>")
     md += ["## The systems", ""]
     hp.append("<h2>The systems</h2>")
     rows = [[k] + [_cell(s.get(k)) for s in systems] for k in SYSTEM_KEYS]
@@ -350,7 +357,8 @@ def build(campaign: Campaign) -> list[Path]:
             + "\n".join(hp) + "</body></html>")  # fmt: skip
     _write_text(out / "report.md", "\n".join(md))
     _write_text(out / "report.html", page)
-    return [out / "report.html", out / "report.md", *(p for _, p in made), out / "systems.json"]
+    return [out / "report.html", out / "report.md", *(p for _, p in made), out / "systems.json",
+            out / "campaign.json", out / "campaign.csv"]  # fmt: skip
 
 
 def _cell(value: Any) -> str:

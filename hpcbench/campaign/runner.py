@@ -29,8 +29,8 @@ from typing import Any, TextIO
 
 import yaml
 
-from hpcbench import analysis, leases, paths, sweep
-from hpcbench.campaign import estimate
+from hpcbench import analysis, leases, options, paths, sweep
+from hpcbench.campaign import estimate, report
 from hpcbench.campaign.journal import Journal, one_line
 from hpcbench.campaign.spec import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.deploy import DeployRequest, EnvRequest, VerifyRequest, check, deploy, destroy, verify
@@ -202,8 +202,6 @@ class Runner:
         return self._finish()
 
     def _finish(self) -> int:
-        from hpcbench.campaign import report
-
         states = self.journal.cell_states()
         failed = [c for c in self.campaign.cells if states.get(c.id) and
                   states[c.id].status == "failed"]  # fmt: skip
@@ -310,8 +308,6 @@ class Runner:
 
     def sweep_part(self, tb: TestbedPlan, part: SweepPart, todo: list[Cell]) -> bool:
         """One `scale` sweep over the cells left; each cell's status as its runs land."""
-        from hpcbench import options
-
         by_config = {c.config: c for c in todo}
         out = self.campaign.testbed_out(tb)
         args = estimate.scale_args(part, tb.env, out)
@@ -416,12 +412,13 @@ def run(campaign: Campaign, resume: bool) -> int:
 
 def destroy_held(campaign: Campaign, names: list[str]) -> int:
     """`campaign destroy`: every testbed of the campaign that still holds something."""
+    # Names checked before anything is locked or written (a typo is one line, exit 2).
+    chosen = [campaign.testbed(n) for n in names] if names else list(campaign.testbeds)
     term = os.fdopen(os.dup(2), "w", buffering=1)
     runner = Runner(campaign, term)
     runner.journal.lock()
     status = 0
     try:
-        chosen = [campaign.testbed(n) for n in names] if names else list(campaign.testbeds)
         for k, tb in enumerate(chosen, 1):
             runner.tb, runner.tb_number = tb, (k, len(chosen))
             with testbed_state(state_root(campaign, tb, runner.base)):

@@ -42,7 +42,7 @@ from typing import Any
 
 import yaml
 
-from hpcbench import paths
+from hpcbench import options, paths
 from hpcbench.errors import UsageError
 from hpcbench.specs import (
     MAX_SLOTS,
@@ -297,14 +297,6 @@ def _duration(value: Any, path: str) -> int:
 
 
 # --------------------------------------------------------------- the sweep
-def _scale_parser() -> argparse.ArgumentParser:
-    from hpcbench import cli
-
-    parser = cli.build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return sub.choices["scale"]
-
-
 def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     """scale's options by key (dest), reserved ones left out."""
     found = {}
@@ -338,16 +330,14 @@ def _argv_of(key: str, value: Any, action: argparse.Action, path: str) -> list[s
 
 def _parse(argv: list[str]) -> tuple[argparse.Namespace, WorkloadSpec, TargetSpec, SweepSpec]:
     """argv through `scale`'s parser and spec builders: what the command line would accept."""
-    from hpcbench import options
-
-    args = _scale_parser().parse_args(["--env", "localhost", "--out", "results", *argv])
+    args = options.scale_parser().parse_args(["--env", "localhost", "--out", "results", *argv])
     return args, options.workload_spec(args), options.target_spec(args), options.sweep_spec(args)
 
 
 def _sweep_argv(sweep: dict[str, Any], path: str) -> tuple[list[str], list[int] | None]:
     """A sweep mapping as scale's argv (each key checked alone, so that an error names
     it), and its gpus_per_node list (None: not given)."""
-    known = _options(_scale_parser())
+    known = _options(options.scale_parser())
     argv: list[str] = []
     gpus: list[int] | None = None
     for raw_key, value in sweep.items():

@@ -6,6 +6,7 @@ destroyed). tests/e2e/test_campaign.py runs the real chain over the stand-ins.""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -307,6 +308,28 @@ def test_each_testbed_deploy_verify_sweep_destroy_in_order(tmp_path: Path, fakes
     fakes.calls.clear()
     assert cli.main(["campaign", "run", str(path), "--resume"]) == 0
     assert fakes.calls == []
+
+
+def test_the_report_holds_every_configurations_numbers_as_json_and_csv(
+    tmp_path: Path, fakes: Fakes
+) -> None:
+    path = base(tmp_path)
+    assert cli.main(["campaign", "run", str(path)]) == 0
+    out = tmp_path / "out"
+    document = json.loads((out / "campaign.json").read_text())
+    assert document["schema"] == "hpcbench.configurations/1" and document["method"]
+    configs = document["configurations"]
+    measured = [r for r in commands.status_rows(spec.load(path)) if r["status"] == "measured"]
+    assert sorted((c["testbed"], c["batch"], c["workers"]) for c in configs) == sorted(
+        (r["testbed"], r["batch"], r["workers"]) for r in measured
+    )
+    one = next(c for c in configs if c["workers"] == 1)
+    assert one["images_per_sec"] > 0 and one["efficiency"] in (None, 1.0)
+    rows = list(csv.DictReader((out / "campaign.csv").open()))
+    assert [(r["testbed"], int(r["workers"])) for r in rows] == [
+        (c["testbed"], c["workers"]) for c in configs
+    ]
+    assert float(rows[0]["images_per_sec"]) == configs[0]["images_per_sec"]
 
 
 def test_a_failed_deploy_is_recorded_and_the_next_testbed_runs(

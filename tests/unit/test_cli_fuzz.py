@@ -69,6 +69,11 @@ RUN = {"kind": "run", "env": "local", "model": "resnet18", "backend": "ddp", "ba
        "repeat": 0, "status": "ok", "steps": 2, "window_times": [1.0, 1.1]}  # fmt: skip
 
 
+# A campaign of one local testbed: `campaign plan` on it creates nothing.
+CAMPAIGN = {"name": "fuzz", "sweep": {"model": "resnet18", "batch": [8], "nodes": [1, 2]},
+            "testbeds": [{"name": "one", "env": "local", "settings": {"node_count": 2}}]}
+
+
 def baselines(tmp: Path) -> dict[str, list[str]]:
     """Per sub-command, a command line that would get going if nothing stopped it."""
     stores = []
@@ -77,7 +82,11 @@ def baselines(tmp: Path) -> dict[str, list[str]]:
         store.mkdir()
         (store / "results.jsonl").write_text(json.dumps(RUN) + "\n")
         stores.append(str(store))
+    campaign = tmp / "campaign.yaml"
+    campaign.write_text(json.dumps({**CAMPAIGN, "out": str(tmp / "campaign-out")}))
     return {
+        **{f"campaign {action}": [str(campaign)] for action in ("plan", "run", "status",
+                                                               "report", "destroy")},
         "scale": [
             "--env",
             "localhost",
@@ -102,9 +111,20 @@ def baselines(tmp: Path) -> dict[str, list[str]]:
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
-    parser = cli.build_parser()
-    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return dict(sub.choices)
+    """Every command's parser by its words ('scale', 'campaign run'): a command with
+    actions of its own (campaign) is fuzzed through each action."""
+    found: dict[str, argparse.ArgumentParser] = {}
+
+    def walk(parser: argparse.ArgumentParser, words: list[str]) -> None:
+        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not nested and words:
+            found[" ".join(words)] = parser
+        for action in nested:
+            for name, child in action.choices.items():
+                walk(child, [*words, name])
+
+    walk(cli.build_parser(), [])
+    return found
 
 
 def cases() -> list[tuple[str, str, str]]:
@@ -130,23 +150,24 @@ def cases() -> list[tuple[str, str, str]]:
 
 def command_line(base: dict[str, list[str]], command: str, name: str, value: str) -> list[str]:
     argv = list(base[command])
+    words = command.split()
     if name == "<extra>":
-        return [command, *argv, value]
+        return [*words, *argv, value]
     if not name.startswith("-"):  # a positional: replace the baseline's
         parser = subcommands()[command]
         positionals = [a.dest for a in parser._actions if not a.option_strings]
         if name == "pytest_args":
-            return [command, *argv, "--", value]
+            return [*words, *argv, "--", value]
         argv[positionals.index(name)] = value
-        return [command, *argv]
+        return [*words, *argv]
     for exclusive in ("--env", "--hosts"):  # one of them; the tested one replaces the other
         if name in ("--env", "--hosts") and exclusive in argv:
             i = argv.index(exclusive)
             del argv[i : i + 2]
     if name in ("--resume", "--no-probe", "--dry-run", "--verbose", "--fp16-allreduce",
                 "--skip-ansible", "--json"):  # fmt: skip
-        return [command, *argv, name, value]
-    return [command, *argv, f"{name}={value}"]
+        return [*words, *argv, name, value]
+    return [*words, *argv, f"{name}={value}"]
 
 
 def snapshot(*roots: Path) -> dict[str, float]:
@@ -199,6 +220,8 @@ def test_the_baselines_would_get_going(guarded, capsys):
     assert "leash.py" in capsys.readouterr().out
     assert cli.main(["predict", *base["predict"]]) == 0
     assert cli.main(["compare", *base["compare"]]) == 0
+    assert cli.main(["campaign", "plan", *base["campaign plan"]]) == 0
+    assert "1 testbeds, 2 cells" in capsys.readouterr().out
     cli.main(["probe", *base["probe"]])  # launches (refused here): reaches the launch
     assert launched, "the probe baseline did not get as far as launching"
 
