@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 # A link rate as the testbeds record it (tc's syntax, lower case): SI units, so that
 # 1gbit is 10^9 bit/s (tc's kibit would be binary).
@@ -52,6 +52,68 @@ class LinkModel:
         if n <= 1:
             return 0.0
         return 2 * (n - 1) * self.latency_s + ring_factor(n) * size_bytes / self.busbw
+
+
+class Link(Protocol):
+    """What the replay needs of a network: how many workers, and one all-reduce's time."""
+
+    @property
+    def workers(self) -> int: ...
+
+    def allreduce_time(self, size_bytes: float) -> float: ...
+
+
+@dataclass(frozen=True)
+class TwoLevelLink:
+    """Workers on nodes: one node's workers share its NIC and reach each other over an
+    intra-node link (PCIe or NVLink); each level has its own alpha (latency_s) and beta
+    (1/busbw).
+
+    Ring (every backend): one ring through all N workers, node by node. Each of its
+    2(N-1) steps waits for the slowest hop, an inter-node one once the ring spans nodes,
+    and every NIC carries one ring edge each way, 2(N-1)/N x S bytes, so
+
+        T_ring = 2(N-1) a_hop + 2(N-1)/N x S / min(B_net, B_intra).
+
+    Tree (NCCL >= 2.4, tree=True): a chain inside each node and a double binary tree
+    across nodes; its depth, not N, sets the latency, and each NIC sends about 2 S
+    (half the data up and down each of two trees), so
+
+        T_tree = 2(g-1) a_intra + 2 ceil(log2 nodes) a_net + 2 S / B_net,
+
+    and NCCL takes the faster of the two for each message (the tree wins on small
+    messages, the ring on large ones)."""
+
+    workers: int
+    nodes: int
+    latency_s: float  # a_net: per step across nodes
+    busbw: float  # B_net: bytes/s one NIC achieves
+    intra_latency_s: float  # a_intra: per step inside a node
+    intra_busbw: float  # B_intra: bytes/s between two workers of one node
+    tree: bool = False
+
+    def ring_time(self, size_bytes: float) -> float:
+        n = self.workers
+        if n <= 1:
+            return 0.0
+        if self.nodes <= 1:
+            return 2 * (n - 1) * self.intra_latency_s + ring_factor(n) * size_bytes / (
+                self.intra_busbw)  # fmt: skip
+        bw = min(self.busbw, self.intra_busbw)
+        return 2 * (n - 1) * self.latency_s + ring_factor(n) * size_bytes / bw
+
+    def tree_time(self, size_bytes: float) -> float:
+        per_node = math.ceil(self.workers / max(1, self.nodes))
+        depth = math.ceil(math.log2(self.nodes)) if self.nodes > 1 else 0
+        bw = self.busbw if self.nodes > 1 else self.intra_busbw
+        latency = 2 * (per_node - 1) * self.intra_latency_s + 2 * depth * self.latency_s
+        return latency + 2 * size_bytes / bw
+
+    def allreduce_time(self, size_bytes: float) -> float:
+        if self.workers <= 1:
+            return 0.0
+        ring = self.ring_time(size_bytes)
+        return min(ring, self.tree_time(size_bytes)) if self.tree else ring
 
 
 def link_model(probe: dict[str, Any]) -> LinkModel | None:
@@ -172,9 +234,7 @@ def ddp_buckets(
     return out
 
 
-def replay(
-    messages: list[Message], link: LinkModel, fusion: Grouping | None = None
-) -> float:
+def replay(messages: list[Message], link: Link, fusion: Grouping | None = None) -> float:
     """When the last all-reduce ends (after backward starts): the messages queue on one
     link, in order.
 
@@ -224,6 +284,9 @@ class Point:
     efficiency_high: float
     allreduce_s: float  # the whole gradient as one message
     exposed_s: float  # communication left after backward ends
+    # What communication overlapped with backward costs backward (interference x the
+    # link's busy time before backward ends).
+    slowdown_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -265,41 +328,50 @@ class Grouping:
 
 
 def _replayed(
-    step_time_1: float, grads: list[Message], backward_end: float, link: LinkModel,
-    backend: str | Grouping,
+    step_time_1: float, grads: list[Message], backward_end: float, link: Link,
+    backend: str | Grouping, interference: float = 0.0,
 ) -> Point:
     """One step at link.workers workers: the gradients' all-reduces (DDP buckets or
-    Horovod's fused messages) queue on the link; what runs past backward_end is exposed."""
+    Horovod's fused messages) queue on the link; what runs past backward_end is exposed.
+    interference: the share of the link's busy time during backward that backward loses
+    (NCCL kernels take GPU cycles and memory bandwidth, TCP copies take CPU), added to
+    the step to first order."""
     group = backend if isinstance(backend, Grouping) else Grouping(backend)
-    if link.workers <= 1:
-        comm_end = 0.0
-    elif group.backend == "horovod":
-        comm_end = replay(grads, link, fusion=group)
-    else:
-        comm_end = replay(group(grads), link)
+    sent: list[Message] = []
+    comm_end = 0.0
+    if link.workers > 1:
+        fusion = group if group.backend == "horovod" else None
+        sent, comm_end = _sent(grads if fusion else group(grads), link.allreduce_time, fusion)
     exposed = max(0.0, comm_end - backward_end)
-    step = step_time_1 + exposed
+    costs = [(m.ready_s, link.allreduce_time(m.bytes)) for m in sent]
+    hidden = sum(max(0.0, min(start + cost, backward_end) - start) for start, cost in costs)
+    slowdown = interference * hidden
+    step = step_time_1 + exposed + slowdown
     t_ar = link.allreduce_time(sum(g.bytes for g in grads))
-    low, high = efficiency_band(step_time_1, t_ar)
-    return Point(link.workers, step, step_time_1 / step, low, high, t_ar, exposed)
+    # The band from the messages as sent (each pays its own latency): none of them
+    # overlapped, or all of them hidden behind the step. One message of every gradient
+    # when nothing is sent (one worker).
+    busy = sum(cost for _, cost in costs) if costs else t_ar
+    low, high = efficiency_band(step_time_1, busy)
+    return Point(link.workers, step, step_time_1 / step, low, high, t_ar, exposed, slowdown)
 
 
 def predict_point(
-    step_time_1: float, layers: list[tuple[float, float]], link: LinkModel,
-    backend: str | Grouping,
+    step_time_1: float, layers: list[tuple[float, float]], link: Link,
+    backend: str | Grouping, interference: float = 0.0,
 ) -> Point:
     """Replays one step against a timeline made from the model's layers (backward takes
     BACKWARD_SHARE of the step, shared among layers by their FLOPs); backend: a name
     (its defaults) or a Grouping with the run's own bucket or fusion settings."""
     backward_s = step_time_1 * BACKWARD_SHARE
     grads = gradient_timeline(layers, backward_s)
-    return _replayed(step_time_1, grads, backward_s, link, backend)
+    return _replayed(step_time_1, grads, backward_s, link, backend, interference)
 
 
 def predict_measured(
     step_time_1: float,
     timeline: list[tuple[float, float]],
-    link: LinkModel,
+    link: Link,
     backend: str,
     allreduce_bytes: float | None = None,
 ) -> Point:

@@ -1,11 +1,14 @@
 """The point prediction (one step replayed) and `hpcbench predict`."""
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
 from hpcbench import cli, predict, prediction
 from hpcbench.prediction import Message
+from hpcbench.store import Store
 
 
 def test_gradients_are_ready_in_reverse_layer_order_by_flops():
@@ -79,8 +82,11 @@ def test_predict_json(capsys):
     for r in rows:
         assert {"workers", "efficiency", "efficiency_low", "efficiency_high",
                 "allreduce_s"} <= r.keys()  # fmt: skip
-    assert rows[0]["efficiency"] == rows[1]["efficiency"] == 1.0  # one node: no network
-    assert 0 < rows[2]["efficiency"] < 1 and rows[2]["allreduce_s"] > 0
+    assert rows[0]["efficiency"] == 1.0
+    # One node: the intra-node link only (PCIe 3 by default), far faster than the network.
+    assert 0.97 < rows[1]["efficiency"] < 1.0 and rows[1]["allreduce_s"] < 0.01
+    assert 0 < rows[2]["efficiency"] < rows[1]["efficiency"] and rows[2]["allreduce_s"] > 0.01
+    assert "tcp default" in rows[2]["link"]
 
 
 @pytest.mark.parametrize(
@@ -96,6 +102,10 @@ def test_predict_json(capsys):
         (["--step-time", "0.1", "--link", "1gbit", "--workers", "1-10000000000"], "out of range"),
         (["--step-time", "0.1", "--link", "1gbit", "--model", "nosuch"], "not a torchvision"),
         (["--step-time", "0.1", "--link", "1gbit", "--batch", "0"], "--batch: 0 is out of range"),
+        (["--step-time", "0.1", "--busbw", "1", "--link-efficiency", "0.5"],
+         "--link-efficiency scales --link"),
+        (["--step-time", "0.1", "--link", "1gbit", "--link-efficiency", "1.5"], "out of range"),
+        (["--step-time", "0.1", "--link", "1gbit", "--interference", "2"], "out of range"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(extra, message, capsys):
@@ -161,8 +171,6 @@ def test_framework_settings_of_the_other_backend_are_refused(argv, message, caps
 
 def test_published_rows_reproduce_with_their_quoted_numbers():
     """evaluation/published.json: each row's numbers appear in its source's quotes."""
-    from pathlib import Path
-
     data = json.loads((Path(__file__).parents[2] / "evaluation/published.json").read_text())
     assert len(data["rows"]) >= 6
     for row in data["rows"]:
@@ -170,3 +178,124 @@ def test_published_rows_reproduce_with_their_quoted_numbers():
         for key in ("single_ips", "multi_ips"):
             assert f"{row[key]:g}" in quotes or f"{row[key]:.2f}" in quotes or \
                 f"{row[key]:.3f}" in quotes, (row, key)  # fmt: skip
+
+
+def test_two_level_link_charges_each_level_its_own_alpha_and_beta():
+    one_node = prediction.TwoLevelLink(4, 1, 50e-6, 1e9, 5e-6, 10e9)
+    # Inside a node: 2(N-1) intra steps and the intra bandwidth.
+    assert one_node.allreduce_time(1e6) == pytest.approx(6 * 5e-6 + 1.5 * 1e6 / 10e9)
+    # 2 nodes x 4: each of 14 steps waits for the NIC; each NIC carries 2(N-1)/N x S.
+    ring = prediction.TwoLevelLink(8, 2, 50e-6, 1e9, 5e-6, 10e9)
+    assert ring.allreduce_time(1e8) == pytest.approx(14 * 50e-6 + 1.75 * 1e8 / 1e9)
+    # A slow intra-node link bounds the ring too.
+    assert prediction.TwoLevelLink(8, 2, 0.0, 1e9, 0.0, 0.5e9).allreduce_time(1e8) == (
+        pytest.approx(1.75 * 1e8 / 0.5e9))  # fmt: skip
+    # NCCL's tree: log2(nodes) steps across nodes, so it wins on small messages only.
+    wide = dict(workers=64, nodes=16, latency_s=50e-6, busbw=1e9, intra_latency_s=5e-6,
+                intra_busbw=10e9)  # fmt: skip
+    flat, nccl = prediction.TwoLevelLink(**wide), prediction.TwoLevelLink(**wide, tree=True)
+    small, large = 4096, 1e8
+    assert nccl.allreduce_time(small) == pytest.approx(nccl.tree_time(small))
+    assert nccl.allreduce_time(small) < flat.allreduce_time(small) / 5
+    # On 2 nodes the ring's bandwidth term (2(N-1)/N S, not 2 S) wins a large message.
+    pair = prediction.TwoLevelLink(8, 2, 50e-6, 1e9, 5e-6, 10e9, tree=True)
+    assert pair.allreduce_time(large) == pytest.approx(pair.ring_time(large))
+    assert pair.ring_time(large) < pair.tree_time(large)
+
+
+def test_interference_slows_backward_by_its_share_of_the_overlapped_communication():
+    layers = [(4e6, 1.0)] * 25  # 100 MB in 25 layers; backward 0.2 s
+    link = prediction.LinkModel(8, 0.0, 1e9)
+    free = prediction.predict_point(0.3, layers, link, "ddp")
+    taxed = prediction.predict_point(0.3, layers, link, "ddp", interference=0.5)
+    assert free.slowdown_s == 0 and taxed.slowdown_s > 0
+    assert taxed.exposed_s == pytest.approx(free.exposed_s)  # first order: the queue stays
+    assert taxed.step_s == pytest.approx(free.step_s + taxed.slowdown_s)
+    # The link is busy during backward for at most backward: the slowdown is bounded.
+    assert taxed.slowdown_s <= 0.5 * 0.2 + 1e-12
+
+
+def test_every_output_says_which_link_efficiency_it_used(capsys):
+    base = ["predict", "--model", "resnet18", "--workers", "2", "--step-time", "0.1", "--json"]
+    assert cli.main([*base, "--link", "10gbit"]) == 0
+    default = json.loads(capsys.readouterr().out)[0]
+    assert f"x {predict.TCP_EFFICIENCY:.2f} (tcp default)" in default["link"]
+    assert default["busbw"] == pytest.approx(10e9 / 8 * predict.TCP_EFFICIENCY)
+    assert cli.main([*base, "--link", "10gbit", "--transport", "rdma"]) == 0
+    assert "(rdma default)" in json.loads(capsys.readouterr().out)[0]["link"]
+    assert cli.main([*base, "--link", "10gbit", "--link-efficiency", "0.9"]) == 0
+    given = json.loads(capsys.readouterr().out)[0]
+    assert "x 0.90 (--link-efficiency)" in given["link"]
+    assert given["efficiency"] > default["efficiency"]
+    assert cli.main([*base, "--busbw", "1.2"]) == 0
+    assert "measured, --busbw" in json.loads(capsys.readouterr().out)[0]["link"]
+    assert cli.main([*base[:-1], "--link", "10gbit"]) == 0
+    assert "(tcp default)" in capsys.readouterr().out
+
+
+def _store(tmp_path, efficiencies: dict[int, float], link_rate: str = "1gbit"):
+    """A results store: one worker's step of 0.5 s, and at each node count a run whose
+    step gives that efficiency."""
+    store = Store(tmp_path)
+    for nodes, e in {1: 1.0, **efficiencies}.items():
+        step = 0.5 / e
+        store.append({"kind": "run", "env": "local", "model": "resnet18", "backend": "ddp",
+                      "batch": 8, "image_size": 32, "data": "synthetic", "nodes": nodes,
+                      "workers": nodes, "gpus_per_node": 1, "repeat": 0, "status": "ok",
+                      "steps": 2, "window_times": [2 * step, 2 * step],
+                      "link_rate": link_rate})  # fmt: skip
+    return store
+
+
+def test_calibrate_recovers_the_parameters_that_made_the_runs(tmp_path, capsys):
+    truth = {}
+    for nodes in (2, 4):
+        plan = predict.Plan(
+            model="resnet18", image_size=32, batch=8, workers=[nodes], gpus_per_node=1,
+            step_time_s=0.5, busbw=1e9 / 8, latency_s=50e-6, backend="ddp",
+            grouping=prediction.Grouping("ddp"), nccl=True,
+        )  # fmt: skip
+        truth[nodes] = predict.case_point(predict.Case(plan, 1e9, 0.0), 0.4, 0.3)
+    _store(tmp_path, truth)
+    assert cli.main(["predict", "--calibrate", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["link_efficiency"] == pytest.approx(0.4)
+    assert out["interference"] == pytest.approx(0.3)
+    assert out["pass"] == "--link-efficiency 0.40 --interference 0.30"
+    assert [r["nodes"] for r in out["rows"]] == [2, 4]
+    assert all(abs(r["point"] - r["measured"]) < 1e-6 for r in out["rows"])
+    assert cli.main(["predict", "--calibrate", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "link efficiency 0.40" in text and "--link-efficiency 0.40 --interference 0.30" in text
+
+
+def test_calibrate_needs_two_node_counts_and_a_store(tmp_path, capsys):
+    _store(tmp_path / "one", {2: 0.8})
+    for argv, message in [
+        (["--calibrate", str(tmp_path / "one")], "two node counts or more"),
+        (["--calibrate", str(tmp_path / "none")], "no results store there"),
+        (["--calibrate", "a\nb"], "no results store there"),
+    ]:  # fmt: skip
+        assert cli.main(["predict", *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err
+
+
+def test_a_third_of_the_published_rows_is_held_out_and_never_fitted(monkeypatch):
+    """bench_published.py --fit sees the rows not held out, and only those."""
+    evaluation = Path(__file__).parents[2] / "evaluation"
+    monkeypatch.syspath_prepend(str(evaluation))
+    import bench_published
+
+    data = json.loads((evaluation / "published.json").read_text())
+    held = [r for r in data["rows"] if r["held_out"]]
+    assert 0.3 <= len(held) / len(data["rows"]) <= 0.4
+    assert {r["source"] for r in held} >= {"horovod-readme-2017", "hkbu-ddl-benchmarks-2020"}
+    seen = []
+    monkeypatch.setattr(predict, "fit", lambda cases: seen.extend(cases) or predict.Fit(
+        {"tcp": 0.5}, 0.1, 0.0))  # fmt: skip
+    assert bench_published.main(["--fit"]) == 0
+    fitted = [r for r in data["rows"] if not r["held_out"]]
+    assert sorted(k.measured for k in seen) == sorted(bench_published.measured_e(r) for r in fitted)
+    for name in ("bench_published", "cli"):  # evaluation's, not hpcbench's
+        sys.modules.pop(name, None)
