@@ -26,7 +26,7 @@ VARS := $(if $(NODES),--var node_count=$(NODES)) \
         $(if $(SLURM),--var enable_slurm=$(SLURM)) \
         $(if $(TOPOLOGY),--var topology=$(TOPOLOGY))
 
-.PHONY: help demo scale report bench-deploy bench-harness bench-gpu bench-links bench-published tools host-packages engine venv wheelhouse terraform providers images deploy verify destroy \
+.PHONY: help demo campaign scale report bench-deploy bench-harness bench-gpu bench-links bench-published tools host-packages engine venv wheelhouse terraform providers images deploy verify destroy \
         test test-unit lint clean-cache
 
 help:
@@ -89,6 +89,14 @@ demo:
 	   --image-size 64 --repeats 3 --warmup 3 --windows 4 --steps 3 --min-window-s 3 \
 	   --target-ci 10% --max-repeats 6 --budget 16m --out $(DEMO_OUT) --resume
 	@$(PY) -m hpcbench report --out $(DEMO_OUT)
+
+# Several testbeds x one sweep, each deployed, verified, measured and destroyed in
+# turn, into one comparison report (docs/campaigns.md). The default is the
+# embedded one: the local testbed at 200 Mbit/s and 1 Gbit/s.
+#   make campaign [CAMPAIGN=campaigns/local.yaml] [RESUME=1]   (several testbeds -> one report)
+CAMPAIGN ?= campaigns/local.yaml
+campaign: tools $(if $(filter campaigns/local.yaml,$(CAMPAIGN)),images)
+	@$(PY) -m hpcbench campaign run $(CAMPAIGN) $(if $(RESUME),--resume)
 
 ## --- experiments ----------------------------------------------------------
 #   make scale ENV=local SWEEP_NODES=1-4 BATCH=32,64 [MODEL=resnet18 IMAGE_SIZE=64]
