@@ -5,15 +5,23 @@ descriptor followed by fsync, so a killed sweep loses at most the run in
 flight; a torn last line (power loss mid-write) is skipped on reading, and so
 is any line that is not a record analysis can use (named on stderr, counted
 in `Store.skipped`), so a damaged store still reports and resumes.
+
+A record that cannot be written (a read-only or full disk, a folder gone) is not
+lost: it goes to a file beside the store, or in the temporary folder, or whole
+on stdout, and the failure is one line naming the path, the cause and where the
+record is (StoreWriteError: exit status 1).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import math
 import os
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -144,10 +152,37 @@ PROBLEMS = {"run": _run_problem, "probe": _probe_problem, "convergence": _conver
 NAMED_PROBLEMS = 5
 
 
-def _shown(path: Path) -> str:
+def _shown(path: Path | str) -> str:
     """A path for a one-line message: a very long one is cut in the middle."""
     text = str(path)
     return text if len(text) <= 120 else f"{text[:60]}...{text[-50:]}"
+
+
+class StoreWriteError(RuntimeError):
+    """A record could not be appended; the message says why and where it was kept."""
+
+
+def _nearest_existing(path: Path) -> Path:
+    return next(p for p in (path, *path.parents) if p.exists())
+
+
+def _write_new(path: Path | None, data: bytes) -> str:
+    """data in a new file: `path`, or a fresh one in the temporary folder; its name."""
+    if path is None:
+        fd, name = tempfile.mkstemp(prefix="hpcbench-unsaved-", suffix=".jsonl")
+    else:
+        fd, name = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), str(path)
+    try:
+        if os.write(fd, data) != len(data):
+            raise OSError(f"short write to {name}")
+        os.fsync(fd)
+    except OSError:
+        with contextlib.suppress(OSError):  # no torn copy left behind
+            os.unlink(name)
+        raise
+    finally:
+        os.close(fd)
+    return name
 
 
 class Store:
@@ -160,8 +195,52 @@ class Store:
         self._lock_fd: int | None = None
 
     def append(self, record: dict[str, Any]) -> None:
+        """One record, whole, or StoreWriteError once the record is kept elsewhere."""
         line = json.dumps({"schema": SCHEMA, **record}, sort_keys=True) + "\n"
-        data = line.encode()
+        try:
+            self._append(line.encode())
+        except OSError as err:
+            kept = self._keep(line)
+            raise StoreWriteError(
+                f"cannot write {_shown(self.path)}: {err.strerror or err}; {kept}"
+            ) from None
+
+    def _keep(self, line: str) -> str:
+        """Where a record the store refused went: beside the store, else in the
+        temporary folder, else stdout (the measurement is never dropped)."""
+        beside = self.dir / f"results.unsaved-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl"
+        for path in (beside, None):
+            try:
+                name = _write_new(path, line.encode())
+            except OSError:
+                continue
+            return f"the record is kept in {_shown(name)} (append it to the store when it is fixed)"
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        return "the record is printed whole on stdout"
+
+    def check_writable(self) -> None:
+        """Refuse, before anything is launched, a store no record could go to: one line
+        naming what to fix (UsageError, exit status 2); nothing is created."""
+        try:
+            problem = self._write_problem()
+        except OSError as err:
+            problem = f"cannot write there ({err.strerror or err})"
+        if problem:
+            raise UsageError(f"--out {_shown(self.dir)}: {problem}; choose another --out")
+
+    def _write_problem(self) -> str | None:
+        if self.dir.exists() and not self.dir.is_dir():
+            return "a file, not a folder"
+        if self.path.exists() and not (self.path.is_file() and os.access(self.path, os.W_OK)):
+            return f"its {RESULTS_FILE} is not a writable file"
+        where = _nearest_existing(self.dir)
+        if not where.is_dir():
+            return f"{_shown(where)} is a file, not a folder"
+        tempfile.TemporaryFile(dir=where).close()  # can a file be made there? (O_TMPFILE: no name)
+        return None
+
+    def _append(self, data: bytes) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:

@@ -254,6 +254,7 @@ def run(
             print(f"# {config.label}, repeat {repeat + 1}\n"
                   f"{target.launcher.describe(spec)}\n")  # fmt: skip
         return 0
+    store.check_writable()  # before anything is launched, not after the first run
     target.prepare()
     # One sweep at a time appends to a store; locked only now so that bad input,
     # refused above, leaves no results directory behind.

@@ -1,4 +1,5 @@
 import collections
+import json
 
 import pytest
 import yaml
@@ -276,3 +277,93 @@ def test_bad_adaptive_options(tmp_path, capsys, argv, message):
     assert _scale(tmp_path, "--env", "localhost", "--nodes", "1", *argv) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+# --out that no record could go to: refused up front, before anything is launched.
+
+
+@pytest.fixture
+def no_launch(monkeypatch):
+    """Target.prepare and Target.run recorded, never done."""
+    calls: list[str] = []
+    monkeypatch.setattr(Target, "prepare", lambda self: calls.append("prepare"))
+    monkeypatch.setattr(Target, "run", lambda self, *a, **kw: calls.append("run"))
+    return calls
+
+
+def _unwritable_out(tmp_path, how):
+    if how == "a file":
+        out = tmp_path / "out"
+        out.write_text("not a folder\n")
+    elif how == "a file's child":
+        (tmp_path / "file").write_text("")
+        out = tmp_path / "file" / "out"
+    elif how == "results file is a folder":
+        out = tmp_path / "out"
+        (out / "results.jsonl").mkdir(parents=True)
+    else:  # a folder where no file can be made, root or not
+        out = "/sys/hpcbench-out"
+    return str(out)
+
+
+@pytest.mark.parametrize("command", ["scale", "probe"])
+@pytest.mark.parametrize("how", ["a file", "a file's child", "results file is a folder",
+                                 "an unwritable folder"])  # fmt: skip
+def test_an_out_no_record_could_go_to_is_refused_before_launching(
+    tmp_path, capsys, no_launch, command, how
+):
+    out = _unwritable_out(tmp_path, how)
+    before = sorted(tmp_path.rglob("*"))
+    argv = [command, "--env", "localhost", "--nodes", "1", "--out", out]
+    assert cli.main(argv + (["--model", "resnet18"] if command == "scale" else [])) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("hpcbench: error: ") and "--out" in err
+    assert no_launch == [] and sorted(tmp_path.rglob("*")) == before
+
+
+# A store that fails in the middle of a sweep: one line, exit 1, the run kept.
+
+
+def _break_store(out, how, tmp_path, monkeypatch):
+    """Breaks the store as a run ends: its file turns into a folder (no write can land),
+    its folder turns into a file (no file can be made there either), or that and no
+    temporary folder."""
+    if how == "beside the store":
+        (out / "results.jsonl").mkdir(parents=True)
+        return
+    out.rename(out.with_name("moved"))
+    out.write_text("")
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir() if how == "in the temporary folder" else None
+
+
+@pytest.mark.parametrize("how", ["beside the store", "in the temporary folder", "on stdout"])
+def test_a_store_that_fails_mid_sweep_is_one_line_and_keeps_the_run(
+    tmp_path, capsys, monkeypatch, how
+):
+    out = tmp_path / "out"
+    fake = _FakeRuns({1: [1.0]})
+
+    def run(self, spec, timeout_s, echo=False):
+        if not fake.calls:
+            _break_store(out, how, tmp_path, monkeypatch)
+        return fake(spec, timeout_s, echo)
+
+    monkeypatch.setattr(Target, "run", run)
+    monkeypatch.setattr(Target, "prepare", lambda self: None)
+    code = _scale(tmp_path, "--env", "localhost", "--nodes", "1", "--batch", "8",
+                  "--backend", "ddp", "--no-probe", "--repeats", "2")  # fmt: skip
+    captured = capsys.readouterr()
+    failure = [line for line in captured.err.splitlines() if line.startswith("hpcbench:")]
+    assert code == 1 and len(failure) == 1 and "Traceback" not in captured.err
+    assert f"cannot write {out / 'results.jsonl'}: " in failure[0]
+    assert fake.calls[1] == 1  # the sweep stopped at the record it could not store
+    if how == "on stdout":
+        kept = captured.out
+    else:
+        folder = out if how == "beside the store" else tmp_path / "tmp"
+        [path] = folder.glob("*unsaved*.jsonl")
+        assert str(path) in failure[0]
+        kept = path.read_text()
+    [record] = [json.loads(line) for line in kept.splitlines() if line.startswith("{")]
+    assert record["kind"] == "run" and record["window_times"] == [1.0, 1.0, 1.0]
