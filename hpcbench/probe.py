@@ -77,7 +77,12 @@ def run(target_spec: TargetSpec, probe: ProbeSpec, out: Path) -> int:
     store = Store(out)
     store.check_writable()  # before the probe runs on the nodes, not after
     target.prepare()
-    failed = _probe_all(target, probe, store)
+    with target.exclusive():  # as a sweep: one at a time on a testbed and in a store
+        store.lock()
+        try:
+            failed = _probe_all(target, probe, store)
+        finally:
+            store.release()
     print(f"records appended to {store.path}", file=sys.stderr)
     return 1 if failed else 0
 

@@ -15,7 +15,6 @@ record is (StoreWriteError: exit status 1).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
 import os
@@ -26,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from hpcbench import locks
 from hpcbench.errors import UsageError
 
 RESULTS_FILE = "results.jsonl"
@@ -259,18 +259,13 @@ class Store:
         """Hold the store for one writer (a sweep) until release() or exit.
 
         Two sweeps appending to one store would interleave their repeats and
-        each resume the other's runs; the second is refused in one line.
+        each resume the other's runs; the second (or a probe) is refused in one line.
         """
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise UsageError(
-                f"{self.dir} is in use by another sweep: wait for it, or choose another --out"
-            ) from None
-        self._lock_fd = fd
+        self._lock_fd = locks.hold(
+            self.lock_path,
+            f"{self.dir} is in use by another sweep or probe: wait for it, or choose another --out",
+        )
 
     def release(self) -> None:
         if self._lock_fd is not None:

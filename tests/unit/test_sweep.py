@@ -83,7 +83,8 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, argv, message):
     assert not (tmp_path / "out").exists()
 
 
-def test_more_nodes_than_the_deployed_testbed(tmp_path, capsys, monkeypatch):
+def _deploy_local(tmp_path, monkeypatch) -> None:
+    """A deployed 'local' testbed of four nodes, as its inventory has it."""
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
     monkeypatch.setattr(testbed.paths, "environments", lambda: ["local"])
     (tmp_path / "state" / "local").mkdir(parents=True)
@@ -91,6 +92,10 @@ def test_more_nodes_than_the_deployed_testbed(tmp_path, capsys, monkeypatch):
     hosts = {n["name"]: {"ansible_host": "127.0.0.1", "ansible_port": 1} for n in nodes}
     inventory = {"all": {"vars": {"testbed_nodes": nodes, "testbed_head": "n0"}, "hosts": hosts}}
     (tmp_path / "state" / "local" / "inventory.yml").write_text(yaml.safe_dump(inventory))
+
+
+def test_more_nodes_than_the_deployed_testbed(tmp_path, capsys, monkeypatch):
+    _deploy_local(tmp_path, monkeypatch)
     assert _scale(tmp_path, "--env", "local", "--nodes", "1-5") == 2
     assert "asks for 5 nodes but the testbed has 4" in capsys.readouterr().err
 
@@ -118,6 +123,18 @@ def test_a_store_in_use_by_another_sweep_is_refused(tmp_path, capsys):
     finally:
         other.release()
     assert "in use by another sweep" in capsys.readouterr().err
+
+
+def test_a_probe_into_a_store_in_use_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(Target, "prepare", lambda self: None)
+    other = sweep.Store(tmp_path / "out")
+    other.lock()
+    try:
+        argv = ["probe", "--env", "localhost", "--nodes", "1", "--out", str(tmp_path / "out")]
+        assert cli.main(argv) == 2
+    finally:
+        other.release()
+    assert "in use by another sweep or probe" in capsys.readouterr().err
 
 
 def test_workload_args_pass_the_options_through():
@@ -367,3 +384,41 @@ def test_a_store_that_fails_mid_sweep_is_one_line_and_keeps_the_run(
         kept = path.read_text()
     [record] = [json.loads(line) for line in kept.splitlines() if line.startswith("{")]
     assert record["kind"] == "run" and record["window_times"] == [1.0, 1.0, 1.0]
+
+
+# One sweep or probe at a time on a testbed, whatever its --out.
+
+
+@pytest.mark.parametrize("env", ["localhost", "local"])
+@pytest.mark.parametrize("second", ["scale", "probe"])
+def test_a_second_sweep_or_probe_on_a_busy_testbed_is_refused(
+    tmp_path, capsys, monkeypatch, second, env
+):
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    if env == "local":
+        _deploy_local(tmp_path, monkeypatch)
+    monkeypatch.setattr(Target, "prepare", lambda self: None)
+    fake = _FakeRuns({1: [1.0]})
+    seconds: list[tuple[int, str]] = []
+    other = tmp_path / "other"
+
+    def run(self, spec, timeout_s, echo=False):
+        if not seconds:  # while the first sweep measures, a second command on its testbed
+            argv = [second, "--env", env, "--nodes", "1", "--out", str(other)]
+            capsys.readouterr()  # the first sweep's progress so far
+            code = cli.main(argv + (["--model", "resnet18"] if second == "scale" else []))
+            seconds.append((code, capsys.readouterr().err))
+        return fake(spec, timeout_s, echo)
+
+    monkeypatch.setattr(Target, "run", run)
+    assert _scale(tmp_path, "--env", env, "--nodes", "1", "--batch", "8",
+                  "--backend", "ddp", "--no-probe", "--repeats", "1") == 0  # fmt: skip
+    [(code, err)] = seconds
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"hpcbench: error: testbed {env} is in use by another sweep")
+    assert fake.calls[1] == 1 and not other.exists()  # the second launched nothing
+    # Once the first is done, the testbed is free again.
+    assert cli.main(["scale", "--out", str(other), "--model", "resnet18", "--env", env,
+                     "--nodes", "1", "--batch", "8", "--backend", "ddp", "--no-probe",
+                     "--repeats", "1"]) == 0  # fmt: skip
+    assert fake.calls[1] == 2
