@@ -9,6 +9,12 @@ from hpcbench.specs import HostSlots, WorkloadSpec
 from hpcbench.target import Target
 
 
+@pytest.fixture(autouse=True)
+def _own_state(tmp_path, monkeypatch):
+    """Testbed locks (hpcbench.testbed.lock_files) in the test's folder, not the checkout's."""
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+
+
 def _target(nodes=(1, 2, 4), per_node=None, tb=None):
     tb = tb or testbed.from_hosts([HostSlots(f"h{i}", 2) for i in range(4)])
     return Target(tb, list(nodes), per_node, "horovod", launchers.get("auto", "horovod"))
