@@ -74,12 +74,17 @@ def _signal_group(proc: subprocess.Popen[str], sig: int) -> None:
 
 
 def stop(proc: subprocess.Popen[str], grace_s: float = GRACE_S) -> None:
-    """SIGINT to the child's group, then SIGKILL to it after grace_s."""
+    """SIGINT to the child's group, then SIGKILL to it after grace_s, or at once on a
+    second Ctrl-C (or SIGTERM) during the grace period: the group is killed either way,
+    so no terraform, ansible or jFed is left holding a state lock."""
     _signal_group(proc, signal.SIGINT)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=grace_s)
-    _signal_group(proc, signal.SIGKILL)  # leftovers of the group, even if the leader exited
-    proc.wait()
+    try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace_s)
+    finally:
+        _signal_group(proc, signal.SIGKILL)  # leftovers of the group, even if the leader exited
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace_s)  # a killed group ends at once; bounded all the same
 
 
 def run(

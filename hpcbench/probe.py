@@ -74,8 +74,21 @@ def format_probe(record: dict) -> str:
 def run(target_spec: TargetSpec, probe: ProbeSpec, out: Path) -> int:
     stop_on_signals()
     target = Target.resolve(target_spec)
-    target.prepare()
     store = Store(out)
+    store.check_writable()  # before the probe runs on the nodes, not after
+    target.prepare()
+    with target.exclusive():  # as a sweep: one at a time on a testbed and in a store
+        store.lock()
+        try:
+            failed = _probe_all(target, probe, store)
+        finally:
+            store.release()
+    print(f"records appended to {store.path}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _probe_all(target: Target, probe: ProbeSpec, store: Store) -> int:
+    """Each node count's probe, stored as it lands; how many failed."""
     failed = 0
     for n in target.node_counts:
         if target.workers(n) < 2:
@@ -85,5 +98,4 @@ def run(target_spec: TargetSpec, probe: ProbeSpec, out: Path) -> int:
         store.append(record)
         failed += record["status"] != "ok"
         print(format_probe(record))
-    print(f"records appended to {store.path}", file=sys.stderr)
-    return 1 if failed else 0
+    return failed

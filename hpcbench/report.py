@@ -199,8 +199,7 @@ def series_title(s: ConfigSummary) -> str:
     data = "synthetic data" if s.data == "synthetic" else f"data {s.data}"
     return (
         f"{s.model}, {s.backend}, batch {s.batch}/worker, {s.image_size} px, {data}, "
-        f"env {s.env}, {s.gpus_per_node} worker(s)/node"
-        + (f"; {s.method}" if s.method else "")
+        f"env {s.env}, {s.gpus_per_node} worker(s)/node" + (f"; {s.method}" if s.method else "")
     )
 
 
@@ -272,10 +271,23 @@ def _breakdown_plot(plt: Any, by_batch: dict[int, list[ConfigSummary]], path: Pa
     return path
 
 
+def file_stem(text: str, most_bytes: int = 200) -> str:
+    """A plot's file name from a record's values: no folder separator, no control
+    character (NUL), and short enough for NAME_MAX with the suffixes added."""
+    safe = "".join(c if c.isprintable() and c not in "/\\" else "_" for c in text)
+    return safe.encode()[:most_bytes].decode(errors="ignore")
+
+
 def make_plots(summaries: list[ConfigSummary], plot_dir: Path) -> list[tuple[str, Path]]:
     import matplotlib
 
     matplotlib.use("Agg")
+    # Names from the records are shown as written, never parsed as mathtext ($\foo$).
+    with matplotlib.rc_context({"text.usetex": False, "text.parse_math": False}):
+        return _make_plots(summaries, plot_dir)
+
+
+def _make_plots(summaries: list[ConfigSummary], plot_dir: Path) -> list[tuple[str, Path]]:
     import matplotlib.pyplot as plt
 
     plot_dir.mkdir(parents=True, exist_ok=True)
@@ -284,7 +296,7 @@ def make_plots(summaries: list[ConfigSummary], plot_dir: Path) -> list[tuple[str
         sorted(plot_groups(summaries).items(), key=lambda kv: str(kv[0]))
     ):
         env, model, backend, image_size, _, _, _ = key
-        stem = f"{index:02d}-{env}-{model}-{backend}".replace("/", "_")
+        stem = file_stem(f"{index:02d}-{env}-{model}-{backend}")
         by_batch = defaultdict(list)
         for s in group:
             by_batch[s.batch].append(s)
@@ -443,7 +455,8 @@ def build_report(directory: str) -> tuple[Path, Path]:
             "Where the time went, per step: compute (and data) is the single worker's step; "
             "exposed communication is what N workers take beyond it; overlapped is the "
             "predicted all-reduce time hidden behind the backward pass. Node CPU limit: "
-            + ("; ".join(limits) if limits else "not recorded") + "."
+            + ("; ".join(limits) if limits else "not recorded")
+            + "."
         )
         md += [md_table(BREAKDOWN_HEADER, where), "", note, ""]
         hp += [html_table(BREAKDOWN_HEADER, where), f"<p>{html.escape(note)}</p>"]

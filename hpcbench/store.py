@@ -5,20 +5,31 @@ descriptor followed by fsync, so a killed sweep loses at most the run in
 flight; a torn last line (power loss mid-write) is skipped on reading, and so
 is any line that is not a record analysis can use (named on stderr, counted
 in `Store.skipped`), so a damaged store still reports and resumes.
+
+A record that cannot be written (a read-only or full disk, a folder gone) is not
+lost: it goes to a file beside the store, or in the temporary folder, or whole
+on stdout, and the failure is one line naming the path, the cause and where the
+record is (StoreWriteError: exit status 1).
 """
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import json
 import math
 import os
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+
+from hpcbench import locks
 from hpcbench.errors import UsageError
+from hpcbench.specs import MAX_BATCH, MAX_NODES, MAX_SLOTS
 
 RESULTS_FILE = "results.jsonl"
 LOCK_FILE = ".lock"
@@ -59,95 +70,170 @@ def run_key(record: dict[str, Any]) -> tuple:
     return (*config_key(record), record.get("repeat"))
 
 
-def _whole(value: Any, minimum: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+# The one schema of a record, as the store writes it and as the report may read it:
+# the fields analysis and the report use, their types and their bounds (a record of
+# 10**18 nodes would have the report allocate for them). What does not fit is skipped.
+_COUNT = {"type": "integer", "minimum": 1}
+_SECONDS = {"type": "number", "exclusiveMinimum": 0}
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+_SCALAR = {"type": ["string", "number", "null"]}
+_RUN = {
+    "required": ["nodes", "workers", "batch", "repeat", "status"],
+    "properties": {
+        **{f: _SCALAR for f in CONFIG_FIELDS},
+        "nodes": {**_COUNT, "maximum": MAX_NODES},
+        "workers": {**_COUNT, "maximum": MAX_NODES * MAX_SLOTS},
+        "batch": {**_COUNT, "maximum": MAX_BATCH},
+        "repeat": {"type": "integer", "minimum": 0, "maximum": 1_000_000},
+        "status": {"type": "string"},
+        "error": {"type": "string"},
+        "weights_in_sync": {"type": ["boolean", "null"]},
+        "fingerprint": {
+            "type": ["object", "null"],
+            "properties": {"hosts": {"type": ["array", "null"], "items": _SCALAR}},
+        },
+        "rank_window_times": {
+            "type": ["array", "null"],
+            "items": {"type": "array", "items": {"type": "number", "minimum": 0}},
+        },
+        "nodes_use": {
+            "type": ["object", "null"],
+            "properties": {"per_host": {"type": ["array", "null"], "items": {
+                "type": "object",
+                "properties": {
+                    "cpu_util": _NUMBER_OR_NULL,
+                    "net": {"type": ["object", "null"], "additionalProperties": {
+                        "properties": {"rx_bytes_per_s": {"type": "number"},
+                                       "tx_bytes_per_s": {"type": "number"}},
+                    }},
+                },
+            }}},
+        },
+    },
+    "if": {"properties": {"status": {"const": "ok"}}},
+    "then": {
+        "required": ["steps", "window_times"],
+        "properties": {
+            "steps": _COUNT,
+            "window_times": {"type": "array", "minItems": 1, "items": _SECONDS},
+            "data_time_fraction": _NUMBER_OR_NULL,
+            "allreduce_bytes": _NUMBER_OR_NULL,
+        },
+    },
+}  # fmt: skip
+_PROBE = {
+    "required": ["env", "backend", "nodes", "workers", "status"],
+    "properties": {
+        "env": {"type": "string"},
+        "backend": {"type": "string"},
+        "nodes": {**_COUNT, "maximum": MAX_NODES},
+        "workers": {**_COUNT, "maximum": MAX_NODES * MAX_SLOTS},
+        "status": {"type": "string"},
+        "cpus": {"type": ["number", "null"], "exclusiveMinimum": 0},
+    },
+    "if": {"properties": {"status": {"const": "ok"}}},
+    "then": {"required": ["results"], "properties": {"results": {
+        "type": "array",
+        "minItems": 1,
+        "items": {
+            "type": "object",
+            "required": ["bytes", "time_s", "busbw"],
+            "properties": {"bytes": _SECONDS, "time_s": _SECONDS, "busbw": _SECONDS,
+                           "algbw": {"type": "number"}, "cpu_s": {"type": "number", "minimum": 0}},
+        },
+    }}},
+}  # fmt: skip
+_CONVERGENCE = {
+    "required": ["target_ci", "configs"],
+    "properties": {
+        "target_ci": _SECONDS,
+        "configs": {"type": "array", "items": {
+            "type": "object",
+            "required": ["label", "stopped", "runs"],
+            "properties": {
+                "label": {"type": "string"},
+                "stopped": {"enum": ["target reached", "max repeats", "budget"]},
+                "runs": {"type": "integer", "minimum": 0},
+                "relative_ci": _NUMBER_OR_NULL,
+            },
+        }},
+    },
+}  # fmt: skip
+RECORD_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "allOf": [
+        {"if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]}, "then": schema}
+        for kind, schema in (("run", _RUN), ("probe", _PROBE), ("convergence", _CONVERGENCE))
+    ],
+}
+# A whole number is an int (JSON Schema would take 2.0 as one; range() would not).
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)
+    ),
+)
+_VALIDATOR = _Validator(RECORD_SCHEMA)
 
 
-def _positive(value: Any) -> bool:
-    return (
-        isinstance(value, int | float) and not isinstance(value, bool)
-        and math.isfinite(value) and value > 0
-    )  # fmt: skip
-
-
-def _optional_number(value: Any) -> bool:
-    return value is None or (
-        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    )
-
-
-def _scalar(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float)
-
-
-def _run_problem(r: dict[str, Any]) -> str | None:
-    """Why a run record cannot be analysed, or None: only the fields analysis reads."""
-    for name in ("nodes", "workers", "batch"):
-        if not _whole(r.get(name), 1):
-            return f"{name} is not a whole number of at least 1"
-    if not _whole(r.get("repeat"), 0):
-        return "repeat is not a whole number"
-    bad = next((f for f in CONFIG_FIELDS if not _scalar(r.get(f))), None)
-    if bad:
-        return f"{bad} is not a plain value"
-    if not isinstance(r.get("status"), str):
-        return "status is missing"
-    if r["status"] == "ok":
-        if not _whole(r.get("steps"), 1):
-            return "steps is not a whole number of at least 1"
-        times = r.get("window_times")
-        if not isinstance(times, list) or not times or not all(_positive(t) for t in times):
-            return "window_times is not a list of positive seconds"
-        for name in ("data_time_fraction", "allreduce_bytes"):
-            if not _optional_number(r.get(name)):
-                return f"{name} is not a number"
-    elif not isinstance(r.get("error", ""), str):
-        return "error is not text"
-    return None
-
-
-def _probe_problem(p: dict[str, Any]) -> str | None:
-    if not _whole(p.get("workers"), 1):
-        return "workers is not a whole number of at least 1"
-    if p.get("status") != "ok":
+def record_problem(record: dict[str, Any]) -> str | None:
+    """Why a record does not fit RECORD_SCHEMA (the field and the rule), or None."""
+    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(record))
+    if error is None:
         return None
-    results = p.get("results")
-    if not isinstance(results, list) or not results:
-        return "results is not a list of measurements"
-    for point in results:
-        if not isinstance(point, dict) or not all(
-            _positive(point.get(k)) for k in ("bytes", "time_s", "busbw")
-        ):
-            return "a result lacks positive bytes, time_s and busbw"
-        if "cpu_s" in point and not (point["cpu_s"] == 0 or _positive(point["cpu_s"])):
-            return "a result's cpu_s is not a number of seconds"
-    if "cpus" in p and p["cpus"] is not None and not _positive(p["cpus"]):
-        return "cpus (the nodes' CPU quota) is not a positive number"
-    return None
+    rule, wanted = error.validator, error.validator_value
+    path = [str(p) for p in error.absolute_path]
+    if rule == "required":  # message: "'env' is a required property"
+        return f"{'.'.join([*path, error.message.split(chr(39))[1]])} is missing"
+    field = ".".join(path) or "the record"
+    if rule == "type":
+        return f"{field} is not {' or '.join(wanted) if isinstance(wanted, list) else wanted}"
+    return f"{field} breaks {rule} {str(wanted)[:80]}"
 
 
-def _convergence_problem(c: dict[str, Any]) -> str | None:
-    if not _positive(c.get("target_ci")) or not isinstance(c.get("configs"), list):
-        return "target_ci or configs is missing"
-    for entry in c["configs"]:
-        if not isinstance(entry, dict) or not isinstance(entry.get("label"), str):
-            return "a configuration lacks its label"
-        if entry.get("stopped") not in ("target reached", "max repeats", "budget"):
-            return "a configuration says no reason it stopped"
-        if not _whole(entry.get("runs"), 0) or not _optional_number(entry.get("relative_ci")):
-            return "a configuration's runs or relative_ci is not a number"
-    return None
+def _finite(text: str) -> float | None:
+    """A JSON number as read: one beyond a float's range (1e400) reads as null, as
+    NaN and Infinity do, so that the schema's number rules hold for every value read."""
+    value = float(text)
+    return value if math.isfinite(value) else None
 
 
-PROBLEMS = {"run": _run_problem, "probe": _probe_problem, "convergence": _convergence_problem}
 # How many skipped lines are named one by one on stderr; the rest are counted.
 NAMED_PROBLEMS = 5
 
 
-def _shown(path: Path) -> str:
+def _shown(path: Path | str) -> str:
     """A path for a one-line message: a very long one is cut in the middle."""
     text = str(path)
     return text if len(text) <= 120 else f"{text[:60]}...{text[-50:]}"
+
+
+class StoreWriteError(RuntimeError):
+    """A record could not be appended; the message says why and where it was kept."""
+
+
+def _nearest_existing(path: Path) -> Path:
+    return next(p for p in (path, *path.parents) if p.exists())
+
+
+def _write_new(path: Path | None, data: bytes) -> str:
+    """data in a new file: `path`, or a fresh one in the temporary folder; its name."""
+    if path is None:
+        fd, name = tempfile.mkstemp(prefix="hpcbench-unsaved-", suffix=".jsonl")
+    else:
+        fd, name = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), str(path)
+    try:
+        if os.write(fd, data) != len(data):
+            raise OSError(f"short write to {name}")
+        os.fsync(fd)
+    except OSError:
+        with contextlib.suppress(OSError):  # no torn copy left behind
+            os.unlink(name)
+        raise
+    finally:
+        os.close(fd)
+    return name
 
 
 class Store:
@@ -160,8 +246,52 @@ class Store:
         self._lock_fd: int | None = None
 
     def append(self, record: dict[str, Any]) -> None:
+        """One record, whole, or StoreWriteError once the record is kept elsewhere."""
         line = json.dumps({"schema": SCHEMA, **record}, sort_keys=True) + "\n"
-        data = line.encode()
+        try:
+            self._append(line.encode())
+        except OSError as err:
+            kept = self._keep(line)
+            raise StoreWriteError(
+                f"cannot write {_shown(self.path)}: {err.strerror or err}; {kept}"
+            ) from None
+
+    def _keep(self, line: str) -> str:
+        """Where a record the store refused went: beside the store, else in the
+        temporary folder, else stdout (the measurement is never dropped)."""
+        beside = self.dir / f"results.unsaved-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl"
+        for path in (beside, None):
+            try:
+                name = _write_new(path, line.encode())
+            except OSError:
+                continue
+            return f"the record is kept in {_shown(name)} (append it to the store when it is fixed)"
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        return "the record is printed whole on stdout"
+
+    def check_writable(self) -> None:
+        """Refuse, before anything is launched, a store no record could go to: one line
+        naming what to fix (UsageError, exit status 2); nothing is created."""
+        try:
+            problem = self._write_problem()
+        except OSError as err:
+            problem = f"cannot write there ({err.strerror or err})"
+        if problem:
+            raise UsageError(f"--out {_shown(self.dir)}: {problem}; choose another --out")
+
+    def _write_problem(self) -> str | None:
+        if self.dir.exists() and not self.dir.is_dir():
+            return "a file, not a folder"
+        if self.path.exists() and not (self.path.is_file() and os.access(self.path, os.W_OK)):
+            return f"its {RESULTS_FILE} is not a writable file"
+        where = _nearest_existing(self.dir)
+        if not where.is_dir():
+            return f"{_shown(where)} is a file, not a folder"
+        tempfile.TemporaryFile(dir=where).close()  # can a file be made there? (O_TMPFILE: no name)
+        return None
+
+    def _append(self, data: bytes) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -180,18 +310,13 @@ class Store:
         """Hold the store for one writer (a sweep) until release() or exit.
 
         Two sweeps appending to one store would interleave their repeats and
-        each resume the other's runs; the second is refused in one line.
+        each resume the other's runs; the second (or a probe) is refused in one line.
         """
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise UsageError(
-                f"{self.dir} is in use by another sweep: wait for it, or choose another --out"
-            ) from None
-        self._lock_fd = fd
+        self._lock_fd = locks.hold(
+            self.lock_path,
+            f"{self.dir} is in use by another sweep or probe: wait for it, or choose another --out",
+        )
 
     def release(self) -> None:
         if self._lock_fd is not None:
@@ -232,7 +357,9 @@ class Store:
                 )
                 break
             try:
-                record = json.loads(raw.decode("utf-8"))
+                record = json.loads(
+                    raw.decode("utf-8"), parse_float=_finite, parse_constant=lambda _: None
+                )
             except UnicodeDecodeError:
                 self._skip(number, "not UTF-8 text")
                 continue
@@ -242,8 +369,7 @@ class Store:
             if not isinstance(record, dict):
                 self._skip(number, "not a JSON object")
                 continue
-            check = PROBLEMS.get(record.get("kind"))  # type: ignore[arg-type]
-            problem = check(record) if check else None
+            problem = record_problem(record)
             if problem:
                 self._skip(number, f"a {record['kind']} record whose {problem}")
                 continue

@@ -254,14 +254,16 @@ def run(
             print(f"# {config.label}, repeat {repeat + 1}\n"
                   f"{target.launcher.describe(spec)}\n")  # fmt: skip
         return 0
+    store.check_writable()  # before anything is launched, not after the first run
     target.prepare()
-    # One sweep at a time appends to a store; locked only now so that bad input,
-    # refused above, leaves no results directory behind.
-    store.lock()
-    try:
-        return _measure_all(workload, target, sweep, store, todo, configs, observe)
-    finally:
-        store.release()
+    # One sweep at a time appends to a store, and measures on a testbed; locked only
+    # now so that bad input, refused above, leaves no results directory or lock behind.
+    with target.exclusive():
+        store.lock()
+        try:
+            return _measure_all(workload, target, sweep, store, todo, configs, observe)
+        finally:
+            store.release()
 
 
 def _measure_all(

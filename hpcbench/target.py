@@ -8,14 +8,17 @@ at deploy time), and turns "n nodes, w workers" into a launcher's RunSpec.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import shlex
 import socket
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 
-from hpcbench import launchers, manifest, paths, schedulers, ssh, testbed
+from hpcbench import launchers, locks, manifest, paths, schedulers, ssh, testbed
 from hpcbench.errors import UsageError
 from hpcbench.launchers import Launcher, Placement, RunSpec
 from hpcbench.launchers.slurm import SlurmLauncher
@@ -111,6 +114,21 @@ class Target:
         needed = self.testbed.nodes[: max(self.node_counts)]
         unique = {n.name: n for n in needed if n.access is not None}
         return list(unique.values())
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """The testbed for this command alone while it measures: a second sweep or
+        probe on it (any --out) is refused in one line, as its runs would spoil these."""
+        held: list[int] = []
+        busy = (f"testbed {self.testbed.env} is in use by another sweep or probe: "
+                "wait for it to finish")  # fmt: skip
+        try:
+            for path in testbed.lock_files(self.testbed):
+                held.append(locks.hold(path, busy))
+            yield
+        finally:
+            for fd in held:
+                os.close(fd)
 
     def prepare(self) -> None:
         """Refuse unreachable nodes, and deployed nodes whose bench/ is not this

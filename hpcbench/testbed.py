@@ -165,6 +165,19 @@ def load_inventory(path: Path) -> Testbed:
     return from_inventory(data, str(path), str(path.parent / "ssh" / "known_hosts"))
 
 
+def lock_files(tb: Testbed) -> list[Path]:
+    """What marks the testbed busy while a sweep or probe measures on it (one at a
+    time, whatever its --out): a deployed environment's lock in its state folder, a
+    lock per machine for --hosts and localhost; none for `--env slurm`, where Slurm
+    shares the nodes out itself."""
+    if tb.kind is TestbedKind.SLURM:
+        return []
+    if tb.kind is TestbedKind.DEPLOYED:
+        return [paths.env_state(tb.env) / "testbed.lock"]
+    machines = paths.private_dir(paths.state_root() / "machines")
+    return [machines / f"{name}.lock" for name in sorted({n.name for n in tb.nodes})]
+
+
 def for_env(env: str) -> Testbed:
     """The testbed of a deployed environment; 'localhost' is this machine."""
     if env == TestbedKind.LOCALHOST:

@@ -9,6 +9,7 @@ without a cluster.
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -17,6 +18,36 @@ from hpcbench.ssh import SshAccess
 
 # bench/leash.py, beside the workload on every node.
 LEASH_SCRIPT = "leash.py"
+
+# What a launcher started on this machine (horovodrun, torchrun, the ranks, sbatch)
+# inherits of the harness's environment: what training and its tools read, nothing
+# else. The user's shell holds secrets (HPCBENCH_PEM_PASSWORD, OS_*, tokens), and
+# horovodrun writes every variable it has onto each rank's command line, where
+# /proc/<pid>/cmdline shows it (horovod 0.28.1, horovod/runner/gloo_run.py:96-100:
+# `'{shell} {horovod_env} {env} {run_command}'` over all of os.environ).
+LAUNCH_ENV_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR",
+    "LD_LIBRARY_PATH", "VIRTUAL_ENV", "XDG_CACHE_HOME",
+    "SSH_AUTH_SOCK",  # ssh to the nodes, and horovodrun's ssh between them
+    "SLURM_CONF",  # sbatch's cluster configuration
+})  # fmt: skip
+LAUNCH_ENV_PREFIXES = (
+    "LC_", "PYTHON",  # locale; PYTHONPATH, PYTHONUNBUFFERED, ...
+    "CUDA_", "NCCL_", "GLOO_", "HOROVOD_", "TORCH_", "TORCHELASTIC_", "PYTORCH_", "NVIDIA_",
+    "OMP_", "MKL_", "KMP_", "OPENBLAS_",  # CPU threads
+    "OMPI_MCA_", "PMIX_MCA_", "UCX_",  # Horovod over MPI
+    "SBATCH_",  # sbatch's defaults (account, partition)
+)  # fmt: skip
+
+
+def launch_environ(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a launcher starts with: the allow-listed part of this
+    process's, then `extra` (what the harness sets for the run)."""
+    kept = {
+        k: v for k, v in os.environ.items()
+        if k in LAUNCH_ENV_NAMES or k.startswith(LAUNCH_ENV_PREFIXES)
+    }  # fmt: skip
+    return {**kept, **(extra or {})}
 
 
 @dataclass(frozen=True)
@@ -89,7 +120,7 @@ class RunSpec:
 @dataclass(frozen=True)
 class Command:
     argv: tuple[str, ...]
-    env: dict[str, str] = field(default_factory=dict)  # added to the inherited environment
+    env: dict[str, str] = field(default_factory=dict)  # added to launch_environ()
     cwd: str | None = None
     access: SshAccess | None = None  # run over SSH there; None: here
 
@@ -113,6 +144,10 @@ class Command:
     def local_env(self) -> dict[str, str]:
         """Environment to add locally (over SSH it travels in the command line instead)."""
         return {} if self.access else dict(self.env)
+
+    def environ(self) -> dict[str, str]:
+        """The whole environment to start local_argv() with (never the user's shell's)."""
+        return launch_environ(self.local_env())
 
 
 class Launcher:

@@ -78,7 +78,7 @@ def run_commands(commands: list[Command], timeout_s: float, echo: bool = False) 
             try:
                 proc = subprocess.Popen(
                     cmd.local_argv(),
-                    env={**os.environ, **cmd.local_env()},
+                    env=cmd.environ(),  # allow-listed: no secret of the user's shell
                     cwd=cmd.cwd if cmd.access is None else None,
                     # Held open, never written: its end (this run over, or the harness
                     # killed) is what the rank's leash stops on, across ssh too.

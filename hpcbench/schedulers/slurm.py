@@ -70,6 +70,7 @@ class SlurmScheduler(Scheduler):
     def _call(self, cmd: Command) -> subprocess.CompletedProcess:
         return subprocess.run(
             cmd.local_argv(),
+            env=cmd.environ(),  # allow-listed: sbatch passes its environment on to the job
             capture_output=True,
             text=True,
             stdin=subprocess.DEVNULL,

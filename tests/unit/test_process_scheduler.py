@@ -1,6 +1,7 @@
 """The process scheduler: real processes, no cluster needed."""
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -180,3 +181,38 @@ def test_a_command_that_cannot_start_is_a_failed_run():
     )
     assert not out.ok and out.returncodes[-1] == 127 and out.duration_s < 20
     assert "cannot start /no/such/tool" in out.error()
+
+
+# The user's shell, as docs/testbeds.md has it: the PEM password exported, and more.
+SECRETS = {"HPCBENCH_PEM_PASSWORD": "pem-s3cret", "OS_PASSWORD": "os-s3cret",
+           "GITHUB_TOKEN": "ghp-s3cret"}  # fmt: skip
+# What horovodrun makes of its environment: every variable onto each rank's command
+# line (horovod 0.28.1, horovod/runner/gloo_run.py:96-100); the fake prints that line.
+FAKE_LAUNCHER = """
+import json, os, shlex, sys
+line = "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in os.environ.items())
+print("HPCBENCH_RESULT " + json.dumps({"rank_argv": line + " " + shlex.join(sys.argv[1:])}))
+"""
+
+
+@pytest.mark.parametrize(("tool", "backend"), [("horovodrun", "horovod"), ("torchrun", "ddp")])
+def test_a_launcher_gets_what_training_needs_and_no_secret(tmp_path, monkeypatch, tool, backend):
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)  # runs the leash
+    shutil.copy(paths.BENCH_DIR / "leash.py", tmp_path)
+    fake = bin_dir / tool  # beside the nodes' python, where RunSpec.tool looks
+    fake.write_text(f"#!{sys.executable}\n{FAKE_LAUNCHER}")
+    fake.chmod(0o755)
+    spec = RunSpec(script="train.py", args=(), python=str(bin_dir / "python"), iface="lo",
+                   workdir=str(tmp_path), placements=(Placement("localhost", 2),))  # fmt: skip
+    out = ProcessScheduler(launchers.get(tool, backend)).run(spec, timeout_s=30)
+    assert out.ok, out.error()
+    rank_argv = out.records[0]["rank_argv"]
+    assert not [n for n, v in SECRETS.items() if n in rank_argv or v in rank_argv]
+    # What training reads is kept: PATH, NCCL_*, and the interface the harness pins.
+    assert f"PATH={shlex.quote(os.environ['PATH'])} " in rank_argv
+    assert "NCCL_DEBUG=INFO" in rank_argv and "GLOO_SOCKET_IFNAME=lo" in rank_argv

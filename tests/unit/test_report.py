@@ -205,3 +205,56 @@ def test_a_point_outside_its_band_names_the_likeliest_cause(tmp_path):
     # E = 0.61 against a band of 0.07-0.08: above it, and nothing in the run explains it
     # (no data time, no straggler or node figures recorded).
     assert all("above the band: no cause stands out" in r for r in rows)
+
+
+# Records that parse as JSON but do not fit the store's schema: skipped, named and
+# counted; values that fit but are awkward (long or NUL-bearing env names, a model
+# name in mathtext): reported as written. `report` never crashes on either.
+
+
+def _crafted(tmp_path, **fields):
+    """The good store of _store with every run and probe carrying `fields`."""
+    out = Store(tmp_path / "crafted")
+    for record in _store(tmp_path).records():
+        record.pop("schema")
+        out.append({**record, **fields} if record["kind"] in ("run", "probe") else record)
+    return out
+
+
+_PROBE = {"kind": "probe", "status": "ok", "backend": "horovod", "nodes": 4, "workers": 4,
+          "results": [{"bytes": 4096, "time_s": 1e-4, "algbw": 1.0, "busbw": 1.0}]}  # fmt: skip
+UNFIT = {
+    "nodes_use as text": _run(4, [1.6, 1.7], repeat=7, nodes_use="busy"),
+    "rank_window_times flat": _run(4, [1.6, 1.7], repeat=7, rank_window_times=[1.6, 1.7]),
+    "a probe without env": _PROBE,
+    "nodes = 10**18": {**_run(4, [1.6, 1.7], repeat=7), "nodes": 10**18},
+    "fingerprint a list": _run(4, [1.6, 1.7], repeat=7, fingerprint=[1]),
+}
+
+
+@pytest.mark.parametrize("case", UNFIT)
+def test_a_record_that_does_not_fit_the_schema_is_skipped_named_and_counted(tmp_path, capsys, case):
+    store = _store(tmp_path)
+    store.append(UNFIT[case])
+    line = len(store.path.read_text().splitlines())
+    assert cli.main(["report", "--out", str(store.dir)]) == 0
+    assert f"{store.path}:{line}: skipping a line: a {UNFIT[case]['kind']} record whose " in (
+        capsys.readouterr().err
+    )
+    md = (store.dir / "report.md").read_text()
+    assert f"1 damaged lines of results.jsonl were skipped (line {line})" in md
+    assert "| 4 | 4 | 2 |" in md  # the good runs are all there
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("env", "e" * 300), ("env", "a\x00b/../c"), ("model", "$\\foo$"), ("model", "$x^$")],
+)
+def test_awkward_names_are_reported_as_written(tmp_path, field, value):
+    store = _crafted(tmp_path, **{field: value})
+    assert cli.main(["report", "--out", str(store.dir)]) == 0
+    plots = sorted((store.dir / "plots").iterdir())
+    assert plots and all(len(p.name.encode()) <= 255 and p.parent == store.dir / "plots"
+                         for p in plots)  # fmt: skip
+    md = (store.dir / "report.md").read_text()
+    assert value in md

@@ -229,6 +229,7 @@ FAKE_SBATCH = r"""#!/bin/bash
 # Reads the script, "runs" it: writes the -o file the batch host would write.
 script=$(cat)
 echo "$script" > "$FAKE/script"
+env > "$FAKE/sbatch.env"  # what the job would inherit (sbatch's --export=ALL)
 out=$(echo "$script" | sed -n 's/^#SBATCH -o //p' | sed 's/%j/4242/')
 case "$FAKE_MODE" in
   ok) printf 'hello\nHPCBENCH_RESULT {"workers": 2, "window_times": [1.0]}\n' > "$out"
@@ -261,10 +262,12 @@ def fake_slurm(tmp_path, monkeypatch):
         ("scancel", FAKE_SCANCEL),
     ):
         path = bin_dir / name
-        path.write_text(text)
+        # The fakes get their folder and mode in their text: sbatch and the rest start
+        # with the allow-listed environment only (launchers.base.launch_environ).
+        mode = f'"$(cat {tmp_path}/mode 2>/dev/null)"'
+        path.write_text(text.replace('"$FAKE_MODE"', mode).replace("$FAKE", str(tmp_path)))
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE", str(tmp_path))
     monkeypatch.setattr(slurm_scheduler, "POLL_MIN_S", 0.01)
     monkeypatch.setattr(slurm_scheduler, "POLL_MAX_S", 0.02)
     return tmp_path
@@ -276,7 +279,7 @@ def _scheduler(tmp: Path, **kw) -> SlurmScheduler:
 
 
 def test_run_collects_the_record(fake_slurm, monkeypatch):
-    monkeypatch.setenv("FAKE_MODE", "ok")
+    (fake_slurm / "mode").write_text("ok")
     outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=30)
     assert outcome.ok, outcome.error()
     assert outcome.records == [{"workers": 2, "window_times": [1.0]}]
@@ -286,8 +289,19 @@ def test_run_collects_the_record(fake_slurm, monkeypatch):
     assert not (fake_slurm / "scancel").exists()
 
 
+def test_the_job_inherits_no_secret_of_the_users_shell(fake_slurm, monkeypatch):
+    monkeypatch.setenv("HPCBENCH_PEM_PASSWORD", "pem-s3cret")
+    monkeypatch.setenv("OS_APPLICATION_CREDENTIAL_SECRET", "os-s3cret")
+    monkeypatch.setenv("SBATCH_ACCOUNT", "physics")
+    (fake_slurm / "mode").write_text("ok")
+    assert _scheduler(fake_slurm).run(_spec(), timeout_s=30).ok
+    inherited = (fake_slurm / "sbatch.env").read_text()
+    assert "s3cret" not in inherited and "HPCBENCH_PEM_PASSWORD" not in inherited
+    assert f"PATH={os.environ['PATH']}\n" in inherited and "SBATCH_ACCOUNT=physics" in inherited
+
+
 def test_failed_job_keeps_its_exit_status_and_output(fake_slurm, monkeypatch):
-    monkeypatch.setenv("FAKE_MODE", "fail")
+    (fake_slurm / "mode").write_text("fail")
     outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=30)
     assert not outcome.ok and outcome.returncodes == [3]
     assert "Traceback: boom" in outcome.error()
@@ -295,14 +309,14 @@ def test_failed_job_keeps_its_exit_status_and_output(fake_slurm, monkeypatch):
 
 
 def test_timeout_cancels_the_job(fake_slurm, monkeypatch):
-    monkeypatch.setenv("FAKE_MODE", "hang")
+    (fake_slurm / "mode").write_text("hang")
     outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=0.1)
     assert outcome.timed_out and not outcome.ok
     assert (fake_slurm / "scancel").read_text().startswith("--name=hpcbench-")
 
 
 def test_queue_wait_is_bounded(fake_slurm, monkeypatch):
-    monkeypatch.setenv("FAKE_MODE", "hang")
+    (fake_slurm / "mode").write_text("hang")
     monkeypatch.setattr(SlurmScheduler, "state", lambda self, job: ("PENDING", ""))
     outcome = _scheduler(fake_slurm, queue_wait_s=0).run(_spec(), timeout_s=30)
     assert outcome.timed_out
@@ -310,7 +324,7 @@ def test_queue_wait_is_bounded(fake_slurm, monkeypatch):
 
 
 def test_ctrl_c_cancels_the_job(fake_slurm, monkeypatch):
-    monkeypatch.setenv("FAKE_MODE", "hang")
+    (fake_slurm / "mode").write_text("hang")
 
     def interrupt(seconds: float) -> None:
         raise KeyboardInterrupt
@@ -331,7 +345,7 @@ def test_sbatch_refusal_is_a_failed_run(fake_slurm, monkeypatch):
 
 def test_records_go_to_the_store_like_other_launchers(fake_slurm, monkeypatch, tmp_path, capsys):
     """`scale --env slurm` end to end against the fake tools: the record lands in the store."""
-    monkeypatch.setenv("FAKE_MODE", "ok")
+    (fake_slurm / "mode").write_text("ok")
 
     def fake_run(self, spec, timeout_s, echo=False):
         record = {
@@ -426,7 +440,7 @@ def test_python_of_the_controller_without_a_container():
 
 
 def test_a_job_whose_state_stays_unknown_is_cancelled(fake_slurm, monkeypatch):
-    monkeypatch.setenv("FAKE_MODE", "hang")
+    (fake_slurm / "mode").write_text("hang")
     monkeypatch.setattr(SlurmScheduler, "state", lambda self, job: ("UNKNOWN", ""))
     outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=30)
     assert not outcome.ok and outcome.tail[0] == "slurm job 4242: UNKNOWN"
@@ -446,7 +460,7 @@ def test_an_sbatch_that_times_out_cancels_the_job(fake_slurm, monkeypatch):
 def test_a_control_call_that_times_out_is_a_failed_run(fake_slurm, monkeypatch, tool):
     """squeue (or cat of the output) hanging: one line in the record, the job cancelled,
     no exception for the sweep."""
-    monkeypatch.setenv("FAKE_MODE", "ok")
+    (fake_slurm / "mode").write_text("ok")
     monkeypatch.setattr(slurm_scheduler, "CONTROL_TIMEOUT_S", 0.5)
     real = SlurmScheduler._control
 

@@ -35,7 +35,8 @@ def test_append_and_read_back(tmp_path):
     store = Store(tmp_path / "out")
     store.append(_record(0))
     store.append(_record(1, status="failed", error="boom"))
-    store.append({"kind": "probe", "workers": 2})
+    store.append({"kind": "probe", "env": "localhost", "backend": "ddp", "nodes": 2,
+                  "workers": 2, "status": "failed", "error": "timed out"})  # fmt: skip
     runs = store.runs()
     assert [r["repeat"] for r in runs] == [0, 1]
     assert all(r["schema"] == 1 for r in runs)

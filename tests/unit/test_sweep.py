@@ -1,4 +1,5 @@
 import collections
+import json
 
 import pytest
 import yaml
@@ -6,6 +7,12 @@ import yaml
 from hpcbench import cli, launchers, sweep, testbed
 from hpcbench.specs import HostSlots, WorkloadSpec
 from hpcbench.target import Target
+
+
+@pytest.fixture(autouse=True)
+def _own_state(tmp_path, monkeypatch):
+    """Testbed locks (hpcbench.testbed.lock_files) in the test's folder, not the checkout's."""
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
 
 
 def _target(nodes=(1, 2, 4), per_node=None, tb=None):
@@ -82,7 +89,8 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, argv, message):
     assert not (tmp_path / "out").exists()
 
 
-def test_more_nodes_than_the_deployed_testbed(tmp_path, capsys, monkeypatch):
+def _deploy_local(tmp_path, monkeypatch) -> None:
+    """A deployed 'local' testbed of four nodes, as its inventory has it."""
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
     monkeypatch.setattr(testbed.paths, "environments", lambda: ["local"])
     (tmp_path / "state" / "local").mkdir(parents=True)
@@ -90,6 +98,10 @@ def test_more_nodes_than_the_deployed_testbed(tmp_path, capsys, monkeypatch):
     hosts = {n["name"]: {"ansible_host": "127.0.0.1", "ansible_port": 1} for n in nodes}
     inventory = {"all": {"vars": {"testbed_nodes": nodes, "testbed_head": "n0"}, "hosts": hosts}}
     (tmp_path / "state" / "local" / "inventory.yml").write_text(yaml.safe_dump(inventory))
+
+
+def test_more_nodes_than_the_deployed_testbed(tmp_path, capsys, monkeypatch):
+    _deploy_local(tmp_path, monkeypatch)
     assert _scale(tmp_path, "--env", "local", "--nodes", "1-5") == 2
     assert "asks for 5 nodes but the testbed has 4" in capsys.readouterr().err
 
@@ -117,6 +129,18 @@ def test_a_store_in_use_by_another_sweep_is_refused(tmp_path, capsys):
     finally:
         other.release()
     assert "in use by another sweep" in capsys.readouterr().err
+
+
+def test_a_probe_into_a_store_in_use_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(Target, "prepare", lambda self: None)
+    other = sweep.Store(tmp_path / "out")
+    other.lock()
+    try:
+        argv = ["probe", "--env", "localhost", "--nodes", "1", "--out", str(tmp_path / "out")]
+        assert cli.main(argv) == 2
+    finally:
+        other.release()
+    assert "in use by another sweep or probe" in capsys.readouterr().err
 
 
 def test_workload_args_pass_the_options_through():
@@ -276,3 +300,131 @@ def test_bad_adaptive_options(tmp_path, capsys, argv, message):
     assert _scale(tmp_path, "--env", "localhost", "--nodes", "1", *argv) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+# --out that no record could go to: refused up front, before anything is launched.
+
+
+@pytest.fixture
+def no_launch(monkeypatch):
+    """Target.prepare and Target.run recorded, never done."""
+    calls: list[str] = []
+    monkeypatch.setattr(Target, "prepare", lambda self: calls.append("prepare"))
+    monkeypatch.setattr(Target, "run", lambda self, *a, **kw: calls.append("run"))
+    return calls
+
+
+def _unwritable_out(tmp_path, how):
+    if how == "a file":
+        out = tmp_path / "out"
+        out.write_text("not a folder\n")
+    elif how == "a file's child":
+        (tmp_path / "file").write_text("")
+        out = tmp_path / "file" / "out"
+    elif how == "results file is a folder":
+        out = tmp_path / "out"
+        (out / "results.jsonl").mkdir(parents=True)
+    else:  # a folder where no file can be made, root or not
+        out = "/sys/hpcbench-out"
+    return str(out)
+
+
+@pytest.mark.parametrize("command", ["scale", "probe"])
+@pytest.mark.parametrize("how", ["a file", "a file's child", "results file is a folder",
+                                 "an unwritable folder"])  # fmt: skip
+def test_an_out_no_record_could_go_to_is_refused_before_launching(
+    tmp_path, capsys, no_launch, command, how
+):
+    out = _unwritable_out(tmp_path, how)
+    before = sorted(tmp_path.rglob("*"))
+    argv = [command, "--env", "localhost", "--nodes", "1", "--out", out]
+    assert cli.main(argv + (["--model", "resnet18"] if command == "scale" else [])) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("hpcbench: error: ") and "--out" in err
+    assert no_launch == [] and sorted(tmp_path.rglob("*")) == before
+
+
+# A store that fails in the middle of a sweep: one line, exit 1, the run kept.
+
+
+def _break_store(out, how, tmp_path, monkeypatch):
+    """Breaks the store as a run ends: its file turns into a folder (no write can land),
+    its folder turns into a file (no file can be made there either), or that and no
+    temporary folder."""
+    if how == "beside the store":
+        (out / "results.jsonl").mkdir(parents=True)
+        return
+    out.rename(out.with_name("moved"))
+    out.write_text("")
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir() if how == "in the temporary folder" else None
+
+
+@pytest.mark.parametrize("how", ["beside the store", "in the temporary folder", "on stdout"])
+def test_a_store_that_fails_mid_sweep_is_one_line_and_keeps_the_run(
+    tmp_path, capsys, monkeypatch, how
+):
+    out = tmp_path / "out"
+    fake = _FakeRuns({1: [1.0]})
+
+    def run(self, spec, timeout_s, echo=False):
+        if not fake.calls:
+            _break_store(out, how, tmp_path, monkeypatch)
+        return fake(spec, timeout_s, echo)
+
+    monkeypatch.setattr(Target, "run", run)
+    monkeypatch.setattr(Target, "prepare", lambda self: None)
+    code = _scale(tmp_path, "--env", "localhost", "--nodes", "1", "--batch", "8",
+                  "--backend", "ddp", "--no-probe", "--repeats", "2")  # fmt: skip
+    captured = capsys.readouterr()
+    failure = [line for line in captured.err.splitlines() if line.startswith("hpcbench:")]
+    assert code == 1 and len(failure) == 1 and "Traceback" not in captured.err
+    assert f"cannot write {out / 'results.jsonl'}: " in failure[0]
+    assert fake.calls[1] == 1  # the sweep stopped at the record it could not store
+    if how == "on stdout":
+        kept = captured.out
+    else:
+        folder = out if how == "beside the store" else tmp_path / "tmp"
+        [path] = folder.glob("*unsaved*.jsonl")
+        assert str(path) in failure[0]
+        kept = path.read_text()
+    [record] = [json.loads(line) for line in kept.splitlines() if line.startswith("{")]
+    assert record["kind"] == "run" and record["window_times"] == [1.0, 1.0, 1.0]
+
+
+# One sweep or probe at a time on a testbed, whatever its --out.
+
+
+@pytest.mark.parametrize("env", ["localhost", "local"])
+@pytest.mark.parametrize("second", ["scale", "probe"])
+def test_a_second_sweep_or_probe_on_a_busy_testbed_is_refused(
+    tmp_path, capsys, monkeypatch, second, env
+):
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    if env == "local":
+        _deploy_local(tmp_path, monkeypatch)
+    monkeypatch.setattr(Target, "prepare", lambda self: None)
+    fake = _FakeRuns({1: [1.0]})
+    seconds: list[tuple[int, str]] = []
+    other = tmp_path / "other"
+
+    def run(self, spec, timeout_s, echo=False):
+        if not seconds:  # while the first sweep measures, a second command on its testbed
+            argv = [second, "--env", env, "--nodes", "1", "--out", str(other)]
+            capsys.readouterr()  # the first sweep's progress so far
+            code = cli.main(argv + (["--model", "resnet18"] if second == "scale" else []))
+            seconds.append((code, capsys.readouterr().err))
+        return fake(spec, timeout_s, echo)
+
+    monkeypatch.setattr(Target, "run", run)
+    assert _scale(tmp_path, "--env", env, "--nodes", "1", "--batch", "8",
+                  "--backend", "ddp", "--no-probe", "--repeats", "1") == 0  # fmt: skip
+    [(code, err)] = seconds
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"hpcbench: error: testbed {env} is in use by another sweep")
+    assert fake.calls[1] == 1 and not other.exists()  # the second launched nothing
+    # Once the first is done, the testbed is free again.
+    assert cli.main(["scale", "--out", str(other), "--model", "resnet18", "--env", env,
+                     "--nodes", "1", "--batch", "8", "--backend", "ddp", "--no-probe",
+                     "--repeats", "1"]) == 0  # fmt: skip
+    assert fake.calls[1] == 2

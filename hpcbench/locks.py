@@ -1,0 +1,26 @@
+"""Exclusive locks a command holds for its whole life: flock(2) on a file, which the
+kernel drops when the holder exits, however it exits (SIGKILL, power loss: no stale
+lock to clear by hand)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from hpcbench.errors import UsageError
+
+
+def hold(path: Path, busy: str) -> int:
+    """Lock `path` (created if need be) and return the descriptor that holds it until
+    closed; another holder already: UsageError(busy), one line, exit status 2."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise UsageError(f"cannot lock {path}: {err.strerror or err}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise UsageError(busy) from None
+    return fd
