@@ -74,31 +74,9 @@ def test_suites_cover_every_tftest_file() -> None:
     assert found == set(SUITES)
 
 
-@pytest.mark.parametrize("env", ["virtualwall", "virtualwall-10g", "gpulab", "openstack"])
-def test_plan_without_credentials_names_the_first_missing(tf, env: str, tmp_path) -> None:
-    """What `make deploy ENV=... ` without credentials sees: one line, nothing created."""
-    needs_provider(env)
-    first = {"openstack": "cloud"}.get(env, "project")
-    folder, var_files = env_root(env)
-    result = tf(folder)(
-        "plan",
-        "-input=false",
-        "-lock=false",
-        *var_files,
-        env={
-            "TF_VAR_ssh_public_key_file": str(PUBKEY),
-            "TF_VAR_ssh_private_key_file": str(tmp_path / "id_ed25519"),
-            "TF_VAR_state_dir": str(tmp_path / "state"),
-        },
-    )
-    assert result.rc != 0
-    assert f'input variable "{first}" is not set' in result.out, result.out
-    line = summarize_error(result.out)
-    assert f"TF_VAR_{first}" in line and "\n" not in line
-    assert not (tmp_path / "state").exists(), "a failed plan must create nothing"
-
-
 def plan(tf, env: str, tmp_path: Path, **environ: str):
+    """`terraform plan` of an environment as `hpcbench deploy` runs it, with
+    the controller key and a state dir under tmp_path, plus `environ`."""
     folder, var_files = env_root(env)
     return tf(folder)(
         "plan",
@@ -114,8 +92,28 @@ def plan(tf, env: str, tmp_path: Path, **environ: str):
     )
 
 
-def errors_of(out: str) -> list[str]:
-    return re.findall(r"^Error: (.*)$", out, flags=re.M)
+@pytest.mark.parametrize("env", ["virtualwall", "virtualwall-10g", "gpulab", "openstack"])
+def test_plan_without_credentials_names_the_first_missing(tf, env: str, tmp_path) -> None:
+    """What `make deploy ENV=... ` without credentials sees: one line, nothing created."""
+    needs_provider(env)
+    first = {"openstack": "cloud"}.get(env, "project")
+    result = plan(tf, env, tmp_path)
+    assert result.rc != 0
+    assert f'input variable "{first}" is not set' in result.out, result.out
+    line = summarize_error(result.out)
+    assert f"TF_VAR_{first}" in line and "\n" not in line
+    assert not (tmp_path / "state").exists(), "a failed plan must create nothing"
+
+
+def assert_fails_only_at(result, tmp_path: Path, needles: list[str], to_add: int) -> None:
+    """The plan got through the configuration (`to_add` resources planned) and
+    its one error is the connection that names every needle."""
+    assert result.rc != 0
+    errors = re.findall(r"^Error: (.*)$", result.out, flags=re.M)
+    assert len(errors) == 1, result.out
+    assert all(n in errors[0] for n in needles), result.out
+    assert f"Plan: {to_add} to add, 0 to change, 0 to destroy." in result.out, result.out
+    assert not (tmp_path / "state").exists(), "a failed plan must create nothing"
 
 
 def test_openstack_plans_everything_and_fails_only_at_authentication(tf, tmp_path: Path) -> None:
@@ -145,14 +143,9 @@ def test_openstack_plans_everything_and_fails_only_at_authentication(tf, tmp_pat
         TF_VAR_network_name="tenant-net",
         TF_VAR_allowed_cidr="192.0.2.10/32",
     )
-    assert result.rc != 0
-    errors = errors_of(result.out)
-    assert len(errors) == 1, result.out
-    assert f"http://127.0.0.1:{port}/v3/auth/tokens" in errors[0], result.out
-    assert "connection refused" in errors[0], result.out
-    # 4 instances (the default node_count), the key pair, the group and its 2 rules.
-    assert "Plan: 8 to add, 0 to change, 0 to destroy." in result.out, result.out
-    assert not (tmp_path / "state").exists(), "a failed plan must create nothing"
+    # 8: 4 instances (the default node_count), the key pair, the group and its 2 rules.
+    needles = [f"http://127.0.0.1:{port}/v3/auth/tokens", "connection refused"]
+    assert_fails_only_at(result, tmp_path, needles, to_add=8)
 
 
 def test_local_plans_and_fails_only_at_the_docker_daemon(tf, tmp_path: Path) -> None:
@@ -163,13 +156,8 @@ def test_local_plans_and_fails_only_at_the_docker_daemon(tf, tmp_path: Path) -> 
     needs_provider("local")
     port = closed_port()
     result = plan(tf, "local", tmp_path, DOCKER_HOST=f"tcp://127.0.0.1:{port}")
-    assert result.rc != 0
-    errors = errors_of(result.out)
-    assert len(errors) == 1, result.out
-    assert f"tcp://127.0.0.1:{port}" in errors[0], result.out
-    assert "Cannot connect to the Docker daemon" in errors[0], result.out
-    assert "Plan: 3 to add, 0 to change, 0 to destroy." in result.out, result.out
-    assert not (tmp_path / "state").exists(), "a failed plan must create nothing"
+    needles = [f"tcp://127.0.0.1:{port}", "Cannot connect to the Docker daemon"]
+    assert_fails_only_at(result, tmp_path, needles, to_add=3)
 
 
 def test_fmt_clean(tf_binary: str) -> None:
