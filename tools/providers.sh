@@ -4,10 +4,11 @@
 # configuration (TF_CLI_CONFIG_FILE) that points tofu/terraform at it.
 #
 # Why from source: no provider registry is reachable from air-gapped or
-# proxied sites, but the Go module proxy is. Both providers declare a module
+# proxied sites, but the Go module proxy is. docker and local declare a module
 # path (github.com/terraform-providers/...) other than the one they are
-# published under, so `go install module@version` refuses them; we fetch the
-# module zip itself and build inside it.
+# published under, so `go install module@version` refuses them; we fetch each
+# module zip itself and build inside it (openstack the same way, for one code
+# path).
 set -euo pipefail
 
 TOOLS_DIR=${TOOLS_DIR:?set TOOLS_DIR}
@@ -21,6 +22,9 @@ GOPROXY_URL=${GOPROXY_URL:-$(go env GOPROXY | tr ',' '\n' | grep -v -e '^direct$
 PROVIDERS=(
   "docker kreuzwerker github.com/kreuzwerker/terraform-provider-docker v0.0.0-20260916201441-96d331c98ff4 4.6.0 04f3b3ed3896795d6483e57d41e41fe4544f75e35d3a2832a82efcd2114ae23b"
   "local hashicorp github.com/hashicorp/terraform-provider-local v1.4.1-0.20260806152022-9068a4b7aa37 2.9.0 eae0ccae7cb0b9db8282fa6b621ebce9fc2280a65021600f431a1703dcd29ffa"
+  # The module path carries the major version (/v3); go.sum h1 of this zip:
+  # h1:Ap8gvameIY5ZM7CMh7fngP/VoIyeupzKX3izoyfp9yg= (check it against sum.golang.org where reachable).
+  "openstack terraform-provider-openstack github.com/terraform-provider-openstack/terraform-provider-openstack/v3 v3.4.0 3.4.0 c59242a0bf1a22a5c65d56186cb91e2b33d0aff721fd9d6236c947d7cde4470d"
 )
 
 build_one() {
@@ -42,8 +46,9 @@ build_one() {
     return 1
   fi
   (cd "$work" && unzip -q src.zip)
-  local src
-  src=$(find "$work" -mindepth 1 -maxdepth 4 -type f -name go.mod -printf '%h\n' | head -n1)
+  # A module zip holds its files under <module>@<version>/ (go help modules, "zip").
+  local src="$work/$module@$modver"
+  [[ -f "$src/go.mod" ]] || { echo "provider $ns/$name: no go.mod at $module@$modver in the zip" >&2; return 1; }
   mkdir -p "$dest"
   (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$dest/$bin.tmp" .)
   mv "$dest/$bin.tmp" "$dest/$bin"

@@ -302,3 +302,20 @@ def test_password_goes_by_environment_never_argv(tmp_path: Path, standin) -> Non
     assert calls.startswith("submit --project myproj ")
     assert "--wait-run" not in calls.splitlines()[0]  # submit does not block (point 4)
     assert PASSWORD not in calls and "-p" not in calls.split() and "--password" not in calls
+
+
+# --- fixtures that stand for gpulab-cli's output ------------------------------
+
+
+@pytest.mark.parametrize(
+    "fixture", sorted((REPO / "tests/terraform/fixtures").glob("gpulab-job-state-*.json"))
+)
+def test_job_state_fixture_is_a_job_under_gpulab_common(fixture: Path) -> None:
+    """The readback fixtures imitate `gpulab-cli jobs <id> --raw`, which prints
+    the master's JSON as it came (gpulab-cli 3.11.12 __main__.py:1392-1396); the
+    CLI itself reads that JSON as job2.Job (__main__.py:1398, 1559), so each
+    fixture must be one: request, owner, state.scheduling and state.eventTimes
+    are required (gpulab-common 6.0.16 schemas/job2.py:1215-1216, 1262-1264, 1430)."""
+    job = job2.Job.model_validate_json(fixture.read_text())
+    assert job.state.status in (job2.JobStatus.RUNNING, job2.JobStatus.STARTING)
+    assert job.state.resources is not None, "readback reads state.resources"

@@ -241,9 +241,9 @@ def test_pem_password_is_no_terraform_variable() -> None:
 
 
 def test_openstack_jupyterlab_is_loopback_only_and_subnet_comes_per_deploy() -> None:
-    """Point 9 at the group_vars level (the OpenStack provider cannot be
-    installed here, so environments/openstack cannot be planned; its rules and
-    subnet logic are planned in modules/openstack/plan's suite)."""
+    """Point 9 at the group_vars level (environments/openstack is planned only
+    up to the cloud's authentication, test_terraform.py; its rules and subnet
+    logic are planned in modules/openstack/plan's suite)."""
     group_vars = yaml.safe_load(
         (REPO / "environments/openstack/inventory/group_vars/all.yml").read_text()
     )

@@ -119,10 +119,7 @@ run "readback_from_job_states" {
       file("../../../tests/terraform/fixtures/gpulab-job-state-0.json"),
       file("../../../tests/terraform/fixtures/gpulab-job-state-1.json"),
       # A port bound to one address (not 0.0.0.0): reached there.
-      jsonencode({ state = { resources = {
-        slaveHost    = "172.26.0.2", sshProxyUsername = "fffjdoe", sshProxyHost = "bastion.ilabt.imec.be",
-        portMappings = [{ containerPort = 2222, hostPort = 32768, hostIp = "172.26.0.1" }]
-      } } }),
+      file("../../../tests/terraform/fixtures/gpulab-job-state-2.json"),
     ]
     gpus_per_job        = 1
     stack_ssh_port      = 2222
