@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from hpcbench import analysis, prediction
+from hpcbench import analysis, export, prediction
 from hpcbench.analysis import ConfigSummary
 from hpcbench.errors import UsageError
 from hpcbench.specs import check_path
@@ -94,6 +94,13 @@ def load(directory: str) -> tuple[Store, list[dict], list[dict], list[dict]]:
     runs = [r for r in records if r.get("kind") == "run"]
     probes = [r for r in records if r.get("kind") == "probe"]
     if not runs and not probes:
+        if store.skipped:  # lines there were, none usable: say how many and why
+            whys = sorted({why for _, why in store.skipped})
+            raise UsageError(
+                f"{store.path} holds no usable run: {len(store.skipped)} line(s) skipped "
+                f"({'; '.join(whys[:3])}{'; ...' if len(whys) > 3 else ''}); the lines "
+                "above name the first of them"
+            )
         raise UsageError(f"{store.path} holds no runs yet")
     convergence = [r for r in records if r.get("kind") == "convergence"]
     return store, runs, probes, convergence
@@ -392,13 +399,22 @@ def probe_rows(probes: list[dict]) -> list[list[str]]:
     return rows
 
 
+# Every configuration's figures as data, beside report.html (hpcbench.export).
+DATA_JSON, DATA_CSV = "configurations.json", "configurations.csv"
 PROBE_HEADER = ["env", "nodes", "workers", "backend", "smallest message", "largest", "busbw GB/s"]
+
+
+def configurations(summaries: list[ConfigSummary]) -> list[dict[str, Any]]:
+    return [export.configuration(s) for s in summaries]
 
 
 def build_report(directory: str) -> tuple[Path, Path]:
     store, runs, probes, convergence = load(directory)
     summaries = analysis.summarise(runs, probes)
     out = store.dir
+    data = configurations(summaries)
+    (out / DATA_JSON).write_text(export.as_json(data, store=str(store.path)))
+    (out / DATA_CSV).write_text(export.as_csv(data))
     plots = make_plots(summaries, out / "plots")
     md: list[str] = [f"# Scaling report: {out}", ""]
     hp: list[str] = [f"<h1>Scaling report: {html.escape(str(out))}</h1>"]
@@ -499,8 +515,15 @@ def build_report(directory: str) -> tuple[Path, Path]:
 
 
 def report_main(args: argparse.Namespace) -> int:
+    if args.format in ("json", "csv"):  # for programs: the data on stdout, nothing written
+        store, runs, probes, _ = load(args.out)
+        data = configurations(analysis.summarise(runs, probes))
+        text = export.as_json(data, store=str(store.path)) if args.format == "json" else (
+            export.as_csv(data))  # fmt: skip
+        sys.stdout.write(text)
+        return 0
     md_path, html_path = build_report(args.out)
-    print(f"wrote {md_path} and {html_path}")
+    print(f"wrote {md_path} and {html_path}, with the numbers in {DATA_JSON} and {DATA_CSV}")
     return 0
 
 
@@ -600,6 +623,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "report", help="Markdown and HTML report with plots", description=__doc__
     )
     p.add_argument("--out", default="results", help="results directory (default: results/)")
+    p.add_argument(
+        "--format",
+        choices=("html", "json", "csv"),
+        default="html",
+        help="html: report.html, report.md, plots and the numbers as files (default); "
+        "json or csv: one record per configuration on stdout, nothing written "
+        "(fields: docs/report.md)",
+    )
     p.set_defaults(func=report_main)
     c = subparsers.add_parser("compare", help="two results directories side by side")
     c.add_argument("dir_a")

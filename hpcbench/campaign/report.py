@@ -5,7 +5,7 @@ Written to the campaign's folder:
     throughput.png             images/s against workers, a line per testbed, a panel per batch
     efficiency.png             E(N) against workers with each testbed's point prediction and band
     systems.json               each testbed described in the style of MLPerf's system files
-    campaign.json, campaign.csv  every configuration's figures, a column naming the testbed
+    configurations.json, .csv  every configuration's figures (hpcbench.export), testbed first
 
 Every figure is the per-testbed analysis `hpcbench report` makes of that testbed's
 own store (<out>/<testbed>/results.jsonl): nothing is computed a second way.
@@ -29,7 +29,7 @@ from hpcbench.analysis import ConfigSummary
 from hpcbench.campaign.journal import Journal
 from hpcbench.campaign.spec import Campaign, TestbedPlan
 from hpcbench.errors import UsageError
-from hpcbench.report import fmt, fmt_band, html_table, md_table
+from hpcbench.report import DATA_CSV, DATA_JSON, fmt, fmt_band, html_table, md_table
 from hpcbench.store import Store
 
 
@@ -112,9 +112,7 @@ def verdict(s: ConfigSummary, link_rate: str | None) -> str:
     if off:
         return off
     band = analysis.inside_band(s)
-    return {True: "as predicted", False: "outside the band", None: "no prediction (no probe)"}[
-        band
-    ]
+    return {True: "as predicted", False: "outside the band", None: "no prediction (no probe)"}[band]
 
 
 def where_time_went(s: ConfigSummary) -> str:
@@ -189,8 +187,11 @@ def system(r: TestbedResults) -> dict[str, Any]:
         "measured_bus_bandwidth": busbw_line(r),
         "framework": framework,
         "other_software_stack": stack,
-        "hpcbench": {"commit": fp.get("hpcbench_commit"), "bench_digest": fp.get("bench_digest"),
-                     "launcher": fp.get("launcher")},  # fmt: skip
+        "hpcbench": {
+            "commit": fp.get("hpcbench_commit"),
+            "bench_digest": fp.get("bench_digest"),
+            "launcher": fp.get("launcher"),
+        },  # fmt: skip
     }
 
 
@@ -290,8 +291,8 @@ def build(campaign: Campaign) -> list[Path]:
     _write_text(out / "systems.json", json.dumps(systems, indent=1) + "\n")
     configurations = [export.configuration(s, testbed=r.tb.name, title=r.tb.title)
                       for r in results for s in r.summaries]  # fmt: skip
-    _write_text(out / "campaign.json", export.as_json(configurations, campaign=campaign.name))
-    _write_text(out / "campaign.csv", export.as_csv(configurations, ("testbed", "title")))
+    _write_text(out / DATA_JSON, export.as_json(configurations, campaign=campaign.name))
+    _write_text(out / DATA_CSV, export.as_csv(configurations, ("testbed", "title")))
     summary_line = (f"{len(cells)} cells on {len(campaign.testbeds)} testbeds: "
                     + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))  # fmt: skip
     command = f"python -m hpcbench campaign run {campaign.path}"
@@ -312,7 +313,7 @@ def build(campaign: Campaign) -> list[Path]:
         md += [campaign.description, ""]
     md += [*intro, "", "## At a glance", "", md_table(GLANCE_HEADER, glance), ""]
     md += [f"![{title}]({path.name})" for title, path in made] + [""]
-    data = "The numbers: campaign.json and campaign.csv (one record per configuration)."
+    data = f"The numbers: {DATA_JSON} and {DATA_CSV} (one record per configuration)."
     md += [data, ""]
     hp = [f"<h1>Campaign {html.escape(campaign.name)}</h1>"]
     if campaign.description:
@@ -331,11 +332,20 @@ def build(campaign: Campaign) -> list[Path]:
         rows = []
         for batch, points in sorted(r.points.items()):
             for s in points:
-                rows.append([str(batch), str(s.nodes), str(s.workers), str(s.runs),
-                             fmt(s.images_per_sec, 1, s.ci95),
-                             fmt(s.efficiency, 3, s.efficiency_ci95),
-                             fmt(s.predicted_efficiency, 3), fmt_band(s), where_time_went(s),
-                             verdict(s, r.link_rate) if s.workers > 1 else "baseline"])
+                rows.append(
+                    [
+                        str(batch),
+                        str(s.nodes),
+                        str(s.workers),
+                        str(s.runs),
+                        fmt(s.images_per_sec, 1, s.ci95),
+                        fmt(s.efficiency, 3, s.efficiency_ci95),
+                        fmt(s.predicted_efficiency, 3),
+                        fmt_band(s),
+                        where_time_went(s),
+                        verdict(s, r.link_rate) if s.workers > 1 else "baseline",
+                    ]
+                )
         header = ["batch", "nodes", "workers", "runs", "images/s ± CI95", "E ± CI95",
                   "E point", "E band", "where the time went", "flag"]  # fmt: skip
         title = f"{r.tb.title} ({r.tb.name}, env {r.tb.env})"
@@ -358,7 +368,7 @@ def build(campaign: Campaign) -> list[Path]:
     _write_text(out / "report.md", "\n".join(md))
     _write_text(out / "report.html", page)
     return [out / "report.html", out / "report.md", *(p for _, p in made), out / "systems.json",
-            out / "campaign.json", out / "campaign.csv"]  # fmt: skip
+            out / DATA_JSON, out / DATA_CSV]  # fmt: skip
 
 
 def _cell(value: Any) -> str:

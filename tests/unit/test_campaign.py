@@ -316,7 +316,7 @@ def test_the_report_holds_every_configurations_numbers_as_json_and_csv(
     path = base(tmp_path)
     assert cli.main(["campaign", "run", str(path)]) == 0
     out = tmp_path / "out"
-    document = json.loads((out / "campaign.json").read_text())
+    document = json.loads((out / "configurations.json").read_text())
     assert document["schema"] == "hpcbench.configurations/1" and document["method"]
     configs = document["configurations"]
     measured = [r for r in commands.status_rows(spec.load(path)) if r["status"] == "measured"]
@@ -325,7 +325,7 @@ def test_the_report_holds_every_configurations_numbers_as_json_and_csv(
     )
     one = next(c for c in configs if c["workers"] == 1)
     assert one["images_per_sec"] > 0 and one["efficiency"] in (None, 1.0)
-    rows = list(csv.DictReader((out / "campaign.csv").open()))
+    rows = list(csv.DictReader((out / "configurations.csv").open()))
     assert [(r["testbed"], int(r["workers"])) for r in rows] == [
         (c["testbed"], c["workers"]) for c in configs
     ]
