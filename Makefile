@@ -26,7 +26,7 @@ VARS := $(if $(NODES),--var node_count=$(NODES)) \
         $(if $(SLURM),--var enable_slurm=$(SLURM)) \
         $(if $(TOPOLOGY),--var topology=$(TOPOLOGY))
 
-.PHONY: help demo campaign scale report bench-deploy bench-harness bench-gpu bench-links bench-published tools host-packages engine venv wheelhouse terraform providers images deploy verify destroy \
+.PHONY: help demo campaign figures scale report bench-deploy bench-harness bench-gpu bench-links bench-published tools host-packages engine venv wheelhouse terraform providers images deploy verify destroy \
         test test-unit lint clean-cache
 
 help:
@@ -98,6 +98,14 @@ CAMPAIGN ?= campaigns/local.yaml
 campaign: tools $(if $(filter campaigns/local.yaml,$(CAMPAIGN)),images)
 	@$(PY) -m hpcbench campaign run $(CAMPAIGN) $(if $(RESUME),--resume)
 
+# README's picture: the local campaign's charts, copied where README shows them
+# (each chart names the command that made it in its corner).
+figures:
+	@test -f results/local/efficiency.png || { echo "figures: run \`make campaign\` first"; exit 2; }
+	@cp results/local/efficiency.png docs/figures/campaign-local-efficiency.png
+	@cp results/local/throughput.png docs/figures/campaign-local-throughput.png
+	@echo "figures: docs/figures/campaign-local-{efficiency,throughput}.png from results/local"
+
 ## --- experiments ----------------------------------------------------------
 #   make scale ENV=local SWEEP_NODES=1-4 BATCH=32,64 [MODEL=resnet18 IMAGE_SIZE=64]
 # (NODES already means the testbed's node count for deploy.)
@@ -110,7 +118,7 @@ scale: venv
 report: venv
 	@$(PY) -m hpcbench report --out $(OUT)
 
-# Figures for README: deploy times, harness overhead and fidelity, efficiency
+# Figures for docs/benchmarks.md: deploy times, harness overhead and fidelity, efficiency
 # against the predicted band at two link rates (needs a deployed 4-node testbed).
 bench-deploy: tools images
 	@$(PY) evaluation/bench_deploy.py --nodes 1,2,4

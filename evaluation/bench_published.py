@@ -91,7 +91,7 @@ def summary(name: str, rows: list[tuple[dict, float, dict]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--markdown", action="store_true", help="print README's table")
+    p.add_argument("--markdown", action="store_true", help="print the table of docs/benchmarks.md")
     p.add_argument("--fit", action="store_true",
                    help="fit link efficiency per transport and interference to the rows not "
                    "held out")  # fmt: skip

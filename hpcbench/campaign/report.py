@@ -201,7 +201,11 @@ def _plain(text: str) -> str:
     return text.replace("$", r"\$")
 
 
-def charts(results: list[TestbedResults], folder: Path) -> list[tuple[str, Path]]:
+def charts(
+    results: list[TestbedResults], folder: Path, made_by: str = ""
+) -> list[tuple[str, Path]]:
+    """The comparison's two charts; `made_by` (the command that remakes them) is
+    printed under each, so that a copied picture still says where it came from."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -256,7 +260,9 @@ def charts(results: list[TestbedResults], folder: Path) -> list[tuple[str, Path]
         for ax in axes[0]:
             ax.set_xticks(range(1, top + 1))
         fig.suptitle("Throughput" if name == "throughput" else "Scaling efficiency")
-        fig.tight_layout()
+        if made_by:
+            fig.text(0.01, 0.005, _plain(made_by), fontsize=7, color="0.4")
+        fig.tight_layout(rect=(0, 0.03, 1, 1) if made_by else None)
         path = folder / f"{name}.png"
         _atomic(path, lambda tmp, fig=fig: fig.savefig(tmp, dpi=100, format="png"))
         plt.close(fig)
@@ -286,7 +292,8 @@ def build(campaign: Campaign) -> list[Path]:
     counts: dict[str, int] = defaultdict(int)
     for c in cells:
         counts[states[c.id].status if c.id in states else "pending"] += 1
-    made = charts(results, out)
+    made = charts(results, out, f"hpcbench campaign report {campaign.path}, "
+                  f"{time.strftime('%Y-%m-%d')}")  # fmt: skip
     systems = [system(r) for r in results]
     _write_text(out / "systems.json", json.dumps(systems, indent=1) + "\n")
     configurations = [export.configuration(s, testbed=r.tb.name, title=r.tb.title)

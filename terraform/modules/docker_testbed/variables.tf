@@ -54,7 +54,7 @@ variable "cpus_per_node" {
 }
 
 variable "cpu_period_us" {
-  description = "CFS period of each node's CPU quota, in microseconds (the quota is cpus_per_node x this). Docker's default, 100000, is what the figures in README were measured with; a shorter period shortens the stalls of a node that used up its quota, but measured here at 10000 it halved a half-core node's training throughput and slowed small all-reduces (docs/method.md)."
+  description = "CFS period of each node's CPU quota, in microseconds (the quota is cpus_per_node x this). Docker's default, 100000, is what the figures in docs/benchmarks.md were measured with; a shorter period shortens the stalls of a node that used up its quota, but measured here at 10000 it halved a half-core node's training throughput and slowed small all-reduces (docs/method.md)."
   type        = number
   default     = 100000
   nullable    = false
