@@ -184,6 +184,7 @@ def test_queued_past_deadline_fails_in_one_line_and_cancels(tmp_path: Path, stan
     assert proc.returncode == 1, proc.stderr
     failure = [line for line in proc.stderr.splitlines() if line.startswith("GPULab job ")]
     assert len(failure) == 1 and "still QUEUED after 3 s" in failure[0], proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == failure[0]  # the cause is said last
     job_id = failure[0].split()[2]
     assert standin_status(standin, job_id) == "CANCELLED"
     assert not lease.exists()

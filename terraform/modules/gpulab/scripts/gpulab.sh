@@ -122,13 +122,16 @@ case ${1:-} in
           # The exit code, where GPULab's events name one (their wording is
           # not in the client code: matched loosely).
           code=$("$cli" debug "$id" 2>/dev/null | grep -oiE 'exit(ed)? (with )?code -?[0-9]+' | tail -n1 | grep -oE -- '-?[0-9]+$') || code=""
-          echo "GPULab job $id is $status${code:+ (exit code $code)}, not RUNNING (gpulab-cli log $id: ${log:-empty}; gpulab-cli debug $id)" >&2
+          # The cause is said last, after the clean-up's own lines: hpcbench names a
+          # failed module script by its last line (hpcbench/terraform.py).
           cancel_job "$id" "$lease" || true
+          echo "GPULab job $id is $status${code:+ (exit code $code)}, not RUNNING (gpulab-cli log $id: ${log:-empty}; gpulab-cli debug $id)" >&2
           exit 1 ;;
       esac
       if ((SECONDS >= deadline)); then
-        echo "GPULab job $id still ${status:-unknown} after ${GPULAB_RUN_DEADLINE:-3600} s (TF_VAR_start_timeout): cancelling it" >&2
+        say "job $id still ${status:-unknown} after ${GPULAB_RUN_DEADLINE:-3600} s: cancelling it"
         cancel_job "$id" "$lease" || true
+        echo "GPULab job $id still ${status:-unknown} after ${GPULAB_RUN_DEADLINE:-3600} s (TF_VAR_start_timeout); it was cancelled" >&2
         exit 1
       fi
       sleep "$poll"
