@@ -91,6 +91,27 @@ def files_holding(root: Path, secret: bytes) -> list[Path]:
     ]  # fmt: skip
 
 
+def start_and_sigkill_when(cmd: list[str], env: dict[str, str], mark: Path) -> subprocess.Popen:
+    """Start a script in its own process group, wait until its fake client wrote
+    mark (and sleeps), then SIGKILL the script only, as Terraform does: no trap
+    runs. The caller kills the group (the client) when done."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TF_VAR_", "GPULAB_"))}
+    proc = subprocess.Popen(
+        cmd, env={**clean, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not mark.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError(f"{cmd[0]} never reached its client ({mark.name})")
+        time.sleep(0.05)
+    time.sleep(0.2)  # the client sleeps now
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    return proc
+
+
 def test_jfed_sigkilled_while_jfed_runs_leaves_no_password_on_disk(tmp_path: Path) -> None:
     """Terraform stops a local-exec with SIGKILL after an interrupt: no trap of
     jfed.sh runs. While the (fake) jFed still runs, and after it is gone, no file
@@ -118,22 +139,13 @@ exec sleep 60
     )
     jar = tmp_path / "experimenter-cli2.jar"
     jar.write_text("")
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TF_VAR_", "GPULAB_"))}
-    proc = subprocess.Popen(
+    proc = start_and_sigkill_when(
         [str(JFED_SH), str(action)],
-        env={**clean, "JFED_JAVA": str(java), "JFED_JAR": str(jar),
-             "HPCBENCH_PEM_PASSWORD": password, "TMPDIR": str(tmp)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        {"JFED_JAVA": str(java), "JFED_JAR": str(jar), "HPCBENCH_PEM_PASSWORD": password,
+         "TMPDIR": str(tmp)},
+        marks / "java.pid",
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        while not (marks / "java.pid").exists():
-            assert proc.poll() is None, "jfed.sh ended before jFed ran"
-            assert time.monotonic() < deadline, "the fake jFed never started"
-            time.sleep(0.05)
-        time.sleep(0.2)  # jFed is sleeping now
-        os.kill(proc.pid, signal.SIGKILL)  # the script only, as Terraform does
-        proc.wait(timeout=10)
         assert (marks / "read1").read_text() == "1\n" == (marks / "read2").read_text()
         assert files_holding(tmp_path, password.encode()) == [], "while jFed still runs"
     finally:
@@ -187,22 +199,14 @@ esac
     job.write_text("{}")
     pem = tmp_path / "login.pem"
     pem.write_text("-----BEGIN ENCRYPTED PRIVATE KEY-----\n")
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TF_VAR_", "GPULAB_"))}
-    proc = subprocess.Popen(
+    proc = start_and_sigkill_when(
         [str(GPULAB_SH), "submit", str(job), str(tmp_path / "leases" / "job0.json"),
          str(tmp_path / "job0.state.json")],
-        env={**clean, "GPULAB_CLI": str(cli), "GPULAB_CERT": str(pem), "GPULAB_PROJECT": "p",
-             "HPCBENCH_PEM_PASSWORD": password, "TMPDIR": str(tmp_path)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        {"GPULAB_CLI": str(cli), "GPULAB_CERT": str(pem), "GPULAB_PROJECT": "p",
+         "HPCBENCH_PEM_PASSWORD": password, "TMPDIR": str(tmp_path)},
+        marks / "cli.pid",
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
-        while not (marks / "cli.pid").exists():
-            assert proc.poll() is None, "gpulab.sh ended before it polled the job"
-            assert time.monotonic() < deadline, "gpulab.sh never polled the job"
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
         assert (marks / "env").read_text() == "yes\n", "the CLI got the password"
         assert (tmp_path / "leases" / "job0.json").is_file()
         assert files_holding(tmp_path, password.encode()) == []
