@@ -1,5 +1,7 @@
 """SSH: no passwords anywhere; every node reaches every other by name with the testbed key."""
 
+import json
+
 import pytest
 
 SSH_MESH = (
@@ -26,6 +28,55 @@ def test_sshd_configured_without_passwords(host):
     assert "passwordauthentication no" in conf
     assert "kbdinteractiveauthentication no" in conf
     assert "permitemptypasswords no" in conf
+
+
+# On the node: the sshd listener (the ssh/sshd unit's main process; without
+# systemd, the oldest sshd whose parent is no sshd), when it started (proc(5):
+# starttime, clock ticks after boot) and which of its configuration files
+# changed after that (mtimes brought onto the boot clock).
+SSHD_AGE = r"""
+import glob, json, os, subprocess, time
+def stat(pid):
+    s = open(f"/proc/{pid}/stat").read()
+    rest = s[s.rindex(")") + 2:].split()
+    return s[s.index("(") + 1:s.rindex(")")], int(rest[1]), int(rest[19])
+pid = 0
+for unit in ("ssh.service", "sshd.service"):
+    try:
+        out = subprocess.run(["systemctl", "show", "-p", "MainPID", "--value", unit],
+                             capture_output=True, text=True).stdout.strip()
+    except FileNotFoundError:
+        break
+    if out.isdigit() and int(out) > 0:
+        pid = int(out)
+        break
+if not pid:
+    procs = {}
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            procs[int(d[6:])] = stat(d[6:])
+        except (OSError, ValueError):
+            pass
+    roots = [(st, p) for p, (comm, pp, st) in procs.items()
+             if comm == "sshd" and procs.get(pp, ("",))[0] != "sshd"]
+    pid = min(roots)[1] if roots else 0
+started = stat(pid)[2] / os.sysconf("SC_CLK_TCK")
+offset = time.clock_gettime(time.CLOCK_REALTIME) - time.clock_gettime(time.CLOCK_BOOTTIME)
+files = ["/etc/ssh/sshd_config", *glob.glob("/etc/ssh/sshd_config.d/*.conf")]
+newer = [f for f in files if os.path.exists(f) and os.stat(f).st_mtime - offset > started + 0.01]
+print(json.dumps({"pid": pid, "newer": newer}))
+"""
+
+
+def test_running_sshd_has_read_its_configuration(host):
+    """`sshd -T` reads the files; this asks whether the daemon that answers has
+    read them too: it started after each of them last changed (a run that
+    wrote the drop-in and was interrupted before restarting sshd fails here)."""
+    with host.sudo():
+        out = host.check_output(f"python3 - <<'EOF'\n{SSHD_AGE}EOF")
+    age = json.loads(out.splitlines()[-1])
+    assert age["pid"] > 0, "no sshd runs"
+    assert age["newer"] == [], f"sshd (pid {age['pid']}) started before {age['newer']} changed"
 
 
 def test_sshd_offers_no_password_method(host, name):

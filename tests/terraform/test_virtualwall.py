@@ -67,7 +67,7 @@ def jfed(tmp_path: Path) -> dict[str, Path]:
         tmp_path / "java",
         f"""
 cp "$4" {files["seen"]}
-ls -l "$4" | cut -c1-10 > {tmp_path}/seen.mode
+ls -lL "$4" | cut -c1-10 > {tmp_path}/seen.mode
 if [ -f {lease} ]; then echo yes > {tmp_path}/lease.seen; fi
 [ -z "${{JAVA_FAIL:-}}" ] || exit 3
 mkdir -p {files["ansible"]}

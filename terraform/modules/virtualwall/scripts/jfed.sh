@@ -58,22 +58,34 @@ if [[ "$kind" == RUN && -n "${JFED_LEASE:-}" ]]; then
   write_lease
 fi
 
-# The password goes into a private copy of the action file (0600 in a 0700
-# directory, removed on exit, also on Ctrl-C): never into jFed's arguments or
-# the action file Terraform keeps. jFed CLI 2 reads the key's password from the
-# action file's user mapping; the key name `password` is assumed (no public
-# jFed document shows it).
+# The password reaches jFed in a copy of the action file that has no name on
+# disk: the copy is created 0600 in a private 0700 folder, opened, and unlinked
+# before anything is written to it; jFed opens it through /dev/fd/4 (a link of
+# that name points there, so jFed still sees a .yaml path it can read as often
+# as it likes). Once this script and jFed are gone, whatever killed them
+# (Terraform stops local-exec with SIGKILL, and then no trap runs), the kernel
+# frees the file: no password outlives them. What can stay behind after a
+# SIGKILL is the folder with a dangling link, which holds no secret. Never in
+# jFed's arguments or the action file Terraform keeps. jFed CLI 2 reads the
+# key's password from the action file's user mapping; the key name `password`
+# is assumed (no public jFed document shows it).
 work=$(mktemp -d "${TMPDIR:-/tmp}/jfed.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 run="$work/action.yaml"
-(umask 077 && cp "$action" "$run")
+(umask 077 && : >"$run")
+# shellcheck disable=SC2094 # one file, opened twice on purpose: 3 writes, 4 is what jFed reads
+exec 3>"$run" 4<"$run"
+rm -f "$run"
+cat "$action" >&3
 if [[ -n "$password" ]]; then
   # YAML single-quoted scalar: double any single quote. Appended to the user
   # mapping, which the action file puts last on purpose.
-  printf "  password: '%s'\n" "${password//\'/\'\'}" >> "$run"
+  printf "  password: '%s'\n" "${password//\'/\'\'}" >&3
 fi
+exec 3>&-
+ln -s /dev/fd/4 "$run"
 
 if ! "$java" -jar "$jar" -a "$run"; then
   if [[ "$kind" == RUN && -n "${JFED_LEASE:-}" ]]; then
