@@ -85,7 +85,7 @@ def test_slices_is_the_seeds_matrix() -> None:
     assert sum(1 for c in one.cells if c.workers == 1) == 3
 
 
-def test_local_fits_two_testbeds_of_four_half_core_nodes() -> None:
+def test_local_fits_two_testbeds_of_two_one_core_nodes() -> None:
     campaign = spec.load(REPO / "campaigns/local.yaml")
     assert [dict(tb.settings)["link_rate"] for tb in campaign.testbeds] == ["200mbit", "1gbit"]
     names = [dict(tb.settings)["name"] for tb in campaign.testbeds]
