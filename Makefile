@@ -102,6 +102,7 @@ campaign: tools $(if $(filter campaigns/local.yaml,$(CAMPAIGN)),images)
 # (each chart names the command that made it in its corner).
 figures:
 	@test -f results/local/efficiency.png || { echo "figures: run \`make campaign\` first"; exit 2; }
+	@mkdir -p docs/figures
 	@cp results/local/efficiency.png docs/figures/campaign-local-efficiency.png
 	@cp results/local/throughput.png docs/figures/campaign-local-throughput.png
 	@echo "figures: docs/figures/campaign-local-{efficiency,throughput}.png from results/local"
