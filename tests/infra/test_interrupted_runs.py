@@ -186,6 +186,8 @@ def _restart_handlers(role: Path) -> set[str]:
         for key in ("ansible.builtin.service", "ansible.builtin.systemd_service"):
             if (h.get(key) or {}).get("state") == "restarted":
                 names.add(h["name"])
+                if h.get("listen"):  # notified by its topic (sshd: restart or reload)
+                    names.add(h["listen"])
     return names
 
 
@@ -211,7 +213,7 @@ def test_every_restart_handler_survives_an_interrupted_run() -> None:
     that service's start time (stale_service notifying the same handler)."""
     written, checked = restart_pairs()
     assert {
-        ("ssh_mesh", "/etc/ssh/sshd_config.d/00-hpcbench.conf", "Restart sshd"),
+        ("ssh_mesh", "/etc/ssh/sshd_config.d/00-hpcbench.conf", "Apply sshd configuration"),
         ("nfs_server", "/etc/ganesha/ganesha.conf", "Restart nfs-ganesha"),
         ("slurm", "{{ slurm_conf_dir }}/slurm.conf", "Restart slurmd"),
     } <= written, "the check reads the roles"

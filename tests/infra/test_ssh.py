@@ -72,6 +72,10 @@ def test_running_sshd_has_read_its_configuration(host):
     """`sshd -T` reads the files; this asks whether the daemon that answers has
     read them too: it started after each of them last changed (a run that
     wrote the drop-in and was interrupted before restarting sshd fails here)."""
+    if not host.file("/run/systemd/system").is_directory:
+        # No systemd (a GPULab job's own sshd): the role reloads sshd, which keeps
+        # its process and start time, so its age cannot tell (ssh_mesh handlers).
+        pytest.skip("sshd is not run by systemd here: reloaded, not restarted")
     with host.sudo():
         out = host.check_output(f"python3 - <<'EOF'\n{SSHD_AGE}EOF")
     age = json.loads(out.splitlines()[-1])
