@@ -404,17 +404,19 @@ DATA_JSON, DATA_CSV = "configurations.json", "configurations.csv"
 PROBE_HEADER = ["env", "nodes", "workers", "backend", "smallest message", "largest", "busbw GB/s"]
 
 
-def configurations(summaries: list[ConfigSummary]) -> list[dict[str, Any]]:
-    return [export.configuration(s) for s in summaries]
+def data_texts(store: Store, summaries: list[ConfigSummary]) -> dict[str, str]:
+    """Every configuration's figures as JSON and as CSV (hpcbench.export)."""
+    data = [export.configuration(s) for s in summaries]
+    return {"json": export.as_json(data, store=str(store.path)), "csv": export.as_csv(data)}
 
 
 def build_report(directory: str) -> tuple[Path, Path]:
     store, runs, probes, convergence = load(directory)
     summaries = analysis.summarise(runs, probes)
     out = store.dir
-    data = configurations(summaries)
-    (out / DATA_JSON).write_text(export.as_json(data, store=str(store.path)))
-    (out / DATA_CSV).write_text(export.as_csv(data))
+    data = data_texts(store, summaries)
+    (out / DATA_JSON).write_text(data["json"])
+    (out / DATA_CSV).write_text(data["csv"])
     plots = make_plots(summaries, out / "plots")
     md: list[str] = [f"# Scaling report: {out}", ""]
     hp: list[str] = [f"<h1>Scaling report: {html.escape(str(out))}</h1>"]
@@ -517,10 +519,7 @@ def build_report(directory: str) -> tuple[Path, Path]:
 def report_main(args: argparse.Namespace) -> int:
     if args.format in ("json", "csv"):  # for programs: the data on stdout, nothing written
         store, runs, probes, _ = load(args.out)
-        data = configurations(analysis.summarise(runs, probes))
-        text = export.as_json(data, store=str(store.path)) if args.format == "json" else (
-            export.as_csv(data))  # fmt: skip
-        sys.stdout.write(text)
+        sys.stdout.write(data_texts(store, analysis.summarise(runs, probes))[args.format])
         return 0
     md_path, html_path = build_report(args.out)
     print(f"wrote {md_path} and {html_path}, with the numbers in {DATA_JSON} and {DATA_CSV}")
