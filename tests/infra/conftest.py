@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import uuid
 from functools import cache
 from pathlib import Path
 
@@ -157,3 +159,32 @@ def testbed(request: pytest.FixtureRequest) -> Testbed:
 def name(host) -> str:
     """Inventory name of the host a parametrized test runs on."""
     return host.backend.get_hostname()
+
+
+class Stranger:
+    """A throwaway container of the testbed's image that is not a testbed node:
+    on the testbed network at an address no node has ("stranger"), or on the
+    host's network ("host": what the controller's own address reaches). Only
+    a local Docker testbed has a network to start it on."""
+
+    def __init__(self, testbed: Testbed, node: str) -> None:
+        self.network = testbed.var("testbed_network", node)
+        self.image = testbed.var("stack_image", node)
+        if not self.network or testbed.var("node_kind", node) != "container":
+            pytest.skip("not a local Docker testbed: no network to start a stranger on")
+        if not shutil.which("docker"):
+            pytest.skip("no docker client on this machine")
+        taken = {n["address"] for n in testbed.nodes}
+        prefix = testbed.address(node).rsplit(".", 1)[0]
+        self.ip = next(f"{prefix}.{i}" for i in range(250, 200, -1) if f"{prefix}.{i}" not in taken)
+
+    def run(self, where: str, script: str, *args: str) -> str:
+        """stdout and stderr of `bash -c script stranger args...`, run as root."""
+        net = ["--network", "host"]
+        if where != "host":
+            net = ["--network", self.network, "--ip", self.ip]
+        name = f"{self.network}-stranger-{uuid.uuid4().hex[:8]}"
+        cmd = ["timeout", "120", "docker", "run", "--rm", "--name", name, *net, "--entrypoint",
+               "/bin/bash", self.image, "-c", script, "stranger", *args]  # fmt: skip
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
+        return out.stdout + out.stderr

@@ -7,11 +7,11 @@ rpc_connect_sockaddr_async) and sends uid 0, or the uid/gid given in the URL
 (`&uid=N&gid=N`): what the kernel client sends for that user.
 """
 
-import shutil
-import subprocess
 import uuid
 
 import pytest
+
+from tests.infra.conftest import Stranger
 
 
 def nfs_url(server_address: str, path: str, uid: int | None = None, gid: int | None = None) -> str:
@@ -199,72 +199,43 @@ timeout 30 nfs-cp /etc/hostname "nfs://$1$2/$3?version=4"; echo cp=$?
 
 @pytest.fixture(scope="module")
 def outsider(testbed, nfs):
-    """Runs STRANGER in a container of the testbed's image: on the host's network
-    (the host itself) or on the testbed network at an address no node has."""
-    network = testbed.var("testbed_network", nfs["server"])
-    image = testbed.var("stack_image", nfs["server"])
-    if not network or testbed.var("node_kind", nfs["server"]) != "container":
-        pytest.skip("not a local Docker testbed: no network to start a stranger on")
-    if not shutil.which("docker"):
-        pytest.skip("no docker client on this machine")
-    taken = {n["address"] for n in testbed.nodes}
-    prefix = nfs["address"].rsplit(".", 1)[0]
-    stranger_ip = next(f"{prefix}.{i}" for i in range(250, 200, -1) if f"{prefix}.{i}" not in taken)
-
+    """Runs STRANGER from the host or from an address on the testbed network
+    that no node has (conftest.Stranger)."""
+    stranger = Stranger(testbed, nfs["server"])
     server = testbed.host(nfs["server"])
 
     def run(where: str) -> dict[str, int]:
-        name = f"{network}-stranger-{uuid.uuid4().hex[:8]}"
         probe = probe_name()
-        net = (
-            ["--network", "host"]
-            if where == "host"
-            else ["--network", network, "--ip", stranger_ip]
-        )
-        cmd = [
-            "timeout",
-            "120",
-            "docker",
-            "run",
-            "--rm",
-            "--name",
-            name,
-            *net,
-            "--entrypoint",
-            "/bin/bash",
-            image,
-            "-c",
-            STRANGER,
-            "stranger",
-            nfs["address"],
-            nfs["dir"],
-            probe,
-        ]
         try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
+            out = stranger.run(where, STRANGER, nfs["address"], nfs["dir"], probe)
         finally:  # a file it may have written where it should not
             with server.sudo():
                 server.run("rm -f %s", f"{nfs['dir']}/{probe}")
         found = dict(
-            line.split("=", 1)
-            for line in out.stdout.splitlines()
-            if line[:3] in ("tcp", "ls=", "cp=")
+            line.split("=", 1) for line in out.splitlines() if line[:3] in ("tcp", "ls=", "cp=")
         )
-        assert set(found) == {"tcp", "ls", "cp"}, out.stdout + out.stderr
+        assert set(found) == {"tcp", "ls", "cp"}, out
         return {k: int(v) for k, v in found.items()}
 
-    return run, stranger_ip
+    return run, stranger.ip
 
 
-def test_export_refuses_root_from_the_host(outsider):
+def _refused(got: dict[str, int], who: str, firewall: bool) -> None:
+    """Behind the testbed firewall (node_firewall) port 2049 itself is closed to
+    `who`; without it TCP gets through and the export's own client list refuses."""
+    if firewall:
+        assert got["tcp"] != 0, f"{who} reaches port 2049 through the testbed firewall"
+    else:
+        assert got["tcp"] == 0, f"{who} cannot reach port 2049: the refusal below proves nothing"
+    assert got["ls"] != 0 and got["cp"] != 0, f"{who} gets the export: {got}"
+
+
+def test_export_refuses_root_from_the_host(outsider, testbed, nfs):
     run, _ = outsider
-    got = run("host")
-    assert got["tcp"] == 0, "the host cannot reach port 2049: the refusal below proves nothing"
-    assert got["ls"] != 0 and got["cp"] != 0, f"the host (Docker gateway) gets the export: {got}"
+    firewall = testbed.var("enable_firewall", nfs["server"])
+    _refused(run("host"), "the host (Docker gateway)", firewall)
 
 
-def test_export_refuses_an_address_outside_the_node_list(outsider):
+def test_export_refuses_an_address_outside_the_node_list(outsider, testbed, nfs):
     run, ip = outsider
-    got = run("stranger")
-    assert got["tcp"] == 0, f"{ip} cannot reach port 2049: the refusal below proves nothing"
-    assert got["ls"] != 0 and got["cp"] != 0, f"a container at {ip} gets the export: {got}"
+    _refused(run("stranger"), f"a container at {ip}", testbed.var("enable_firewall", nfs["server"]))
