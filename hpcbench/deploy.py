@@ -14,12 +14,14 @@ typed, checked request (DeployRequest, VerifyRequest, EnvRequest) once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -274,6 +276,34 @@ def tool_environ(**extra: str) -> dict[str, str]:
     }
 
 
+# How long `ssh -O exit` may take to end one connection master.
+MASTER_EXIT_TIMEOUT_S = 10
+
+
+@contextmanager
+def _own_ssh_masters() -> Iterator[dict[str, str]]:
+    """The environment that gives one ansible-playbook run a control-path folder of its
+    own; its ssh connection masters are ended when the run ends, however it ends.
+
+    ansible.cfg keeps masters 120 s (ControlPersist) and ssh detaches them from the
+    playbook's process group: a Ctrl-C or a timeout, which stops that group, would
+    leave them holding root sessions on the nodes. A short folder: a socket's path
+    is at most 108 bytes."""
+    base = tempfile.gettempdir()
+    folder = Path(tempfile.mkdtemp(prefix="hpcbench-cp-", dir=base if len(base) <= 60 else "/tmp"))
+    try:
+        yield {"ANSIBLE_SSH_CONTROL_PATH_DIR": str(folder)}
+    finally:
+        for socket in sorted(folder.iterdir()):
+            # No ssh, or a master that does not answer: it ends on its own (ControlPersist).
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                subprocess.run(
+                    ["ssh", "-O", "exit", "-o", f"ControlPath={socket}", "hpcbench-master"],
+                    capture_output=True, stdin=subprocess.DEVNULL, timeout=MASTER_EXIT_TIMEOUT_S,
+                )  # fmt: skip
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def run_ansible(env: str, extra: list[str] | None = None) -> dict[str, int]:
     """Runs site.yml, streaming its output; returns the recap totals."""
     # common group_vars, then the env's, then the rendered hosts: Ansible's
@@ -290,14 +320,15 @@ def run_ansible(env: str, extra: list[str] | None = None) -> dict[str, int]:
                 found = re.search(rf"\b{key}=(\d+)", line)
                 totals[key] += int(found[1]) if found else 0
 
-    proc = bounded.run(
-        cmd,
-        bounded.ANSIBLE,
-        what=f"ansible-playbook site.yml ({env})",
-        on_line=recap,
-        env=tool_environ(),
-        cwd=REPO,
-    )
+    with _own_ssh_masters() as masters:
+        proc = bounded.run(
+            cmd,
+            bounded.ANSIBLE,
+            what=f"ansible-playbook site.yml ({env})",
+            on_line=recap,
+            env={**tool_environ(), **masters},
+            cwd=REPO,
+        )
     if proc.returncode != 0:
         raise RuntimeError(
             f"ansible-playbook failed (exit {proc.returncode}); see the output above"
@@ -317,8 +348,10 @@ def _nothing_left_if_new(env: str) -> Iterator[None]:
     try:
         yield
     except (UsageError, RuntimeError, KeyboardInterrupt):
-        if not existed and not TerraformEnv(env, {}).has_resources() and not leases.held(
-            env_state(env)
+        if (
+            not existed
+            and not TerraformEnv(env, {}).has_resources()
+            and not leases.held(env_state(env))
         ):
             shutil.rmtree(env_state(env), ignore_errors=True)
         raise

@@ -278,6 +278,37 @@ def test_ansible_that_hangs_is_stopped(tmp_path: Path, monkeypatch: pytest.Monke
         deploy.run_ansible("local")
 
 
+@pytest.mark.parametrize("ends", ["exits", "hangs"])
+def test_ansible_ssh_masters_are_ended_with_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ends: str
+) -> None:
+    """ssh detaches its connection masters from the playbook's process group, so that
+    stopping the group (Ctrl-C, a timeout) would leave them: each run gets a control
+    folder of its own, and each master in it is told to exit when the run ends."""
+    log = tmp_path / "ssh.log"
+    playbook = tmp_path / "ansible-playbook"
+    playbook.write_text(
+        '#!/bin/sh\ntouch "$ANSIBLE_SSH_CONTROL_PATH_DIR/0123456789"\n'
+        + ("exec sleep 600\n" if ends == "hangs" else "exit 0\n")
+    )
+    ssh = tmp_path / "ssh"
+    ssh.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    for fake in (playbook, ssh):
+        fake.chmod(0o755)
+    path = f"{tmp_path}{os.pathsep}{os.environ['PATH']}"
+    monkeypatch.setenv("PATH", path)
+    monkeypatch.setattr(deploy, "tool_environ", lambda **_: {**os.environ, "PATH": path})
+    monkeypatch.setenv("HPCBENCH_ANSIBLE_TIMEOUT_S", "1")
+    if ends == "hangs":
+        with pytest.raises(deploy.bounded.Timeout):
+            deploy.run_ansible("local")
+    else:
+        deploy.run_ansible("local")
+    (call,) = log.read_text().splitlines()
+    assert call.startswith("-O exit -o ControlPath=") and call.split()[3].endswith("/0123456789")
+    assert not Path(call.split()[3].removeprefix("ControlPath=")).parent.exists()
+
+
 # --- bad input: one line, exit 2, nothing launched -------------------------------
 
 
