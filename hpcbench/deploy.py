@@ -276,7 +276,7 @@ def tool_environ(**extra: str) -> dict[str, str]:
     }
 
 
-# How long `ssh -O exit` may take to end one connection master.
+# How long the `ssh -O exit`s that end an ansible run's connection masters may take.
 MASTER_EXIT_TIMEOUT_S = 10
 
 
@@ -294,14 +294,28 @@ def _own_ssh_masters() -> Iterator[dict[str, str]]:
     try:
         yield {"ANSIBLE_SSH_CONTROL_PATH_DIR": str(folder)}
     finally:
-        for socket in sorted(folder.iterdir()):
-            # No ssh, or a master that does not answer: it ends on its own (ControlPersist).
-            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-                subprocess.run(
-                    ["ssh", "-O", "exit", "-o", f"ControlPath={socket}", "hpcbench-master"],
-                    capture_output=True, stdin=subprocess.DEVNULL, timeout=MASTER_EXIT_TIMEOUT_S,
-                )  # fmt: skip
-        shutil.rmtree(folder, ignore_errors=True)
+        with bounded.ctrl_c_deferred():  # a second Ctrl-C cuts no master's exit short
+            _end_masters(folder)
+
+
+def _end_masters(folder: Path) -> None:
+    """`ssh -O exit` to every master in `folder` at once, within MASTER_EXIT_TIMEOUT_S in
+    all; one that does not answer, or no ssh, leaves it to end on its own (ControlPersist)."""
+    asked = []
+    for socket in sorted(folder.iterdir()):
+        with contextlib.suppress(OSError):
+            asked.append(subprocess.Popen(
+                ["ssh", "-O", "exit", "-o", f"ControlPath={socket}", "hpcbench-master"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            ))  # fmt: skip
+    deadline = time.monotonic() + MASTER_EXIT_TIMEOUT_S
+    for proc in asked:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_ansible(env: str, extra: list[str] | None = None) -> dict[str, int]:

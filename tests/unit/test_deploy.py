@@ -309,6 +309,26 @@ def test_ansible_ssh_masters_are_ended_with_the_run(
     assert not Path(call.split()[3].removeprefix("ControlPath=")).parent.exists()
 
 
+def test_a_second_ctrl_c_while_the_masters_are_ended_comes_after_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "ssh.log"
+    playbook = tmp_path / "ansible-playbook"
+    playbook.write_text('#!/bin/sh\ncd "$ANSIBLE_SSH_CONTROL_PATH_DIR" && touch a b c\n')
+    ssh = tmp_path / "ssh"  # each `ssh -O exit` meets a Ctrl-C (to this process) first
+    ssh.write_text(f'#!/bin/sh\nkill -INT $PPID\nsleep 0.2\necho "$@" >> {log}\n')
+    for fake in (playbook, ssh):
+        fake.chmod(0o755)
+    path = f"{tmp_path}{os.pathsep}{os.environ['PATH']}"
+    monkeypatch.setenv("PATH", path)
+    monkeypatch.setattr(deploy, "tool_environ", lambda **_: {**os.environ, "PATH": path})
+    with pytest.raises(KeyboardInterrupt):
+        deploy.run_ansible("local")
+    assert sorted(line.split("/")[-1].split()[0] for line in log.read_text().splitlines()) == [
+        "a", "b", "c",
+    ]  # fmt: skip
+
+
 # --- bad input: one line, exit 2, nothing launched -------------------------------
 
 
