@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from hpcbench.errors import UsageError
@@ -85,6 +85,28 @@ def stop(proc: subprocess.Popen[str], grace_s: float = GRACE_S) -> None:
         _signal_group(proc, signal.SIGKILL)  # leftovers of the group, even if the leader exited
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=grace_s)  # a killed group ends at once; bounded all the same
+
+
+@contextlib.contextmanager
+def ctrl_c_deferred() -> Iterator[None]:
+    """A Ctrl-C during a short clean-up takes effect once the clean-up is done (as
+    KeyboardInterrupt then), so that a second press cannot cut short the clean-up that
+    the first started. Only the main thread receives signals; elsewhere, and where
+    SIGINT is ignored, nothing changes."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous in (
+        signal.SIG_IGN, None,
+    ):  # fmt: skip
+        yield
+        return
+    pressed: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pressed:
+        raise KeyboardInterrupt
 
 
 def run(

@@ -14,12 +14,14 @@ typed, checked request (DeployRequest, VerifyRequest, EnvRequest) once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -274,6 +276,48 @@ def tool_environ(**extra: str) -> dict[str, str]:
     }
 
 
+# How long the `ssh -O exit`s that end an ansible run's connection masters may take.
+MASTER_EXIT_TIMEOUT_S = 10
+
+
+@contextmanager
+def _own_ssh_masters() -> Iterator[dict[str, str]]:
+    """The environment that gives one ansible-playbook run a control-path folder of its
+    own; its ssh connection masters are ended when the run ends, however it ends.
+
+    ansible.cfg keeps masters 120 s (ControlPersist) and ssh detaches them from the
+    playbook's process group: a Ctrl-C or a timeout, which stops that group, would
+    leave them holding root sessions on the nodes. A short folder: a socket's path
+    is at most 108 bytes."""
+    base = tempfile.gettempdir()
+    folder = Path(tempfile.mkdtemp(prefix="hpcbench-cp-", dir=base if len(base) <= 60 else "/tmp"))
+    try:
+        yield {"ANSIBLE_SSH_CONTROL_PATH_DIR": str(folder)}
+    finally:
+        with bounded.ctrl_c_deferred():  # a second Ctrl-C cuts no master's exit short
+            _end_masters(folder)
+
+
+def _end_masters(folder: Path) -> None:
+    """`ssh -O exit` to every master in `folder` at once, within MASTER_EXIT_TIMEOUT_S in
+    all; one that does not answer, or no ssh, leaves it to end on its own (ControlPersist)."""
+    asked = []
+    for socket in sorted(folder.iterdir()):
+        with contextlib.suppress(OSError):
+            asked.append(subprocess.Popen(
+                ["ssh", "-O", "exit", "-o", f"ControlPath={socket}", "hpcbench-master"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            ))  # fmt: skip
+    deadline = time.monotonic() + MASTER_EXIT_TIMEOUT_S
+    for proc in asked:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def run_ansible(env: str, extra: list[str] | None = None) -> dict[str, int]:
     """Runs site.yml, streaming its output; returns the recap totals."""
     # common group_vars, then the env's, then the rendered hosts: Ansible's
@@ -290,14 +334,15 @@ def run_ansible(env: str, extra: list[str] | None = None) -> dict[str, int]:
                 found = re.search(rf"\b{key}=(\d+)", line)
                 totals[key] += int(found[1]) if found else 0
 
-    proc = bounded.run(
-        cmd,
-        bounded.ANSIBLE,
-        what=f"ansible-playbook site.yml ({env})",
-        on_line=recap,
-        env=tool_environ(),
-        cwd=REPO,
-    )
+    with _own_ssh_masters() as masters:
+        proc = bounded.run(
+            cmd,
+            bounded.ANSIBLE,
+            what=f"ansible-playbook site.yml ({env})",
+            on_line=recap,
+            env={**tool_environ(), **masters},
+            cwd=REPO,
+        )
     if proc.returncode != 0:
         raise RuntimeError(
             f"ansible-playbook failed (exit {proc.returncode}); see the output above"
@@ -317,8 +362,10 @@ def _nothing_left_if_new(env: str) -> Iterator[None]:
     try:
         yield
     except (UsageError, RuntimeError, KeyboardInterrupt):
-        if not existed and not TerraformEnv(env, {}).has_resources() and not leases.held(
-            env_state(env)
+        if (
+            not existed
+            and not TerraformEnv(env, {}).has_resources()
+            and not leases.held(env_state(env))
         ):
             shutil.rmtree(env_state(env), ignore_errors=True)
         raise

@@ -13,9 +13,12 @@ from hpcbench.errors import UsageError
 
 def hold(path: Path, busy: str) -> int:
     """Lock `path` (created if need be) and return the descriptor that holds it until
-    closed; another holder already: UsageError(busy), one line, exit status 2."""
+    closed; another holder already: UsageError(busy), one line, exit status 2.
+
+    The descriptor is read-only (flock needs no more): a file open for writing would
+    keep its file system from being remounted read-only for the holder's whole life."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
     except OSError as err:
         raise UsageError(f"cannot lock {path}: {err.strerror or err}") from None
     try:

@@ -9,7 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from hpcbench import paths
+import pytest
+
+from hpcbench import bounded, paths
 from tests.interrupt import as_from_a_terminal
 
 # A tool that notes each SIGINT/SIGTERM it gets and goes on (as a busy terraform or
@@ -75,3 +77,16 @@ def test_a_second_ctrl_c_in_the_grace_period_still_kills_the_child(tmp_path):
             harness.wait()
         if child and not _gone(child):
             os.kill(child, signal.SIGKILL)
+
+
+def test_ctrl_c_during_a_deferred_clean_up_comes_once_it_is_done() -> None:
+    before = signal.getsignal(signal.SIGINT)
+    done = []
+    with pytest.raises(KeyboardInterrupt), bounded.ctrl_c_deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)  # Python runs the handler here: it only notes the press
+        done.append("clean-up")
+    assert done == ["clean-up"]
+    assert signal.getsignal(signal.SIGINT) == before
+    with bounded.ctrl_c_deferred():  # no press: nothing raised
+        done.append("again")

@@ -278,6 +278,57 @@ def test_ansible_that_hangs_is_stopped(tmp_path: Path, monkeypatch: pytest.Monke
         deploy.run_ansible("local")
 
 
+def _fake_ansible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, playbook: str, ssh: str) -> Path:
+    """ansible-playbook and ssh stand-ins (shell script bodies) first on PATH; the log
+    that the ssh stand-in may write to."""
+    for name, body in (("ansible-playbook", playbook), ("ssh", ssh)):
+        (tmp_path / name).write_text(f"#!/bin/sh\n{body}\n")
+        (tmp_path / name).chmod(0o755)
+    path = f"{tmp_path}{os.pathsep}{os.environ['PATH']}"
+    monkeypatch.setenv("PATH", path)
+    monkeypatch.setattr(deploy, "tool_environ", lambda **_: {**os.environ, "PATH": path})
+    return tmp_path / "ssh.log"
+
+
+@pytest.mark.parametrize("ends", ["exits", "hangs"])
+def test_ansible_ssh_masters_are_ended_with_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ends: str
+) -> None:
+    """ssh detaches its connection masters from the playbook's process group, so that
+    stopping the group (Ctrl-C, a timeout) would leave them: each run gets a control
+    folder of its own, and each master in it is told to exit when the run ends."""
+    log = _fake_ansible(
+        tmp_path, monkeypatch,
+        'touch "$ANSIBLE_SSH_CONTROL_PATH_DIR/0123456789"\n'
+        + ("exec sleep 600" if ends == "hangs" else "exit 0"),
+        f'echo "$@" >> {tmp_path / "ssh.log"}',
+    )  # fmt: skip
+    monkeypatch.setenv("HPCBENCH_ANSIBLE_TIMEOUT_S", "1")
+    if ends == "hangs":
+        with pytest.raises(deploy.bounded.Timeout):
+            deploy.run_ansible("local")
+    else:
+        deploy.run_ansible("local")
+    (call,) = log.read_text().splitlines()
+    assert call.startswith("-O exit -o ControlPath=") and call.split()[3].endswith("/0123456789")
+    assert not Path(call.split()[3].removeprefix("ControlPath=")).parent.exists()
+
+
+def test_a_second_ctrl_c_while_the_masters_are_ended_comes_after_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each `ssh -O exit` meets a Ctrl-C (to this process) first.
+    log = _fake_ansible(
+        tmp_path, monkeypatch, 'cd "$ANSIBLE_SSH_CONTROL_PATH_DIR" && touch a b c',
+        f'kill -INT $PPID\nsleep 0.2\necho "$@" >> {tmp_path / "ssh.log"}',
+    )  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        deploy.run_ansible("local")
+    assert sorted(line.split("/")[-1].split()[0] for line in log.read_text().splitlines()) == [
+        "a", "b", "c",
+    ]  # fmt: skip
+
+
 # --- bad input: one line, exit 2, nothing launched -------------------------------
 
 

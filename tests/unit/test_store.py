@@ -1,3 +1,4 @@
+import fcntl
 import json
 import multiprocessing
 import os
@@ -125,6 +126,18 @@ def test_a_second_writer_is_refused_while_the_first_holds_the_store(tmp_path):
     first.release()
     second.lock()  # free again once the first let go
     second.release()
+
+
+def test_the_store_lock_holds_no_file_open_for_writing(tmp_path):
+    """A sweep holds its store's lock for its whole life: with a file open for writing,
+    the results file system could not be remounted read-only meanwhile (EBUSY)."""
+    store = Store(tmp_path)
+    store.lock()
+    try:
+        assert store._lock_fd is not None
+        assert fcntl.fcntl(store._lock_fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+    finally:
+        store.release()
 
 
 def test_a_path_the_system_refuses_is_one_line(tmp_path):
