@@ -79,12 +79,25 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployedTestbe
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """test_kill.py sorts before test_local_testbed.py; run it on the shared testbed, after
-    the sweeps and before the destroy test, rather than deploying a testbed of its own."""
-    kill = [i for i in items if i.nodeid.startswith("tests/e2e/test_kill.py")]
-    if not kill:
-        return
-    rest = [i for i in items if i not in kill]
-    at = next((n for n, i in enumerate(rest) if i.name == "test_destroy_leaves_nothing"), None)
-    if at is not None:
-        items[:] = rest[:at] + kill + rest[at:]
+    """One testbed for the e2e tests, in this order (pytest sorts the modules by name):
+    test_faults.py's Ctrl-C tests are its first deploys, interrupted, just before the
+    deploy test (after the bad-input tests, which need none), which converges what they
+    left; test_kill.py, then the rest of test_faults.py (its faults, the node removed by
+    hand and the destroy after it), run after the sweeps and before the destroy test
+    rather than on testbeds of their own."""
+
+    def of(module: str) -> list[pytest.Item]:
+        return [i for i in items if i.nodeid.startswith(f"tests/e2e/{module}::")]
+
+    faults = of("test_faults.py")
+    first = [i for i in faults if i.name.startswith("test_ctrl_c_")]
+    last = of("test_kill.py") + [i for i in faults if i not in first]
+    rest = [i for i in items if i not in first and i not in last]
+
+    def at(name: str, default: int) -> int:
+        return next((n for n, i in enumerate(rest) if i.name == name), default)
+
+    deploy = at("test_deploy_creates_and_configures_every_node", 0)
+    destroy = at("test_destroy_leaves_nothing", len(rest))
+    if first or last:
+        items[:] = rest[:deploy] + first + rest[deploy:destroy] + last + rest[destroy:]
