@@ -13,6 +13,13 @@ continued without re-running a finished cell, that the failed testbed is
 reported and the next one still runs, and that after every path no container,
 job, slice or lease is left.
 
+These are also the e2e tests of `deploy`, `verify`, `scale` and `destroy` on the
+two environments (a campaign runs the very functions the commands do): while
+the campaign holds a testbed, the test looks at its leases, jobs and nodes
+(Campaign.look), and checks them, the testbed's log and its store after.
+test_gpulab.py and test_virtualwall.py keep what a campaign does not do: a
+deploy interrupted or failing through the command line.
+
 The stand-ins (tests/standins: gpulab-cli and jFed CLI 2, following the real
 clients) run every job and node as a container of the local Docker engine.
 """
@@ -21,17 +28,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
 
+from hpcbench import analysis
 from tests.interrupt import as_from_a_terminal
 
 pytestmark = pytest.mark.e2e
@@ -43,13 +52,20 @@ PASSWORD = "campaign pass"
 STACK_URN = "urn:publicid:IDN+wall2.ilabt.iminds.be+image+hpcbench:STACK-E2E"
 JFED_LABEL = "org.hpcbench.jfed-standin.slice"
 JFED_SLICES = f"{JFED_LABEL}=hpcbench/hpcbench-cvw-"  # this campaign's slices (project/slice)
+# What the boot script (the RSpec's <execute>) leaves on a jFed node.
+STARTUP, BOOTSTRAP_DONE = "/var/tmp/startup-0.txt", "/var/lib/hpcbench/bootstrap.done"
+ENDED = ("CANCELLED", "FAILED", "FINISHED")  # a GPULab job in one of these holds nothing
+# Where each testbed's phase begins in its log (runner.Runner.phase).
+PHASE = re.compile(r"^==== \d{4}-\d\d-\d\d \d\d:\d\d:\d\d ([a-z0-9-]+): (\w+)$", re.M)
 sys.path.insert(0, str(GPULAB))
 gpulab_cli = pytest.importorskip("gpulab_cli", reason="the stand-in needs click, docker and "
                                  "imecilabt-gpulab-common (pip install '.[test]')")  # fmt: skip
 
+# conftest.TINY_RUN; the all-reduce probe (which the report's predictions need) up
+# to 1 MiB messages: its default 64M took 35 s a slice at 1 Gbit/s.
 SWEEP = {"model": "resnet18", "image_size": 32, "batch": [4], "nodes": [1, 2], "repeats": 1,
          "warmup": 1, "windows": 2, "steps": 2, "data_workers": 0, "device": "cpu",
-         "timeout": 300}  # fmt: skip
+         "timeout": 300, "probe_max_bytes": "1M"}  # fmt: skip
 GPULAB_SIZE = {"cpus_per_gpu": 1, "memory_gb_per_gpu": 2, "start_timeout": 300}
 
 
@@ -65,20 +81,107 @@ def _jfed(name: str, capacity: int, cidr: str, pem: Path, jar: Path) -> dict:
     }  # fmt: skip
 
 
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # removed while it was listed
+        return b""
+
+
 @dataclass
 class Campaign:
     root: Path
     file: Path
     environ: dict[str, str]
+    # What each testbed held while the campaign had it deployed (look), by name.
+    seen: dict[str, dict] = field(default_factory=dict)
 
     @property
     def out(self) -> Path:
         return self.root / "results"
 
+    def env_state(self, testbed: str) -> Path:
+        """The testbed's state folder (runner.state_root), holding its leases."""
+        env = "virtualwall" if testbed.startswith("vw-") else "gpulab"
+        return self.root / "state" / "campaigns" / "e2e" / testbed / env
+
     def hpcbench(self, *args: str, timeout: float = 2400) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "hpcbench", *args], cwd=REPO,
                               env=self.environ, capture_output=True, text=True,
                               timeout=timeout)  # fmt: skip
+
+    def run(self, *args: str, stop: Callable[[dict[str, dict]], bool] | None = None
+            ) -> tuple[int, str]:  # fmt: skip
+        """`campaign run` as from a terminal, looking at each testbed once it is deployed;
+        Ctrl-C (SIGINT to its process group) once `stop` says so of the cell states."""
+        log = self.root / f"run-{len(list(self.root.glob('run-*.out')))}.out"
+        with log.open("w") as sink:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "hpcbench", "campaign", "run", str(self.file), *args],
+                cwd=REPO, env=self.environ, stdout=sink, stderr=subprocess.STDOUT, text=True,
+                start_new_session=True, preexec_fn=as_from_a_terminal,
+            )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 2400
+            while proc.poll() is None:
+                states = self.cell_states()
+                for s in states.values():
+                    if s["status"] in ("deployed", "verified") and s["testbed"] not in self.seen:
+                        self.seen[s["testbed"]] = self.look(s["testbed"])
+                if stop is not None and stop(states):
+                    os.killpg(proc.pid, signal.SIGINT)
+                    proc.wait(timeout=600)
+                    break
+                assert time.monotonic() < deadline, log.read_text()[-4000:]
+                time.sleep(1)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+        return proc.returncode, log.read_text()
+
+    def look(self, testbed: str) -> dict:
+        """A deployed testbed's leases, whether the PEM's password is in its state, and
+        its GPULab jobs or its jFed nodes' boot-script marks and link shaping."""
+        state = self.env_state(testbed)
+        seen: dict = {
+            "leases": [json.loads(_read(p) or "{}") for p in state.glob("leases/*.json")],
+            "secret": [str(p) for p in state.rglob("*") if PASSWORD.encode() in _read(p)],
+        }
+        if not testbed.startswith("vw-"):
+            seen["jobs"] = self.jobs()
+            return seen
+
+        prefix = f"jfedsi-hpcbench-c{testbed}-"  # the stand-in's container names
+
+        def on_node(node: str, *cmd: str) -> str:
+            proc = subprocess.run(["docker", "exec", f"{prefix}{node}", *cmd],
+                                  capture_output=True, text=True, timeout=60)  # fmt: skip
+            return proc.stdout.strip() if proc.returncode == 0 else f"(failed: {proc.stderr})"
+
+        seen["nodes"] = subprocess.run(
+            ["docker", "ps", "-a", "--filter", f"label={JFED_LABEL}=hpcbench/hpcbench-c{testbed}",
+             "--format", "{{.Names}}"], capture_output=True, text=True, check=True,
+        ).stdout.split()  # fmt: skip
+        for node in ("node0", "node1"):
+            seen[f"{node} startup owner"] = on_node(node, "stat", "-c", "%U", STARTUP)
+            seen[f"{node} bootstrap.done"] = on_node(node, "cat", BOOTSTRAP_DONE)
+        seen["node1 qdisc"] = on_node("node1", "tc", "qdisc", "show")
+        return seen
+
+    def jobs(self) -> dict[str, str]:
+        """Every job the GPULab stand-in knows: id -> status."""
+        jobs = self.root / "standin" / "jobs"
+        return {p.stem: json.loads(p.read_text())["job"]["state"]["status"]
+                for p in jobs.glob("*.json")}  # fmt: skip
+
+    def log(self, testbed: str, phase: str) -> list[str]:
+        """The output of each time the testbed ran `phase`, from its log."""
+        text = (self.out / "logs" / f"{testbed}.log").read_text()
+        heads = list(PHASE.finditer(text))
+        ends = [h.start() for h in heads[1:]] + [len(text)]
+        return [text[h.end() : end] for h, end in zip(heads, ends, strict=True)
+                if h.group(1) == testbed and h.group(2) == phase]  # fmt: skip
 
     def journal(self) -> list[dict]:
         path = self.out / "results.jsonl"
@@ -102,28 +205,31 @@ class Campaign:
 
     def left_behind(self) -> list[str]:
         """Every container, job, slice or lease a testbed of the campaign could hold."""
-        found = []
+        found = [f"GPULab job {j} {s}" for j, s in self.jobs().items() if s not in ENDED]
         gpulab_dir = self.root / "standin"
-        jobs = gpulab_dir / "jobs"
-        for path in jobs.glob("*.json") if jobs.is_dir() else []:
-            status = json.loads(path.read_text())["job"]["state"]["status"]
-            if status not in ("CANCELLED", "FAILED", "FINISHED"):
-                found.append(f"GPULab job {path.stem} {status}")
+
         def containers(*flags: str) -> list[str]:
             return subprocess.run(
                 ["docker", "ps", *flags, "--format", "{{.Names}} {{.Labels}}"],
                 capture_output=True, text=True, check=True,
             ).stdout.splitlines()  # fmt: skip
 
-        # A job's container stays once it ended (as test_gpulab.py sees it); a slice's
-        # nodes are removed by DELETE.
+        # A job's container stays once it ended (as GPULab keeps it); a slice's nodes
+        # are removed by DELETE.
         sid = gpulab_cli.standin_id(gpulab_dir)
         found += [line.split()[0] for line in containers() if f"{gpulab_cli.LABEL}={sid}" in line]
         found += [line.split()[0] for line in containers("-a") if JFED_SLICES in line]
         state = self.root / "state"
         found += [str(p) for p in state.rglob("leases/*.json")] if state.is_dir() else []
-        found += [str(p) for p in state.rglob("terraform.tfstate")
-                  if json.loads(p.read_text() or "{}").get("resources")] if state.is_dir() else []
+        found += (
+            [
+                str(p)
+                for p in state.rglob("terraform.tfstate")
+                if json.loads(p.read_text() or "{}").get("resources")
+            ]
+            if state.is_dir()
+            else []
+        )
         return found
 
 
@@ -207,25 +313,12 @@ def test_plan_lists_every_cell_and_creates_nothing(campaign: Campaign) -> None:
 def test_interrupted_campaign_destroys_the_testbed_in_hand(campaign: Campaign) -> None:
     """Ctrl-C once vw-1g has a measured cell: the campaign stops, destroys that slice
     (no container, lease or state left), marks what it did not finish pending."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hpcbench", "campaign", "run", str(campaign.file)], cwd=REPO,
-        env=campaign.environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True, preexec_fn=as_from_a_terminal,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 1500
-        while not any(r["testbed"] == "vw-1g" and r["status"] == "measured"
-                      for r in campaign.cell_states().values()):  # fmt: skip
-            assert proc.poll() is None, proc.communicate()[0][-4000:]
-            assert time.monotonic() < deadline, "vw-1g measured no cell in time"
-            time.sleep(1)
-        os.killpg(proc.pid, signal.SIGINT)
-        output, _ = proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-    assert proc.returncode == 130, output[-4000:]
+    rc, output = campaign.run(
+        stop=lambda states: any(
+            s["testbed"] == "vw-1g" and s["status"] == "measured" for s in states.values()
+        )
+    )
+    assert rc == 130, output[-4000:]
     assert "interrupted: destroying what this testbed holds" in output
     assert campaign.left_behind() == [], output[-4000:]
     states = campaign.cell_states()
@@ -239,9 +332,8 @@ def test_resume_runs_what_is_left_past_a_failed_testbed(campaign: Campaign) -> N
     its cause and the next two still run; one report compares them all."""
     before = {tb: campaign.runs(tb) for tb in ("gpulab-1x2", "vw-1g")}
     measured = {cid for cid, s in campaign.cell_states().items() if s["status"] == "measured"}
-    proc = campaign.hpcbench("campaign", "run", str(campaign.file), "--resume")
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 1, output[-5000:]  # one testbed failed
+    rc, output = campaign.run("--resume")
+    assert rc == 1, output[-5000:]  # one testbed failed
     assert "[testbed 1/4 vw-1g]" in output  # gpulab-1x2 was done: not re-entered
     assert not any(line.startswith("[testbed") and " gpulab-1x2]" in line
                    for line in output.splitlines())  # fmt: skip
@@ -250,23 +342,83 @@ def test_resume_runs_what_is_left_past_a_failed_testbed(campaign: Campaign) -> N
     assert campaign.runs("gpulab-1x2") == before["gpulab-1x2"]
     vw_after = campaign.runs("vw-1g")
     assert vw_after[: len(before["vw-1g"])] == before["vw-1g"]
-    new = vw_after[len(before["vw-1g"]):]
+    new = vw_after[len(before["vw-1g"]) :]
     assert new and all(r["workers"] == 2 for r in new), new
     states = campaign.cell_states()
     assert {cid for cid in measured if states[cid]["status"] == "measured"} == measured
     broken = [s for s in states.values() if s["testbed"] == "broken"]
     assert broken and all(s["status"] == "failed" for s in broken)
     assert "deploy" in broken[0]["why"] and "FAILED" in broken[0]["why"], broken[0]
-    for tb in ("gpulab-1x2", "vw-1g", "gpulab-2x1", "vw-10g"):
+    phases = {(r["testbed"], r["phase"], r["status"]) for r in campaign.journal()
+              if r.get("kind") == "phase"}  # fmt: skip
+    for tb, nodes in (("gpulab-1x2", 1), ("vw-1g", 2), ("gpulab-2x1", 2), ("vw-10g", 2)):
         cells = [s for s in states.values() if s["testbed"] == tb]
         assert len(cells) == 2 and all(s["status"] == "measured" for s in cells), (tb, cells)
+        # verify's checks passed (pytest exit 0) before the sweep; destroy released it all.
+        assert {(tb, p, "ok") for p in ("deploy", "verify", "sweep", "destroy")} <= phases, tb
+        # Two workers trained in step: on two nodes (jobs) but for GPULab's 1x2.
         two = [r for r in campaign.runs(tb) if r["workers"] == 2 and r["status"] == "ok"]
-        assert two and all(r["weights_in_sync"] is True for r in two), tb
+        assert two and all(
+            r["weights_in_sync"] is True
+            and r["nodes"] == nodes
+            and r["env"] == campaign.env_state(tb).name
+            for r in two
+        ), tb
+        assert analysis.run_stats(two[-1])["images_per_sec"] > 0, tb
     assert campaign.left_behind() == []
+    # destroy removed each testbed's state (keys, inventory, Terraform's state).
+    for tb in ("gpulab-1x2", "vw-1g", "broken", "gpulab-2x1", "vw-10g"):
+        assert not campaign.env_state(tb).exists(), tb
     # The secret never reached a file the campaign wrote.
     for path in campaign.out.rglob("*"):
         if path.is_file():
             assert PASSWORD.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize(("testbed", "jobs"), [("gpulab-1x2", 1), ("gpulab-2x1", 2)])
+def test_gpulab_testbed_held_a_lease_for_each_running_job(
+    campaign: Campaign, testbed: str, jobs: int
+) -> None:
+    """Issue 8, points 1-4 and 8, as seen while the campaign held the testbed: the jobs
+    ran their sshd (deploy and verify passed), the deploy waited for RUNNING with
+    every job's id in a lease, no secret in the state; destroy cancelled every job."""
+    seen = campaign.seen.get(testbed)
+    assert seen, f"{testbed} was never seen deployed (test_resume_... runs first)"
+    live = {job: status for job, status in seen["jobs"].items() if status not in ENDED}
+    assert sorted(lease["what"].split()[-1] for lease in seen["leases"]) == sorted(live)
+    assert len(live) == jobs and set(live.values()) == {"RUNNING"}, seen
+    assert seen["secret"] == []
+    now = campaign.jobs()
+    assert {now[job] for job in live} == {"CANCELLED"}
+
+
+@pytest.mark.parametrize(("testbed", "rate"), [("vw-1g", "1Gbit"), ("vw-10g", "10Gbit")])
+def test_jfed_deploy_waits_for_the_boot_script_then_configures(
+    campaign: Campaign, testbed: str, rate: str
+) -> None:
+    """jfed.sh, the RSpec and the boot script through the jFed stand-in: the create
+    step waits for the boot script's marker on both nodes before Ansible; the script
+    ran as the experimenter; the LAN is shaped to the link's capacity."""
+    deploys = campaign.log(testbed, "deploy")
+    assert deploys, f"no deploy in {testbed}'s log"
+    for out in deploys:  # vw-1g: before the interrupt and on --resume
+        assert "boot script finished on node0" in out and "boot script finished on node1" in out
+        assert out.index("boot script finished on node1") < out.index("ansible-playbook site.yml")
+        # Roles that cannot run in a container say which and why.
+        assert "docker skipped on node0" in out and "nvidia_driver skipped on node0" in out
+    seen = campaign.seen.get(testbed)
+    assert seen, f"{testbed} was never seen deployed (test_resume_... runs first)"
+    prefix = f"jfedsi-hpcbench-c{testbed}-"
+    assert sorted(seen["nodes"]) == [f"{prefix}node0", f"{prefix}node1"], seen
+    for node in ("node0", "node1"):
+        # The <execute> ran through sudo as the experimenter, not root, after "ready".
+        assert seen[f"{node} startup owner"] == "jfeduser", seen
+        assert seen[f"{node} bootstrap.done"].startswith("20"), seen
+    (lease,) = seen["leases"]
+    assert lease["what"] == f"Virtual Wall slice hpcbench-c{testbed}", lease
+    assert lease["cancel"][0] == "env", lease
+    assert "tbf" in seen["node1 qdisc"] and f"rate {rate} " in seen["node1 qdisc"], seen
+    assert seen["secret"] == []
 
 
 def test_one_report_compares_every_testbed(campaign: Campaign) -> None:

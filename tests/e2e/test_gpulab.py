@@ -1,9 +1,12 @@
-"""`make deploy ENV=gpulab` end to end on this machine, through the gpulab-cli
-stand-in (tests/standins/gpulab: GPULab's commands and job model, the jobs run
-on the local Docker engine, CPU only): the project's own module script,
-readback, inventory, Ansible, `verify`, a 2-worker sweep and `destroy`, for
-one job with two GPUs (1x2) and two jobs with one (2x1); then the ways a
-deploy goes wrong (issue 8, points 3 and 4).
+"""`hpcbench deploy --env gpulab` on this machine through the gpulab-cli stand-in
+(tests/standins/gpulab: GPULab's commands and job model, the jobs run on the
+local Docker engine, CPU only), with the settings a user exports (TF_VAR_*):
+the ways a deploy goes wrong (issue 8, points 3 and 4).
+
+A deploy that succeeds, `verify`, a 1-2 worker sweep and `destroy`, for one job
+with two GPUs (1x2) and two jobs with one (2x1), run in tests/e2e/test_campaign.py,
+on the campaign's own testbeds (test_gpulab_testbed_held_a_lease_for_each_running_job
+and test_resume_runs_what_is_left_past_a_failed_testbed).
 
 Run under the shared Docker lock:
     flock /tmp/hpcbench-docker.lock timeout 1500 \
@@ -28,9 +31,6 @@ from tests.interrupt import as_from_a_terminal
 
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = REPO / "tests/standins/gpulab"
-TINY_RUN = ["--model", "resnet18", "--image-size", "32", "--batch", "4", "--warmup", "1",
-            "--windows", "2", "--steps", "2", "--repeats", "1", "--data-workers", "0",
-            "--device", "cpu", "--timeout", "300"]  # fmt: skip
 # What fits two cores: one CPU and 2 GB per (pretend) GPU.
 SIZE = ["--var", "cpus_per_gpu=1", "--var", "memory_gb_per_gpu=2", "--var", "start_timeout=300"]
 PASSWORD = "e2e pass"
@@ -104,38 +104,6 @@ def bed(tmp_path: Path) -> Iterator[Bed]:
 
 def one_line(proc: subprocess.CompletedProcess[str]) -> str:
     return (proc.stdout[-3000:] + proc.stderr[-3000:]).strip()
-
-
-# 1x2 runs end to end in tests/e2e/test_campaign.py (as does 2x1, without the look
-# at leases and state during the deploy that this test takes).
-@pytest.mark.parametrize(("topology", "nodes"), [("2x1", "1,2")])
-def test_deploy_verify_sweep_destroy(bed: Bed, topology: str, nodes: str) -> None:
-    """Points 1-4, 8: the jobs run their sshd (bash, host keys), the deploy waits
-    for RUNNING with the ids in leases, Ansible and the checks pass, two workers
-    train, destroy cancels every job."""
-    proc = bed.hpcbench("deploy", "--env", "gpulab", "--var", f"topology={topology}", *SIZE)
-    assert proc.returncode == 0, one_line(proc)
-    jobs = bed.jobs()
-    leases = [json.loads(p.read_text()) for p in (bed.state / "leases").glob("*.json")]
-    assert sorted(lease["what"].split()[-1] for lease in leases) == sorted(jobs)
-    assert set(jobs.values()) == {"RUNNING"}
-    assert PASSWORD not in "".join(p.read_text() for p in bed.state.rglob("*") if p.is_file())
-
-    proc = bed.hpcbench("verify", "--env", "gpulab")
-    assert proc.returncode == 0, one_line(proc)
-
-    out = bed.root / "results"
-    proc = bed.hpcbench("scale", "--env", "gpulab", "--nodes", nodes, *TINY_RUN, "--out", str(out))
-    assert proc.returncode == 0, one_line(proc)
-    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    two = [r for r in records if r.get("kind") == "run" and r.get("workers") == 2]
-    assert two and all(r["status"] == "ok" and r["weights_in_sync"] for r in two), records[-1]
-    assert two[0]["env"] == "gpulab"
-
-    proc = bed.hpcbench("destroy", "--env", "gpulab")
-    assert proc.returncode == 0, one_line(proc)
-    assert set(bed.jobs().values()) == {"CANCELLED"}
-    assert not bed.running_containers()
 
 
 def test_a_job_that_dies_fails_the_deploy_naming_its_state(bed: Bed) -> None:

@@ -1,15 +1,17 @@
-"""ENV=virtualwall end to end through the jFed CLI 2 stand-in (tests/standins/jfed):
-`hpcbench deploy --env virtualwall` runs the module's own jfed.sh, RSpec, boot
-script, readback and wait, then Ansible; `verify`, a 2-worker sweep and
-`destroy` follow. Two nodes on a 1 Gbit/s LAN; the tests run in this order on
-one slice. Roles a container node cannot run say why in the deploy output
-(tests/standins/jfed/group_vars.yml)."""
+"""ENV=virtualwall through the jFed CLI 2 stand-in (tests/standins/jfed): a Ctrl-C
+while `hpcbench deploy --env virtualwall` has jFed create the slice, then
+`destroy`.
+
+A deploy that succeeds (the module's own jfed.sh, RSpec, boot script, readback
+and wait, then Ansible), `verify`, a 2-worker sweep and `destroy` run in
+tests/e2e/test_campaign.py on the campaign's two slices, at 1 and 10 Gbit/s
+(test_jfed_deploy_waits_for_the_boot_script_then_configures and
+test_resume_runs_what_is_left_past_a_failed_testbed)."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,8 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import analysis
-from tests.e2e.conftest import REPO, TINY_RUN
+from tests.e2e.conftest import REPO
 from tests.interrupt import as_from_a_terminal
 
 pytestmark = pytest.mark.e2e
@@ -74,15 +75,6 @@ class Slice:
         ).stdout
         return sorted(n for n in out.split() if n.startswith(PREFIX))
 
-    def on_node(self, node: str, *cmd: str) -> str:
-        return subprocess.run(
-            ["docker", "exec", f"{PREFIX}{node}", *cmd],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=60,
-        ).stdout
-
     def remove_leftovers(self) -> None:
         """A run killed before its teardown leaves its nodes: remove them by the
         stand-in's label so this run can create the slice again."""
@@ -120,10 +112,6 @@ def vw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slice]:
     jar = root / "jfed_cli" / "experimenter-cli2.jar"
     jar.parent.mkdir()
     jar.write_text("")
-    # The group_vars of this test, beside the inventory Terraform renders.
-    group_vars = state / "virtualwall" / "group_vars"
-    group_vars.mkdir(parents=True)
-    shutil.copy(STANDIN / "group_vars.yml", group_vars / "all.yml")
     venv_bin = str(Path(sys.executable).parent)
     environ = {
         **os.environ,
@@ -144,58 +132,6 @@ def vw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slice]:
     if bed.containers():
         bed.hpcbench("destroy", "--env", "virtualwall", timeout=600)
         bed.remove_leftovers()
-
-
-def test_deploy_waits_for_the_boot_script_then_configures(vw: Slice) -> None:
-    proc = vw.hpcbench("deploy", "--env", "virtualwall", *vw.var_args)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-5000:]
-    assert vw.containers() == [f"{PREFIX}node0", f"{PREFIX}node1"]
-    # The boot script ran as the experimenter through sudo, after "ready", and
-    # the create step waited for its marker on both nodes before Ansible.
-    assert "boot script finished on node0" in out and "boot script finished on node1" in out
-    assert out.index("boot script finished on node1") < out.index("ansible-playbook site.yml")
-    for node in ("node0", "node1"):
-        owner = vw.on_node(node, "stat", "-c", "%U", "/var/tmp/startup-0.txt").strip()
-        assert owner == "jfeduser", "the <execute> must run as the experimenter, not root"
-        assert vw.on_node(node, "cat", "/var/lib/hpcbench/bootstrap.done").startswith("20")
-    lease = json.loads((vw.state / "virtualwall" / "leases" / f"{SLICE}.json").read_text())
-    assert lease["what"] == f"Virtual Wall slice {SLICE}" and lease["cancel"][0] == "env"
-    # Roles that cannot run in a container say which and why.
-    assert "docker skipped on node0" in out
-    assert "nvidia_driver skipped on node0" in out
-    # enroot is off until its checksums are set (environments/virtualwall group_vars).
-    # The LAN is shaped to the link's 1 Gbit/s.
-    qdisc = vw.on_node("node1", "tc", "qdisc", "show")
-    assert "tbf" in qdisc and "rate 1Gbit" in qdisc
-
-
-def test_verify_passes(vw: Slice) -> None:
-    proc = vw.hpcbench("verify", "--env", "virtualwall", "--", "-rs")
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert " failed" not in proc.stdout.splitlines()[-1]
-
-
-def test_two_worker_sweep_lands_in_the_store(vw: Slice) -> None:
-    out = vw.state / "results"
-    proc = vw.hpcbench(
-        "scale", "--env", "virtualwall", "--nodes", "2", *TINY_RUN, "--out", str(out)
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    runs = {r["nodes"]: r for r in records if r.get("kind") == "run" and r.get("status") == "ok"}
-    # The sweep adds its one-node baseline; the 2-node run is the 2-worker one.
-    assert set(runs) == {1, 2}, [(r.get("nodes"), r.get("status"), r.get("error")) for r in records]
-    two = runs[2]
-    assert two["workers"] == 2 and two["weights_in_sync"] is True and two["env"] == "virtualwall"
-    assert analysis.run_stats(two)["images_per_sec"] > 0
-
-
-def test_destroy_deletes_the_slice_and_its_lease(vw: Slice) -> None:
-    proc = vw.hpcbench("destroy", "--env", "virtualwall", timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert vw.containers() == []
-    assert not (vw.state / "virtualwall").exists()
 
 
 def test_ctrl_c_while_jfed_creates_then_destroy_deletes_the_slice(vw: Slice) -> None:

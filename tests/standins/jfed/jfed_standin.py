@@ -1,7 +1,7 @@
 """A stand-in for jFed CLI 2 (`java -jar experimenter-cli2.jar -a ACTION.yaml`)
 that creates a Virtual Wall slice as Docker containers on this machine.
 
-For tests only (tests/e2e/test_virtualwall.py); never offered to users as a
+For tests only (tests/e2e/test_campaign.py, test_virtualwall.py); never offered to users as a
 testbed. It encodes only what public material shows, and says "assumed" where
 it had to choose:
 
