@@ -142,9 +142,10 @@ bench-published: venv
 	@$(PY) evaluation/bench_published.py --markdown
 
 ## --- checks --------------------------------------------------------------
-# Everything, the local testbed end to end included.
+# Everything, the local testbed end to end included; the 25 slowest tests are
+# listed, to see where CI's time goes.
 test: tools images
-	@$(PY) -m pytest -ra
+	@$(PY) -m pytest -ra --durations=25
 
 test-unit: venv
 	@$(PY) -m pytest -ra tests/unit
