@@ -63,7 +63,8 @@ def main() -> int:
         p.join()
     print(f"fixed work on CPUs {args.cpus} at once for {args.seconds:.0f} s; "
           "spread of the speed between blocks of wall time")
-    print(f"{'cpu':>4} {'slowest/fastest':>16} " + " ".join(f"{f'cv {b}s (n)':>13}" for b in BLOCKS_S))
+    header = " ".join(f"{f'cv {b}s (n)':>13}" for b in BLOCKS_S)
+    print(f"{'cpu':>4} {'slowest/fastest':>16} {header}")
     for cpu in cpus:
         times = results[cpu]
         cells = []
