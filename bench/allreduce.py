@@ -10,6 +10,14 @@ rank's) and the node's CPU quota: an all-reduce that takes the whole quota at ev
 size is CPU-bound there (docs/method.md).
 It uses the backend the training uses (Horovod or torch.distributed), so the
 probe measures the path the gradients take.
+
+On CPU nodes it then tells the all-reduce's work from its waiting: a fixed piece
+of computation (the stand-in for backward) runs alone, then while all-reduces of
+the largest size run one after another in the backend's own thread (as
+gradients do during backward), then alone again. The computation the
+all-reduces cost (wall time less what the pieces done would take alone) per byte
+all-reduced is what a training step on that node loses to communication that it
+overlaps (docs/method.md, "CPU nodes").
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -27,6 +36,9 @@ import runtime  # noqa: E402
 import units  # noqa: E402
 
 MAX_ITERS = 50
+# The compute stand-in: a 128x128 matrix product, about a millisecond on one core
+# (short enough to poll the all-reduce between pieces) on operands that stay in cache.
+PIECE_DIM = 128
 # Per size, run about this many bytes through the all-reduce (bounds the probe's time).
 BYTES_PER_SIZE = 256 * 1024**2
 
@@ -55,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--threads", type=units.argtype(units.count, "threads"), default=0)
+    p.add_argument("--cpu-work-s", type=float, default=3.0,
+                   help="seconds of each phase of the CPU-work measurement (CPU only; 0: skip)")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     if args.factor < 2 or not 4 <= args.min_bytes <= args.max_bytes:
@@ -94,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
                 "busbw": algbw * 2 * (n - 1) / n,
             }
         )
+    cpu_work = None
+    if device.type == "cpu" and n > 1 and args.cpu_work_s > 0:
+        cpu_work = measure_cpu_work(comm, results[-1], args.cpu_work_s)
     fingerprints = comm.gather(runtime.fingerprint(device, comm))
     timeline["end"] = time.time()
     if comm.rank == 0:
@@ -112,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                 # The node's CPU quota (cores), against which cpu_s is charged.
                 "cpus": nodemon.cpu_source()["cpus"],
                 "results": results,
+                "cpu_work": cpu_work,
                 "timeline": timeline,
                 "fingerprint": runtime.merge_fingerprints(fingerprints),
             },
@@ -119,6 +137,59 @@ def main(argv: list[str] | None = None) -> int:
         )
     comm.shutdown()
     return 0
+
+
+def _piece() -> Callable[[], object]:
+    a = torch.rand(PIECE_DIM, PIECE_DIM)
+    b = torch.rand(PIECE_DIM, PIECE_DIM)
+    out = torch.empty(PIECE_DIM, PIECE_DIM)
+    return lambda: torch.mm(a, b, out=out)
+
+
+def _pieces_per_s(piece: Callable[[], object], seconds: float) -> float:
+    done, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        piece()
+        done += 1
+    return done / elapsed
+
+
+def measure_cpu_work(comm: runtime.Comm, largest: dict, seconds: float) -> dict:
+    """Compute lost per byte all-reduced (see the module's docstring), every rank's.
+
+    largest: the sweep's result at its largest size; enough of those all-reduces run
+    to last about `seconds` (the same count on every rank: it comes from the slowest
+    rank's time). Alone-concurrent-alone, so that a drift in the core's speed shows up
+    in both alone phases rather than as work."""
+    size, count = largest["bytes"], max(1, round(seconds / largest["time_s"]))
+    tensor = torch.zeros(size // 4, dtype=torch.float32)
+    piece = _piece()
+    _pieces_per_s(piece, 0.5)  # warm-up: the first pieces ran at half speed when measured
+    comm.barrier()
+    alone = [_pieces_per_s(piece, seconds / 2)]
+    comm.barrier()
+    done, start = 0, time.perf_counter()
+    for _ in range(count):
+        pending = comm.allreduce_start(tensor)
+        while not pending.done():
+            piece()
+            done += 1
+        pending.finish()
+    wall = time.perf_counter() - start
+    comm.barrier()
+    alone.append(_pieces_per_s(piece, seconds / 2))
+    rate = sum(alone) / len(alone)
+    lost = wall - done / rate  # may come out below 0 by noise: kept as measured
+    everyone = comm.gather({"wall_s": wall, "lost_s": lost, "alone_per_s": alone})
+    lost_per_byte = [r["lost_s"] / (count * size) for r in everyone]
+    return {
+        "bytes": size,
+        "allreduces": count,
+        "per_rank": everyone,
+        # The ranks' mean: each rank's figure carries the core's noise; the mean is the
+        # estimate of what a step loses per byte.
+        "lost_s_per_byte": sum(lost_per_byte) / len(lost_per_byte),
+    }
 
 
 if __name__ == "__main__":

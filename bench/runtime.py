@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import nodemon  # a sibling module: bench/ is on sys.path wherever runtime is imported
@@ -57,8 +58,21 @@ class Comm:
         """In-place sum across ranks."""
         raise NotImplementedError
 
+    def allreduce_start(self, tensor: torch.Tensor) -> Pending:
+        """An in-place sum started in the backend's own thread (as training's gradients
+        are): poll it while the caller computes, then finish it."""
+        raise NotImplementedError
+
     def shutdown(self) -> None:
         pass
+
+
+class Pending:
+    """An all-reduce under way: done() polls without blocking, finish() waits."""
+
+    def __init__(self, done: Callable[[], bool], finish: Callable[[], Any]) -> None:
+        self.done = done
+        self.finish = finish
 
 
 class HorovodComm(Comm):
@@ -83,6 +97,12 @@ class HorovodComm(Comm):
     def allreduce_(self, tensor: torch.Tensor) -> None:
         self._count += 1  # Horovod matches collectives across ranks by name
         self.hvd.allreduce_(tensor, op=self.hvd.Sum, name=f"probe.{self._count}")
+
+    def allreduce_start(self, tensor: torch.Tensor) -> Pending:
+        self._count += 1
+        handle = self.hvd.allreduce_async_(tensor, op=self.hvd.Sum, name=f"probe.{self._count}")
+        # horovod/torch/mpi_ops.py: poll() says whether synchronize() would block.
+        return Pending(lambda: self.hvd.poll(handle), lambda: self.hvd.synchronize(handle))
 
     def shutdown(self) -> None:
         self.hvd.shutdown()
@@ -117,6 +137,10 @@ class TorchComm(Comm):
 
     def allreduce_(self, tensor: torch.Tensor) -> None:
         self.dist.all_reduce(tensor)
+
+    def allreduce_start(self, tensor: torch.Tensor) -> Pending:
+        work = self.dist.all_reduce(tensor, async_op=True)
+        return Pending(work.is_completed, work.wait)
 
     def shutdown(self) -> None:
         self.dist.destroy_process_group()

@@ -162,6 +162,9 @@ class ConfigSummary:
     # The point prediction: the single worker's measured gradient timeline replayed
     # against the probe's link (prediction.predict_measured).
     predicted_efficiency: float | None = None
+    # CPU nodes: the all-reduces' own CPU work per step that the point charged (the
+    # probe's compute lost per byte x the bytes; 0 where the probe measured none).
+    predicted_cpu_work_s: float | None = None
     allreduce_s: float | None = None
     busbw: float | None = None
     data_fraction: float | None = None
@@ -365,9 +368,11 @@ def _add_scaling(
         s.busbw = p["busbw"]
         if timeline:
             point = prediction.predict_measured(
-                base.step_time_s, [(t, b) for t, b in timeline], model, s.backend, grad_bytes
+                base.step_time_s, [(t, b) for t, b in timeline], model, s.backend, grad_bytes,
+                cpu_s_per_byte=prediction.cpu_work_per_byte(probe),
             )
             s.predicted_efficiency = point.efficiency
+            s.predicted_cpu_work_s = point.cpu_work_s
         if s.exposed_comm_s is not None and s.compute_s is not None:
             # Hidden communication cannot outlast the computation that hides it.
             s.overlap_s = min(s.compute_s, max(0.0, s.allreduce_s - s.exposed_comm_s))

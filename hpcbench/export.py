@@ -17,6 +17,7 @@ E for a single worker, a prediction without a probe):
     efficiency, efficiency_ci95    E(N) = X(N) / (N X(1)) and its 95% half-width
     internode_efficiency, internode_efficiency_ci95
     predicted_efficiency           the point prediction (replay over the probed link)
+    predicted_cpu_work_s           CPU nodes: the all-reduces' own CPU work the point charged
     predicted_efficiency_low, predicted_efficiency_high   the band
     allreduce_s, busbw (bytes/s)   the probe's all-reduce of the gradients, bus bandwidth
     compute_s, data_s, exposed_comm_s, overlap_s   where the time went, per step

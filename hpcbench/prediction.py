@@ -287,6 +287,9 @@ class Point:
     # What communication overlapped with backward costs backward (interference x the
     # link's busy time before backward ends).
     slowdown_s: float = 0.0
+    # CPU nodes: the all-reduces' own work (the probe's lost compute per byte x the
+    # step's bytes), which comes out of the node's CPU quota like backward.
+    cpu_work_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -329,13 +332,17 @@ class Grouping:
 
 def _replayed(
     step_time_1: float, grads: list[Message], backward_end: float, link: Link,
-    backend: str | Grouping, interference: float = 0.0,
+    backend: str | Grouping, interference: float = 0.0, cpu_s_per_byte: float = 0.0,
 ) -> Point:
     """One step at link.workers workers: the gradients' all-reduces (DDP buckets or
     Horovod's fused messages) queue on the link; what runs past backward_end is exposed.
     interference: the share of the link's busy time during backward that backward loses
     (NCCL kernels take GPU cycles and memory bandwidth, TCP copies take CPU), added to
-    the step to first order."""
+    the step to first order.
+    cpu_s_per_byte (CPU nodes, measured by the probe): compute lost per byte all-reduced.
+    The step cannot be shorter than all of its CPU work, T1 plus that of every byte
+    all-reduced, whatever the link allows: where that floor is the longer, the
+    all-reduce is bound by the CPU and the link waits."""
     group = backend if isinstance(backend, Grouping) else Grouping(backend)
     sent: list[Message] = []
     comm_end = 0.0
@@ -346,14 +353,18 @@ def _replayed(
     costs = [(m.ready_s, link.allreduce_time(m.bytes)) for m in sent]
     hidden = sum(max(0.0, min(start + cost, backward_end) - start) for start, cost in costs)
     slowdown = interference * hidden
-    step = step_time_1 + exposed + slowdown
-    t_ar = link.allreduce_time(sum(g.bytes for g in grads))
+    total_bytes = sum(g.bytes for g in grads)
+    cpu_work = max(0.0, cpu_s_per_byte) * total_bytes if link.workers > 1 else 0.0
+    step = max(step_time_1 + exposed + slowdown, step_time_1 + cpu_work)
+    t_ar = link.allreduce_time(total_bytes)
     # The band from the messages as sent (each pays its own latency): none of them
     # overlapped, or all of them hidden behind the step. One message of every gradient
     # when nothing is sent (one worker).
     busy = sum(cost for _, cost in costs) if costs else t_ar
     low, high = efficiency_band(step_time_1, busy)
-    return Point(link.workers, step, step_time_1 / step, low, high, t_ar, exposed, slowdown)
+    return Point(
+        link.workers, step, step_time_1 / step, low, high, t_ar, exposed, slowdown, cpu_work
+    )
 
 
 def predict_point(
@@ -374,13 +385,23 @@ def predict_measured(
     link: Link,
     backend: str,
     allreduce_bytes: float | None = None,
+    cpu_s_per_byte: float = 0.0,
 ) -> Point:
     """The point prediction from a measured single-worker step: timeline holds (seconds
     after the step started, bytes) per gradient as backward made them (bench/train.py);
     communication past the last gradient is exposed. allreduce_bytes rescales the
-    gradients to what travels (fp16 compression halves it)."""
+    gradients to what travels (fp16 compression halves it); cpu_s_per_byte: the probe's
+    CPU work per byte on CPU nodes (cpu_work_per_byte)."""
     total = sum(b for _, b in timeline) or 1.0
     scale = (allreduce_bytes or total) / total
     grads = [Message(b * scale, t) for t, b in sorted(timeline)]
     last = max((g.ready_s for g in grads), default=0.0)
-    return _replayed(step_time_1, grads, last, link, backend)
+    return _replayed(step_time_1, grads, last, link, backend, cpu_s_per_byte=cpu_s_per_byte)
+
+
+def cpu_work_per_byte(probe: dict[str, Any]) -> float:
+    """The compute an all-reduce costs per byte on the probe's nodes (bench/allreduce.py
+    measures it on CPU nodes; 0 where it did not: GPUs, or a probe from before)."""
+    work = probe.get("cpu_work") or {}
+    value = work.get("lost_s_per_byte")
+    return max(0.0, float(value)) if isinstance(value, int | float) else 0.0

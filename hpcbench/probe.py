@@ -48,6 +48,8 @@ def run_probe(target: Target, nodes: int, probe: ProbeSpec) -> dict:
         record["results"] = result["results"]
         record["device"] = result["device"]
         record["cpus"] = result.get("cpus")  # the nodes' CPU quota (bench/allreduce.py)
+        # CPU nodes: the all-reduce's work told from its waiting (None on GPUs).
+        record["cpu_work"] = result.get("cpu_work")
         record["fingerprint"] = {**result["fingerprint"], **record["fingerprint"]}
     else:
         record["error"] = outcome.error()
@@ -67,6 +69,12 @@ def format_probe(record: dict) -> str:
         lines.append(
             f"{r['bytes']:>12} {r['time_s'] * 1e6:>11.1f} "
             f"{r['algbw'] / 1e9:>11.3f} {r['busbw'] / 1e9:>11.3f} {cpu}"
+        )
+    work = record.get("cpu_work")
+    if work:
+        lines.append(
+            f"CPU work: computation beside {work['allreduces']} all-reduces of {work['bytes']} B"
+            f" lost {work['lost_s_per_byte'] * 1e9:.2f} ns per byte (ranks' mean)"
         )
     return "\n".join(lines)
 

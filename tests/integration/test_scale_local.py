@@ -61,6 +61,10 @@ def test_horovodrun_sweep_makes_results_and_report(tmp_path):
     [probe] = records(out, "probe")
     assert probe["status"] == "ok" and probe["workers"] == 2
     assert all(p["busbw"] > 0 for p in probe["results"])
+    # CPU workers: the CPU work of the largest all-reduce, measured on every rank.
+    work = probe["cpu_work"]
+    assert work["bytes"] == 1 << 20 and work["allreduces"] >= 1 and len(work["per_rank"]) == 2
+    assert all(r["wall_s"] > 0 and min(r["alone_per_s"]) > 0 for r in work["per_rank"])
     runs = records(out, "run")
     assert sorted((r["workers"], r["repeat"]) for r in runs) == [(1, 0), (1, 1), (2, 0), (2, 1)]
     # The store holds raw measurements; the analysis derives every figure from them.

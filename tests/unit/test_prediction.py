@@ -78,3 +78,37 @@ def test_point_prediction_from_a_measured_gradient_timeline():
     # DDP: one 1 MiB first bucket, then 25 MiB buckets; one worker needs no all-reduce.
     solo = prediction.LinkModel(workers=1, latency_s=0.0, busbw=1.0)
     assert prediction.predict_measured(1.2, timeline, solo, "ddp").efficiency == 1.0
+
+
+def test_cpu_work_sets_a_floor_under_the_step_on_cpu_nodes():
+    # The same step and a fast link (the messages hide behind backward: E about 0.99).
+    timeline = [(0.6, 10e6), (0.8, 10e6), (1.0, 10e6)]
+    fast = prediction.LinkModel(workers=4, latency_s=0.0, busbw=1e9)
+    link_only = prediction.predict_measured(1.2, timeline, fast, "horovod")
+    # 10 ns of CPU per byte: 0.3 s of work for the 30 MB, which the node's CPU does on
+    # top of the 1.2 s step whatever the link could carry.
+    bound = prediction.predict_measured(1.2, timeline, fast, "horovod", cpu_s_per_byte=1e-8)
+    assert bound.cpu_work_s == pytest.approx(0.3)
+    assert bound.step_s == pytest.approx(1.5) and bound.efficiency == pytest.approx(0.8)
+    assert link_only.efficiency > 0.98 and link_only.cpu_work_s == 0.0
+    # A slow link (1.5 s per message) outlasts that floor: the link decides.
+    slow = prediction.LinkModel(workers=4, latency_s=0.0, busbw=1e7)
+    slow_bound = prediction.predict_measured(1.2, timeline, slow, "horovod", cpu_s_per_byte=1e-8)
+    slow_link = prediction.predict_measured(1.2, timeline, slow, "horovod")
+    assert slow_bound.step_s == slow_link.step_s > 1.5
+    # One worker all-reduces nothing and does no such work.
+    solo = prediction.LinkModel(workers=1, latency_s=0.0, busbw=1.0)
+    assert prediction.predict_measured(
+        1.2, timeline, solo, "horovod", cpu_s_per_byte=1e-8).efficiency == 1.0  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "probe, expected",
+    [({"cpu_work": {"lost_s_per_byte": 2e-9}}, 2e-9),
+     ({"cpu_work": {"lost_s_per_byte": -1e-10}}, 0.0),  # noise below zero: no work
+     ({"cpu_work": None}, 0.0),  # a GPU node's probe
+     ({}, 0.0),  # a probe from before the measurement
+     ({"cpu_work": {"lost_s_per_byte": "x"}}, 0.0)],
+)  # fmt: skip
+def test_cpu_work_per_byte_from_a_probe_record(probe, expected):
+    assert prediction.cpu_work_per_byte(probe) == expected

@@ -1,0 +1,90 @@
+"""bench/allreduce.py's CPU-work measurement tells an all-reduce that works the CPU
+from one that waits (docs/method.md, "CPU nodes"): the same computation runs
+alone and beside all-reduces; only work the computation loses counts.
+
+The all-reduce is a stand-in thread on the same single core: one that computes
+for a fixed CPU time, or one that sleeps as long (a link it waits on)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import allreduce  # noqa: E402
+import runtime  # noqa: E402
+
+WORK_S = 0.4  # CPU (or waiting) seconds per stand-in all-reduce
+SIZE = 1 << 20
+
+
+class OneRank(runtime.Comm):
+    """A world of one rank whose all-reduce is `body`, run in a thread of its own as
+    Horovod's background thread or Gloo's worker runs the real one."""
+
+    def __init__(self, body: Callable[[], None]) -> None:
+        self.body = body
+        self.started = 0
+
+    def barrier(self) -> None:
+        pass
+
+    def gather(self, obj: object) -> list[object]:
+        return [obj]
+
+    def allreduce_start(self, tensor: torch.Tensor) -> runtime.Pending:
+        self.started += 1
+        thread = threading.Thread(target=self.body)
+        thread.start()
+        return runtime.Pending(lambda: not thread.is_alive(), thread.join)
+
+
+def _computes() -> None:
+    # hashlib lets go of the GIL while it hashes a large buffer, so the rank's thread
+    # is held up only by the CPU this takes (Gloo's and Horovod's threads never take
+    # the GIL). Not torch: a new thread's products would start a team of OpenMP
+    # threads of their own that spin.
+    data, digest = bytes(1 << 20), hashlib.sha256()
+    start = time.thread_time()
+    while time.thread_time() - start < WORK_S:
+        digest.update(data)
+
+
+def _waits() -> None:
+    time.sleep(WORK_S)
+
+
+@pytest.fixture
+def one_core() -> Iterator[None]:
+    """The rank and its all-reduce thread on one core and one torch thread, as on a
+    one-core node."""
+    cpus, threads = os.sched_getaffinity(0), torch.get_num_threads()
+    os.sched_setaffinity(0, {min(cpus)})
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, cpus)
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.usefixtures("one_core")
+@pytest.mark.parametrize("body, low, high", [(_computes, 0.7, 1.4), (_waits, -0.25, 0.25)])
+def test_lost_compute_is_the_all_reduces_work_not_its_waiting(body, low, high):
+    comm = OneRank(body)
+    largest = {"bytes": SIZE, "time_s": WORK_S}
+    result = allreduce.measure_cpu_work(comm, largest, seconds=2 * WORK_S)
+    assert result["allreduces"] == comm.started == 2 and result["bytes"] == SIZE
+    [rank] = result["per_rank"]
+    work = result["allreduces"] * WORK_S
+    # What the stand-in computed comes out of the computation beside it; its sleep does not.
+    assert low * work < rank["lost_s"] < high * work
+    assert result["lost_s_per_byte"] == pytest.approx(rank["lost_s"] / (2 * SIZE))
