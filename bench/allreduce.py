@@ -159,8 +159,10 @@ def measure_cpu_work(comm: runtime.Comm, largest: dict, seconds: float) -> dict:
 
     largest: the sweep's result at its largest size; enough of those all-reduces run
     to last about `seconds` (the same count on every rank: it comes from the slowest
-    rank's time). Alone-concurrent-alone, so that a drift in the core's speed shows up
-    in both alone phases rather than as work."""
+    rank's time). Alone, beside, alone again; the faster alone phase is the
+    computation's speed: whatever else the host does only slows it (on the local
+    testbed's first probe after a deploy, the first alone phase ran at 0.35-0.76 of
+    the second on all 4 ranks; on the next testbed's, within 3%)."""
     size, count = largest["bytes"], max(1, round(seconds / largest["time_s"]))
     tensor = torch.zeros(size // 4, dtype=torch.float32)
     piece = _piece()
@@ -178,9 +180,8 @@ def measure_cpu_work(comm: runtime.Comm, largest: dict, seconds: float) -> dict:
     wall = time.perf_counter() - start
     comm.barrier()
     alone.append(_pieces_per_s(piece, seconds / 2))
-    rate = sum(alone) / len(alone)
-    lost = wall - done / rate  # may come out below 0 by noise: kept as measured
-    everyone = comm.gather({"wall_s": wall, "lost_s": lost, "alone_per_s": alone})
+    lost = wall - done / max(alone)  # may come out below 0 by noise: kept as measured
+    everyone = comm.gather({"wall_s": wall, "pieces": done, "lost_s": lost, "alone_per_s": alone})
     lost_per_byte = [r["lost_s"] / (count * size) for r in everyone]
     return {
         "bytes": size,
