@@ -421,8 +421,8 @@ def off_prediction(s: ConfigSummary, nominal_bytes_per_s: float | None) -> str |
     if (s.straggler_lead or 0.0) > STRAGGLER_BOUND:
         causes.append(f"straggler {s.straggler} ({s.straggler_lead:.0%} behind the median)")
     if (s.cpu_util or 0.0) > CPU_BOUND:
-        # A saturated CPU beside an idle link: the all-reduce's own work (reductions, TCP
-        # copies) waits for the same CPU as the computation instead of overlapping it.
+        # A saturated CPU beside an idle link: the CPU, not the link, sets the pace (how
+        # much of it is the all-reduce's own work, the probe's CPU work says).
         idle = f" while the link carries {link:.0%} of its rate" if (
             link is not None and link <= LINK_BOUND) else ""  # fmt: skip
         causes.append(f"CPU (nodes at {s.cpu_util:.0%} of their limit{idle})")
