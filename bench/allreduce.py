@@ -36,8 +36,9 @@ import runtime  # noqa: E402
 import units  # noqa: E402
 
 MAX_ITERS = 50
-# The compute stand-in: a 128x128 matrix product, about a millisecond on one core
-# (short enough to poll the all-reduce between pieces) on operands that stay in cache.
+# The compute stand-in: a 128x128 matrix product, about 50 us on one core of the
+# development machine (20,000 a second alone; short enough to poll the all-reduce
+# between pieces) on operands that stay in cache.
 PIECE_DIM = 128
 # Per size, run about this many bytes through the all-reduce (bounds the probe's time).
 BYTES_PER_SIZE = 256 * 1024**2
@@ -162,7 +163,7 @@ def measure_cpu_work(comm: runtime.Comm, largest: dict, seconds: float) -> dict:
     rank's time). Alone, beside, alone again; the faster alone phase is the
     computation's speed: whatever else the host does only slows it (on the local
     testbed's first probe after a deploy, the first alone phase ran at 0.35-0.76 of
-    the second on all 4 ranks; on the next testbed's, within 3%)."""
+    the second on all 4 ranks; on the next testbed's, within 4%)."""
     size, count = largest["bytes"], max(1, round(seconds / largest["time_s"]))
     tensor = torch.zeros(size // 4, dtype=torch.float32)
     piece = _piece()

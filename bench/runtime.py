@@ -94,13 +94,15 @@ class HorovodComm(Comm):
     def gather(self, obj: Any) -> list[Any]:
         return self.hvd.allgather_object(obj)
 
-    def allreduce_(self, tensor: torch.Tensor) -> None:
+    def _name(self) -> str:
         self._count += 1  # Horovod matches collectives across ranks by name
-        self.hvd.allreduce_(tensor, op=self.hvd.Sum, name=f"probe.{self._count}")
+        return f"probe.{self._count}"
+
+    def allreduce_(self, tensor: torch.Tensor) -> None:
+        self.hvd.allreduce_(tensor, op=self.hvd.Sum, name=self._name())
 
     def allreduce_start(self, tensor: torch.Tensor) -> Pending:
-        self._count += 1
-        handle = self.hvd.allreduce_async_(tensor, op=self.hvd.Sum, name=f"probe.{self._count}")
+        handle = self.hvd.allreduce_async_(tensor, op=self.hvd.Sum, name=self._name())
         # horovod/torch/mpi_ops.py: poll() says whether synchronize() would block.
         return Pending(lambda: self.hvd.poll(handle), lambda: self.hvd.synchronize(handle))
 
