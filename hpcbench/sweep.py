@@ -11,6 +11,7 @@ runs the store already holds (failed ones are retried).
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 import time
@@ -331,23 +332,40 @@ def _measure_all(
     def summary_of(config: Config) -> analysis.ConfigSummary | None:
         return live.of(base_record(target, workload, sweep.seed, config, 0))
 
+    def width(config: Config) -> float:
+        summary = summary_of(config)
+        rel = summary.relative_ci if summary else None
+        return math.inf if rel is None else rel
+
+    def fits(config: Config) -> bool:
+        return sweep.budget_s is None or (
+            time.monotonic() - sweep_started + expected_s(config) <= sweep.budget_s
+        )
+
+    # Rounds of one more run for each configuration still short of its target, the
+    # widest interval first, so that the runs the budget pays for go where they
+    # narrow the most; a configuration whose next run would overrun the budget is
+    # left and a shorter one may still run. Rounds, not one configuration at a time:
+    # this machine's cores change speed in spells, and runs of one configuration
+    # back to back would share a spell.
     rng = random.Random(sweep.seed + 1)
     out_of_budget = False
-    while not out_of_budget:
+    while True:
         wanted = [c for c in configs if _stop_reason(summary_of(c), sweep) is None]
-        if not wanted:
+        rng.shuffle(wanted)  # ties (no interval yet) in a seeded order
+        wanted.sort(key=width, reverse=True)
+        if not any(fits(c) for c in wanted):
+            out_of_budget = out_of_budget or bool(wanted)
             break
-        rng.shuffle(wanted)
         progress.total += len(wanted)
         for config in wanted:
-            if sweep.budget_s is not None and (
-                time.monotonic() - sweep_started + expected_s(config) > sweep.budget_s
-            ):
+            if not fits(config):
                 out_of_budget = True
-                progress.total = progress.done
-                break
+                progress.total -= 1
+                continue
             so_far = summary_of(config)
             measure(config, so_far.runs + so_far.failed if so_far else 0)
+    progress.total = progress.done
     progress.close()
     convergence = {
         "kind": "convergence",

@@ -287,6 +287,48 @@ def test_budget_judges_an_extra_repeat_by_its_own_configurations_length(tmp_path
     assert fake.calls == {1: 5, 2: 2}
 
 
+def _timed(monkeypatch, times: dict[int, list[float]], seconds: dict[int, float]) -> _FakeRuns:
+    """_FakeRuns on a clock that each run moves on by its configuration's seconds."""
+    now = [0.0]
+    monkeypatch.setattr(sweep.time, "monotonic", lambda: now[0])
+    fake = _FakeRuns(times)
+
+    def run(self, spec, timeout_s, echo=False):
+        now[0] += seconds[spec.workers]
+        return fake(spec, timeout_s, echo)
+
+    monkeypatch.setattr(Target, "run", run)
+    monkeypatch.setattr(Target, "prepare", lambda self: None)
+    return fake
+
+
+def test_a_run_too_long_for_the_budget_leaves_room_for_shorter_ones(tmp_path, monkeypatch):
+    # Both noisy; one worker 60 s a run, two 600 s. After the planned 2 + 2 (1320 s) a
+    # 1500 s budget has no room for a 2-worker run but for three 1-worker ones, whichever
+    # comes first in the round.
+    fake = _timed(monkeypatch, {1: [1.0, 2.0], 2: [1.0, 2.0]}, {1: 60.0, 2: 600.0})
+    code = _scale(tmp_path, "--env", "localhost", "--nodes", "1-2", "--batch", "8",
+                  "--backend", "ddp", "--no-probe", "--repeats", "2", "--max-repeats", "50",
+                  "--budget", "1500s")  # fmt: skip
+    assert code == 0
+    assert fake.calls == {1: 5, 2: 2}
+    [conv] = [r for r in sweep.Store(tmp_path / "out").records() if r["kind"] == "convergence"]
+    assert {c["stopped"] for c in conv["configs"]} == {"budget"}
+
+
+@pytest.mark.parametrize("seed", [str(s) for s in range(8)])
+def test_the_budgets_last_run_goes_to_the_widest_interval(tmp_path, monkeypatch, seed):
+    # 60 s a run; room for one run past the planned 2 + 2. One worker: 1.0 and 1.05 s
+    # (an interval of about 31%); two: 1 and 2 s (over 100%): the extra run is the
+    # two-worker one whatever the seed's shuffle.
+    fake = _timed(monkeypatch, {1: [1.0, 1.05], 2: [1.0, 2.0]}, {1: 60.0, 2: 60.0})
+    code = _scale(tmp_path, "--env", "localhost", "--nodes", "1-2", "--batch", "8",
+                  "--backend", "ddp", "--no-probe", "--repeats", "2", "--max-repeats", "50",
+                  "--target-ci", "1%", "--budget", "300s", "--seed", seed)  # fmt: skip
+    assert code == 0
+    assert fake.calls == {1: 2, 2: 3}
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
