@@ -17,7 +17,11 @@ the largest size run one after another in the backend's own thread (as
 gradients do during backward), then alone again. The computation the
 all-reduces cost (wall time less what the pieces done would take alone) per byte
 all-reduced is what a training step on that node loses to communication that it
-overlaps (docs/method.md, "CPU nodes").
+overlaps (docs/method.md, "CPU nodes"). The same piece also runs before the
+backend starts: the backend's own threads (Horovod's cycle, Gloo's socket loop)
+run between all-reduces too, so the alone phases already pay for them, and a
+one-worker run does not. The speed lost from before the start to the faster
+alone phase is the backend's background share of the computation.
 """
 
 from __future__ import annotations
@@ -76,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error("need 4 <= --min-bytes <= --max-bytes and --factor >= 2")
     timeline = {"process_start": runtime.process_start_time()}
     device = runtime.pick_device(args.device)
+    before = None
+    if device.type == "cpu" and args.cpu_work_s > 0:
+        # The computation's speed with no backend running, on the threads it will have.
+        runtime.set_threads(args.threads, runtime.local_size_hint())
+        before = _pieces_per_s(_piece(), args.cpu_work_s / 2, warmup_s=1.0)
     comm = runtime.connect(args.backend, device)
     runtime.set_threads(args.threads, comm.local_size)
     timeline["initialised"] = time.time()
@@ -111,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     cpu_work = None
     if device.type == "cpu" and n > 1 and args.cpu_work_s > 0:
-        cpu_work = measure_cpu_work(comm, results[-1], args.cpu_work_s)
+        cpu_work = measure_cpu_work(comm, results[-1], args.cpu_work_s, before)
     fingerprints = comm.gather(runtime.fingerprint(device, comm))
     timeline["end"] = time.time()
     if comm.rank == 0:
@@ -147,7 +156,9 @@ def _piece() -> Callable[[], object]:
     return lambda: torch.mm(a, b, out=out)
 
 
-def _pieces_per_s(piece: Callable[[], object], seconds: float) -> float:
+def _pieces_per_s(piece: Callable[[], object], seconds: float, warmup_s: float = 0.0) -> float:
+    if warmup_s:
+        _pieces_per_s(piece, warmup_s)
     done, start = 0, time.perf_counter()
     while (elapsed := time.perf_counter() - start) < seconds:
         piece()
@@ -155,7 +166,9 @@ def _pieces_per_s(piece: Callable[[], object], seconds: float) -> float:
     return done / elapsed
 
 
-def measure_cpu_work(comm: runtime.Comm, largest: dict, seconds: float) -> dict:
+def measure_cpu_work(
+    comm: runtime.Comm, largest: dict, seconds: float, before_per_s: float | None = None
+) -> dict:
     """Compute lost per byte all-reduced (see the module's docstring), every rank's.
 
     largest: the sweep's result at its largest size; enough of those all-reduces run
@@ -163,7 +176,9 @@ def measure_cpu_work(comm: runtime.Comm, largest: dict, seconds: float) -> dict:
     rank's time). Alone, beside, alone again; the faster alone phase is the
     computation's speed: whatever else the host does only slows it (on the local
     testbed's first probe after a deploy, the first alone phase ran at 0.35-0.76 of
-    the second on all 4 ranks; on the next testbed's, within 4%)."""
+    the second on all 4 ranks; on the next testbed's, within 4%).
+    before_per_s: the computation's speed before the backend started (None: not
+    measured); the share of it the faster alone phase lost is the background's."""
     size, count = largest["bytes"], max(1, round(seconds / largest["time_s"]))
     tensor = torch.zeros(size // 4, dtype=torch.float32)
     piece = _piece()
@@ -182,7 +197,11 @@ def measure_cpu_work(comm: runtime.Comm, largest: dict, seconds: float) -> dict:
     comm.barrier()
     alone.append(_pieces_per_s(piece, seconds / 2))
     lost = wall - done / max(alone)  # may come out below 0 by noise: kept as measured
-    everyone = comm.gather({"wall_s": wall, "pieces": done, "lost_s": lost, "alone_per_s": alone})
+    # Below 0 by noise too (a slow spell before the start): kept as measured.
+    background = None if not before_per_s else 1.0 - max(alone) / before_per_s
+    everyone = comm.gather({"wall_s": wall, "pieces": done, "lost_s": lost, "alone_per_s": alone,
+                            "before_per_s": before_per_s, "background": background})  # fmt: skip
+    shares = [r["background"] for r in everyone if r["background"] is not None]
     lost_per_byte = [r["lost_s"] / (count * size) for r in everyone]
     return {
         "bytes": size,
@@ -191,6 +210,9 @@ def measure_cpu_work(comm: runtime.Comm, largest: dict, seconds: float) -> dict:
         # The ranks' mean: each rank's figure carries the core's noise; the mean is the
         # estimate of what a step loses per byte.
         "lost_s_per_byte": sum(lost_per_byte) / len(lost_per_byte),
+        # The share of the computation's speed the running backend takes between
+        # all-reduces (the ranks' mean; None where no rank measured it).
+        "background_share": sum(shares) / len(shares) if shares else None,
     }
 
 

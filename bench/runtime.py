@@ -156,6 +156,14 @@ def local_rank_hint() -> int:
     return 0
 
 
+def local_size_hint() -> int:
+    """This node's worker count before any process group exists (to size threads first)."""
+    for var in ("LOCAL_WORLD_SIZE", "HOROVOD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"):
+        if var in os.environ:
+            return int(os.environ[var])
+    return 1
+
+
 def pick_device(want: str) -> torch.device:
     if want == "cpu" or (want == "auto" and not torch.cuda.is_available()):
         return torch.device("cpu")

@@ -165,6 +165,9 @@ class ConfigSummary:
     # CPU nodes: the all-reduces' own CPU work per step that the point charged (the
     # probe's compute lost per byte x the bytes; 0 where the probe measured none).
     predicted_cpu_work_s: float | None = None
+    # CPU nodes: what the backend's background work added to the step's computation
+    # (the probe's background share of the cores; 0 where the probe measured none).
+    predicted_background_s: float | None = None
     allreduce_s: float | None = None
     busbw: float | None = None
     data_fraction: float | None = None
@@ -370,9 +373,11 @@ def _add_scaling(
             point = prediction.predict_measured(
                 base.step_time_s, [(t, b) for t, b in timeline], model, s.backend, grad_bytes,
                 cpu_s_per_byte=prediction.cpu_work_per_byte(probe),
+                background_share=prediction.background_share(probe),
             )
             s.predicted_efficiency = point.efficiency
             s.predicted_cpu_work_s = point.cpu_work_s
+            s.predicted_background_s = point.background_s
         if s.exposed_comm_s is not None and s.compute_s is not None:
             # Hidden communication cannot outlast the computation that hides it.
             s.overlap_s = min(s.compute_s, max(0.0, s.allreduce_s - s.exposed_comm_s))

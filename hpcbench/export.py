@@ -18,6 +18,7 @@ E for a single worker, a prediction without a probe):
     internode_efficiency, internode_efficiency_ci95
     predicted_efficiency           the point prediction (replay over the probed link)
     predicted_cpu_work_s           CPU nodes: the all-reduces' own CPU work the point charged
+    predicted_background_s         CPU nodes: what the backend's background work added to it
     predicted_efficiency_low, predicted_efficiency_high   the band
     allreduce_s, busbw (bytes/s)   the probe's all-reduce of the gradients, bus bandwidth
     compute_s, data_s, exposed_comm_s, overlap_s   where the time went, per step

@@ -186,6 +186,9 @@ DDP_FIRST_BUCKET_BYTES = 1024**2
 # cycle the tensors ready by then are fused into messages of up to 128 MB.
 HOROVOD_FUSION_BYTES = 128 * 1024**2
 HOROVOD_CYCLE_S = 1e-3
+# A background taking more of the cores than this leaves the computation no time
+# worth predicting from; the share is capped here rather than dividing by ~0.
+MAX_BACKGROUND_SHARE = 0.9
 # How a single-worker step divides: backward costs about twice the forward
 # pass's FLOPs (one product for the inputs' gradient, one for the weights').
 BACKWARD_SHARE = 2 / 3
@@ -290,6 +293,9 @@ class Point:
     # CPU nodes: the all-reduces' own work (the probe's lost compute per byte x the
     # step's bytes), which comes out of the node's CPU quota like backward.
     cpu_work_s: float = 0.0
+    # CPU nodes: what the backend's background work (its threads' CPU between
+    # all-reduces) adds to the step's computation.
+    background_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -333,6 +339,7 @@ class Grouping:
 def _replayed(
     step_time_1: float, grads: list[Message], backward_end: float, link: Link,
     backend: str | Grouping, interference: float = 0.0, cpu_s_per_byte: float = 0.0,
+    background_share: float = 0.0,
 ) -> Point:
     """One step at link.workers workers: the gradients' all-reduces (DDP buckets or
     Horovod's fused messages) queue on the link; what runs past backward_end is exposed.
@@ -342,7 +349,10 @@ def _replayed(
     cpu_s_per_byte (CPU nodes, measured by the probe): compute lost per byte all-reduced.
     The step cannot be shorter than all of its CPU work, T1 plus that of every byte
     all-reduced, whatever the link allows: where that floor is the longer, the
-    all-reduce is bound by the CPU and the link waits."""
+    all-reduce is bound by the CPU and the link waits.
+    background_share (CPU nodes, measured by the probe): the share of the compute's
+    cores the backend's own threads take between all-reduces; the step's computation
+    stretches to T1 / (1 - share)."""
     group = backend if isinstance(backend, Grouping) else Grouping(backend)
     sent: list[Message] = []
     comm_end = 0.0
@@ -355,7 +365,9 @@ def _replayed(
     slowdown = interference * hidden
     total_bytes = sum(g.bytes for g in grads)
     cpu_work = max(0.0, cpu_s_per_byte) * total_bytes if link.workers > 1 else 0.0
-    step = max(step_time_1 + exposed + slowdown, step_time_1 + cpu_work)
+    share = min(max(0.0, background_share), MAX_BACKGROUND_SHARE) if link.workers > 1 else 0.0
+    compute = step_time_1 / (1.0 - share)
+    step = max(compute + exposed + slowdown, compute + cpu_work)
     t_ar = link.allreduce_time(total_bytes)
     # The band from the messages as sent (each pays its own latency): none of them
     # overlapped, or all of them hidden behind the step. One message of every gradient
@@ -363,8 +375,9 @@ def _replayed(
     busy = sum(cost for _, cost in costs) if costs else t_ar
     low, high = efficiency_band(step_time_1, busy)
     return Point(
-        link.workers, step, step_time_1 / step, low, high, t_ar, exposed, slowdown, cpu_work
-    )
+        link.workers, step, step_time_1 / step, low, high, t_ar, exposed, slowdown, cpu_work,
+        compute - step_time_1,
+    )  # fmt: skip
 
 
 def predict_point(
@@ -386,17 +399,20 @@ def predict_measured(
     backend: str,
     allreduce_bytes: float | None = None,
     cpu_s_per_byte: float = 0.0,
+    background_share: float = 0.0,
 ) -> Point:
     """The point prediction from a measured single-worker step: timeline holds (seconds
     after the step started, bytes) per gradient as backward made them (bench/train.py);
     communication past the last gradient is exposed. allreduce_bytes rescales the
-    gradients to what travels (fp16 compression halves it); cpu_s_per_byte: the probe's
-    CPU work per byte on CPU nodes (cpu_work_per_byte)."""
+    gradients to what travels (fp16 compression halves it); cpu_s_per_byte and
+    background_share: the probe's CPU work per byte and the backend's background share
+    of the cores on CPU nodes (cpu_work_per_byte, background_share)."""
     total = sum(b for _, b in timeline) or 1.0
     scale = (allreduce_bytes or total) / total
     grads = [Message(b * scale, t) for t, b in sorted(timeline)]
     last = max((g.ready_s for g in grads), default=0.0)
-    return _replayed(step_time_1, grads, last, link, backend, cpu_s_per_byte=cpu_s_per_byte)
+    return _replayed(step_time_1, grads, last, link, backend, cpu_s_per_byte=cpu_s_per_byte,
+                     background_share=background_share)  # fmt: skip
 
 
 def cpu_work_per_byte(probe: dict[str, Any]) -> float:
@@ -405,3 +421,13 @@ def cpu_work_per_byte(probe: dict[str, Any]) -> float:
     work = probe.get("cpu_work") or {}
     value = work.get("lost_s_per_byte")
     return max(0.0, float(value)) if isinstance(value, int | float) else 0.0
+
+
+def background_share(probe: dict[str, Any]) -> float:
+    """The share of the computation's speed the running backend takes between
+    all-reduces on the probe's nodes (bench/allreduce.py: the same computation before
+    the backend started and after; 0 where it was not measured: GPUs, older probes,
+    or noise that made it come out below 0)."""
+    work = probe.get("cpu_work") or {}
+    value = work.get("background_share")
+    return max(0.0, float(value)) if isinstance(value, int | float) else 0.0  # _replayed caps it

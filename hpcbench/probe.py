@@ -76,6 +76,11 @@ def format_probe(record: dict) -> str:
             f"CPU work: computation beside {work['allreduces']} all-reduces of {work['bytes']} B"
             f" lost {work['lost_s_per_byte'] * 1e9:.2f} ns per byte (ranks' mean)"
         )
+        if work.get("background_share") is not None:  # probes from before lack it
+            lines.append(
+                f"background: the running backend took {work['background_share']:.1%} of the"
+                " computation's speed between all-reduces (ranks' mean)"
+            )
     return "\n".join(lines)
 
 

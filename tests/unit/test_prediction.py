@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from hpcbench import prediction
@@ -112,3 +114,36 @@ def test_cpu_work_sets_a_floor_under_the_step_on_cpu_nodes():
 )  # fmt: skip
 def test_cpu_work_per_byte_from_a_probe_record(probe, expected):
     assert prediction.cpu_work_per_byte(probe) == expected
+
+
+def test_background_stretches_the_computation_of_more_than_one_worker():
+    link = prediction.LinkModel(workers=2, latency_s=0.0, busbw=1e15)  # takes no time
+    timeline = [(0.5, 1e6), (0.9, 1e6)]
+    plain = prediction.predict_measured(1.0, timeline, link, "ddp")
+    taxed = prediction.predict_measured(1.0, timeline, link, "ddp", background_share=0.2)
+    assert plain.efficiency == pytest.approx(1.0) and plain.background_s == 0.0
+    # A fifth of the core gone: 1 s of computation takes 1.25 s.
+    assert taxed.step_s == pytest.approx(1.25) and taxed.background_s == pytest.approx(0.25)
+    assert taxed.efficiency == pytest.approx(0.8)
+    # It adds to the all-reduces' own work, which comes out of the same core.
+    both = prediction.predict_measured(1.0, timeline, link, "ddp", cpu_s_per_byte=1e-7,
+                                       background_share=0.2)  # fmt: skip
+    assert both.step_s == pytest.approx(1.25 + 0.2)  # 2 MB at 100 ns a byte
+    # One worker runs no backend beside it; a share near the whole core is capped.
+    alone = dataclasses.replace(link, workers=1)
+    assert prediction.predict_measured(1.0, timeline, alone, "ddp",
+                                       background_share=0.2).step_s == 1.0  # fmt: skip
+    capped = prediction.predict_measured(1.0, timeline, link, "ddp", background_share=5.0)
+    assert capped.step_s == pytest.approx(1.0 / (1 - prediction.MAX_BACKGROUND_SHARE))
+
+
+@pytest.mark.parametrize(
+    ("probe", "expected"),
+    [({"cpu_work": {"background_share": 0.25}}, 0.25),
+     ({"cpu_work": {"background_share": -0.03}}, 0.0),  # noise below zero: none
+     ({"cpu_work": {"background_share": None}}, 0.0),  # no rank measured it
+     ({"cpu_work": {"lost_s_per_byte": 1e-9}}, 0.0),  # a probe from before it was measured
+     ({"cpu_work": None}, 0.0)],  # a GPU node's probe
+)  # fmt: skip
+def test_background_share_from_a_probe_record(probe, expected):
+    assert prediction.background_share(probe) == pytest.approx(expected)

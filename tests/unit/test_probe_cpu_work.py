@@ -88,3 +88,46 @@ def test_lost_compute_is_the_all_reduces_work_not_its_waiting(body, low, high):
     # What the stand-in computed comes out of the computation beside it; its sleep does not.
     assert low * work < rank["lost_s"] < high * work
     assert result["lost_s_per_byte"] == pytest.approx(rank["lost_s"] / (2 * SIZE))
+    assert result["background_share"] is None  # no speed from before the backend started
+
+
+class Background:
+    """A backend's thread between all-reduces: works `duty` of every 20 ms (as Gloo's
+    socket loop answering Horovod's cycles), sleeps the rest, until stopped."""
+
+    def __init__(self, duty: float) -> None:
+        self.duty, self.stop = duty, threading.Event()
+        self.thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        data = bytes(1 << 16)
+        while not self.stop.is_set():
+            start = time.thread_time()
+            while time.thread_time() - start < self.duty * 0.02:
+                hashlib.sha256(data).digest()
+            time.sleep((1 - self.duty) * 0.02)
+
+    def __enter__(self) -> Background:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+@pytest.mark.usefixtures("one_core")
+@pytest.mark.parametrize("duty", [0.0, 0.3])
+def test_background_share_is_the_speed_the_running_backend_takes(duty):
+    # The computation's speed measured before the backend starts; then a backend whose
+    # thread works `duty` of the time between all-reduces (which sleep here).
+    piece = allreduce._piece()
+    before = allreduce._pieces_per_s(piece, 1.0, warmup_s=0.5)
+    with Background(duty):
+        comm = OneRank(_waits)
+        result = allreduce.measure_cpu_work(comm, {"bytes": SIZE, "time_s": WORK_S},
+                                            seconds=2 * WORK_S, before_per_s=before)  # fmt: skip
+    [rank] = result["per_rank"]
+    assert rank["before_per_s"] == before
+    assert result["background_share"] == rank["background"]
+    assert duty - 0.12 < result["background_share"] < duty + 0.12
