@@ -79,7 +79,7 @@ def format_probe(record: dict) -> str:
         if work.get("background_share") is not None:  # probes from before lack it
             lines.append(
                 f"background: the running backend took {work['background_share']:.1%} of the"
-                " computation's speed between all-reduces (ranks' mean)"
+                " computation's speed between all-reduces (the least of the ranks')"
             )
     return "\n".join(lines)
 
