@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -78,18 +77,6 @@ def test_a_second_ctrl_c_in_the_grace_period_still_kills_the_child(tmp_path):
             harness.wait()
         if child and not _gone(child):
             os.kill(child, signal.SIGKILL)
-
-
-@pytest.fixture
-def ctrl_c_raises() -> Iterator[None]:
-    """SIGINT as Python sets it up under a terminal: pytest started in the background by
-    a non-interactive shell inherits it ignored, and ctrl_c_deferred then rightly
-    changes nothing."""
-    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, inherited)
 
 
 @pytest.mark.usefixtures("ctrl_c_raises")

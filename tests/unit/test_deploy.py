@@ -314,6 +314,7 @@ def test_ansible_ssh_masters_are_ended_with_the_run(
     assert not Path(call.split()[3].removeprefix("ControlPath=")).parent.exists()
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_a_second_ctrl_c_while_the_masters_are_ended_comes_after_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
