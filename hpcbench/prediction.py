@@ -418,16 +418,18 @@ def predict_measured(
 def cpu_work_per_byte(probe: dict[str, Any]) -> float:
     """The compute an all-reduce costs per byte on the probe's nodes (bench/allreduce.py
     measures it on CPU nodes; 0 where it did not: GPUs, or a probe from before)."""
-    work = probe.get("cpu_work") or {}
-    value = work.get("lost_s_per_byte")
-    return max(0.0, float(value)) if isinstance(value, int | float) else 0.0
+    return _cpu_work_figure(probe, "lost_s_per_byte")
 
 
 def background_share(probe: dict[str, Any]) -> float:
     """The share of the computation's speed the running backend takes between
     all-reduces on the probe's nodes (bench/allreduce.py: the same computation before
     the backend started and after; 0 where it was not measured: GPUs, older probes,
-    or noise that made it come out below 0)."""
-    work = probe.get("cpu_work") or {}
-    value = work.get("background_share")
-    return max(0.0, float(value)) if isinstance(value, int | float) else 0.0  # _replayed caps it
+    or noise that made it come out below 0). _replayed caps it."""
+    return _cpu_work_figure(probe, "background_share")
+
+
+def _cpu_work_figure(probe: dict[str, Any], key: str) -> float:
+    """One figure of the probe's CPU-work record, 0 where it is missing or below 0."""
+    value = (probe.get("cpu_work") or {}).get(key)
+    return max(0.0, float(value)) if isinstance(value, int | float) else 0.0

@@ -266,27 +266,6 @@ def test_budget_stops_extra_repeats(tmp_path, monkeypatch, capsys):
     assert "--budget ran out" in capsys.readouterr().err
 
 
-def test_budget_judges_an_extra_repeat_by_its_own_configurations_length(tmp_path, monkeypatch):
-    # One worker: noisy, 60 s a run; two workers: steady, 600 s a run. After the planned
-    # 2 + 2 runs (1320 s) a 1500 s budget has room for three more 60 s runs, though not
-    # for one run of the sweep's mean length (330 s).
-    now = [0.0]
-    monkeypatch.setattr(sweep.time, "monotonic", lambda: now[0])
-    fake = _FakeRuns({1: [1.0, 2.0], 2: [1.0]})
-
-    def run(self, spec, timeout_s, echo=False):
-        now[0] += 60.0 if spec.workers == 1 else 600.0
-        return fake(spec, timeout_s, echo)
-
-    monkeypatch.setattr(Target, "run", run)
-    monkeypatch.setattr(Target, "prepare", lambda self: None)
-    code = _scale(tmp_path, "--env", "localhost", "--nodes", "1-2", "--batch", "8",
-                  "--backend", "ddp", "--no-probe", "--repeats", "2", "--max-repeats", "50",
-                  "--budget", "1500s")  # fmt: skip
-    assert code == 0
-    assert fake.calls == {1: 5, 2: 2}
-
-
 def _timed(monkeypatch, times: dict[int, list[float]], seconds: dict[int, float]) -> _FakeRuns:
     """_FakeRuns on a clock that each run moves on by its configuration's seconds."""
     now = [0.0]
@@ -300,6 +279,18 @@ def _timed(monkeypatch, times: dict[int, list[float]], seconds: dict[int, float]
     monkeypatch.setattr(Target, "run", run)
     monkeypatch.setattr(Target, "prepare", lambda self: None)
     return fake
+
+
+def test_budget_judges_an_extra_repeat_by_its_own_configurations_length(tmp_path, monkeypatch):
+    # One worker: noisy, 60 s a run; two workers: steady, 600 s a run. After the planned
+    # 2 + 2 runs (1320 s) a 1500 s budget has room for three more 60 s runs, though not
+    # for one run of the sweep's mean length (330 s).
+    fake = _timed(monkeypatch, {1: [1.0, 2.0], 2: [1.0]}, {1: 60.0, 2: 600.0})
+    code = _scale(tmp_path, "--env", "localhost", "--nodes", "1-2", "--batch", "8",
+                  "--backend", "ddp", "--no-probe", "--repeats", "2", "--max-repeats", "50",
+                  "--budget", "1500s")  # fmt: skip
+    assert code == 0
+    assert fake.calls == {1: 5, 2: 2}
 
 
 def test_a_run_too_long_for_the_budget_leaves_room_for_shorter_ones(tmp_path, monkeypatch):
