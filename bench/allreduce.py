@@ -17,16 +17,18 @@ the largest size run one after another in the backend's own thread (as
 gradients do during backward), then alone again. The computation the
 all-reduces cost (wall time less what the pieces done would take alone) per byte
 all-reduced is what a training step on that node loses to communication that it
-overlaps (docs/method.md, "CPU nodes"). The same piece also runs before the
-backend starts: the backend's own threads (Horovod's cycle, Gloo's socket loop)
-run between all-reduces too, so the alone phases already pay for them, and a
-one-worker run does not. The speed lost from before the start to the faster
-alone phase is the backend's background share of the computation.
+overlaps (docs/method.md, "CPU nodes"). The backend's own threads (Horovod's
+cycle, Gloo's socket loop) run between all-reduces too, so the alone phases
+already pay for them, and a one-worker run does not: the CPU time the threads
+started with the backend take during the alone phases, against the cores the
+computation has, is the backend's background share of the computation.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -80,13 +82,15 @@ def main(argv: list[str] | None = None) -> int:
         p.error("need 4 <= --min-bytes <= --max-bytes and --factor >= 2")
     timeline = {"process_start": runtime.process_start_time()}
     device = runtime.pick_device(args.device)
-    before = None
+    compute = None
     if device.type == "cpu" and args.cpu_work_s > 0:
-        # The computation's speed with no backend running, on the threads it will have.
+        # The computation's threads (this one, torch's intra-op team) exist before the
+        # backend starts; every thread born after is the backend's.
         runtime.set_threads(args.threads, runtime.local_size_hint())
-        before = _pieces_per_s(_piece(), args.cpu_work_s / 2, warmup_s=1.0)
+        _pieces_per_s(_piece(), 0.2)
+        compute = _threads()
     comm = runtime.connect(args.backend, device)
-    runtime.set_threads(args.threads, comm.local_size)
+    threads = runtime.set_threads(args.threads, comm.local_size)
     timeline["initialised"] = time.time()
     n = comm.size
     results = []
@@ -120,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     cpu_work = None
     if device.type == "cpu" and n > 1 and args.cpu_work_s > 0:
-        cpu_work = measure_cpu_work(comm, results[-1], args.cpu_work_s, before)
+        cores = min(threads, runtime.usable_cores() / comm.local_size)
+        cpu_work = measure_cpu_work(comm, results[-1], args.cpu_work_s, compute, cores)
     fingerprints = comm.gather(runtime.fingerprint(device, comm))
     timeline["end"] = time.time()
     if comm.rank == 0:
@@ -156,9 +161,7 @@ def _piece() -> Callable[[], object]:
     return lambda: torch.mm(a, b, out=out)
 
 
-def _pieces_per_s(piece: Callable[[], object], seconds: float, warmup_s: float = 0.0) -> float:
-    if warmup_s:
-        _pieces_per_s(piece, warmup_s)
+def _pieces_per_s(piece: Callable[[], object], seconds: float) -> float:
     done, start = 0, time.perf_counter()
     while (elapsed := time.perf_counter() - start) < seconds:
         piece()
@@ -166,8 +169,42 @@ def _pieces_per_s(piece: Callable[[], object], seconds: float, warmup_s: float =
     return done / elapsed
 
 
+def _threads() -> set[int]:
+    return {int(tid) for tid in os.listdir("/proc/self/task")}
+
+
+def _cpu_ns(tids: set[int]) -> dict[int, int]:
+    """Each thread's CPU time so far: the first field of its schedstat, nanoseconds on
+    the CPU (the kernel's Documentation/scheduler/sched-stats.rst). A thread that has
+    ended is left out."""
+    out = {}
+    for tid in tids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            out[tid] = int(Path(f"/proc/self/task/{tid}/schedstat").read_text().split()[0])
+    return out
+
+
+def _alone(
+    piece: Callable[[], object], seconds: float, compute: set[int] | None
+) -> tuple[float, float | None]:
+    """The computation alone: pieces a second, and the cores the threads outside
+    `compute` took meanwhile (None: not measured)."""
+    if compute is None:
+        return _pieces_per_s(piece, seconds), None
+    start, wall = _cpu_ns(_threads() - compute), time.perf_counter()
+    per_s = _pieces_per_s(piece, seconds)
+    wall, end = time.perf_counter() - wall, _cpu_ns(_threads() - compute)
+    # A thread born during the phase counts from 0; one that ended is lost (its last
+    # milliseconds at most).
+    return per_s, sum(ns - start.get(tid, 0) for tid, ns in end.items()) / 1e9 / wall
+
+
 def measure_cpu_work(
-    comm: runtime.Comm, largest: dict, seconds: float, before_per_s: float | None = None
+    comm: runtime.Comm,
+    largest: dict,
+    seconds: float,
+    compute: set[int] | None = None,
+    cores: float = 1.0,
 ) -> dict:
     """Compute lost per byte all-reduced (see the module's docstring), every rank's.
 
@@ -177,14 +214,18 @@ def measure_cpu_work(
     computation's speed: whatever else the host does only slows it (on the local
     testbed's first probe after a deploy, the first alone phase ran at 0.35-0.76 of
     the second on all 4 ranks; on the next testbed's, within 4%).
-    before_per_s: the computation's speed before the backend started (None: not
-    measured); the share of it the faster alone phase lost is the background's."""
+    compute: the computation's threads, that existed before the backend started (None:
+    the background share is not measured); the others' CPU time in the alone phases,
+    over the `cores` this rank's computation has, is the backend's background share.
+    Counted in CPU time, not as speed lost from before the backend started: on the
+    shared local host a slow spell in either phase moved that comparison by up to
+    -1.2, while CPU time is counted within the phase itself."""
     size, count = largest["bytes"], max(1, round(seconds / largest["time_s"]))
     tensor = torch.zeros(size // 4, dtype=torch.float32)
     piece = _piece()
     _pieces_per_s(piece, 0.5)  # warm-up: the first pieces ran at half speed when measured
     comm.barrier()
-    alone = [_pieces_per_s(piece, seconds / 2)]
+    alone = [_alone(piece, seconds / 2, compute)]
     comm.barrier()
     done, start = 0, time.perf_counter()
     for _ in range(count):
@@ -195,12 +236,15 @@ def measure_cpu_work(
         pending.finish()
     wall = time.perf_counter() - start
     comm.barrier()
-    alone.append(_pieces_per_s(piece, seconds / 2))
-    lost = wall - done / max(alone)  # may come out below 0 by noise: kept as measured
-    # Below 0 by noise too (a slow spell before the start): kept as measured.
-    background = None if not before_per_s else 1.0 - max(alone) / before_per_s
-    everyone = comm.gather({"wall_s": wall, "pieces": done, "lost_s": lost, "alone_per_s": alone,
-                            "before_per_s": before_per_s, "background": background})  # fmt: skip
+    alone.append(_alone(piece, seconds / 2, compute))
+    fastest = max(per_s for per_s, _ in alone)
+    lost = wall - done / fastest  # may come out below 0 by noise: kept as measured
+    taken = [cpus for _, cpus in alone if cpus is not None]
+    background = sum(taken) / len(taken) / cores if taken else None
+    everyone = comm.gather({"wall_s": wall, "pieces": done, "lost_s": lost,
+                            "alone_per_s": [per_s for per_s, _ in alone],
+                            "background_cpus": taken, "cores": cores,
+                            "background": background})  # fmt: skip
     shares = [r["background"] for r in everyone if r["background"] is not None]
     lost_per_byte = [r["lost_s"] / (count * size) for r in everyone]
     return {
@@ -210,12 +254,9 @@ def measure_cpu_work(
         # The ranks' mean: each rank's figure carries the core's noise; the mean is the
         # estimate of what a step loses per byte.
         "lost_s_per_byte": sum(lost_per_byte) / len(lost_per_byte),
-        # The share of the computation's speed the running backend takes between
-        # all-reduces: the least any rank lost (None where no rank measured it). The
-        # backend runs on every rank, while the host's noise moves each rank's figure
-        # either way: on 4 half-core nodes sharing 2 cores they ranged from -1.24 to
-        # 0.34 in one probe; on the campaign's one-core nodes, 0.107 and 0.159.
-        "background_share": min(shares) if shares else None,
+        # The share of the computation's cores the running backend takes between
+        # all-reduces, the ranks' mean (None where no rank measured it).
+        "background_share": sum(shares) / len(shares) if shares else None,
     }
 
 

@@ -166,7 +166,7 @@ class ConfigSummary:
     # probe's compute lost per byte x the bytes; 0 where the probe measured none).
     predicted_cpu_work_s: float | None = None
     # CPU nodes: what the backend's background work added to the step's computation
-    # (the probe's background share of its speed; 0 where the probe measured none).
+    # (the probe's background share of its cores; 0 where the probe measured none).
     predicted_background_s: float | None = None
     allreduce_s: float | None = None
     busbw: float | None = None

@@ -186,7 +186,7 @@ DDP_FIRST_BUCKET_BYTES = 1024**2
 # cycle the tensors ready by then are fused into messages of up to 128 MB.
 HOROVOD_FUSION_BYTES = 128 * 1024**2
 HOROVOD_CYCLE_S = 1e-3
-# A background taking more of the computation's speed than this leaves it no time
+# A background taking more of the computation's cores than this leaves it no time
 # worth predicting from; the share is capped here rather than dividing by ~0.
 MAX_BACKGROUND_SHARE = 0.9
 # How a single-worker step divides: backward costs about twice the forward
@@ -293,8 +293,8 @@ class Point:
     # CPU nodes: the all-reduces' own work (the probe's lost compute per byte x the
     # step's bytes), which comes out of the node's CPU quota like backward.
     cpu_work_s: float = 0.0
-    # CPU nodes: what the backend's background work (the computation's speed its
-    # threads take between all-reduces) adds to the step's computation.
+    # CPU nodes: what the backend's background work (the share of the computation's
+    # cores its threads take between all-reduces) adds to the step's computation.
     background_s: float = 0.0
 
 
@@ -351,7 +351,7 @@ def _replayed(
     all-reduced, whatever the link allows: where that floor is the longer, the
     all-reduce is bound by the CPU and the link waits.
     background_share (CPU nodes, measured by the probe): the share of the
-    computation's speed the backend's own threads take between all-reduces; the
+    computation's cores the backend's own threads take between all-reduces; the
     step's computation stretches to T1 / (1 - share)."""
     group = backend if isinstance(backend, Grouping) else Grouping(backend)
     sent: list[Message] = []
@@ -406,7 +406,7 @@ def predict_measured(
     communication past the last gradient is exposed. allreduce_bytes rescales the
     gradients to what travels (fp16 compression halves it); cpu_s_per_byte and
     background_share: the probe's CPU work per byte and the backend's background share
-    of the computation's speed on CPU nodes (cpu_work_per_byte, background_share)."""
+    of the computation's cores on CPU nodes (cpu_work_per_byte, background_share)."""
     total = sum(b for _, b in timeline) or 1.0
     scale = (allreduce_bytes or total) / total
     grads = [Message(b * scale, t) for t, b in sorted(timeline)]
@@ -422,10 +422,10 @@ def cpu_work_per_byte(probe: dict[str, Any]) -> float:
 
 
 def background_share(probe: dict[str, Any]) -> float:
-    """The share of the computation's speed the running backend takes between
-    all-reduces on the probe's nodes (bench/allreduce.py: the same computation before
-    the backend started and after; 0 where it was not measured: GPUs, older probes,
-    or noise that made it come out below 0). _replayed caps it."""
+    """The share of the computation's cores the running backend's threads take between
+    all-reduces on the probe's nodes (bench/allreduce.py: their CPU time while the
+    computation runs alone; 0 where it was not measured: GPUs, older probes, or a
+    first version's noise below 0). _replayed caps it."""
     return _cpu_work_figure(probe, "background_share")
 
 

@@ -78,8 +78,8 @@ def format_probe(record: dict) -> str:
         )
         if work.get("background_share") is not None:  # probes from before lack it
             lines.append(
-                f"background: the running backend took {work['background_share']:.1%} of the"
-                " computation's speed between all-reduces (the least of the ranks')"
+                f"background: the running backend's threads took {work['background_share']:.1%}"
+                " of the computation's cores between all-reduces (ranks' mean)"
             )
     return "\n".join(lines)
 

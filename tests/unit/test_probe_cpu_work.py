@@ -88,7 +88,7 @@ def test_lost_compute_is_the_all_reduces_work_not_its_waiting(body, low, high):
     # What the stand-in computed comes out of the computation beside it; its sleep does not.
     assert low * work < rank["lost_s"] < high * work
     assert result["lost_s_per_byte"] == pytest.approx(rank["lost_s"] / (2 * SIZE))
-    assert result["background_share"] is None  # no speed from before the backend started
+    assert result["background_share"] is None  # the computation's threads not given
 
 
 class Background:
@@ -100,12 +100,15 @@ class Background:
         self.thread = threading.Thread(target=self._run)
 
     def _run(self) -> None:
-        data = bytes(1 << 16)
+        data, wall, cpu = bytes(1 << 16), time.perf_counter(), time.thread_time()
         while not self.stop.is_set():
             start = time.thread_time()
             while time.thread_time() - start < self.duty * 0.02:
                 hashlib.sha256(data).digest()
             time.sleep((1 - self.duty) * 0.02)
+        # What it took, beside a computation that wants the core as well: less than
+        # `duty`, as its working spells wait their turn and stretch its cycle.
+        self.took = (time.thread_time() - cpu) / (time.perf_counter() - wall)
 
     def __enter__(self) -> Background:
         self.thread.start()
@@ -118,16 +121,28 @@ class Background:
 
 @pytest.mark.usefixtures("one_core")
 @pytest.mark.parametrize("duty", [0.0, 0.3])
-def test_background_share_is_the_speed_the_running_backend_takes(duty):
-    # The computation's speed measured before the backend starts; then a backend whose
-    # thread works `duty` of the time between all-reduces (which sleep here).
-    piece = allreduce._piece()
-    before = allreduce._pieces_per_s(piece, 1.0, warmup_s=0.5)
-    with Background(duty):
+def test_background_share_is_the_core_the_running_backend_takes(duty):
+    # The computation's threads before the backend starts; then a backend whose thread
+    # works `duty` of the time between all-reduces (which sleep here).
+    compute = allreduce._threads()
+    with Background(duty) as backend:
         comm = OneRank(_waits)
         result = allreduce.measure_cpu_work(comm, {"bytes": SIZE, "time_s": WORK_S},
-                                            seconds=2 * WORK_S, before_per_s=before)  # fmt: skip
+                                            seconds=2 * WORK_S, compute=compute)  # fmt: skip
     [rank] = result["per_rank"]
-    assert rank["before_per_s"] == before
+    assert len(rank["background_cpus"]) == 2 and rank["cores"] == 1.0
     assert result["background_share"] == rank["background"]
-    assert duty - 0.12 < result["background_share"] < duty + 0.12
+    assert result["background_share"] == pytest.approx(backend.took, abs=0.04)
+    assert backend.took > 0.15 if duty else backend.took < 0.01
+
+
+@pytest.mark.usefixtures("one_core")
+def test_background_share_is_taken_against_the_cores_the_computation_has():
+    compute = allreduce._threads()
+    with Background(0.3) as backend:
+        result = allreduce.measure_cpu_work(OneRank(_waits), {"bytes": SIZE, "time_s": WORK_S},
+                                            seconds=2 * WORK_S, compute=compute, cores=0.5)  # fmt: skip
+    [rank] = result["per_rank"]
+    # Half a core for the computation: what the backend takes of a core, twice that of it.
+    assert result["background_share"] == pytest.approx(2 * backend.took, abs=0.08)
+    assert result["background_share"] == pytest.approx(sum(rank["background_cpus"]) / 2 / 0.5)

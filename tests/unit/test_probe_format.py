@@ -15,7 +15,7 @@ WORK = {"allreduces": 5, "bytes": 67108864, "lost_s_per_byte": 1.04e-9}
 def test_the_cpu_work_and_the_background_share_are_printed_where_measured():
     text = probe.format_probe({**RECORD, "cpu_work": {**WORK, "background_share": 0.107}})
     assert "beside 5 all-reduces of 67108864 B lost 1.04 ns per byte" in text
-    assert "the running backend took 10.7% of the computation's speed" in text
+    assert "the running backend's threads took 10.7% of the computation's cores" in text
 
 
 def test_older_and_gpu_probes_print_no_background():
