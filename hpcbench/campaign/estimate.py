@@ -180,6 +180,8 @@ class TestbedEstimate:
     cells: list[tuple[Cell, Estimate]]
     most_repeats: int  # --max-repeats of its sweep (the upper bound of a cell's runs)
     repeats: int
+    # --budget of its sweep: no extra repeat starts that would end past it (sweep.run).
+    budget_s: float | None = None
 
     @property
     def known(self) -> bool:
@@ -190,11 +192,15 @@ class TestbedEstimate:
         run_s = sum(e.seconds or 0.0 for c, e in self.cells if wanted is None or c.id in wanted)
         return run_s + sum(e.seconds or 0.0 for e in self.phases.values())
 
-    def wall_max_s(self) -> float:
-        run_s = sum(e.seconds or 0.0 for _, e in self.cells)
-        return run_s * self.most_repeats / max(1, self.repeats) + sum(
-            e.seconds or 0.0 for e in self.phases.values()
-        )
+    def wall_max_s(self, cells: list[Cell] | None = None) -> float:
+        """At most: every cell at --max-repeats, but no longer than --budget allows
+        beyond the --repeats every cell runs anyway."""
+        wanted = None if cells is None else {c.id for c in cells}
+        run_s = sum(e.seconds or 0.0 for c, e in self.cells if wanted is None or c.id in wanted)
+        sweep_s = run_s * self.most_repeats / max(1, self.repeats)
+        if self.budget_s is not None:
+            sweep_s = min(sweep_s, max(run_s, self.budget_s))
+        return sweep_s + sum(e.seconds or 0.0 for e in self.phases.values())
 
     @property
     def nodes(self) -> int:
@@ -213,42 +219,68 @@ def testbed(campaign: Campaign, tb: TestbedPlan, phase_records: list[dict[str, A
     cells = [(c, cell_seconds(campaign, tb, part, c)) for part in tb.parts for c in part.cells]
     args = scale_args(tb.parts[0], tb.env, campaign.testbed_out(tb))
     most = args.max_repeats or args.repeats
-    return TestbedEstimate(tb, phases(tb, phase_records), cells, most, args.repeats)
+    return TestbedEstimate(tb, phases(tb, phase_records), cells, most, args.repeats,
+                           args.budget)  # fmt: skip
 
 
 def remaining(
     campaign: Campaign, records: list[dict[str, Any]], measured: set[str],
     todo: list[TestbedPlan],
-) -> float:  # fmt: skip
-    """Seconds the testbeds left will take: their phases and unmeasured cells."""
+) -> tuple[dict[str, dict[str, float]], dict[str, float]]:  # fmt: skip
+    """What the testbeds left will take, for the Clock: per testbed, each phase
+    ('deploy', 'verify', 'destroy') and each unmeasured cell (by its id) in seconds,
+    and how much longer the testbed may take at most (cells at --max-repeats within
+    --budget)."""
     phase_records = [r for r in records if r["kind"] == "phase"]
-    total = 0.0
+    pieces: dict[str, dict[str, float]] = {}
+    extra: dict[str, float] = {}
     for tb in todo:
         est = testbed(campaign, tb, phase_records)
-        total += est.wall_s([c for c in tb.cells if c.id not in measured])
-    return total
+        left = [c for c in tb.cells if c.id not in measured]
+        ids = {c.id for c in left}
+        own = {name: e.seconds or 0.0 for name, e in est.phases.items()}
+        own.update({c.id: e.seconds or 0.0 for c, e in est.cells if c.id in ids})
+        pieces[tb.name] = own
+        extra[tb.name] = est.wall_max_s(left) - est.wall_s(left)
+    return pieces, extra
 
 
 class Clock:
-    """The campaign's ETA: what is left by the estimates, scaled by how the finished
-    work compared with its own estimates."""
+    """The campaign's ETA: the plan's estimates of the work not yet done, about and at
+    most, scaled by how the finished work compared with the same estimates. Each piece
+    (a testbed's phase, or a cell) is told once, by its key; when a testbed is done,
+    whatever of it did not run (cells of a failed deploy, a kept testbed's destroy)
+    leaves the plan."""
 
     def __init__(self) -> None:
-        self.planned_s = 0.0
+        self.left: dict[str, dict[str, float]] = {}  # testbed -> key -> planned seconds
+        self.extra: dict[str, float] = {}  # testbed -> how much longer it may take
         self.expected_done_s = 0.0
         self.actual_done_s = 0.0
 
-    def plan(self, seconds: float) -> None:
-        self.planned_s = seconds
+    def plan(self, pieces: dict[str, dict[str, float]], extra: dict[str, float]) -> None:
+        self.left = {tb: dict(own) for tb, own in pieces.items()}
+        self.extra = dict(extra)
 
-    def finished(self, expected_s: float | None, actual_s: float) -> None:
-        self.expected_done_s += expected_s or 0.0
-        self.actual_done_s += actual_s
+    def finished(self, testbed: str, key: str, actual_s: float) -> None:
+        """A piece done in actual_s; one the plan does not hold (the sweep phase, whose
+        cells are told instead) counts for nothing."""
+        expected = self.left.get(testbed, {}).pop(key, None)
+        if expected is not None:
+            self.expected_done_s += expected
+            self.actual_done_s += actual_s
 
-    def eta(self) -> float | None:
-        if not self.planned_s:
+    def settled(self, testbed: str) -> None:
+        """The testbed is done with: what of it is left will not run."""
+        self.left.pop(testbed, None)
+        self.extra.pop(testbed, None)
+
+    def eta(self) -> tuple[float, float] | None:
+        """Seconds left, about and at most; None before a plan."""
+        if not self.left:
             return None
-        left = max(0.0, self.planned_s - self.expected_done_s)
+        pace = 1.0
         if self.expected_done_s > 0:
-            left *= min(4.0, max(0.25, self.actual_done_s / self.expected_done_s))
-        return left
+            pace = min(4.0, max(0.25, self.actual_done_s / self.expected_done_s))
+        about = sum(sum(own.values()) for own in self.left.values()) * pace
+        return about, about + sum(self.extra.values()) * pace

@@ -122,7 +122,10 @@ class Runner:
     def progress(self) -> str:
         elapsed = time.monotonic() - self.started
         eta = self.clock.eta()
-        eta_text = f", ETA {format_duration(eta)}" if eta is not None else ""
+        eta_text = ""
+        if eta is not None:
+            about, most = (format_duration(seconds) for seconds in eta)
+            eta_text = f", ETA {about}" + (f" (at most {most})" if most != about else "")
         return (f"cell {self.cells_done} of {self.cells_total} done, "
                 f"{format_duration(elapsed)} elapsed{eta_text}")  # fmt: skip
 
@@ -130,10 +133,9 @@ class Runner:
         return self.campaign.out / "logs" / f"{tb.name}.log"
 
     @contextlib.contextmanager
-    def phase(
-        self, tb: TestbedPlan, name: str, expected_s: float, label: str = ""
-    ) -> Iterator[None]:
-        """One phase: its output to the testbed's log, its time and outcome to the journal."""
+    def phase(self, tb: TestbedPlan, name: str, label: str = "") -> Iterator[None]:
+        """One phase: its output to the testbed's log, its time and outcome to the journal
+        and the ETA's clock."""
         log = self.log_path(tb)
         shown = label or name
         self.say(f"{shown} ... (output: {log})")
@@ -148,12 +150,12 @@ class Runner:
         except Stopped as err:
             took = time.monotonic() - started
             self.journal.phase(tb, name, "failed", took, str(err))
-            self.clock.finished(expected_s, took)
+            self.clock.finished(tb.name, name, took)
             self.say(f"{shown} FAILED in {format_duration(took)}: {one_line(str(err), 300)}")
             raise
         took = time.monotonic() - started
         self.journal.phase(tb, name, "ok", took)
-        self.clock.finished(expected_s, took)
+        self.clock.finished(tb.name, name, took)
         self.say(f"{shown} ok in {format_duration(took)}; {self.progress()}")
 
     # ------------------------------------------------------------ the run
@@ -188,7 +190,7 @@ class Runner:
         if not todo:
             self.say(f"nothing to do: every cell of {campaign.name} is measured")
             return self._finish()
-        self.clock.plan(estimate.remaining(campaign, records, measured, todo))
+        self.clock.plan(*estimate.remaining(campaign, records, measured, todo))
         self.preflight(todo)
         left = self.cells_total - self.cells_done
         self.say(f"{campaign.name}: {len(todo)} testbed(s) to run, {left} cell(s) left; "
@@ -199,6 +201,7 @@ class Runner:
                 self.run_testbed(tb, measured)
             finally:
                 self.tb = None
+                self.clock.settled(tb.name)
         return self._finish()
 
     def _finish(self) -> int:
@@ -264,9 +267,8 @@ class Runner:
 
     def measure_testbed(self, tb: TestbedPlan, pending: list[Cell]) -> bool:
         """deploy, verify, sweep; False when a phase failed or a cell did."""
-        est = estimate.phases(tb, self.journal.phases())
         try:
-            with self.phase(tb, "deploy", est["deploy"].seconds):
+            with self.phase(tb, "deploy"):
                 self.write_group_vars(tb)
                 try:
                     deploy(DeployRequest(tb.env, tb.settings))
@@ -274,7 +276,7 @@ class Runner:
                     raise Stopped(f"deploy: {err}") from None
             for cell in pending:
                 self.journal.cell(cell, "deployed")
-            with self.phase(tb, "verify", est["verify"].seconds):
+            with self.phase(tb, "verify"):
                 rc = verify(VerifyRequest(tb.env))
                 if rc != 0:
                     raise Stopped(f"verify: the testbed's checks failed (pytest exit {rc}); "
@@ -314,8 +316,6 @@ class Runner:
         workload, target, spec = (options.workload_spec(args), options.target_spec(args),
                                   options.sweep_spec(args))  # fmt: skip
         spec = dataclasses.replace(spec, resume=True, only=frozenset(by_config))
-        expected = {c.id: estimate.cell_seconds(self.campaign, tb, part, c).seconds or 0.0
-                    for c in todo}  # fmt: skip
         cell_seconds: dict[str, float] = {}
 
         def observe(config: sweep.Config, summary: analysis.ConfigSummary | None,
@@ -334,7 +334,7 @@ class Runner:
                 return
             self.finished.add(cell.id)
             self.cells_done += 1
-            self.clock.finished(expected[cell.id], cell_seconds.get(cell.id, 0.0))
+            self.clock.finished(tb.name, cell.id, cell_seconds.get(cell.id, 0.0))
             figures = {}
             if summary is not None and summary.images_per_sec:
                 figures = {"runs": summary.runs, "images_per_s": summary.images_per_sec,
@@ -350,7 +350,7 @@ class Runner:
 
         label = f"sweep (gpus_per_node {part.gpus_per_node})" if len(tb.parts) > 1 else ""
         try:
-            with self.phase(tb, "sweep", sum(expected.values()), label):
+            with self.phase(tb, "sweep", label):
                 try:
                     sweep.run(workload, target, spec, observe=observe)
                 except (UsageError, RuntimeError) as err:
@@ -378,9 +378,8 @@ class Runner:
                      f"python -m hpcbench verify --env {tb.env}; `python -m hpcbench campaign "
                      f"destroy {self.campaign.path} --testbed {tb.name}` removes it")  # fmt: skip
             return
-        est = estimate.phases(tb, self.journal.phases())["destroy"].seconds
         try:
-            with self.phase(tb, "destroy", est):
+            with self.phase(tb, "destroy"):
                 try:
                     rc = destroy(EnvRequest(tb.env))
                 except (UsageError, RuntimeError) as err:

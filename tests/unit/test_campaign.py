@@ -20,8 +20,9 @@ import pytest
 import yaml
 
 from hpcbench import analysis, cli, paths, sweep
-from hpcbench.campaign import commands, runner, spec
+from hpcbench.campaign import commands, estimate, runner, spec
 from hpcbench.errors import UsageError
+from hpcbench.progress import format_duration
 from hpcbench.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -347,6 +348,69 @@ def test_a_failed_deploy_is_recorded_and_the_next_testbed_runs(
     assert {r["status"] for r in rows if r["testbed"] == "b"} == {"measured"}
     assert "deploy FAILED" in capfd.readouterr().err
     assert fakes.held() == []
+
+
+@pytest.mark.parametrize("fail", [None, "deploy:a"])
+def test_the_eta_on_the_next_testbed_is_its_own_plan(
+    tmp_path: Path, fakes: Fakes, capfd: pytest.CaptureFixture[str], fail: str | None
+) -> None:
+    # Once testbed a is done with (measured, or its deploy failed), the ETA is what b
+    # has left by the plan, at the pace a kept against its own estimates (the fakes take
+    # no time: the fastest pace the clock believes, a quarter). The sweep phase once
+    # told the clock its cells' estimates a second time: "ETA 0s" with 8 minutes left.
+    expect = {"images_per_s": 10, "deploy": "2m", "verify": "1m", "destroy": "30s"}
+    path = base(tmp_path, **{"testbeds.0.expect": expect, "testbeds.1.expect": expect,
+                             "sweep.max_repeats": 3})  # fmt: skip
+    campaign = spec.load(path)
+    b = estimate.testbed(campaign, campaign.testbeds[1], [])  # as planned: nothing run yet
+    left = b.wall_s() - b.phases["deploy"].seconds
+    most = b.wall_max_s() - b.phases["deploy"].seconds
+    assert most > left
+    if fail:
+        fakes.fail[fail] = "it broke"
+    assert cli.main(["campaign", "run", str(path)]) == (1 if fail else 0)
+    line = next(x for x in capfd.readouterr().err.splitlines()
+                if x.startswith("[testbed 2/2 b] deploy ok"))  # fmt: skip
+    assert line.endswith(f"ETA {format_duration(left / 4)} (at most "
+                         f"{format_duration(most / 4)})"), line  # fmt: skip
+
+
+def test_the_eta_tells_each_piece_once_and_drops_what_a_testbed_left() -> None:
+    clock = estimate.Clock()
+    assert clock.eta() is None
+    clock.plan({"a": {"deploy": 100.0, "cell1": 500.0}, "b": {"deploy": 100.0}},
+               {"a": 900.0, "b": 0.0})  # fmt: skip
+    assert clock.eta() == (700.0, 1600.0)
+    clock.finished("a", "deploy", 200.0)  # twice as slow as planned
+    assert clock.eta() == (1200.0, 3000.0)
+    clock.finished("a", "deploy", 200.0)  # told again: nothing more is done
+    clock.finished("a", "sweep", 300.0)  # not in the plan (its cells are)
+    assert clock.eta() == (1200.0, 3000.0)
+    clock.settled("a")  # a failed: its cell will not run, nor can it take longer
+    assert clock.eta() == (200.0, 200.0)
+
+
+def test_the_longest_a_testbed_may_take_is_capped_by_the_sweeps_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expect = {"images_per_s": 10, "deploy": "1m", "verify": "1m", "destroy": "1m"}
+    path = base(tmp_path, **{"testbeds.0.expect": expect, "sweep.max_repeats": 6})
+    campaign = spec.load(path)
+    tb = campaign.testbeds[0]
+    est = estimate.testbed(campaign, tb, [])
+    runs = est.wall_s() - 180.0
+    assert est.wall_max_s() == pytest.approx(180.0 + 6 * runs)  # no budget: 6 repeats
+    # A budget between the repeats every cell runs (1 here) and --max-repeats.
+    budget = base(tmp_path, **{"testbeds.0.expect": expect, "sweep.max_repeats": 6,
+                               "sweep.budget": f"{round(3 * runs)}s"})  # fmt: skip
+    campaign = spec.load(budget)
+    est = estimate.testbed(campaign, campaign.testbeds[0], [])
+    assert est.wall_max_s() == pytest.approx(180.0 + round(3 * runs))
+    # A budget shorter than the repeats every cell runs anyway bounds nothing.
+    short = base(tmp_path, **{"testbeds.0.expect": expect, "sweep.budget": "1s"})
+    campaign = spec.load(short)
+    est = estimate.testbed(campaign, campaign.testbeds[0], [])
+    assert est.wall_max_s() == pytest.approx(est.wall_s())
 
 
 def test_keep_on_failure_keeps_the_failed_testbed_and_says_how_to_remove_it(
