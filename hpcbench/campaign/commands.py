@@ -53,9 +53,10 @@ def plan_lines(campaign: spec.Campaign) -> list[str]:
         unknown |= not est.known
         hours = wall / 3600
         gpu_text = "GPU-hours unknown" if gpus is None else f"{gpus * hours:.1f} GPU-hours"
-        lines.append(f"  wall about {_duration(wall)} (up to {_duration(most)} if every cell "
-                     f"takes --max-repeats {est.most_repeats}), {est.nodes * hours:.1f} "
-                     f"node-hours, {gpu_text}")  # fmt: skip
+        budget = f" within --budget {_duration(est.budget_s)}" if est.budget_s else ""
+        lines.append(f"  wall about {_duration(wall)} (up to {_duration(most)} if cells take "
+                     f"up to --max-repeats {est.most_repeats}{budget}), "
+                     f"{est.nodes * hours:.1f} node-hours, {gpu_text}")  # fmt: skip
         if not est.known:
             lines.append("  cells of unknown length are left out of these sums: give "
                          "`expect: {images_per_s: N}` (one worker) for this testbed")

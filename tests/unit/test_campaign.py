@@ -406,6 +406,10 @@ def test_the_longest_a_testbed_may_take_is_capped_by_the_sweeps_budget(
     campaign = spec.load(budget)
     est = estimate.testbed(campaign, campaign.testbeds[0], [])
     assert est.wall_max_s() == pytest.approx(180.0 + round(3 * runs))
+    assert cli.main(["campaign", "plan", str(budget)]) == 0
+    budget_s = format_duration(round(3 * runs))
+    assert (f"up to {format_duration(180.0 + round(3 * runs))} if cells take up to "
+            f"--max-repeats 6 within --budget {budget_s})") in capsys.readouterr().out
     # A budget shorter than the repeats every cell runs anyway bounds nothing.
     short = base(tmp_path, **{"testbeds.0.expect": expect, "sweep.budget": "1s"})
     campaign = spec.load(short)
