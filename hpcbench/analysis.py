@@ -374,6 +374,7 @@ def _add_scaling(
                 base.step_time_s, [(t, b) for t, b in timeline], model, s.backend, grad_bytes,
                 cpu_s_per_byte=prediction.cpu_work_per_byte(probe),
                 background_share=prediction.background_share(probe),
+                overlap_stretch=prediction.overlap_stretch(probe),
             )
             s.predicted_efficiency = point.efficiency
             s.predicted_cpu_work_s = point.cpu_work_s

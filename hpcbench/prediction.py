@@ -251,10 +251,12 @@ def replay(messages: list[Message], link: Link, fusion: Grouping | None = None) 
 
 
 def _sent(
-    messages: list[Message], cost: Callable[[float], float], fusion: Grouping | None
-) -> tuple[list[Message], float]:
+    messages: list[Message], cost: Callable[[float], float], fusion: Grouping | None,
+    stretch: float = 1.0, until: float = 0.0,
+) -> tuple[list[Message], float]:  # fmt: skip
     """The all-reduces as they go on the link (bytes, start) and when the last ends;
-    cost: seconds on the link for so many bytes."""
+    cost: seconds on the link for so many bytes; before `until` (backward's end) an
+    all-reduce goes `stretch` times slower (_overlapped)."""
     queue = sorted(messages, key=lambda m: m.ready_s) if fusion else messages
     sent: list[Message] = []
     free, i = 0.0, 0
@@ -272,8 +274,18 @@ def _sent(
                 size += queue[i].bytes
                 i += 1
         sent.append(Message(size, start))
-        free = start + cost(size)
+        free = start + _overlapped(cost(size), start, stretch, until)
     return sent, free
+
+
+def _overlapped(cost: float, start: float, stretch: float, until: float) -> float:
+    """How long an all-reduce of `cost` seconds alone takes from `start` when it goes
+    `stretch` times slower until `until` (while backward computes beside it) and at its
+    own speed after."""
+    if stretch <= 1.0 or start >= until:
+        return cost
+    slow = until - start  # seconds of it beside backward
+    return stretch * cost if stretch * cost <= slow else slow + cost - slow / stretch
 
 
 @dataclass(frozen=True)
@@ -339,7 +351,7 @@ class Grouping:
 def _replayed(
     step_time_1: float, grads: list[Message], backward_end: float, link: Link,
     backend: str | Grouping, interference: float = 0.0, cpu_s_per_byte: float = 0.0,
-    background_share: float = 0.0,
+    background_share: float = 0.0, overlap_stretch: float = 1.0,
 ) -> Point:
     """One step at link.workers workers: the gradients' all-reduces (DDP buckets or
     Horovod's fused messages) queue on the link; what runs past backward_end is exposed.
@@ -352,13 +364,17 @@ def _replayed(
     all-reduce is bound by the CPU and the link waits.
     background_share (CPU nodes, measured by the probe): the share of the
     computation's cores the backend's own threads take between all-reduces; the
-    step's computation stretches to T1 / (1 - share)."""
+    step's computation stretches to T1 / (1 - share).
+    overlap_stretch (CPU nodes, measured by the probe): how many times longer an
+    all-reduce takes beside the computation than alone; it goes that much slower
+    until backward ends, and at its own speed after."""
     group = backend if isinstance(backend, Grouping) else Grouping(backend)
     sent: list[Message] = []
     comm_end = 0.0
     if link.workers > 1:
         fusion = group if group.backend == "horovod" else None
-        sent, comm_end = _sent(grads if fusion else group(grads), link.allreduce_time, fusion)
+        sent, comm_end = _sent(grads if fusion else group(grads), link.allreduce_time, fusion,
+                               overlap_stretch, backward_end)  # fmt: skip
     exposed = max(0.0, comm_end - backward_end)
     costs = [(m.ready_s, link.allreduce_time(m.bytes)) for m in sent]
     hidden = sum(max(0.0, min(start + cost, backward_end) - start) for start, cost in costs)
@@ -400,19 +416,23 @@ def predict_measured(
     allreduce_bytes: float | None = None,
     cpu_s_per_byte: float = 0.0,
     background_share: float = 0.0,
+    overlap_stretch: float = 1.0,
 ) -> Point:
     """The point prediction from a measured single-worker step: timeline holds (seconds
     after the step started, bytes) per gradient as backward made them (bench/train.py);
     communication past the last gradient is exposed. allreduce_bytes rescales the
     gradients to what travels (fp16 compression halves it); cpu_s_per_byte and
     background_share: the probe's CPU work per byte and the backend's background share
-    of the computation's cores on CPU nodes (cpu_work_per_byte, background_share)."""
+    of the computation's cores on CPU nodes (cpu_work_per_byte, background_share);
+    overlap_stretch: how much slower the probe's all-reduces ran beside the
+    computation than alone (overlap_stretch())."""
     total = sum(b for _, b in timeline) or 1.0
     scale = (allreduce_bytes or total) / total
     grads = [Message(b * scale, t) for t, b in sorted(timeline)]
     last = max((g.ready_s for g in grads), default=0.0)
     return _replayed(step_time_1, grads, last, link, backend, cpu_s_per_byte=cpu_s_per_byte,
-                     background_share=background_share)  # fmt: skip
+                     background_share=background_share,
+                     overlap_stretch=overlap_stretch)  # fmt: skip
 
 
 def cpu_work_per_byte(probe: dict[str, Any]) -> float:
@@ -427,6 +447,25 @@ def background_share(probe: dict[str, Any]) -> float:
     computation runs alone; 0 where it was not measured: GPUs, older probes, or a
     first version's noise below 0). _replayed caps it."""
     return _cpu_work_figure(probe, "background_share")
+
+
+def overlap_stretch(probe: dict[str, Any]) -> float:
+    """How many times longer the probe's all-reduces of the largest size took beside the
+    computation than alone (bench/allreduce.py's middle phase: its wall time against
+    their number times the size sweep's time for that size), the ranks' mean; 1 where
+    it was not measured (GPUs, older probes) or came out below 1. On nodes of half a
+    core (CFS quota) the backend's threads wait for the quota the computation takes:
+    1.95 at 1 Gbit/s (docs/method.md, "CPU nodes")."""
+    work = probe.get("cpu_work") or {}
+    count, size = work.get("allreduces"), work.get("bytes")
+    alone = [r.get("time_s") for r in probe.get("results") or [] if r.get("bytes") == size]
+    if not count or not alone or not isinstance(alone[0], int | float) or alone[0] <= 0:
+        return 1.0
+    walls = [r["wall_s"] for r in work.get("per_rank") or []
+             if isinstance(r.get("wall_s"), int | float)]  # fmt: skip
+    if not walls:
+        return 1.0
+    return max(1.0, sum(walls) / len(walls) / (count * alone[0]))
 
 
 def _cpu_work_figure(probe: dict[str, Any], key: str) -> float:

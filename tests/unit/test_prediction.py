@@ -116,6 +116,46 @@ def test_cpu_work_per_byte_from_a_probe_record(probe, expected):
     assert prediction.cpu_work_per_byte(probe) == expected
 
 
+def test_an_all_reduce_beside_backward_goes_slower_until_backward_ends():
+    # 1 MB at 1 MB/s (no latency) alone takes 1 s.
+    link = prediction.LinkModel(workers=2, latency_s=0.0, busbw=1e6)
+    cost = link.allreduce_time
+    assert cost(1e6) == pytest.approx(1.0)
+    sent = [prediction.Message(1e6, 0.2)]
+    assert prediction._sent(sent, cost, None)[1] == pytest.approx(1.2)
+    # Beside 0.6 s of backward (until 0.8 s) at half speed it does 0.3 s of its work,
+    # and the other 0.7 s at its own speed after.
+    assert prediction._sent(sent, cost, None, 2.0, 0.8)[1] == pytest.approx(0.2 + 0.6 + 0.7)
+    # Wholly beside backward: k times as long; wholly after it: its own time.
+    assert prediction._overlapped(0.1, 0.0, 3.0, 1.0) == pytest.approx(0.3)
+    assert prediction._overlapped(0.1, 1.0, 3.0, 1.0) == pytest.approx(0.1)
+    # The point: what runs after the last gradient (backward's end) is not slowed.
+    timeline = [(0.2, 1e6)]
+    plain = prediction.predict_measured(1.0, timeline, link, "ddp")
+    assert prediction.predict_measured(1.0, timeline, link, "ddp",
+                                       overlap_stretch=2.0).step_s == plain.step_s  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "probe, expected",
+    [
+        # 5 all-reduces of 64 MiB that took 1.0 s each alone; beside the computation the
+        # ranks' middle phases lasted 9 and 11 s: twice as long.
+        ({"results": [{"bytes": 1024, "time_s": 0.001}, {"bytes": 67108864, "time_s": 1.0}],
+          "cpu_work": {"allreduces": 5, "bytes": 67108864,
+                       "per_rank": [{"wall_s": 9.0}, {"wall_s": 11.0}]}}, 2.0),
+        ({"results": [{"bytes": 67108864, "time_s": 1.0}],
+          "cpu_work": {"allreduces": 5, "bytes": 67108864,
+                       "per_rank": [{"wall_s": 4.5}]}}, 1.0),  # faster by noise: 1
+        ({"results": [{"bytes": 67108864, "time_s": 1.0}]}, 1.0),  # GPU, or an older probe
+        ({"results": [], "cpu_work": {"allreduces": 5, "bytes": 64,
+                                      "per_rank": [{"wall_s": 9.0}]}}, 1.0),
+    ],
+)
+def test_overlap_stretch_from_a_probe_record(probe, expected):
+    assert prediction.overlap_stretch(probe) == pytest.approx(expected)
+
+
 def test_background_stretches_the_computation_of_more_than_one_worker():
     link = prediction.LinkModel(workers=2, latency_s=0.0, busbw=1e15)  # takes no time
     timeline = [(0.5, 1e6), (0.9, 1e6)]
