@@ -187,20 +187,25 @@ class TestbedEstimate:
     def known(self) -> bool:
         return all(e.seconds is not None for _, e in self.cells)
 
-    def wall_s(self, cells: list[Cell] | None = None) -> float:
+    def _runs_s(self, cells: list[Cell] | None) -> float:
+        """The cells' runs at --repeats (every cell where cells is None)."""
         wanted = None if cells is None else {c.id for c in cells}
-        run_s = sum(e.seconds or 0.0 for c, e in self.cells if wanted is None or c.id in wanted)
-        return run_s + sum(e.seconds or 0.0 for e in self.phases.values())
+        return sum(e.seconds or 0.0 for c, e in self.cells if wanted is None or c.id in wanted)
+
+    def _phases_s(self) -> float:
+        return sum(e.seconds or 0.0 for e in self.phases.values())
+
+    def wall_s(self, cells: list[Cell] | None = None) -> float:
+        return self._runs_s(cells) + self._phases_s()
 
     def wall_max_s(self, cells: list[Cell] | None = None) -> float:
         """At most: every cell at --max-repeats, but no longer than --budget allows
         beyond the --repeats every cell runs anyway."""
-        wanted = None if cells is None else {c.id for c in cells}
-        run_s = sum(e.seconds or 0.0 for c, e in self.cells if wanted is None or c.id in wanted)
+        run_s = self._runs_s(cells)
         sweep_s = run_s * self.most_repeats / max(1, self.repeats)
         if self.budget_s is not None:
             sweep_s = min(sweep_s, max(run_s, self.budget_s))
-        return sweep_s + sum(e.seconds or 0.0 for e in self.phases.values())
+        return sweep_s + self._phases_s()
 
     @property
     def nodes(self) -> int:
