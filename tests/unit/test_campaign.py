@@ -394,26 +394,24 @@ def test_the_longest_a_testbed_may_take_is_capped_by_the_sweeps_budget(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     expect = {"images_per_s": 10, "deploy": "1m", "verify": "1m", "destroy": "1m"}
-    path = base(tmp_path, **{"testbeds.0.expect": expect, "sweep.max_repeats": 6})
-    campaign = spec.load(path)
-    tb = campaign.testbeds[0]
-    est = estimate.testbed(campaign, tb, [])
+
+    def first(**changes: Any) -> estimate.TestbedEstimate:
+        campaign = spec.load(base(tmp_path, **{"testbeds.0.expect": expect, **changes}))
+        return estimate.testbed(campaign, campaign.testbeds[0], [])
+
+    est = first(**{"sweep.max_repeats": 6})
     runs = est.wall_s() - 180.0
     assert est.wall_max_s() == pytest.approx(180.0 + 6 * runs)  # no budget: 6 repeats
     # A budget between the repeats every cell runs (1 here) and --max-repeats.
-    budget = base(tmp_path, **{"testbeds.0.expect": expect, "sweep.max_repeats": 6,
-                               "sweep.budget": f"{round(3 * runs)}s"})  # fmt: skip
-    campaign = spec.load(budget)
-    est = estimate.testbed(campaign, campaign.testbeds[0], [])
-    assert est.wall_max_s() == pytest.approx(180.0 + round(3 * runs))
-    assert cli.main(["campaign", "plan", str(budget)]) == 0
+    budget = {"sweep.max_repeats": 6, "sweep.budget": f"{round(3 * runs)}s"}
+    assert first(**budget).wall_max_s() == pytest.approx(180.0 + round(3 * runs))
+    path = base(tmp_path, **{"testbeds.0.expect": expect, **budget})
+    assert cli.main(["campaign", "plan", str(path)]) == 0
     budget_s = format_duration(round(3 * runs))
     assert (f"up to {format_duration(180.0 + round(3 * runs))} if cells take up to "
             f"--max-repeats 6 within --budget {budget_s})") in capsys.readouterr().out
     # A budget shorter than the repeats every cell runs anyway bounds nothing.
-    short = base(tmp_path, **{"testbeds.0.expect": expect, "sweep.budget": "1s"})
-    campaign = spec.load(short)
-    est = estimate.testbed(campaign, campaign.testbeds[0], [])
+    est = first(**{"sweep.budget": "1s"})
     assert est.wall_max_s() == pytest.approx(est.wall_s())
 
 
