@@ -128,10 +128,11 @@ bench-harness: venv
 	@$(PY) evaluation/bench_overhead.py
 	@$(PY) evaluation/bench_fidelity.py --threads 1 --image-size 32 --batch 32 --rounds 6 --max-rounds 20
 
-# On a machine with one CUDA GPU and the stack installed (PY=python3 where torch is
-# system-wide): correctness checks of the GPU path, the per-GPU matrix, fidelity.
+# On a machine with one CUDA GPU and the stack installed (GPU_PY=python3 where torch is
+# system-wide): the GPU table in one go (checks, step modes x batch x AMP, JPEG data,
+# fidelity), no part started after DEADLINE seconds; figures in results/bench-gpu.
 bench-gpu:
-	@$(or $(GPU_PY),$(PY)) evaluation/bench_gpu.py all
+	@$(or $(GPU_PY),$(PY)) evaluation/bench_gpu.py all --deadline-s $(or $(DEADLINE),420)
 
 bench-links: venv
 	@$(PY) evaluation/bench_testbed_links.py --env $(ENV) --rates $(or $(RATES),1gbit,100mbit) \

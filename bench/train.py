@@ -16,7 +16,6 @@ Rank 0 prints one JSON record (prefixed HPCBENCH_RESULT) and writes it to
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import math
@@ -27,12 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpumon  # noqa: E402
+import inputs  # noqa: E402
 import nodemon  # noqa: E402
 import runtime  # noqa: E402  (a sibling module; bench/ is not a package on the nodes)
+import steps  # noqa: E402
 import units  # noqa: E402
 
 MODELS = {
@@ -60,6 +60,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--backend", default="ddp", choices=["horovod", "ddp"])
     p.add_argument("--data", default="synthetic", help="'synthetic' or an ImageNet-layout folder")
     p.add_argument(
+        "--decode",
+        default="auto",
+        choices=inputs.DECODERS,
+        help="real images: decoded by the DataLoader's workers, or on the device "
+        "(decode_jpeg); auto: device on CUDA where it works (bench/data.py)",
+    )
+    p.add_argument(
         "--data-workers",
         type=_count("data-workers"),
         default=4,
@@ -85,8 +92,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--channels-last",
         default="auto",
         choices=["auto", "on", "off"],
-        help="auto: on with CUDA and AMP, where tensor cores want NHWC (DDP only: Horovod "
-        "reduces contiguous tensors only)",
+        help="auto: on with CUDA and AMP, where tensor cores want NHWC",
+    )
+    p.add_argument(
+        "--step",
+        default="eager",
+        choices=steps.STEP_MODES,
+        help="eager; graph: CUDA graphs (CUDA only); compile: torch.compile (bench/steps.py)",
     )
     p.add_argument(
         "--wrap",
@@ -121,12 +133,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=_count("seed"), default=0)
     p.add_argument("--out", default=None, help="also write the JSON record here (rank 0)")
     args = p.parse_args(argv)
-    if args.backend == "horovod" and args.channels_last == "on":
-        # Horovod 0.28 broadcasts and all-reduces contiguous tensors only
-        # (horovod/torch/mpi_ops.py, _check_function); NHWC weights and their gradients
-        # are not contiguous, so the first broadcast_parameters fails (seen on an H100).
-        p.error("--channels-last on does not work with Horovod (it needs contiguous "
-                "tensors): use --backend ddp or --channels-last off")
     if min(args.batch, args.windows, args.steps) < 1 or args.warmup < 0:
         p.error("--batch, --windows and --steps must be >= 1, --warmup >= 0")
     args.image_size = args.image_size or MODELS[args.model]["image_size"]
@@ -134,37 +140,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def precision(args: argparse.Namespace, cuda: bool) -> tuple[bool, bool]:
-    """(fp16 autocast, NHWC): both on by default on CUDA, NHWC only under DDP (Horovod
-    reduces contiguous tensors only, and NHWC gradients are not)."""
+    """(fp16 autocast, NHWC): both on by default on CUDA, under DDP and Horovod alike
+    (Horovod is handed NHWC tensors as contiguous views: steps.ChannelsLastSafe)."""
     amp = args.amp == "on" or (args.amp == "auto" and cuda)
-    channels_last = args.channels_last == "on" or (
-        args.channels_last == "auto" and cuda and amp and args.backend == "ddp"
-    )
+    channels_last = args.channels_last == "on" or (args.channels_last == "auto" and cuda and amp)
     return amp, channels_last
-
-
-def gradient_timeline(
-    model: torch.nn.Module, step: Any, device: torch.device
-) -> list[list[float]]:
-    """[seconds after the step started, bytes] per parameter, in the order backward makes
-    their gradients. On CUDA the moments are CUDA events recorded on the stream, so
-    they say when the gradient's kernels finished, not when they were queued."""
-    marks: list[tuple[Any, int]] = []
-
-    def ready(param: torch.Tensor) -> None:
-        marks.append((runtime.mark(device), param.numel() * param.element_size()))
-
-    hooks = [p.register_post_accumulate_grad_hook(ready) for p in model.parameters()
-             if p.requires_grad]  # fmt: skip
-    try:
-        runtime.synchronize(device)
-        start = runtime.mark(device)
-        step()
-        runtime.synchronize(device)
-    finally:
-        for h in hooks:
-            h.remove()
-    return [[runtime.elapsed_s(start, m), b] for m, b in marks]
 
 
 # Steps timed to size the windows: enough to average out one slow step.
@@ -201,95 +181,6 @@ def build_model(name: str) -> torch.nn.Module:
     return torchvision.models.get_model(name, **kwargs)
 
 
-def loss_of(output: Any, labels: torch.Tensor) -> torch.Tensor:
-    if hasattr(output, "aux_logits") and output.aux_logits is not None:  # Inception's two heads
-        return F.cross_entropy(output.logits, labels) + 0.4 * F.cross_entropy(
-            output.aux_logits, labels
-        )
-    return F.cross_entropy(output, labels)
-
-
-class Batches:
-    """Yields (images, labels, seconds waited for data) on the device."""
-
-    def __init__(
-        self,
-        args: argparse.Namespace,
-        comm: runtime.Comm,
-        device: torch.device,
-        memory_format: torch.memory_format,
-    ) -> None:
-        self.device, self.memory_format = device, memory_format
-        self.synthetic = args.data == "synthetic"
-        if self.synthetic:
-            # One batch made once and reused, as tf_cnn_benchmarks does: no input cost.
-            gen = torch.Generator().manual_seed(args.seed + comm.rank)
-            images = torch.randn(args.batch, 3, args.image_size, args.image_size, generator=gen)
-            labels = torch.randint(0, 1000, (args.batch,), generator=gen)
-            self.fixed = (
-                images.to(device).contiguous(memory_format=memory_format),
-                labels.to(device),
-            )
-            return
-        import torchvision.transforms as T
-        from torch.utils.data import DataLoader, DistributedSampler
-        from torchvision.datasets import ImageFolder
-
-        transform = T.Compose(
-            [
-                T.RandomResizedCrop(args.image_size),
-                T.RandomHorizontalFlip(),
-                T.ToTensor(),
-                T.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]),
-            ]
-        )
-        root = Path(args.data)
-        dataset = ImageFolder(
-            str(root / "train" if (root / "train").is_dir() else root), transform=transform
-        )
-        self.sampler = DistributedSampler(
-            dataset,
-            num_replicas=comm.size,
-            rank=comm.rank,
-            shuffle=True,
-            seed=args.seed,
-            drop_last=True,
-        )
-        if len(self.sampler) < args.batch:
-            raise SystemExit(
-                f"{root}: {len(dataset)} images are too few for batch {args.batch} "
-                f"on {comm.size} workers"
-            )
-        self.loader = DataLoader(
-            dataset,
-            batch_size=args.batch,
-            sampler=self.sampler,
-            drop_last=True,
-            num_workers=args.data_workers,
-            pin_memory=device.type == "cuda",
-            persistent_workers=args.data_workers > 0,
-        )
-        self.epoch = 0
-        self.it = iter(self.loader)
-
-    def next(self) -> tuple[torch.Tensor, torch.Tensor, float]:
-        if self.synthetic:
-            return (*self.fixed, 0.0)
-        start = time.perf_counter()
-        try:
-            images, labels = next(self.it)
-        except StopIteration:
-            self.epoch += 1
-            self.sampler.set_epoch(self.epoch)
-            self.it = iter(self.loader)
-            images, labels = next(self.it)
-        images = images.to(self.device, non_blocking=True).contiguous(
-            memory_format=self.memory_format
-        )
-        labels = labels.to(self.device, non_blocking=True)
-        return images, labels, time.perf_counter() - start
-
-
 def weights_digest(model: torch.nn.Module) -> tuple[str, float]:
     """A strict checksum (SHA-256 of the parameter bytes) and a readable sum."""
     h = hashlib.sha256()
@@ -308,12 +199,20 @@ def main(argv: list[str] | None = None) -> int:
         # Read by hvd.init(), so it must be in the environment first.
         os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(args.fusion_threshold_mb * 1024**2))
     device = runtime.pick_device(args.device)
+    steps.check(args.step, device)
+    steps.before_process_group(args.step, args.backend)
     comm = runtime.connect(args.backend, device, args.dist_backend)
     threads = runtime.set_threads(args.threads, comm.local_size)
     timeline["initialised"] = time.time()
     cuda = device.type == "cuda"
     amp, channels_last = precision(args, cuda)
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    # One worker has nothing to all-reduce: it trains unwrapped, so that X(1) is plain
+    # single-device training and E(N) charges the framework's per-step cost to scaling.
+    wrapped = comm.size > 1 or args.wrap == "on"
+    horovod = wrapped and args.backend == "horovod"
+    capture = steps.capture_kind(args.step, wrapped, args.backend, comm.dist_backend)
+    autocast = steps.autocast_factory(amp, capture)
 
     if cuda:
         # Fixed input shapes: let cuDNN pick its fastest kernels once, during warm-up, as
@@ -324,66 +223,52 @@ def main(argv: list[str] | None = None) -> int:
     params = [p for p in model.parameters() if p.requires_grad]
     grad_bytes = sum(p.numel() * p.element_size() for p in params)
     optimizer = torch.optim.SGD(params, lr=args.lr, momentum=0.9, weight_decay=1e-4)
-    # One worker has nothing to all-reduce: it trains unwrapped, so that X(1) is plain
-    # single-device training and E(N) charges the framework's per-step cost to scaling.
-    wrapped = comm.size > 1 or args.wrap == "on"
-    train_model = model
-    if wrapped and args.backend == "horovod":
+    batches = inputs.Batches(args, comm.rank, comm.size, device, memory_format)
+    if capture == "partial":  # before any wrapper hooks the parameters
+        model = steps.graph_model(model, batches.static()[0], autocast)
+    forward: Any = model
+    if horovod:
         hvd = comm.hvd
-        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        # NHWC tensors go to Horovod as the contiguous views they are (steps.py).
+        hvd.broadcast_parameters(list(steps.contiguous_views(model.state_dict())), root_rank=0)
         hvd.broadcast_optimizer_state(optimizer, root_rank=0)
         compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
         optimizer = hvd.DistributedOptimizer(
-            optimizer, named_parameters=model.named_parameters(), compression=compression
+            optimizer,
+            named_parameters=model.named_parameters(),
+            compression=steps.ChannelsLastSafe(compression),
         )
     elif wrapped:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        train_model = DDP(
-            model,
-            device_ids=[device.index] if cuda else None,
-            bucket_cap_mb=args.bucket_cap_mb,
-            gradient_as_bucket_view=True,
-        )
+        with steps.wrapper_context(capture, device):
+            forward = DDP(
+                model,
+                device_ids=[device.index] if cuda else None,
+                bucket_cap_mb=args.bucket_cap_mb,
+                gradient_as_bucket_view=True,
+            )
         if args.fp16_allreduce:
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-            train_model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+            forward.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    if args.step == "compile":
+        forward = steps.compile_forward(forward)
     scaler = torch.amp.GradScaler("cuda") if amp else None
-    autocast = (
-        (lambda: torch.autocast("cuda", dtype=torch.float16)) if amp else (contextlib.nullcontext)
-    )
-    batches = Batches(args, comm, device, memory_format)
-    train_model.train()
-    timeline["ready"] = time.time()  # model, optimizer and data built; warm-up next
-
-    def step() -> tuple[float, float]:
-        images, labels, waited = batches.next()
-        model.zero_grad(set_to_none=True)  # Horovod's optimizer lacks set_to_none
-        with autocast():
-            loss = loss_of(train_model(images), labels)
-        if scaler is None:
-            loss.backward()
-            optimizer.step()
-        else:
-            scaler.scale(loss).backward()
-            if wrapped and args.backend == "horovod":
-                # Horovod reduces in step(); GradScaler must see reduced gradients.
-                optimizer.synchronize()
-                with optimizer.skip_synchronize():
-                    scaler.step(optimizer)
-            else:
-                scaler.step(optimizer)
-            scaler.update()
-        return waited, loss.detach()
+    forward.train()
+    parts = steps.Parts(model, forward, optimizer, scaler, autocast, horovod)
+    # A whole capture runs its eager steps and captures here.
+    step = steps.make_step(capture, parts, batches, device, ddp=wrapped and args.backend == "ddp",
+                           timeline=comm.size == 1)  # fmt: skip
+    timeline["ready"] = time.time()  # model, optimizer, data and graphs built; warm-up next
 
     for _ in range(args.warmup):
         step()
     runtime.synchronize(device)
-    steps = window_steps(args.steps, args.min_window_s, step, device, comm)
+    per_window = window_steps(args.steps, args.min_window_s, step, device, comm)
     # The single worker's backward as it happens: when each gradient is ready (one step,
     # outside the timed windows); the harness replays the all-reduces against it.
-    grad_timeline = gradient_timeline(model, step, device) if comm.size == 1 else None
+    grad_timeline = step.gradient_timeline(device) if comm.size == 1 else None
     monitor = gpumon.start(device)  # GPU utilisation and memory over the timed windows
     node_before = nodemon.start()  # the node's CPU and network over the same windows
     window_times: list[float] = []
@@ -399,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         if k == 0:
             timeline["first_timed_step"] = time.time()
         waited_total = 0.0
-        for _ in range(steps):
+        for _ in range(per_window):
             waited, loss = step()
             waited_total += waited
         events.end()
@@ -438,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             "data": "synthetic" if args.data == "synthetic" else os.path.abspath(args.data),
             "warmup": args.warmup,
             "windows": args.windows,
-            "steps": steps,
+            "steps": per_window,
             "steps_asked": args.steps,
             "min_window_s": args.min_window_s,
             "workers": comm.size,
@@ -446,6 +331,10 @@ def main(argv: list[str] | None = None) -> int:
             "device": device.type,
             "amp": amp,
             "channels_last": channels_last,
+            "step": args.step,
+            "graph_capture": capture,
+            "graph_eager_steps": getattr(step, "eager_steps", None),
+            "compile_backend": steps.compile_backend() if args.step == "compile" else None,
             "threads": threads,
             "fp16_allreduce": args.fp16_allreduce,
             "wrapped": wrapped,
@@ -460,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
             "rank_window_times": rank_windows,
             "device_window_times": runtime.slowest([g["device_window_times"] for g in gathered]),
             "rank_data_times": rank_data if args.data != "synthetic" else None,
+            "decode": batches.decoder,
+            "decode_note": batches.decode_note or None,
+            "host_decoded": batches.host_decoded if batches.decoder == "device" else None,
             "data_time_fraction": (
                 None
                 if args.data == "synthetic"
@@ -474,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
             "gpu": gpumon.merge([g["gpu"] for g in gathered]),
             "nodes_use": nodemon.merge([g["node"] for g in gathered]),
         }
-        images_per_sec = comm.size * args.batch * steps * args.windows / sum(slowest)
+        images_per_sec = comm.size * args.batch * per_window * args.windows / sum(slowest)
         print(
             f"{args.model} {args.backend} x{comm.size}: {images_per_sec:.1f} images/s",
             file=sys.stderr,

@@ -36,7 +36,7 @@ def workload(args: argparse.Namespace) -> list[str]:
     """The same model, input, batch, steps and threads for both variants."""
     return ["--model", args.model, "--image-size", str(args.image_size), "--batch",
             str(args.batch), "--warmup", str(args.warmup), "--windows", str(args.windows),
-            "--steps", str(args.steps), "--threads", str(args.threads)]
+            "--steps", str(args.steps), "--threads", str(args.threads), "--step", args.step]
 
 
 def plain(args: argparse.Namespace) -> float:
@@ -118,6 +118,7 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--amp", default="off", choices=["on", "off"])
+    p.add_argument("--step", default="eager", choices=["eager", "graph", "compile"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(REPO / "results" / "bench-fidelity"))
     args = p.parse_args()

@@ -5,6 +5,10 @@ one synthetic batch, warm-up, then K windows of B steps timed with
 perf_counter. On a GPU, the same choices the workload makes there: cuDNN
 autotuning, fp16 autocast with a gradient scaler (--amp on), NHWC
 (--channels-last on), and a device synchronisation at each window's end.
+--step graph captures forward, loss and backward in one CUDA graph and runs
+the optimizer eagerly after each replay, written from PyTorch's notes on CUDA
+graphs with AMP ("Usage with torch.cuda.amp"), independently of the
+workload's bench/steps.py; --step compile runs torch.compile on the model.
 Prints images/s (mean over windows) as JSON.
 """
 
@@ -32,6 +36,7 @@ def main() -> None:
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--amp", default="off", choices=["on", "off"])
     p.add_argument("--channels-last", default="off", choices=["on", "off"])
+    p.add_argument("--step", default="eager", choices=["eager", "graph", "compile"])
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -51,23 +56,53 @@ def main() -> None:
     scaler = torch.amp.GradScaler("cuda") if amp else None
     model.train()
 
-    def step() -> None:
-        model.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.float16) if amp else contextlib.nullcontext():
-            out = model(images)
+    forward = torch.compile(model) if args.step == "compile" else model
+    graphed = args.step == "graph"
+
+    def loss_of_batch() -> torch.Tensor:
+        cast = (torch.autocast("cuda", dtype=torch.float16, cache_enabled=not graphed) if amp
+                else contextlib.nullcontext())  # fmt: skip
+        with cast:
+            out = forward(images)
             if hasattr(out, "aux_logits") and out.aux_logits is not None:
-                loss = F.cross_entropy(out.logits, labels) + 0.4 * F.cross_entropy(
+                return F.cross_entropy(out.logits, labels) + 0.4 * F.cross_entropy(
                     out.aux_logits, labels
                 )
-            else:
-                loss = F.cross_entropy(out, labels)
+            return F.cross_entropy(out, labels)
+
+    def backward(loss: torch.Tensor) -> None:
+        (loss if scaler is None else scaler.scale(loss)).backward()
+
+    def optimizer_step() -> None:
         if scaler is None:
-            loss.backward()
             opt.step()
         else:
-            scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
+
+    def eager() -> None:
+        model.zero_grad(set_to_none=True)
+        backward(loss_of_batch())
+        optimizer_step()
+
+    step = eager
+    if graphed:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                eager()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        model.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            backward(loss_of_batch())
+
+        def replay() -> None:
+            graph.replay()
+            optimizer_step()
+
+        step = replay
 
     def sync() -> None:
         if cuda:

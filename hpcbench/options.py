@@ -190,6 +190,20 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
         help="each window lasts at least this long (steps grow to fit; 0: --steps exactly)",
     )
     p.add_argument("--amp", default="auto", choices=["auto", "on", "off"])
+    p.add_argument(
+        "--step",
+        default="eager",
+        choices=["eager", "graph", "compile"],
+        help="how a training step runs: eager; graph: CUDA graphs (CUDA only); compile: "
+        "torch.compile (docs/gpu.md)",
+    )
+    p.add_argument(
+        "--decode",
+        default="auto",
+        choices=["auto", "workers", "device"],
+        help="real images (--data): decoded by DataLoader workers or on the device "
+        "(nvJPEG on CUDA); auto: device on CUDA where it works",
+    )
     p.add_argument("--fp16-allreduce", action="store_true", help="fp16 gradient compression")
     p.add_argument(
         "--fusion-threshold-mb",
@@ -275,6 +289,9 @@ def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
         check_path(args.data, "--data")
         if args.data.startswith("-"):  # bench/train.py would read it as an option
             raise UsageError(f"--data: {args.data[:60]!r} is not a folder; write ./{args.data}")
+    if args.step == "graph" and args.device == "cpu":
+        raise UsageError("--step graph needs CUDA (CUDA graphs): drop --device cpu, or use "
+                         "--step eager or compile")
     return WorkloadSpec(
         model=args.model,
         image_size=image_size,
@@ -287,6 +304,8 @@ def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
         device=args.device,
         threads=args.threads,
         amp=args.amp,
+        step=args.step,
+        decode=args.decode,
         fp16_allreduce=args.fp16_allreduce,
         fusion_threshold_mb=args.fusion_threshold_mb,
         bucket_cap_mb=args.bucket_cap_mb,

@@ -264,6 +264,8 @@ class WorkloadSpec:
     device: str = "auto"
     threads: int = 0
     amp: str = "auto"
+    step: str = "eager"  # bench/steps.py: eager, graph (CUDA graphs), compile
+    decode: str = "auto"  # bench/inputs.py: where real images are decoded
     fp16_allreduce: bool = False
     fusion_threshold_mb: float | None = None
     bucket_cap_mb: float | None = None

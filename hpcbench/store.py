@@ -57,9 +57,16 @@ METHOD_FIELDS = (
 )  # fmt: skip
 
 
+# Method fields added later, with the value every earlier run had: written only when a run
+# asks for another, so that a store from before them keeps its labels and resumes.
+METHOD_FIELDS_LATER = {"step": "eager", "decode": "auto"}
+
+
 def method_label(values: dict[str, Any]) -> str:
     """One readable string (a store key and a report line): 'link_rate=1gbit launcher=...'."""
-    return " ".join(f"{f}={values.get(f)}" for f in METHOD_FIELDS)
+    later = [f"{f}={values.get(f, usual)}" for f, usual in METHOD_FIELDS_LATER.items()
+             if values.get(f, usual) != usual]  # fmt: skip
+    return " ".join([f"{f}={values.get(f)}" for f in METHOD_FIELDS] + later)
 
 
 def config_key(record: dict[str, Any]) -> tuple:

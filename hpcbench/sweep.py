@@ -47,6 +47,13 @@ WORKLOAD_FIELDS = (
     "device",
     "amp",
     "channels_last",
+    "step",
+    "graph_capture",
+    "graph_eager_steps",
+    "compile_backend",
+    "decode",
+    "decode_note",
+    "host_decoded",
     "threads",
     "fp16_allreduce",
     "wrapped",
@@ -109,7 +116,8 @@ def workload_args(workload: WorkloadSpec, backend: str, batch: int) -> list[str]
         "--min-window-s": workload.min_window_s or None, "--device": workload.device,
         "--threads": workload.threads, "--data-workers": workload.data_workers,
         "--amp": workload.amp, "--fusion-threshold-mb": workload.fusion_threshold_mb,
-        "--bucket-cap-mb": workload.bucket_cap_mb,
+        "--bucket-cap-mb": workload.bucket_cap_mb, "--step": workload.step,
+        "--decode": workload.decode,
     }  # fmt: skip
     out = [str(x) for option, value in options.items() if value is not None
            for x in (option, value)]  # fmt: skip
@@ -140,7 +148,8 @@ def base_record(
         "seed": seed,
     }
     asked = {"min_window_s": workload.min_window_s, "device": workload.device,
-             "amp": workload.amp, "threads": workload.threads}  # fmt: skip
+             "amp": workload.amp, "threads": workload.threads, "step": workload.step,
+             "decode": workload.decode}  # fmt: skip
     record["method"] = method_label({**record, **asked})
     return record
 

@@ -161,6 +161,7 @@ def test_workload_args_pass_the_options_through():
     )
     argv = sweep.workload_args(workload, "ddp", 16)
     assert argv[argv.index("--batch") + 1] == "16"
+    assert argv[argv.index("--step") + 1] == "eager" and argv[argv.index("--decode") + 1] == "auto"
     assert "--fp16-allreduce" in argv and argv[argv.index("--bucket-cap-mb") + 1] == "5.0"
     assert "--fusion-threshold-mb" not in argv
 
@@ -186,6 +187,10 @@ def _held_like_this_sweep(tmp_path, **workload) -> None:
         (["--windows", "9"], True),
         (["--amp", "off"], True),
         (["--threads", "1"], True),
+        (["--step", "compile"], True),
+        (["--decode", "device"], True),
+        # The fields' defaults are what every run before them did: same method.
+        (["--step", "eager", "--decode", "auto"], False),
     ],
 )
 def test_resume_never_counts_a_run_made_another_way(tmp_path, capsys, extra, todo):
@@ -195,6 +200,17 @@ def test_resume_never_counts_a_run_made_another_way(tmp_path, capsys, extra, tod
     assert _scale(tmp_path, *argv) == 0
     out = capsys.readouterr()
     assert ("nothing to do" in out.err) is (not todo), out
+
+
+def test_a_method_label_from_before_the_step_modes_is_an_eager_one():
+    from hpcbench import store
+
+    values = {f: f"v{i}" for i, f in enumerate(store.METHOD_FIELDS)}
+    before = " ".join(f"{f}={values[f]}" for f in store.METHOD_FIELDS)  # the old label
+    assert store.method_label(values) == before
+    assert store.method_label({**values, "step": "eager", "decode": "auto"}) == before
+    graph = store.method_label({**values, "step": "graph"})
+    assert graph == before + " step=graph" and "decode" not in graph
 
 
 def test_the_report_never_pools_runs_made_another_way():

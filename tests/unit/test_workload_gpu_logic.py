@@ -26,22 +26,17 @@ TINY = ["--model", "resnet18", "--image-size", "32", "--batch", "2", "--warmup",
         "--windows", "2", "--steps", "1", "--threads", "1", "--device", "cpu"]
 
 
-def test_horovod_never_gets_channels_last() -> None:
-    # Horovod's broadcast_parameters refused NHWC weights on the H100 ("Tensor is
-    # required to be contiguous"): auto keeps Horovod in NCHW, DDP goes NHWC with AMP.
-    hvd = train.parse_args(["--backend", "horovod", "--amp", "on"])
-    ddp = train.parse_args(["--backend", "ddp", "--amp", "on"])
-    assert train.precision(hvd, cuda=True) == (True, False)
-    assert train.precision(ddp, cuda=True) == (True, True)
-    assert train.precision(ddp, cuda=False) == (True, False)
+def test_nhwc_with_amp_on_cuda_under_both_backends() -> None:
+    # Horovod now takes NHWC as the contiguous views it is (steps.ChannelsLastSafe), so auto
+    # gives both backends NHWC with AMP on CUDA, and neither without CUDA or AMP.
+    for backend in ("horovod", "ddp"):
+        args = train.parse_args(["--backend", backend, "--amp", "on"])
+        assert train.precision(args, cuda=True) == (True, True)
+        assert train.precision(args, cuda=False) == (True, False)
+    assert train.precision(train.parse_args(["--amp", "off"]), cuda=True) == (False, False)
     assert train.precision(train.parse_args([]), cuda=False) == (False, False)
-
-
-def test_channels_last_on_with_horovod_is_refused(capsys: pytest.CaptureFixture) -> None:
-    with pytest.raises(SystemExit) as exc:
-        train.parse_args(["--backend", "horovod", "--channels-last", "on"])
-    assert exc.value.code == 2
-    assert "contiguous" in capsys.readouterr().err
+    on = train.parse_args(["--backend", "horovod", "--channels-last", "on"])
+    assert train.precision(on, cuda=False) == (False, True)
 
 
 def test_dist_backend_rules() -> None:

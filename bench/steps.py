@@ -1,0 +1,339 @@
+"""How the workload runs one training step (train.py --step).
+
+eager    PyTorch's default: every kernel is launched from Python, every step.
+graph    CUDA graphs (CUDA only): the kernels are captured once and replayed,
+         so the host launches a step in a few calls whatever the model's size.
+         The optimizer step, and AMP's gradient scaler with it, runs eagerly
+         after the replay, as PyTorch's notes on CUDA graphs with AMP describe
+         (docs/source/notes/cuda.rst, "Usage with torch.cuda.amp": the
+         scaler's step syncs with the host, which a capture forbids).
+         Two ways, by where the gradient all-reduce can run:
+         - whole: forward with the loss, and the whole backward, captured as
+           two graphs sharing one memory pool. Single workers, and DDP over
+           NCCL, whose bucketed all-reduces are captured in the backward and
+           overlap it as in eager ("Usage with DistributedDataParallel", NCCL
+           >= 2.9.6: DDP built on a side stream, 11 eager steps before the
+           capture, NCCL's async error handling off).
+         - partial: the model's forward and backward graphed with
+           make_graphed_callables before the wrapper is built, the all-reduces
+           run outside the graph as backward returns ("NCCL < 2.9.6": the
+           same recipe). Horovod (its all-reduces run in its own thread, which
+           a capture forbids) and DDP over Gloo (host memory).
+compile  torch.compile (TorchInductor, default mode): fused kernels, still
+         launched from Python each step; CPU and CUDA alike. DDP is compiled
+         around the wrapper (its DDPOptimizer splits the graph at the buckets),
+         Horovod's hooks fire as the compiled backward returns.
+
+Runs on the nodes: never imports hpcbench.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+STEP_MODES = ("eager", "graph", "compile")
+# PyTorch's notes, "Usage with DistributedDataParallel": "Your warmup must run at least
+# 11 DDP-enabled eager iterations before capture". Without DDP, cuDNN's autotuning and
+# the optimizer's lazily made state need one; three as in the notes' own examples.
+DDP_EAGER_STEPS = 11
+EAGER_STEPS = 3
+
+
+def check(mode: str, device: torch.device) -> None:
+    """One line and exit status 2 for a mode the device cannot run."""
+    if mode == "graph" and device.type != "cuda":
+        print("train.py: --step graph needs a CUDA device (CUDA graphs); on the CPU use "
+              "--step eager or --step compile", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def capture_kind(mode: str, wrapped: bool, backend: str, dist_backend: str) -> str | None:
+    """'whole', 'partial' (graph mode, see the module's text) or None (no graphs)."""
+    if mode != "graph":
+        return None
+    if not wrapped or (backend == "ddp" and dist_backend == "nccl"):
+        return "whole"
+    return "partial"
+
+
+def before_process_group(mode: str, backend: str) -> None:
+    """What must hold before the process group exists (the world size, which decides the
+    capture, is not known yet: set for every DDP run in graph mode, a no-op for others)."""
+    if mode == "graph" and backend == "ddp":
+        # "Disable DDP's internal async error handling" before init_process_group, for a
+        # whole capture over NCCL; the variable's name before and after torch 2.2.
+        os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")
+        os.environ.setdefault("NCCL_ASYNC_ERROR_HANDLING", "0")
+
+
+def autocast_factory(amp: bool, capture: str | None) -> Callable[[], Any]:
+    """fp16 autocast (or nothing); without its weight cache under graphs, which forbid it
+    (make_graphed_callables raises; a whole capture would keep casts of the first step)."""
+    if not amp:
+        return contextlib.nullcontext
+    cache = capture is None
+    return lambda: torch.autocast("cuda", dtype=torch.float16, cache_enabled=cache)
+
+
+def loss_of(output: Any, labels: torch.Tensor) -> torch.Tensor:
+    if hasattr(output, "aux_logits") and output.aux_logits is not None:  # Inception's two heads
+        return F.cross_entropy(output.logits, labels) + 0.4 * F.cross_entropy(
+            output.aux_logits, labels
+        )
+    return F.cross_entropy(output, labels)
+
+
+@dataclass
+class Parts:
+    """What a step works with. `model` is the plain module (weights, hooks); `forward`
+    is the module as trained: wrapped by DDP, graphed or compiled."""
+
+    model: torch.nn.Module
+    forward: Callable[[torch.Tensor], Any]
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler | None
+    autocast: Callable[[], Any]
+    horovod: bool = False  # Horovod's DistributedOptimizer: it reduces in step()
+
+
+def backward(parts: Parts, loss: torch.Tensor) -> None:
+    (loss if parts.scaler is None else parts.scaler.scale(loss)).backward()
+
+
+def update(parts: Parts) -> None:
+    """The optimizer step after backward, with AMP's scaler where there is one."""
+    if parts.scaler is None:
+        parts.optimizer.step()
+        return
+    if parts.horovod:
+        # Horovod reduces in step(); the scaler must see the reduced gradients.
+        parts.optimizer.synchronize()  # type: ignore[attr-defined]
+        with parts.optimizer.skip_synchronize():  # type: ignore[attr-defined]
+            parts.scaler.step(parts.optimizer)
+    else:
+        parts.scaler.step(parts.optimizer)
+    parts.scaler.update()
+
+
+def eager_step(parts: Parts, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    parts.model.zero_grad(set_to_none=True)  # Horovod's optimizer lacks set_to_none
+    with parts.autocast():
+        loss = loss_of(parts.forward(images), labels)
+    backward(parts, loss)
+    update(parts)
+    return loss.detach()
+
+
+def graph_model(model: torch.nn.Module, sample: torch.Tensor, autocast: Callable[[], Any]
+                ) -> torch.nn.Module:  # fmt: skip
+    """Partial capture: the module's forward and backward as CUDA graphs; call before any
+    wrapper hooks its parameters (make_graphed_callables refuses modules with hooks)."""
+    with autocast():
+        return torch.cuda.make_graphed_callables(model, (sample,))
+
+
+class Step:
+    """One training step as the mode runs it: call it for (seconds waited for data,
+    the loss as a tensor)."""
+
+    def __init__(self, parts: Parts, batches: Any) -> None:
+        self.parts, self.batches = parts, batches
+
+    def __call__(self) -> tuple[float, torch.Tensor]:
+        images, labels, waited = self.batches.next()
+        return waited, eager_step(self.parts, images, labels)
+
+    def gradient_timeline(self, device: torch.device) -> list[list[float]]:
+        """[seconds after the step started, bytes] per parameter, in the order backward
+        makes their gradients (one step, outside the timed windows)."""
+        return hooked_timeline(self.parts.model, self, device)[0]
+
+
+class GraphStep(Step):
+    """Whole capture: forward with the loss, and backward, replayed as two CUDA graphs;
+    the optimizer runs eagerly after them. Built after the eager steps the capture
+    needs (cuDNN's autotuning, the optimizer's state, DDP's bucket rebuild), which run
+    on a side stream as PyTorch's notes do; the first of them is timed for the
+    gradient timeline when `timeline` is set."""
+
+    def __init__(self, parts: Parts, batches: Any, eager_steps: int, device: torch.device,
+                 timeline: bool = False) -> None:  # fmt: skip
+        super().__init__(parts, batches)
+        self.eager_steps = eager_steps
+        self._eager_timeline: tuple[list[list[float]], float] | None = None
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for k in range(eager_steps):
+                if timeline and k == eager_steps - 1:  # the last: autotuning is done
+                    self._eager_timeline = hooked_timeline(
+                        parts.model, lambda: Step.__call__(self), device, forward_end=True
+                    )
+                else:
+                    super().__call__()
+        torch.cuda.current_stream(device).wait_stream(side)
+        self.images, self.labels = batches.static()
+        # Gradients set to None: the captured backward allocates them in the graph's pool
+        # and each replay refills them in place (no zero_grad between replays).
+        parts.model.zero_grad(set_to_none=True)
+        self.forward_graph, self.backward_graph = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+        # thread_local: the decode thread and the loader's pin-memory thread go on with
+        # their own CUDA work while this thread captures (global mode would fail them).
+        with torch.cuda.graph(self.forward_graph, capture_error_mode="thread_local"):
+            with parts.autocast():
+                self.loss = loss_of(parts.forward(self.images), self.labels)
+            scaled = self.loss if parts.scaler is None else parts.scaler.scale(self.loss)
+        with torch.cuda.graph(self.backward_graph, pool=self.forward_graph.pool(),
+                              capture_error_mode="thread_local"):
+            scaled.backward()
+
+    def __call__(self) -> tuple[float, torch.Tensor]:
+        images, labels, waited = self.batches.next()
+        if images.data_ptr() != self.images.data_ptr():  # real data: into the graph's input
+            self.images.copy_(images, non_blocking=True)
+            self.labels.copy_(labels, non_blocking=True)
+        self.forward_graph.replay()
+        self.backward_graph.replay()
+        update(self.parts)
+        return waited, self.loss.detach()
+
+    def gradient_timeline(self, device: torch.device) -> list[list[float]]:
+        """The eager step's gradient moments, their backward part stretched to the
+        replayed backward graph's length (a graph has no hooks to time): the order and
+        the relative spacing are eager's, the start and the length the graph's."""
+        if self._eager_timeline is None:
+            return []
+        marks, forward_end = self._eager_timeline
+        torch.cuda.synchronize(device)
+        start, middle, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        start.record()
+        self.forward_graph.replay()
+        middle.record()
+        self.backward_graph.replay()
+        end.record()
+        update(self.parts)
+        torch.cuda.synchronize(device)
+        forward_s = start.elapsed_time(middle) / 1000.0
+        backward_s = middle.elapsed_time(end) / 1000.0
+        return stretch(marks, forward_end, forward_s, backward_s)
+
+
+def stretch(marks: list[list[float]], forward_end: float, forward_s: float,
+            backward_s: float) -> list[list[float]]:  # fmt: skip
+    """Moments of an eager backward (after forward_end) mapped onto a backward that starts
+    at forward_s and lasts backward_s; the last gradient lands at its end."""
+    if not marks:
+        return []
+    span = max(marks[-1][0] - forward_end, 1e-9)
+    return [[forward_s + max(t - forward_end, 0.0) / span * backward_s, b] for t, b in marks]
+
+
+def hooked_timeline(model: torch.nn.Module, step: Callable[[], Any], device: torch.device,
+                    forward_end: bool = False) -> tuple[list[list[float]], float]:  # fmt: skip
+    """Run one step with a mark at each gradient's accumulation (and, if asked, one where
+    the model's forward ends): ([[seconds after the step started, bytes]], forward's end
+    or 0). On CUDA the marks are events recorded on the stream, so they say when the
+    kernels finished, not when they were queued. No module hook unless asked: one added
+    to a compiled model would have it compiled again."""
+    import runtime  # a sibling module; imported here so that steps.py stands alone in tests
+
+    marks: list[tuple[Any, int]] = []
+    ends: list[Any] = []
+
+    def ready(param: torch.Tensor) -> None:
+        marks.append((runtime.mark(device), param.numel() * param.element_size()))
+
+    hooks = [p.register_post_accumulate_grad_hook(ready) for p in model.parameters()
+             if p.requires_grad]  # fmt: skip
+    if forward_end:
+        hooks.append(model.register_forward_hook(lambda *_: ends.append(runtime.mark(device))))
+    try:
+        runtime.synchronize(device)
+        start = runtime.mark(device)
+        step()
+        runtime.synchronize(device)
+    finally:
+        for h in hooks:
+            h.remove()
+    ended = runtime.elapsed_s(start, ends[0]) if ends else 0.0
+    return [[runtime.elapsed_s(start, m), b] for m, b in marks], ended
+
+
+def make_step(capture: str | None, parts: Parts, batches: Any, device: torch.device, ddp: bool,
+              timeline: bool) -> Step:  # fmt: skip
+    if capture == "whole":
+        eager = DDP_EAGER_STEPS if ddp else EAGER_STEPS
+        return GraphStep(parts, batches, eager, device, timeline)
+    return Step(parts, batches)
+
+
+def wrapper_context(capture: str | None, device: torch.device) -> Any:
+    """Where DDP is built: on a side stream before a whole capture (PyTorch's notes: "DDP
+    must be constructed in a side-stream context"), else where it is."""
+    if capture == "whole":
+        return torch.cuda.stream(torch.cuda.Stream(device))
+    return contextlib.nullcontext()
+
+
+# torch.compile's backend: TorchInductor. The variable names another for tests and
+# debugging (aot_eager traces forward and backward as inductor does but generates no
+# kernels, so it costs seconds rather than minutes on a small CPU); the record says which.
+COMPILE_BACKEND_VARIABLE = "HPCBENCH_COMPILE_BACKEND"
+
+
+def compile_backend() -> str:
+    return os.environ.get(COMPILE_BACKEND_VARIABLE) or "inductor"
+
+
+def compile_forward(forward: Callable[..., Any]) -> Callable[..., Any]:
+    """torch.compile in its default mode (no CUDA graphs of its own)."""
+    return torch.compile(forward, backend=compile_backend())
+
+
+# ------------------------------------------------------------------ NHWC under Horovod
+class ChannelsLastSafe:
+    """A Horovod compressor around another one that hands Horovod NHWC tensors as the
+    NHWC-ordered views they are in memory. Horovod reduces and broadcasts only tensors
+    that are contiguous in PyTorch's default order (horovod/torch/mpi_ops.py,
+    _check_function: `if not tensor.is_contiguous()`), and the gradient of an NHWC
+    weight is NHWC. `t.permute(0, 2, 3, 1)` of a channels_last tensor is contiguous and
+    shares its memory, so the in-place all-reduce sums the gradient itself; decompress
+    turns the result back (horovod/torch/optimizer.py, synchronize:
+    `p.grad.set_(self._compression.decompress(output, ctx))`)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def compress(self, tensor: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        compressed, ctx = self.inner.compress(tensor)
+        flat = as_contiguous_view(compressed)
+        return flat, (ctx, flat is not compressed)
+
+    def decompress(self, tensor: torch.Tensor, ctx: Any) -> torch.Tensor:
+        inner_ctx, permuted = ctx
+        return self.inner.decompress(tensor.permute(0, 3, 1, 2) if permuted else tensor,
+                                     inner_ctx)  # fmt: skip
+
+
+def as_contiguous_view(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor itself if it is contiguous; an NHWC tensor as its NHWC-ordered view (same
+    memory, contiguous); anything else is left for Horovod to refuse."""
+    if tensor.is_contiguous() or tensor.dim() != 4:
+        return tensor
+    if tensor.is_contiguous(memory_format=torch.channels_last):
+        return tensor.permute(0, 2, 3, 1)
+    return tensor
+
+
+def contiguous_views(tensors: dict[str, torch.Tensor]) -> Iterator[tuple[str, torch.Tensor]]:
+    """A state_dict's tensors as views Horovod's broadcast takes (see ChannelsLastSafe)."""
+    for name, t in sorted(tensors.items()):
+        yield name, as_contiguous_view(t)
