@@ -4,10 +4,12 @@ Real images are decoded one of two ways (train.py --decode):
 - workers: PIL in DataLoader worker processes, then RandomResizedCrop, flip and
   normalise on the host, as torchvision's ImageNet reference does; the host's
   cores bound the rate (a few hundred images/s per core for ImageNet-sized JPEGs).
-- device: the workers only read the files' bytes; torchvision.io.decode_jpeg
-  decodes a whole batch on the training device (nvJPEG on CUDA), and the crop,
-  resize, flip and normalisation run there too, in a thread of their own on a
-  stream of their own, one batch ahead of training. A file nvJPEG refuses (PNG
+- device: the workers only read the files' bytes (handed over through their
+  pipe, not shared memory: one object a file); torchvision.io.decode_jpeg
+  decodes a whole batch on the training device (nvJPEG on CUDA; torchvision
+  serialises its calls), and the crop, resize, flip and normalisation run
+  there too, in DECODE_THREADS threads each on a CUDA stream of its own, a few
+  batches ahead of training. A file nvJPEG refuses (PNG
   or CMYK JPEGs, a handful in ImageNet) is decoded on the host instead and
   counted. On the CPU the same code runs on the CPU.
 auto is device on CUDA where decode_jpeg works there, workers otherwise; the
@@ -38,7 +40,11 @@ STD = (0.229, 0.224, 0.225)
 # the image's area and the aspect ratio a crop is drawn from.
 SCALE = (0.08, 1.0)
 RATIO = (3 / 4, 4 / 3)
-PREFETCH = 2  # batches decoded ahead of training
+PREFETCH = 4  # batches decoded ahead of training
+# Threads decoding batches: torchvision holds one lock over decode_jpeg on CUDA, so more
+# threads overlap the rest (reading the workers' bytes, cropping, launching kernels);
+# one thread of the run measured on an H100 fed 1667 images/s (docs/benchmarks.md).
+DECODE_THREADS = 3
 
 
 def device_decode_works(device: torch.device) -> str:
@@ -145,14 +151,15 @@ class Batches:
         # the first batch, not here: a CUDA graph captured before (a partial capture)
         # must not see another thread's CUDA work.
         self.it: Any = None
-        self.rng = random.Random(args.seed * 7919 + rank)
+        self.seed = args.seed * 7919 + rank
         if self.decoder == "device":
             # Made once here: a tensor from a Python list is a blocking copy to the GPU.
             self._mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1) * 255
             self._std = torch.tensor(STD, device=device).view(1, 3, 1, 1) * 255
             self._ready: queue.Queue[Any] = queue.Queue(maxsize=PREFETCH)
-            self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-            self._thread = threading.Thread(target=self._produce, name="decode", daemon=True)
+            self._lock = threading.Lock()  # the loader's iterator and host_decoded
+            self._threads = [threading.Thread(target=self._produce, args=(k,), daemon=True,
+                                              name=f"decode{k}") for k in range(DECODE_THREADS)]
 
     def static(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self._static is None:
@@ -180,8 +187,9 @@ class Batches:
             return (*self._static, 0.0)
         start = time.perf_counter()
         if self.decoder == "device":
-            if not self._thread.is_alive() and self._thread.ident is None:
-                self._thread.start()
+            if self._threads[0].ident is None:
+                for thread in self._threads:
+                    thread.start()
             item = self._ready.get()
             if isinstance(item, BaseException):
                 raise item
@@ -199,48 +207,52 @@ class Batches:
         labels = labels.to(self.device, non_blocking=True)
         return images, labels, time.perf_counter() - start
 
-    def _produce(self) -> None:
-        """The decode thread: batches of bytes from the workers, decoded and augmented on
-        the device on a stream of their own, handed over with the event that ends them."""
-        stream = torch.cuda.stream(self._stream) if self._stream is not None else (
-            contextlib.nullcontext())  # fmt: skip
+    def _produce(self, k: int) -> None:
+        """Decode thread k: batches of bytes from the workers, decoded and augmented on
+        the device on a stream of its own, handed over with the event that ends them."""
+        rng = random.Random(self.seed * 31 + k)
+        cuda = self.device.type == "cuda"
+        stream = torch.cuda.Stream(self.device) if cuda else None
         try:
-            with stream:
+            with torch.cuda.stream(stream) if cuda else contextlib.nullcontext():
                 while True:
-                    encoded, labels = self._loaded()
-                    images = self.decode(encoded)
+                    with self._lock:
+                        encoded, labels = self._loaded()
+                    images = self.decode(encoded, rng)
                     labels = labels.to(self.device, non_blocking=True)
                     done = None
-                    if self._stream is not None:
+                    if stream is not None:
                         done = torch.cuda.Event()
-                        done.record(self._stream)
+                        done.record(stream)
                     self._ready.put((images, labels, done))
         except BaseException as exc:  # training re-raises it at its next batch
             self._ready.put(exc)
 
-    def decode(self, encoded: list[torch.Tensor]) -> torch.Tensor:
+    def decode(self, encoded: list[bytes], rng: random.Random) -> torch.Tensor:
         """A batch of encoded files to normalised, augmented images on the device."""
         from torchvision.io import ImageReadMode, decode_jpeg
 
+        files = [as_tensor(data) for data in encoded]
         try:
-            decoded = decode_jpeg(encoded, mode=ImageReadMode.RGB, device=self.device)
+            decoded = decode_jpeg(files, mode=ImageReadMode.RGB, device=self.device)
         except (RuntimeError, ValueError):  # one file it cannot take: decode file by file
             decoded = []
-            for data in encoded:
+            for data in files:
                 try:
                     decoded += decode_jpeg([data], mode=ImageReadMode.RGB, device=self.device)
                 except (RuntimeError, ValueError):
-                    self.host_decoded += 1
+                    with self._lock:
+                        self.host_decoded += 1
                     decoded.append(host_decode(data).to(self.device))
-        size = self.image_size
-        out = torch.empty((len(decoded), 3, size, size), device=self.device)
-        for i, image in enumerate(decoded):
-            top, left, h, w = random_crop_box(image.shape[1], image.shape[2], self.rng)
+        size, resized = self.image_size, []
+        for image in decoded:
+            top, left, h, w = random_crop_box(image.shape[1], image.shape[2], rng)
             crop = image[None, :, top:top + h, left:left + w].float()
-            resized = F.interpolate(crop, size=(size, size), mode="bilinear",
-                                    align_corners=False, antialias=True)  # fmt: skip
-            out[i] = resized[0].flip(-1) if self.rng.random() < 0.5 else resized[0]
-        return out.sub_(self._mean).div_(self._std).contiguous(memory_format=self.memory_format)
+            one = F.interpolate(crop, size=(size, size), mode="bilinear", align_corners=False,
+                                antialias=True)  # fmt: skip
+            resized.append(one.flip(-1) if rng.random() < 0.5 else one)
+        out = torch.cat(resized).sub_(self._mean).div_(self._std)
+        return out.contiguous(memory_format=self.memory_format)
 
 
 def host_decode(data: torch.Tensor) -> torch.Tensor:
@@ -255,17 +267,22 @@ def host_decode(data: torch.Tensor) -> torch.Tensor:
         ) from None
 
 
-def read_bytes(path: str) -> torch.Tensor:
-    """A file's bytes as a uint8 tensor: what decode_jpeg takes."""
+def read_bytes(path: str) -> bytes:
+    """A file's bytes, as the workers hand them over (pickled through their pipe)."""
     with open(path, "rb") as f:
-        data = f.read()
-    # frombuffer refuses an empty buffer; an empty file is the decoder's to refuse.
-    return torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.empty(
-        0, dtype=torch.uint8)  # fmt: skip
+        return f.read()
 
 
-def bytes_batch(items: list[tuple[torch.Tensor, int]]) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Collate files of different lengths: a list of byte tensors, one tensor of labels."""
+def as_tensor(data: bytes) -> torch.Tensor:
+    """Bytes as the uint8 tensor decode_jpeg takes (frombuffer refuses an empty buffer;
+    an empty file is the decoder's to refuse)."""
+    if not data:
+        return torch.empty(0, dtype=torch.uint8)
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+
+def bytes_batch(items: list[tuple[bytes, int]]) -> tuple[list[bytes], torch.Tensor]:
+    """Collate files of different lengths: a list of bytes, one tensor of labels."""
     return [data for data, _ in items], torch.tensor([label for _, label in items])
 
 

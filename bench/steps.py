@@ -3,22 +3,21 @@
 eager    PyTorch's default: every kernel is launched from Python, every step.
 graph    CUDA graphs (CUDA only): the kernels are captured once and replayed,
          so the host launches a step in a few calls whatever the model's size.
-         The optimizer step, and AMP's gradient scaler with it, runs eagerly
-         after the replay, as PyTorch's notes on CUDA graphs with AMP describe
-         (docs/source/notes/cuda.rst, "Usage with torch.cuda.amp": the
-         scaler's step syncs with the host, which a capture forbids).
          Two ways, by where the gradient all-reduce can run:
-         - whole: forward with the loss, and the whole backward, captured as
-           two graphs sharing one memory pool. Single workers, and DDP over
-           NCCL, whose bucketed all-reduces are captured in the backward and
-           overlap it as in eager ("Usage with DistributedDataParallel", NCCL
-           >= 2.9.6: DDP built on a side stream, 11 eager steps before the
-           capture, NCCL's async error handling off).
+         - whole: forward with the loss, the whole backward, and the optimizer
+           step with AMP's gradient scaler, captured as three graphs sharing
+           one memory pool; SGD runs fused, so that the scaler's step needs no
+           host sync (GraphStep). Single workers, and DDP over NCCL, whose
+           bucketed all-reduces are captured in the backward and overlap it as
+           in eager ("Usage with DistributedDataParallel", NCCL >= 2.9.6: DDP
+           built on a side stream, 11 eager steps before the capture, NCCL's
+           async error handling off).
          - partial: the model's forward and backward graphed with
            make_graphed_callables before the wrapper is built, the all-reduces
            run outside the graph as backward returns ("NCCL < 2.9.6": the
-           same recipe). Horovod (its all-reduces run in its own thread, which
-           a capture forbids) and DDP over Gloo (host memory).
+           same recipe), the optimizer eagerly after them. Horovod (its
+           all-reduces run in its own thread, which a capture forbids) and DDP
+           over Gloo (host memory).
 compile  torch.compile (TorchInductor, default mode): fused kernels, still
          launched from Python each step; CPU and CUDA alike. DDP is compiled
          around the wrapper (its DDPOptimizer splits the graph at the buckets),
@@ -158,10 +157,14 @@ class Step:
 
 
 class GraphStep(Step):
-    """Whole capture: forward with the loss, and backward, replayed as two CUDA graphs;
-    the optimizer runs eagerly after them. Built after the eager steps the capture
-    needs (cuDNN's autotuning, the optimizer's state, DDP's bucket rebuild), which run
-    on a side stream as PyTorch's notes do; the first of them is timed for the
+    """Whole capture: forward with the loss, backward, and the optimizer step with AMP's
+    scaler, replayed as three CUDA graphs sharing one pool (three, so that forward and
+    backward can be timed apart). The optimizer must be fused (fused_optimizer): the
+    scaler then hands it the scale and an inf flag as tensors instead of reading the
+    flag on the host (torch/amp/grad_scaler.py, step: `_step_supports_amp_scaling`),
+    and nothing in the step syncs with the host. Built after the eager steps the
+    capture needs (cuDNN's autotuning, the optimizer's state, DDP's bucket rebuild),
+    which run on a side stream as PyTorch's notes do; the last of them is timed for the
     gradient timeline when `timeline` is set."""
 
     def __init__(self, parts: Parts, batches: Any, eager_steps: int, device: torch.device,
@@ -184,16 +187,19 @@ class GraphStep(Step):
         # Gradients set to None: the captured backward allocates them in the graph's pool
         # and each replay refills them in place (no zero_grad between replays).
         parts.model.zero_grad(set_to_none=True)
-        self.forward_graph, self.backward_graph = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
+        self.forward_graph = torch.cuda.CUDAGraph()
+        self.backward_graph, self.update_graph = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
         # thread_local: the decode thread and the loader's pin-memory thread go on with
         # their own CUDA work while this thread captures (global mode would fail them).
         with torch.cuda.graph(self.forward_graph, capture_error_mode="thread_local"):
             with parts.autocast():
                 self.loss = loss_of(parts.forward(self.images), self.labels)
             scaled = self.loss if parts.scaler is None else parts.scaler.scale(self.loss)
-        with torch.cuda.graph(self.backward_graph, pool=self.forward_graph.pool(),
-                              capture_error_mode="thread_local"):
+        pool = self.forward_graph.pool()
+        with torch.cuda.graph(self.backward_graph, pool=pool, capture_error_mode="thread_local"):
             scaled.backward()
+        with torch.cuda.graph(self.update_graph, pool=pool, capture_error_mode="thread_local"):
+            update(parts)
 
     def __call__(self) -> tuple[float, torch.Tensor]:
         images, labels, waited = self.batches.next()
@@ -202,7 +208,7 @@ class GraphStep(Step):
             self.labels.copy_(labels, non_blocking=True)
         self.forward_graph.replay()
         self.backward_graph.replay()
-        update(self.parts)
+        self.update_graph.replay()
         return waited, self.loss.detach()
 
     def gradient_timeline(self, device: torch.device) -> list[list[float]]:
@@ -219,7 +225,7 @@ class GraphStep(Step):
         middle.record()
         self.backward_graph.replay()
         end.record()
-        update(self.parts)
+        self.update_graph.replay()
         torch.cuda.synchronize(device)
         forward_s = start.elapsed_time(middle) / 1000.0
         backward_s = middle.elapsed_time(end) / 1000.0
@@ -265,6 +271,12 @@ def hooked_timeline(model: torch.nn.Module, step: Callable[[], Any], device: tor
             h.remove()
     ended = runtime.elapsed_s(start, ends[0]) if ends else 0.0
     return [[runtime.elapsed_s(start, m), b] for m, b in marks], ended
+
+
+def fused_optimizer(capture: str | None) -> bool:
+    """SGD's fused kernel where the optimizer step is captured (GraphStep); elsewhere
+    the default (foreach on CUDA), as eager PyTorch runs it."""
+    return capture == "whole"
 
 
 def make_step(capture: str | None, parts: Parts, batches: Any, device: torch.device, ddp: bool,

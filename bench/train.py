@@ -222,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     model = build_model(args.model).to(device, memory_format=memory_format)
     params = [p for p in model.parameters() if p.requires_grad]
     grad_bytes = sum(p.numel() * p.element_size() for p in params)
-    optimizer = torch.optim.SGD(params, lr=args.lr, momentum=0.9, weight_decay=1e-4)
+    fused = steps.fused_optimizer(capture)
+    optimizer = torch.optim.SGD(params, lr=args.lr, momentum=0.9, weight_decay=1e-4,
+                                fused=fused or None)  # fmt: skip
     batches = inputs.Batches(args, comm.rank, comm.size, device, memory_format)
     if capture == "partial":  # before any wrapper hooks the parameters
         model = steps.graph_model(model, batches.static()[0], autocast)
@@ -335,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             "graph_capture": capture,
             "graph_eager_steps": getattr(step, "eager_steps", None),
             "compile_backend": steps.compile_backend() if args.step == "compile" else None,
+            "fused_optimizer": fused,
             "threads": threads,
             "fp16_allreduce": args.fp16_allreduce,
             "wrapped": wrapped,

@@ -51,6 +51,7 @@ WORKLOAD_FIELDS = (
     "graph_capture",
     "graph_eager_steps",
     "compile_backend",
+    "fused_optimizer",
     "decode",
     "decode_note",
     "host_decoded",

@@ -94,7 +94,7 @@ def test_files_nvjpeg_refuses_are_decoded_on_the_host_and_counted(tmp_path) -> N
     batches = _batches(_folder(tmp_path, [(1, 2, 3), (4, 5, 6)], fmt="PNG"), "device")
     images, _, _ = batches.next()
     assert images.shape == (4, 3, 16, 16) and torch.isfinite(images).all()
-    assert batches.host_decoded >= 4 and batches.host_decoded % 4 == 0  # and batches ahead
+    assert batches.host_decoded >= 4  # the first batch's four, and more as threads work ahead
 
 
 @settings(max_examples=20, deadline=None)
