@@ -15,6 +15,7 @@ from pathlib import Path
 
 from hpcbench.campaign import estimate, report, runner, spec
 from hpcbench.campaign.journal import Journal
+from hpcbench.campaign.state import held, state_root, testbed_state
 from hpcbench.progress import format_duration
 
 
@@ -34,8 +35,7 @@ def plan_lines(campaign: spec.Campaign) -> list[str]:
     unknown = False
     for tb in campaign.testbeds:
         est = estimate.testbed(campaign, tb, phase_records)
-        args = estimate.scale_args(tb.parts[0], tb.env, campaign.testbed_out(tb))
-        gpus = est.gpus(args.device)
+        gpus = est.gpus(tb.parts[0].workload.device)
         booked = "GPUs per node not in its settings" if gpus is None else f"{gpus} GPU(s) booked"
         lines += ["", f"testbed {tb.index}/{len(campaign.testbeds)} {tb.name} ({tb.title}): "
                   f"env {tb.env}, {est.nodes} node(s), {booked}"]  # fmt: skip
@@ -89,8 +89,8 @@ def status_rows(campaign: spec.Campaign) -> list[dict[str, object]]:
 def held_testbeds(campaign: spec.Campaign) -> dict[str, list[str]]:
     out = {}
     for tb in campaign.testbeds:
-        with runner.testbed_state(runner.state_root(campaign, tb)):
-            what = runner.held(tb.env)
+        with testbed_state(state_root(campaign, tb)):
+            what = held(tb.env)
         if what:
             out[tb.name] = what
     return out
@@ -104,8 +104,8 @@ def status_lines(campaign: spec.Campaign) -> list[str]:
     lines = [f"campaign {campaign.name} ({campaign.out}): "
              + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))]  # fmt: skip
     lines.append(f"{'testbed':<16} {'cell':<12}  {'configuration':<38} {'status':<9} result")
-    for r in rows:
-        config = f"batch {r['batch']}, {r['nodes']} node(s), {r['workers']} worker(s)"
+    for cell, r in zip(campaign.cells, rows, strict=True):
+        config = cell.label
         result = str(r["why"])
         if r["status"] == "measured" and r["images_per_s"] is not None:
             ci = f" ± {r['ci95']:.1f}" if r["ci95"] is not None else ""

@@ -15,16 +15,14 @@ runs --repeats times, at most --max-repeats while its interval is wide.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-from hpcbench import analysis, options, paths, prediction
+from hpcbench import analysis, paths, prediction
 from hpcbench.campaign.spec import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.errors import UsageError
 from hpcbench.predict import (
@@ -49,13 +47,6 @@ DEFAULT_OVERHEAD_S = 20.0  # launch to first timed step of one run (ssh, launche
 class Estimate:
     seconds: float | None  # None: unknown (no figure to plan from)
     source: str  # where it comes from, for the plan's reader
-
-
-def scale_args(part: SweepPart, env: str, out: Path) -> argparse.Namespace:
-    """The part's `scale` options as the command line would parse them."""
-    argv = [*part.argv, "--env", env, "--out", str(out),
-            "--gpus-per-node", str(part.gpus_per_node), "--resume"]  # fmt: skip
-    return options.scale_parser().parse_args(argv)
 
 
 # ------------------------------------------------------------------ phases
@@ -108,29 +99,22 @@ def _layers(model: str, image_size: int) -> tuple[tuple[float, float], ...]:
     return tuple(model_layers(model, image_size))
 
 
-def point_efficiency(
-    args: argparse.Namespace, tb: TestbedPlan, cell: Cell, step_s: float
-) -> float | None:
+def point_efficiency(part: SweepPart, tb: TestbedPlan, cell: Cell, step_s: float) -> float | None:
     """The point prediction of E at the cell's workers over the nominal link, from one
     worker's step time."""
     rate = link_rate_bits(tb)
     if cell.workers == 1 or rate is None:
         return None
-    image_size = args.image_size or _model_image_size(args.model)
-    grouping = prediction.Grouping(args.backend, None, None)
-    plan = Plan(model=args.model, image_size=image_size, batch=cell.batch,
+    model, image_size, backend = part.workload.model, part.workload.image_size, part.target.backend
+    plan = Plan(model=model, image_size=image_size, batch=cell.batch,
                 workers=[cell.workers], gpus_per_node=cell.gpus_per_node, step_time_s=step_s,
                 busbw=rate / 8 * TCP_EFFICIENCY, latency_s=DEFAULT_LATENCY_US * 1e-6,
-                backend=args.backend, grouping=grouping)  # fmt: skip
+                backend=backend, grouping=prediction.Grouping(backend, None, None))  # fmt: skip
     try:
-        row = predictions(plan, list(_layers(args.model, image_size)))[0]
+        row = predictions(plan, list(_layers(model, image_size)))[0]
     except UsageError:
         return None
     return float(row["efficiency"])
-
-
-def _model_image_size(model: str) -> int:
-    return int(options.known_models()[model]["image_size"])
 
 
 def _runs(campaign: Campaign, tb: TestbedPlan) -> list[dict[str, Any]]:
@@ -140,13 +124,13 @@ def _runs(campaign: Campaign, tb: TestbedPlan) -> list[dict[str, Any]]:
 
 def cell_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cell) -> Estimate:
     """One cell's time on its testbed: `repeats` runs."""
-    args = scale_args(part, tb.env, campaign.testbed_out(tb))
+    repeats, workload = part.sweep.repeats, part.workload
     runs = _runs(campaign, tb)
     same = [r for r in runs if (r.get("batch"), r.get("nodes"), r.get("workers"),
-                                r.get("gpus_per_node")) == cell.config + (cell.gpus_per_node,)]
+                                r.get("gpus_per_node")) == (*cell.config.key, cell.gpus_per_node)]
     if same:
         took = statistics.fmean(float(r.get("duration_s") or 0.0) for r in same)
-        return Estimate(args.repeats * took, f"{args.repeats} x {took:.0f} s measured earlier")
+        return Estimate(repeats * took, f"{repeats} x {took:.0f} s measured earlier")
     base = [r for r in runs if r.get("batch") == cell.batch and r.get("workers") == 1]
     if base:
         ips = statistics.fmean(analysis.run_stats(r)["images_per_sec"] for r in base)
@@ -159,17 +143,17 @@ def cell_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cel
     else:
         return Estimate(None, "unknown")
     step = cell.batch / ips
-    efficiency = point_efficiency(args, tb, cell, step)
+    efficiency = point_efficiency(part, tb, cell, step)
     if efficiency:
         step /= efficiency
         source += f", E {efficiency:.2f} predicted"
     elif cell.workers > 1:
         source += ", no prediction (no nominal link): no slowdown assumed"
-    steps = args.steps
-    if args.min_window_s:
-        steps = max(steps, math.ceil(args.min_window_s / step))
-    run_s = overhead + (args.warmup + args.windows * steps) * step
-    return Estimate(args.repeats * run_s, f"{args.repeats} x {run_s:.0f} s from {source}")
+    steps = workload.steps
+    if workload.min_window_s:
+        steps = max(steps, math.ceil(workload.min_window_s / step))
+    run_s = overhead + (workload.warmup + workload.windows * steps) * step
+    return Estimate(repeats * run_s, f"{repeats} x {run_s:.0f} s from {source}")
 
 
 # ------------------------------------------------------------ the campaign
@@ -222,10 +206,9 @@ class TestbedEstimate:
 def testbed(campaign: Campaign, tb: TestbedPlan, phase_records: list[dict[str, Any]]
             ) -> TestbedEstimate:  # fmt: skip
     cells = [(c, cell_seconds(campaign, tb, part, c)) for part in tb.parts for c in part.cells]
-    args = scale_args(tb.parts[0], tb.env, campaign.testbed_out(tb))
-    most = args.max_repeats or args.repeats
-    return TestbedEstimate(tb, phases(tb, phase_records), cells, most, args.repeats,
-                           args.budget)  # fmt: skip
+    first = tb.parts[0].sweep  # the parts differ in gpus_per_node only
+    return TestbedEstimate(tb, phases(tb, phase_records), cells, first.max_repeats,
+                           first.repeats, first.budget_s)  # fmt: skip
 
 
 def remaining(

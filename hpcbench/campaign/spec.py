@@ -55,6 +55,7 @@ from hpcbench.specs import (
     parse_int_list,
     units,
 )
+from hpcbench.sweep import Config
 from hpcbench.terraform import looks_secret
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,39}", re.ASCII)
@@ -81,29 +82,36 @@ class Cell:
     """One configuration on one testbed: what `status` lists and `--resume` skips."""
 
     testbed: str
-    batch: int
-    nodes: int
-    workers: int
+    config: Config  # batch, nodes, workers: its label and key are the sweep's
     gpus_per_node: int  # the sweep it belongs to (a baseline is one worker of such a sweep)
     id: str
 
     @property
-    def label(self) -> str:  # as hpcbench.sweep.Config.label
-        return f"batch {self.batch}, {self.nodes} node(s), {self.workers} worker(s)"
+    def batch(self) -> int:
+        return self.config.batch
 
     @property
-    def config(self) -> tuple[int, int, int]:
-        return (self.batch, self.nodes, self.workers)
+    def nodes(self) -> int:
+        return self.config.nodes
+
+    @property
+    def workers(self) -> int:
+        return self.config.workers
+
+    @property
+    def label(self) -> str:
+        return self.config.label
 
 
 @dataclass(frozen=True)
 class SweepPart:
-    """One `scale` sweep on a testbed: its options and the cells it may run."""
+    """One `scale` sweep on a testbed, as `scale` resolves its options (this testbed's
+    environment, its results folder, resumed, its gpus_per_node), and its cells."""
 
     gpus_per_node: int
-    argv: tuple[str, ...]  # `scale` options, --env/--out/--resume/--gpus-per-node left out
-    node_counts: tuple[int, ...]
-    batches: tuple[int, ...]
+    workload: WorkloadSpec
+    target: TargetSpec
+    sweep: SweepSpec
     cells: tuple[Cell, ...]
 
 
@@ -328,9 +336,13 @@ def _argv_of(key: str, value: Any, action: argparse.Action, path: str) -> list[s
     raise _Problem(path, "must be a number, text, true/false or a list")
 
 
-def _parse(argv: list[str]) -> tuple[argparse.Namespace, WorkloadSpec, TargetSpec, SweepSpec]:
-    """argv through `scale`'s parser and spec builders: what the command line would accept."""
-    args = options.scale_parser().parse_args(["--env", "localhost", "--out", "results", *argv])
+def _parse(argv: list[str], where: list[str] | None = None
+           ) -> tuple[argparse.Namespace, WorkloadSpec, TargetSpec, SweepSpec]:  # fmt: skip
+    """argv through `scale`'s parser and spec builders: what the command line would accept.
+    `where`: the options the campaign sets itself (--env, --out, ...); a stand-in
+    environment and folder while a key is checked alone."""
+    fixed = where or ["--env", "localhost", "--out", "results"]
+    args = options.scale_parser().parse_args([*fixed, *argv])
     return args, options.workload_spec(args), options.target_spec(args), options.sweep_spec(args)
 
 
@@ -425,7 +437,7 @@ def _expect(value: Any, path: str) -> Expect:
 
 
 def _testbed(
-    index: int, raw: Any, path: str, sweep: dict[str, Any], keep_default: bool
+    index: int, raw: Any, path: str, sweep: dict[str, Any], keep_default: bool, out: Path
 ) -> TestbedPlan:
     raw = _mapping(raw, path, TESTBED_KEYS)
     name = _text(raw.get("name"), f"{path}.name", NAME, "a label like vwall-1g "
@@ -467,7 +479,7 @@ def _testbed(
     merged.pop("gpus_per_node", None)
     argv, _ = _sweep_argv(merged, f"{path}.sweep")
     try:
-        args, _workload, target, sweep_spec = _parse(argv)
+        args, _workload, target, sweep_spec = _parse(argv)  # checked alone: the errors name keys
     except UsageError as err:
         raise _Problem(f"{path}.sweep", _strip_prefix(str(err))) from None
     nodes_available, slots = _shape(settings)
@@ -499,15 +511,22 @@ def _testbed(
             for nodes, workers in configs:
                 values = {"batch": batch, "nodes": nodes, "workers": workers,
                           "gpus_per_node": per_node}  # fmt: skip
-                if _excluded(values, rules) or any(c.config == (batch, nodes, workers)
-                                                   for c in cells):  # fmt: skip
+                config = Config(batch, nodes, workers)
+                if _excluded(values, rules) or any(c.config == config for c in cells):
                     continue
                 cell_id = _digest({"testbed": name, "fingerprint": fingerprint,
                                    "params": identity, **values}, 12)  # fmt: skip
-                cells.append(Cell(name, batch, nodes, workers, per_node, cell_id))
+                cells.append(Cell(name, config, per_node, cell_id))
         if cells:
-            parts.append(SweepPart(per_node, tuple(argv), tuple(node_counts),
-                                   tuple(sweep_spec.batches), tuple(cells)))  # fmt: skip
+            # What `scale` would run for this part: this testbed's environment and
+            # folder, resumed, its gpus_per_node; parsed once, here.
+            where = ["--env", env, "--out", str(out / name), "--resume",
+                     "--gpus-per-node", str(per_node)]  # fmt: skip
+            try:
+                _, workload, target_spec, part_sweep = _parse(argv, where)
+            except UsageError as err:
+                raise _Problem(f"{path}.sweep", _strip_prefix(str(err))) from None
+            parts.append(SweepPart(per_node, workload, target_spec, part_sweep, tuple(cells)))
     if not parts:
         raise _Problem(f"{path}.exclude", "leaves no cell to run: drop the testbed instead")
     return TestbedPlan(
@@ -541,7 +560,7 @@ def _campaign(path: Path, data: Any) -> Campaign:
         raise _Problem("testbeds", f"{len(raw_testbeds)} testbeds; at most {MAX_TESTBEDS}")
     testbeds: list[TestbedPlan] = []
     for i, raw in enumerate(raw_testbeds):
-        tb = _testbed(i + 1, raw, f"testbeds[{i}]", sweep, keep)
+        tb = _testbed(i + 1, raw, f"testbeds[{i}]", sweep, keep, Path(out_text))
         if any(t.name == tb.name for t in testbeds):
             raise _Problem(f"testbeds[{i}].name", f"{tb.name!r} is used twice; names are "
                            "the testbeds' result folders")  # fmt: skip

@@ -1,0 +1,128 @@
+"""How far one testbed's path through `campaign run` wanders: the hpcbench modules it
+visits, in call order, and how often it comes back to a module it had left.
+
+    python evaluation/code_path.py [--show]
+
+One local testbed, one cell (batch 4, one node), one repeat, no probe. Deploy,
+verify and destroy are replaced by no-ops (they are the deploy layer's, not the
+campaign's), the testbed resolves to this machine's processes, and a run returns a
+made-up record instead of launching training: what is traced is the campaign's
+own code between them, from Runner.measure_testbed down to the launcher's
+command line and back. A module counts once per stretch of consecutive calls
+into it; "returns" counts each stretch of a module seen before; "upward calls"
+counts calls into a module of a higher layer than the caller's (LAYERS: the
+campaign, then deploy/probe/sweep, then the target, then launchers and
+schedulers, then the utilities), such as a sweep's observer; "parses" counts
+argparse parses (a Namespace built) on the path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from hpcbench import sweep, testbed  # noqa: E402
+from hpcbench.campaign import runner, spec  # noqa: E402
+from hpcbench.schedulers.base import Outcome  # noqa: E402
+from hpcbench.target import Target  # noqa: E402
+
+CAMPAIGN = """\
+name: path
+out: {out}
+sweep: {{model: resnet18, image_size: 32, batch: 4, nodes: 1, repeats: 1, no_probe: true}}
+testbeds:
+  - {{name: a, env: local, settings: {{node_count: 1}}}}
+"""
+
+
+def fake_outcome(self: Target, run_spec: Any, timeout_s: float, echo: bool = False) -> Outcome:
+    record = {"workers": 1, "window_times": [1.0, 1.0], "steps": 2, "fingerprint": {}}
+    return Outcome([0], [record], [], launched_at=0.0, duration_s=0.01)
+
+
+# Layers, top down, by module name prefix; the first that matches.
+LAYERS = (
+    ("hpcbench.campaign.runner", "hpcbench.campaign.commands"),
+    ("hpcbench.campaign.",),
+    ("hpcbench.deploy", "hpcbench.probe", "hpcbench.sweep", "hpcbench.options"),
+    ("hpcbench.target", "hpcbench.testbed"),
+    ("hpcbench.launchers", "hpcbench.schedulers"),
+    ("hpcbench",),
+)
+
+
+def layer(module: str) -> int:
+    return next(i for i, prefixes in enumerate(LAYERS) if module.startswith(prefixes))
+
+
+def trace(show: bool) -> tuple[list[str], int, int]:
+    visits: list[str] = []
+    inside = [False]
+    upward = [0]
+    parses = [0]
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event != "call" or not inside[0]:
+            return
+        module = frame.f_globals.get("__name__", "")
+        if module == "argparse" and frame.f_code.co_name == "parse_known_args":
+            parses[0] += 1
+        if not module.startswith("hpcbench"):
+            return
+        caller = frame.f_back.f_globals.get("__name__", "") if frame.f_back else ""
+        if caller.startswith("hpcbench") and layer(module) < layer(caller):
+            upward[0] += 1
+        if not visits or visits[-1] != module:
+            visits.append(module)
+
+    measure = runner.Runner.measure_testbed
+
+    def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
+        inside[0] = True
+        try:
+            return measure(self, *args, **kwargs)
+        finally:
+            inside[0] = False
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["HPCBENCH_STATE"] = str(Path(tmp) / "state")
+        path = Path(tmp) / "c.yaml"
+        path.write_text(textwrap.dedent(CAMPAIGN.format(out=Path(tmp) / "out")))
+        for name in ("check", "deploy", "verify", "destroy"):
+            setattr(runner, name, lambda *a, **k: 0)
+        runner.stop_on_signals = lambda: None
+        sweep.stop_on_signals = lambda: None
+        runner.held = lambda env: []
+        testbed.for_env = lambda env: testbed.localhost(cores=1)
+        Target.run = fake_outcome
+        Target.prepare = lambda self: None
+        runner.Runner.measure_testbed = traced
+        sys.setprofile(profile)
+        try:
+            runner.run(spec.load(path), resume=False)
+        finally:
+            sys.setprofile(None)
+    if show:
+        print("\n".join(visits))
+    return visits, upward[0], parses[0]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--show", action="store_true", help="print the modules in call order")
+    visits, upward, parses = trace(p.parse_args().show)
+    distinct = len(set(visits))
+    print(f"{distinct} modules, {len(visits) - distinct} returns to a module already left, "
+          f"{upward} upward calls, {parses} argparse parses (python evaluation/code_path.py)")
+
+
+if __name__ == "__main__":
+    main()

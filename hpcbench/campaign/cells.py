@@ -1,0 +1,89 @@
+"""A testbed's cells measured by one `scale` sweep: each run reported as it lands,
+each cell's status journaled once it needs no further run."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from hpcbench import analysis, sweep
+from hpcbench.campaign.console import Console, Stopped
+from hpcbench.campaign.journal import one_line
+from hpcbench.campaign.spec import Cell, SweepPart, TestbedPlan
+from hpcbench.errors import UsageError
+
+
+class CellRecorder:
+    """The sweep's observer (sweep.Observer): terminal lines per run, and per finished
+    cell its journal status, the cells-done count and the ETA's clock. `finished`
+    (shared with the runner) holds the cells that got their final status."""
+
+    def __init__(self, console: Console, tb: TestbedPlan, todo: list[Cell],
+                 finished: set[str]) -> None:  # fmt: skip
+        self.console, self.tb, self.finished = console, tb, finished
+        self.by_config = {c.config.key: c for c in todo}
+        self.seconds: dict[str, float] = {}  # each cell's runs so far
+
+    def __call__(self, config: sweep.Config, summary: analysis.ConfigSummary | None,
+                 record: dict[str, Any] | None, done: bool) -> None:  # fmt: skip
+        cell = self.by_config.get(config.key)
+        if cell is None or cell.id in self.finished:
+            return
+        if record is not None:
+            self.run_landed(cell, summary, record)
+        if done:
+            self.cell_done(cell, summary)
+
+    def run_landed(self, cell: Cell, summary: analysis.ConfigSummary | None,
+                   record: dict[str, Any]) -> None:  # fmt: skip
+        took = float(record.get("duration_s") or 0.0)
+        self.seconds[cell.id] = self.seconds.get(cell.id, 0.0) + took
+        detail = sweep.progress_detail(record, summary) if summary else ""
+        status = "ok" if record.get("status") == "ok" else "FAILED"
+        self.console.say(f"{cell.label}, repeat {int(record.get('repeat', 0)) + 1}: {status} "
+                         f"{detail}")  # fmt: skip
+
+    def cell_done(self, cell: Cell, summary: analysis.ConfigSummary | None) -> None:
+        console, journal = self.console, self.console.journal
+        self.finished.add(cell.id)
+        console.cells_done += 1
+        console.clock.finished(self.tb.name, cell.id, self.seconds.get(cell.id, 0.0))
+        if summary is not None and summary.runs:
+            figures = {}
+            if summary.images_per_sec:
+                figures = {"runs": summary.runs, "images_per_s": summary.images_per_sec,
+                           "ci95": summary.ci95}  # fmt: skip
+            journal.cell(cell, "measured", **figures)
+            console.say(f"cell {cell.label}: measured; {console.progress()}")
+        else:
+            errors = (summary.errors if summary else None) or ["no run finished"]
+            why = errors[-1].splitlines()[0] if errors[-1] else "failed"
+            journal.cell(cell, "failed", f"runs: {why}", runs=0)
+            console.say(f"cell {cell.label}: FAILED ({one_line(why, 200)}); {console.progress()}")
+
+
+def measure_part(console: Console, tb: TestbedPlan, part: SweepPart, todo: list[Cell],
+                 finished: set[str]) -> bool:  # fmt: skip
+    """One `scale` sweep over the part's cells left; False when a cell failed."""
+    recorder = CellRecorder(console, tb, todo, finished)
+    spec = dataclasses.replace(part.sweep, only=frozenset(recorder.by_config))
+    label = f"sweep (gpus_per_node {part.gpus_per_node})" if len(tb.parts) > 1 else ""
+    try:
+        with console.phase(tb, "sweep", label):
+            try:
+                sweep.run(part.workload, part.target, spec, observe=recorder)
+            except (UsageError, RuntimeError) as err:
+                raise Stopped(f"sweep: {err}") from None
+    except Stopped as err:
+        fail(console, [c for c in todo if c.id not in finished], finished, str(err))
+        return False
+    states = console.journal.cell_states()
+    return all(states[c.id].status == "measured" for c in todo if c.id in states)
+
+
+def fail(console: Console, cells: list[Cell], finished: set[str], why: str) -> None:
+    """Cells that will not be measured on this deployment: failed, with the cause."""
+    for cell in cells:
+        finished.add(cell.id)
+        console.cells_done += 1
+        console.journal.cell(cell, "failed", why)

@@ -1,0 +1,48 @@
+"""Where a campaign's testbed keeps its state, and what it still holds.
+
+Every testbed lives in a state folder of its own under
+`<state>/campaigns/<campaign>/<testbed>/` (never the user's `.hpcbench/<env>`),
+so a campaign neither reuses nor destroys a testbed the user deployed by hand,
+and two testbeds of one environment (GPULab 1x10 and 10x1) never share state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from hpcbench import leases, paths
+from hpcbench.campaign.spec import Campaign, TestbedPlan
+from hpcbench.terraform import TerraformEnv
+
+
+def state_root(campaign: Campaign, tb: TestbedPlan, base: Path | None = None) -> Path:
+    """Where one testbed of a campaign keeps its Terraform state, keys and inventory."""
+    return (base or paths.state_root()) / "campaigns" / campaign.name / tb.name
+
+
+@contextlib.contextmanager
+def testbed_state(root: Path) -> Iterator[None]:
+    """hpcbench.paths, and every child (Terraform's scripts, testinfra), see `root` as
+    the state folder while a testbed of the campaign is handled."""
+    before = os.environ.get("HPCBENCH_STATE")
+    os.environ["HPCBENCH_STATE"] = str(root)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("HPCBENCH_STATE", None)
+        else:
+            os.environ["HPCBENCH_STATE"] = before
+
+
+def held(env: str) -> list[str]:
+    """What a testbed still holds in the current state folder: machines in Terraform's
+    state, leases of paid resources (empty: nothing)."""
+    out = []
+    if TerraformEnv(env, {}).has_resources():
+        out.append("machines in Terraform's state")
+    out += [lease.what for lease in leases.held(paths.env_state(env))]
+    return out
