@@ -1,25 +1,17 @@
 """Command line: `python -m hpcbench <command>`.
 
-Each command lives in its own module, which exposes `register(subparsers)`;
-the parser it adds carries a `func(args) -> int` default.
+Every command's options are in hpcbench/options.py (`register`); the parser of
+each carries a `func(args) -> int` default, which lives with what it does.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
+from hpcbench import options
+from hpcbench.campaign import commands as campaign_commands
 from hpcbench.errors import Parser, UsageError
-
-# Modules that add sub-commands, in the order `--help` lists them.
-COMMAND_MODULES = [
-    "hpcbench.deploy",
-    "hpcbench.options",  # scale, probe
-    "hpcbench.report",
-    "hpcbench.predict",
-    "hpcbench.campaign.commands",
-]
 
 
 def one_line(text: str) -> str:
@@ -33,8 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Build testbeds for distributed deep learning and measure how training scales.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    options.register(sub, campaign_commands.HANDLERS)
     return parser
 
 

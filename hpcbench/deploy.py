@@ -37,7 +37,6 @@ from hpcbench.paths import (
     ensure_env_state,
     env_dir,
     env_state,
-    environments,
     inventory_path,
 )
 from hpcbench.terraform import (
@@ -83,41 +82,6 @@ class VerifyRequest(EnvRequest):
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> VerifyRequest:
         return cls(args.env, tuple(a for a in args.pytest_args if a != "--"))
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("deploy", help="create the testbed's machines and configure them")
-    _env_args(p)
-    p.add_argument(
-        "--var",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="set a Terraform variable of the env (remembered for later deploys)",
-    )
-    p.add_argument("--skip-ansible", action="store_true", help="create machines only")
-    p.set_defaults(func=cmd_deploy)
-
-    p = sub.add_parser("verify", help="run the testinfra checks against the deployed nodes")
-    _env_args(p)
-    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments")
-    p.set_defaults(func=cmd_verify)
-
-    p = sub.add_parser("destroy", help="remove the testbed and its local state")
-    _env_args(p)
-    p.set_defaults(func=cmd_destroy)
-
-    p = sub.add_parser("envs", help="list the environments")
-    p.set_defaults(func=lambda args: print("\n".join(environments())) or 0)
-
-
-def _env_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--env",
-        default=os.environ.get("HPCBENCH_ENV", "local"),
-        help="environment: a folder of environments/ or a variant "
-        "(`hpcbench envs` lists them); default $HPCBENCH_ENV or local",
-    )
 
 
 def _say(msg: str) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from hpcbench import analysis, prediction
 from hpcbench.errors import UsageError
-from hpcbench.specs import count_type, megabytes_type, parse_int_list, units
+from hpcbench.specs import parse_int_list, units
 from hpcbench.store import Store
 
 # The share of line rate a ring all-reduce achieves by transport, where no probe
@@ -308,7 +308,8 @@ REALS: dict[str, tuple[float, float]] = {
 }
 
 
-def _real(name: str) -> Callable[[str], float]:
+def real_type(name: str) -> Callable[[str], float]:
+    """An option's real number within its REALS bounds."""
     return units.argtype(lambda _n, text: units.parse_real(text, *REALS[name]), name)
 
 
@@ -390,57 +391,3 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "predict",
-        help="predict scaling efficiency from a model, a step time and a network",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--model", default="resnet50", help="a torchvision model name")
-    p.add_argument("--image-size", type=count_type("image-size"), default=224)
-    p.add_argument("--batch", type=count_type("batch"), default=32, help="per-worker batch")
-    p.add_argument("--workers", default="1-10", help="worker counts: 1-16 or 1,2,4,8")
-    p.add_argument("--gpus-per-node", type=count_type("gpus-per-node"), default=1,
-                   help="workers per node")  # fmt: skip
-    p.add_argument("--single-worker-ips", type=_real("single-worker-ips"), default=None,
-                   help="one worker's images/s (or give --step-time)")  # fmt: skip
-    p.add_argument("--step-time", type=_real("step-time"), default=None,
-                   help="one worker's step, seconds")  # fmt: skip
-    p.add_argument("--link", default=None,
-                   help="line rate between nodes, e.g. 10gbit; bus bandwidth = link efficiency "
-                   "x rate")  # fmt: skip
-    p.add_argument("--transport", default="tcp", choices=sorted(LINK_EFFICIENCY),
-                   help="between nodes: its default link efficiency (tcp "
-                   f"{TCP_EFFICIENCY:.2f}, rdma {RDMA_EFFICIENCY:.2f}) and latency")  # fmt: skip
-    p.add_argument("--link-efficiency", type=_real("link-efficiency"), default=None,
-                   help="share of --link a ring achieves (a probe's busbw / rate; "
-                   "predict --calibrate fits it)")  # fmt: skip
-    p.add_argument("--busbw", type=_real("busbw"), default=None,
-                   help="measured bus bandwidth in GB/s (hpcbench probe, nccl-tests)")  # fmt: skip
-    p.add_argument("--latency-us", type=_real("latency-us"), default=None,
-                   help=f"per-step latency across nodes (default tcp {LATENCY_US['tcp']:g}, "
-                   f"rdma {LATENCY_US['rdma']:g}: assumed)")  # fmt: skip
-    p.add_argument("--intra-node", default=DEFAULT_INTRA_NODE, choices=list(INTRA_NODE),
-                   help="interconnect inside a node: pcie3-5, nvlink2 (V100), nvlink3 (A100), "
-                   "nvlink4 (H100)")  # fmt: skip
-    p.add_argument("--intra-busbw", type=_real("intra-busbw"), default=None,
-                   help="bus bandwidth inside a node in GB/s (overrides --intra-node)")
-    p.add_argument("--collectives", default="nccl", choices=["nccl", "gloo"],
-                   help="nccl: ring or tree, whichever is faster per message; gloo: ring")
-    p.add_argument("--interference", type=_real("interference"), default=None,
-                   help="share of overlapped communication time backward loses (default "
-                   f"{DEFAULT_INTERFERENCE:.2f})")  # fmt: skip
-    p.add_argument("--backend", default="ddp", choices=["ddp", "horovod"])
-    p.add_argument("--bucket-cap-mb", type=megabytes_type("bucket-cap-mb"), default=None,
-                   help="ddp: DistributedDataParallel's bucket_cap_mb (default 25)")  # fmt: skip
-    p.add_argument("--fusion-threshold-mb", type=megabytes_type("fusion-threshold-mb"),
-                   default=None,
-                   help="horovod: HOROVOD_FUSION_THRESHOLD in MiB (default 128; 0 = no fusion)")
-    p.add_argument("--cycle-time-ms", type=_real("cycle-time-ms"), default=None,
-                   help="horovod: HOROVOD_CYCLE_TIME, ms between fusions (default 1)")  # fmt: skip
-    p.add_argument("--json", action="store_true", help="one JSON object per worker count")
-    p.add_argument("--calibrate", default=None, metavar="RESULTS",
-                   help="fit link efficiency and interference to the measured runs of a "
-                   "results store (two node counts or more) and print them")  # fmt: skip
-    p.set_defaults(func=main)

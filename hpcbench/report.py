@@ -617,22 +617,3 @@ def compare_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "report", help="Markdown and HTML report with plots", description=__doc__
-    )
-    p.add_argument("--out", default="results", help="results directory (default: results/)")
-    p.add_argument(
-        "--format",
-        choices=("html", "json", "csv"),
-        default="html",
-        help="html: report.html, report.md, plots and the numbers as files (default); "
-        "json or csv: one record per configuration on stdout, nothing written "
-        "(fields: docs/report.md)",
-    )
-    p.set_defaults(func=report_main)
-    c = subparsers.add_parser("compare", help="two results directories side by side")
-    c.add_argument("dir_a")
-    c.add_argument("dir_b")
-    c.add_argument("--output", help="write the Markdown here instead of stdout")
-    c.set_defaults(func=compare_main)

@@ -1,17 +1,10 @@
-"""`hpcbench campaign plan|run|status|report|destroy FILE`: the command lines.
-
-    plan     the cells in order, each testbed's wall time and GPU-hours; creates nothing
-    run      per testbed: deploy, verify, probe and sweep, destroy (--resume: what is left)
-    status   the cell table as it stands (--json: for programs)
-    report   the comparison report of every testbed (HTML, Markdown, PNG, JSON, CSV)
-    destroy  release every testbed the campaign still holds (after a failed destroy)
-"""
+"""What `hpcbench campaign plan|run|status|report|destroy FILE` do (their options:
+hpcbench/options.py, add_campaign_command)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from hpcbench.campaign import estimate, report, runner, spec
 from hpcbench.campaign.journal import Journal
@@ -147,29 +140,6 @@ def destroy_main(args: argparse.Namespace) -> int:
     return runner.destroy_held(spec.load(args.file), args.testbed)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "campaign",
-        help="several testbeds x one sweep, deployed, measured and destroyed in turn",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    for name, func, text in (
-        ("plan", plan_main, "the cells, wall time and GPU-hours; creates nothing"),
-        ("run", run_main, "deploy, verify, sweep and destroy each testbed in turn"),
-        ("status", status_main, "the cell table as it stands"),
-        ("report", report_main, "one comparison report of every testbed"),
-        ("destroy", destroy_main, "release every testbed the campaign still holds"),
-    ):
-        q = sub.add_parser(name, help=text, description=text)
-        q.add_argument("file", type=Path, help="the campaign file (campaigns/*.yaml)")
-        q.set_defaults(func=func)
-        if name == "run":
-            q.add_argument("--resume", action="store_true",
-                           help="skip the cells already measured and run what is left")
-        if name == "status":
-            q.add_argument("--json", action="store_true", help="the table as JSON")
-        if name == "destroy":
-            q.add_argument("--testbed", action="append", default=[], metavar="NAME",
-                           help="only this testbed (repeatable)")
+# By action, for hpcbench/options.py's `campaign` command.
+HANDLERS = {"plan": plan_main, "run": run_main, "status": status_main, "report": report_main,
+            "destroy": destroy_main}  # fmt: skip
