@@ -33,7 +33,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-DECODERS = ("auto", "workers", "device")
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 # RandomResizedCrop's defaults (torchvision.transforms.RandomResizedCrop): the share of

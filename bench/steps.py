@@ -38,7 +38,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-STEP_MODES = ("eager", "graph", "compile")
 # PyTorch's notes, "Usage with DistributedDataParallel": "Your warmup must run at least
 # 11 DDP-enabled eager iterations before capture". Without DDP, cuDNN's autotuning and
 # the optimizer's lazily made state need one; three as in the notes' own examples.

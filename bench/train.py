@@ -34,6 +34,7 @@ import nodemon  # noqa: E402
 import runtime  # noqa: E402  (a sibling module; bench/ is not a package on the nodes)
 import steps  # noqa: E402
 import units  # noqa: E402
+import workload_options  # noqa: E402
 
 MODELS = {
     k: v
@@ -46,59 +47,23 @@ def _count(name: str) -> Any:
     return units.argtype(units.count, name)  # the bounds the harness checks too
 
 
-def _mb(name: str) -> Any:
-    return units.argtype(units.megabytes, name)
+# The parsers of the shared options' kinds (bench/workload_options.py): the bounds the
+# harness checks too.
+PARSERS = {"count": _count,
+           "megabytes": lambda name: units.argtype(units.megabytes, name),
+           "seconds": lambda name: units.argtype(units.seconds, name)}  # fmt: skip
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model", default="resnet50", choices=sorted(MODELS))
-    p.add_argument(
-        "--image-size", type=_count("image-size"), default=0, help="default: the model's own"
-    )
+    workload_options.add_to(p, PARSERS)
     p.add_argument("--batch", type=_count("batch"), default=32, help="per worker")
     p.add_argument("--backend", default="ddp", choices=["horovod", "ddp"])
-    p.add_argument("--data", default="synthetic", help="'synthetic' or an ImageNet-layout folder")
-    p.add_argument(
-        "--decode",
-        default="auto",
-        choices=inputs.DECODERS,
-        help="real images: decoded by the DataLoader's workers, or on the device "
-        "(decode_jpeg); auto: device on CUDA where it works (bench/data.py)",
-    )
-    p.add_argument(
-        "--data-workers",
-        type=_count("data-workers"),
-        default=4,
-        help="DataLoader processes per rank",
-    )
-    p.add_argument("--warmup", type=_count("warmup"), default=10, help="discarded steps")
-    p.add_argument("--windows", type=_count("windows"), default=5, help="K timed windows")
-    p.add_argument("--steps", type=_count("steps"), default=10, help="B steps per window")
-    p.add_argument(
-        "--min-window-s",
-        type=units.argtype(units.seconds, "min-window-s"),
-        default=0.0,
-        help="a window lasts at least this long: B grows to fit, measured after warm-up",
-    )
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument(
-        "--amp",
-        default="auto",
-        choices=["auto", "on", "off"],
-        help="fp16 autocast; auto: on with CUDA",
-    )
     p.add_argument(
         "--channels-last",
         default="auto",
         choices=["auto", "on", "off"],
         help="auto: on with CUDA and AMP, where tensor cores want NHWC",
-    )
-    p.add_argument(
-        "--step",
-        default="eager",
-        choices=steps.STEP_MODES,
-        help="eager; graph: CUDA graphs (CUDA only); compile: torch.compile (bench/steps.py)",
     )
     p.add_argument(
         "--wrap",
@@ -113,26 +78,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=["auto", "nccl", "gloo"],
         help="DDP's process group; auto: NCCL on CUDA, else Gloo (Gloo lets ranks share a GPU)",
     )
-    p.add_argument("--fp16-allreduce", action="store_true", help="compress gradients to fp16")
-    p.add_argument(
-        "--fusion-threshold-mb",
-        type=_mb("fusion-threshold-mb"),
-        default=None,
-        help="Horovod tensor fusion",
-    )
-    p.add_argument(
-        "--bucket-cap-mb", type=_mb("bucket-cap-mb"), default=25.0, help="DDP gradient buckets"
-    )
-    p.add_argument(
-        "--threads",
-        type=_count("threads"),
-        default=0,
-        help="torch threads; 0: cores / local workers",
-    )
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--seed", type=_count("seed"), default=0)
     p.add_argument("--out", default=None, help="also write the JSON record here (rank 0)")
     args = p.parse_args(argv)
+    if args.model not in MODELS:
+        p.error(f"--model {args.model[:40]!r}: choose one of {', '.join(sorted(MODELS))}")
     if min(args.batch, args.windows, args.steps) < 1 or args.warmup < 0:
         p.error("--batch, --windows and --steps must be >= 1, --warmup >= 0")
     args.image_size = args.image_size or MODELS[args.model]["image_size"]

@@ -24,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cli import REPO, hpcbench, median, records
+from cli import REPO, add_loop_arguments, hpcbench, median, records
 
 sys.path.insert(0, str(REPO))
 from hpcbench import analysis  # noqa: E402  (run as a script from evaluation/)
@@ -109,16 +109,7 @@ def main() -> int:
         "paired ratio lies wholly inside or wholly outside 0.97-1.03 (0: --rounds only)",
     )
     p.add_argument("--backends", default="ddp,horovod")
-    p.add_argument("--model", default="resnet18")
-    p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--windows", type=int, default=5)
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--amp", default="off", choices=["on", "off"])
-    p.add_argument("--step", default="eager", choices=["eager", "graph", "compile"])
+    add_loop_arguments(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(REPO / "results" / "bench-fidelity"))
     args = p.parse_args()

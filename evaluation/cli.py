@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
@@ -33,3 +34,18 @@ def records(out: Path, kind: str = "run") -> list[dict]:
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def add_loop_arguments(p: argparse.ArgumentParser) -> None:
+    """What a training loop is asked to run: the fidelity benchmark's options, which
+    it hands to the plain loop and to the harness alike."""
+    p.add_argument("--model", default="resnet18")
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--windows", type=int, default=5)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--amp", default="off", choices=["on", "off"])
+    p.add_argument("--step", default="eager", choices=["eager", "graph", "compile"])

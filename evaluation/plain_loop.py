@@ -22,21 +22,13 @@ import time
 import torch
 import torch.nn.functional as F
 import torchvision
+from cli import add_loop_arguments  # evaluation/cli.py: no harness code, options only
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--model", default="resnet18")
-    p.add_argument("--image-size", type=int, default=64)
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--windows", type=int, default=5)
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--amp", default="off", choices=["on", "off"])
+    add_loop_arguments(p)  # the fidelity benchmark's own (evaluation/cli.py)
     p.add_argument("--channels-last", default="off", choices=["on", "off"])
-    p.add_argument("--step", default="eager", choices=["eager", "graph", "compile"])
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

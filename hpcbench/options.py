@@ -42,6 +42,7 @@ from hpcbench.specs import (
     parse_size,
     seconds_type,
     target_ci_type,
+    workload_options,
 )
 
 
@@ -75,13 +76,6 @@ def add_target_arguments(parser: argparse.ArgumentParser, nodes_default: str) ->
         f"or one of {', '.join(launchers.LAUNCHERS)}",
     )
     parser.add_argument("--horovod-controller", default="gloo", choices=["gloo", "mpi"])
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    parser.add_argument(
-        "--threads",
-        type=count_type("threads"),
-        default=0,
-        help="torch threads per worker (default: cores / workers on the node)",
-    )
     parser.add_argument("--out", default="results", help="results directory (default: results/)")
     parser.add_argument(
         "--timeout",
@@ -147,19 +141,14 @@ def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# The parsers of the workload's option kinds (bench/workload_options.py), the harness's:
+# bad input is one line naming the option, before anything is launched.
+WORKLOAD_PARSERS = {"count": count_type, "megabytes": megabytes_type, "seconds": seconds_type}
+
+
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", default="32,64,96", help="per-worker batch sizes: 32,64,96")
-    p.add_argument("--model", default="resnet50", help="resnet50, resnet101, inception_v3, ...")
-    p.add_argument(
-        "--image-size", type=count_type("image-size"), default=0, help="default: the model's own"
-    )
-    p.add_argument("--data", default="synthetic", help="'synthetic' or an ImageNet-layout folder")
-    p.add_argument(
-        "--data-workers",
-        type=count_type("data-workers"),
-        default=4,
-        help="DataLoader processes per worker",
-    )
+    workload_options.add_to(p, WORKLOAD_PARSERS)
     p.add_argument("--repeats", type=count_type("repeats"), default=3)
     p.add_argument(
         "--target-ci",
@@ -179,42 +168,6 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
         type=duration_type("budget"),
         default=None,
         help="no extra repeat starts after this much sweep time: 90s, 30m, 2h",
-    )
-    p.add_argument(
-        "--warmup", type=count_type("warmup"), default=10, help="discarded steps per run"
-    )
-    p.add_argument("--windows", type=count_type("windows"), default=5, help="timed windows per run")
-    p.add_argument("--steps", type=count_type("steps"), default=20, help="steps per window")
-    p.add_argument(
-        "--min-window-s",
-        type=seconds_type("min-window-s"),
-        default=0.0,
-        help="each window lasts at least this long (steps grow to fit; 0: --steps exactly)",
-    )
-    p.add_argument("--amp", default="auto", choices=["auto", "on", "off"])
-    p.add_argument(
-        "--step",
-        default="eager",
-        choices=["eager", "graph", "compile"],
-        help="how a training step runs: eager; graph: CUDA graphs (CUDA only); compile: "
-        "torch.compile (docs/gpu.md)",
-    )
-    p.add_argument(
-        "--decode",
-        default="auto",
-        choices=["auto", "workers", "device"],
-        help="real images (--data): decoded by DataLoader workers or on the device "
-        "(nvJPEG on CUDA); auto: device on CUDA where it works",
-    )
-    p.add_argument("--fp16-allreduce", action="store_true", help="fp16 gradient compression")
-    p.add_argument(
-        "--fusion-threshold-mb",
-        type=megabytes_type("fusion-threshold-mb"),
-        default=None,
-        help="Horovod only",
-    )
-    p.add_argument(
-        "--bucket-cap-mb", type=megabytes_type("bucket-cap-mb"), default=None, help="DDP only"
     )
 
 
@@ -393,6 +346,7 @@ def register(subparsers: argparse._SubParsersAction, campaign: dict[str, Handler
         "probe", help="measure all-reduce bus bandwidth on the nodes", description=probe.__doc__
     )
     add_target_arguments(p, nodes_default="2")
+    workload_options.add_to(p, WORKLOAD_PARSERS, only=("--device", "--threads"))
     p.add_argument("--probe-max-bytes", default="64M", help="largest message (default 64M)")
     p.set_defaults(func=probe_main)
     add_report_commands(subparsers)

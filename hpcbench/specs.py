@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -21,16 +22,19 @@ from hpcbench.errors import UsageError
 from hpcbench.launchers.slurm import SlurmOptions
 
 
-def _load_units() -> ModuleType:
-    """bench/units.py, which the nodes run without hpcbench: loaded from its file."""
-    spec = importlib.util.spec_from_file_location("_bench_units", paths.BENCH_DIR / "units.py")
+def _load_bench(name: str) -> ModuleType:
+    """A module of bench/, which the nodes run without hpcbench: loaded from its file
+    (it imports nothing of bench/ itself)."""
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", paths.BENCH_DIR / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
 
-units = _load_units()
+units = _load_bench("units")
+workload_options = _load_bench("workload_options")  # the options train.py takes
 
 # Bounds that catch typos ("1-1000") before they turn into hours of launches.
 MAX_NODES = 4096

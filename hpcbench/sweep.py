@@ -11,6 +11,7 @@ runs the store already holds (failed ones are retried).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import sys
@@ -26,7 +27,7 @@ from hpcbench.probe import run_probe
 from hpcbench.progress import Progress
 from hpcbench.schedulers import Outcome
 from hpcbench.schedulers.base import stop_on_signals
-from hpcbench.specs import SweepSpec, TargetSpec, WorkloadSpec
+from hpcbench.specs import SweepSpec, TargetSpec, WorkloadSpec, workload_options
 from hpcbench.store import Store, method_label, run_key
 from hpcbench.target import Target
 
@@ -110,19 +111,10 @@ def plan(
 
 
 def workload_args(workload: WorkloadSpec, backend: str, batch: int) -> list[str]:
-    options = {
-        "--model": workload.model, "--image-size": workload.image_size, "--batch": batch,
-        "--backend": backend, "--data": workload.data, "--warmup": workload.warmup,
-        "--windows": workload.windows, "--steps": workload.steps,
-        "--min-window-s": workload.min_window_s or None, "--device": workload.device,
-        "--threads": workload.threads, "--data-workers": workload.data_workers,
-        "--amp": workload.amp, "--fusion-threshold-mb": workload.fusion_threshold_mb,
-        "--bucket-cap-mb": workload.bucket_cap_mb, "--step": workload.step,
-        "--decode": workload.decode,
-    }  # fmt: skip
-    out = [str(x) for option, value in options.items() if value is not None
-           for x in (option, value)]  # fmt: skip
-    return out + (["--fp16-allreduce"] if workload.fp16_allreduce else [])
+    """train.py's command line for one run: the batch, the backend, and the workload's
+    options as bench/workload_options.py declares them."""
+    return ["--batch", str(batch), "--backend", backend,
+            *workload_options.argv(dataclasses.asdict(workload))]  # fmt: skip
 
 
 def base_record(

@@ -1,4 +1,5 @@
 import collections
+import dataclasses
 import json
 
 import pytest
@@ -161,7 +162,10 @@ def test_workload_args_pass_the_options_through():
     )
     argv = sweep.workload_args(workload, "ddp", 16)
     assert argv[argv.index("--batch") + 1] == "16"
-    assert argv[argv.index("--step") + 1] == "eager" and argv[argv.index("--decode") + 1] == "auto"
+    # At their defaults, the workload's options are left to train.py's same defaults.
+    assert "--step" not in argv and "--decode" not in argv and "--threads" not in argv
+    graph = sweep.workload_args(dataclasses.replace(workload, step="graph"), "ddp", 16)
+    assert graph[graph.index("--step") + 1] == "graph"
     assert "--fp16-allreduce" in argv and argv[argv.index("--bucket-cap-mb") + 1] == "5.0"
     assert "--fusion-threshold-mb" not in argv
 

@@ -3,6 +3,7 @@ and what its checks decide. The GPU itself is exercised by `make bench-gpu`."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -115,3 +116,21 @@ def test_the_single_worker_records_when_each_gradient_is_ready() -> None:
     assert offsets == sorted(offsets) and offsets[0] > 0
     # Backward runs from the output: the classifier's gradients come first.
     assert timeline[0][1] in (4000, 2048000)  # resnet18's fc bias (1000 x 4 B) or weight
+
+
+def test_the_workload_reads_back_every_value_the_harness_passes() -> None:
+    # Every field off its default: a field the harness keeps but bench/workload_options.py
+    # does not declare (or declares under another name) fails here.
+    from hpcbench import sweep
+    from hpcbench.specs import WorkloadSpec
+
+    spec = WorkloadSpec(
+        model="resnet34", image_size=48, data="/tmp/imagenet", data_workers=3, warmup=2,
+        windows=4, steps=7, min_window_s=1.5, device="cpu", threads=2, amp="off",
+        step="compile", decode="workers", fp16_allreduce=True, fusion_threshold_mb=8.0,
+        bucket_cap_mb=5.0,
+    )  # fmt: skip
+    args = train.parse_args(sweep.workload_args(spec, "horovod", 16))
+    for field in dataclasses.fields(spec):
+        assert getattr(args, field.name) == getattr(spec, field.name), field.name
+    assert (args.batch, args.backend) == (16, "horovod")

@@ -1,0 +1,89 @@
+"""The workload's options that the harness passes through, declared once.
+
+bench/train.py builds its parser from them; the harness (hpcbench/options.py)
+offers the same options to `scale` and a campaign's sweep, and turns its
+values back into train.py's command line (hpcbench/sweep.py, workload_args).
+Each side parses the values with its own bench/units.py checks (the harness's
+refuse with one line and exit 2 before anything launches), so `kind` names the
+parser instead of holding one. Runs on the nodes: no torch, no hpcbench; the
+harness loads this file from bench/ (hpcbench.specs).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+STEP_MODES = ("eager", "graph", "compile")  # bench/steps.py
+DECODERS = ("auto", "workers", "device")  # bench/inputs.py
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    kind: str  # count, megabytes, seconds (bench/units.py), choice, text, switch
+    default: Any
+    help: str
+    choices: tuple[str, ...] = ()
+
+    @property
+    def dest(self) -> str:
+        return self.flag.removeprefix("--").replace("-", "_")
+
+
+OPTIONS = (
+    Option("--model", "text", "resnet50", "a model of bench/models.json"),
+    Option("--image-size", "count", 0, "default: the model's own"),
+    Option("--data", "text", "synthetic", "'synthetic' or an ImageNet-layout folder"),
+    Option("--decode", "choice", "auto", "real images (--data): decoded by the DataLoader's "
+           "workers, or on the device (nvJPEG on CUDA); auto: device on CUDA where it works "
+           "(docs/gpu.md)", DECODERS),  # fmt: skip
+    Option("--data-workers", "count", 4, "DataLoader processes per worker"),
+    Option("--warmup", "count", 10, "discarded steps per run"),
+    Option("--windows", "count", 5, "timed windows per run"),
+    Option("--steps", "count", 20, "steps per window"),
+    Option("--min-window-s", "seconds", 0.0, "each window lasts at least this long: steps "
+           "grow to fit, measured after warm-up (0: --steps exactly)"),  # fmt: skip
+    Option("--device", "choice", "auto", "auto: CUDA where torch sees it", ("auto", "cpu", "cuda")),
+    Option("--threads", "count", 0, "torch threads per worker (0: the node's cores shared "
+           "among its workers)"),  # fmt: skip
+    Option("--amp", "choice", "auto", "fp16 autocast; auto: on with CUDA", ("auto", "on", "off")),
+    Option("--step", "choice", "eager", "how a training step runs: eager; graph: CUDA graphs "
+           "(CUDA only); compile: torch.compile (docs/gpu.md)", STEP_MODES),  # fmt: skip
+    Option("--fp16-allreduce", "switch", False, "compress gradients to fp16"),
+    Option("--fusion-threshold-mb", "megabytes", None, "Horovod's tensor fusion buffer "
+           "(default: Horovod's 128)"),  # fmt: skip
+    Option("--bucket-cap-mb", "megabytes", None, "DDP's gradient buckets (default: DDP's 25)"),
+)
+
+
+def add_to(parser: argparse.ArgumentParser,
+           parsers: Mapping[str, Callable[[str], Callable[[str], Any]]],
+           only: tuple[str, ...] = ()) -> None:  # fmt: skip
+    """Every option (or those `only` names), their values read by parsers[kind](name)
+    for the three number kinds."""
+    for o in OPTIONS:
+        if only and o.flag not in only:
+            continue
+        if o.kind == "switch":
+            parser.add_argument(o.flag, action="store_true", help=o.help)
+        elif o.kind in ("choice", "text"):
+            parser.add_argument(o.flag, default=o.default, choices=o.choices or None,
+                                help=o.help)  # fmt: skip
+        else:
+            parser.add_argument(o.flag, type=parsers[o.kind](o.flag.removeprefix("--")),
+                                default=o.default, help=o.help)  # fmt: skip
+
+
+def argv(values: Mapping[str, Any]) -> list[str]:
+    """train.py's command line for these values (by dest): an option at its default (or
+    None) is left out, as train.py's default is the same; a switch is its flag alone."""
+    out: list[str] = []
+    for o in OPTIONS:
+        value = values.get(o.dest)
+        if value is None or value == o.default:
+            continue
+        out += [o.flag] if o.kind == "switch" else [o.flag, str(value)]
+    return out
