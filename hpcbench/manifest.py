@@ -10,6 +10,9 @@ from this checkout's bench/ and refuses nodes whose manifest differs.
 from __future__ import annotations
 
 import hashlib
+import io
+import shlex
+import tarfile
 from pathlib import Path
 
 MANIFEST_FILE = ".manifest.sha256"
@@ -50,3 +53,28 @@ def matches(expected: dict[str, str], text: str) -> bool:
     A missing manifest reads as empty and never matches a checkout's bench/.
     """
     return parse(text) == expected
+
+
+def pack(bench_dir: Path) -> bytes:
+    """bench/ as a tar stream (the files the manifest names, and the manifest), for a
+    node that has no copy yet (a Slurm cluster's login node)."""
+    digests = compute(bench_dir)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for relative in digests:
+            tar.add(bench_dir / relative, arcname=relative, recursive=False)
+        text = render(digests).encode()
+        info = tarfile.TarInfo(MANIFEST_FILE)
+        info.size, info.mode = len(text), 0o644
+        tar.addfile(info, io.BytesIO(text))
+    return buffer.getvalue()
+
+
+def unpack_command(bench_dir: str, *also: str) -> str:
+    """The shell line that unpacks pack()'s stream into bench_dir, replacing what was
+    there only once the new copy is whole, and makes the folders `also` names."""
+    new, q = f"{bench_dir}.new", shlex.quote
+    folders = " ".join(q(d) for d in also if d)
+    return (f"set -e; mkdir -p {q(new)} {folders}; rm -rf {q(new)}; mkdir -p {q(new)}; "
+            f"tar -C {q(new)} -xf -; rm -rf {q(bench_dir)}; "
+            f"mv {q(new)} {q(bench_dir)}")  # fmt: skip

@@ -38,12 +38,20 @@ from hpcbench.specs import (
     megabytes_type,
     parse_batch,
     parse_hosts,
+    parse_login,
     parse_nodes,
     parse_size,
     seconds_type,
     target_ci_type,
     workload_options,
 )
+from hpcbench.ssh import SshAccess
+
+# Where --slurm-login keeps bench/ and the jobs' output on the cluster, below the login
+# user's home (which the compute nodes share on the clusters this serves); `~/` is
+# resolved on the login node before the first job (hpcbench.target).
+REMOTE_BENCH_DIR = "~/.cache/hpcbench/bench"
+REMOTE_JOB_DIR = "~/.cache/hpcbench/slurm"
 
 
 def known_models() -> dict[str, dict[str, Any]]:
@@ -139,6 +147,40 @@ def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="OPTION",
         help="extra #SBATCH option, verbatim (repeatable)",
     )
+    g.add_argument(
+        "--slurm-login",
+        default="",
+        metavar="[USER@]HOST[:PORT]",
+        help="--env slurm: the login node where sbatch runs, over one multiplexed SSH "
+        "connection with its host key checked (default: this machine is the login node)",
+    )
+    g.add_argument("--slurm-ssh-key", default="", help="identity file for --slurm-login")
+    g.add_argument(
+        "--slurm-known-hosts",
+        default="",
+        help="known_hosts file holding --slurm-login's host key (default: your ssh's)",
+    )
+    g.add_argument(
+        "--slurm-python",
+        default="",
+        help="--env slurm without a container: the Python on the nodes that holds the "
+        "stack (a venv or conda environment on the shared file system); default: this "
+        "machine's where sbatch runs here",
+    )
+    g.add_argument(
+        "--slurm-bench-dir",
+        default="",
+        help=f"--env slurm: bench/ on the cluster's shared file system; default: this "
+        f"checkout's where sbatch runs here, else {REMOTE_BENCH_DIR} on the login node "
+        "(copied there and checked before the first job)",
+    )
+    g.add_argument(
+        "--slurm-setup",
+        default="",
+        metavar="LINE",
+        help="one shell line the batch script runs first, e.g. 'module load anaconda3 && "
+        "source activate hb'",
+    )
 
 
 # The parsers of the workload's option kinds (bench/workload_options.py), the harness's:
@@ -195,9 +237,21 @@ def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
     gpus = args.slurm_gpus
     if gpus is None:
         gpus = args.gpus_per_node if args.gpus_per_node and args.device != "cpu" else 0
-    job_dir = args.slurm_job_dir or (str(Path(args.out).resolve() / "slurm") if cluster else "")
+    login = login_access(args) if cluster else None
+    job_dir = args.slurm_job_dir
+    if cluster and not job_dir:  # on the cluster's shared file system, where sbatch runs
+        job_dir = REMOTE_JOB_DIR if login else str(Path(args.out).resolve() / "slurm")
     if job_dir:
-        check_text(job_dir, "--out (its slurm/ folder)", SAFE_PATH, "a plain path")
+        check_text(job_dir, "--slurm-job-dir", SAFE_PATH, "a plain path")
+    for flag in ("slurm_python", "slurm_bench_dir"):
+        if getattr(args, flag):
+            check_text(getattr(args, flag), f"--{flag.replace('_', '-')}", SAFE_PATH,
+                       "a plain path")  # fmt: skip
+    if login and not args.container_image and not args.slurm_python:
+        raise UsageError("--slurm-login without --container-image needs --slurm-python: the "
+                         "stack's Python on the cluster (a venv or conda environment)")  # fmt: skip
+    if any(ord(c) < 32 or ord(c) == 127 for c in args.slurm_setup):
+        raise UsageError("--slurm-setup: one line of shell, no line breaks")
     return SlurmOptions(
         partition=args.partition,
         account=args.account,
@@ -212,7 +266,25 @@ def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
         pin_nodes=not cluster,  # --env slurm: Slurm chooses the nodes
         queue_wait_s=args.slurm_queue_wait,
         extra=tuple(sbatch_option(x) for x in args.sbatch),
+        login=login,
+        python=args.slurm_python,
+        bench_dir=args.slurm_bench_dir or (REMOTE_BENCH_DIR if login else ""),
+        setup=args.slurm_setup,
     )
+
+
+
+def login_access(args: argparse.Namespace) -> SshAccess | None:
+    """--slurm-login as the SSH access sbatch runs through (None: this machine)."""
+    if not args.slurm_login:
+        return None
+    user, host, port = parse_login(args.slurm_login)
+    for flag in ("slurm_ssh_key", "slurm_known_hosts"):
+        if getattr(args, flag):
+            check_path(getattr(args, flag), f"--{flag.replace('_', '-')}")
+    return SshAccess(host=host, port=port, user=user, key_file=args.slurm_ssh_key or None,
+                     known_hosts=args.slurm_known_hosts or None,
+                     multiplex=str(paths.state_root() / "ssh"))  # fmt: skip
 
 
 def target_spec(args: argparse.Namespace) -> TargetSpec:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
+
+from hpcbench import paths
 
 CALL_TIMEOUT_S = 30
 
@@ -52,6 +55,9 @@ class SshAccess:
     extra_args: tuple[str, ...] = ()
     # The testbed's known_hosts (Ansible's, in the state folder); None: the user's own.
     known_hosts: str | None = None
+    # A private folder for one shared connection (ControlMaster): a login node polled
+    # by squeue every few seconds is asked to authenticate once, not at every call.
+    multiplex: str | None = None
 
     def argv(self) -> list[str]:
         args = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
@@ -62,6 +68,10 @@ class SshAccess:
         if self.known_hosts:
             args += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
         args += ["-o", "LogLevel=ERROR", "-p", str(self.port)]
+        if self.multiplex:  # %C: a hash of host, port and user, short enough for a socket
+            paths.private_dir(Path(self.multiplex))  # made at the first use, owner only
+            args += ["-o", "ControlMaster=auto", "-o", f"ControlPath={self.multiplex}/%C",
+                     "-o", "ControlPersist=120"]  # fmt: skip
         if self.key_file:
             args += ["-i", self.key_file]
         args += list(split_options(self.extra_args)[0])
@@ -103,3 +113,18 @@ def call(access: SshAccess, command: str = "true", timeout_s: float = CALL_TIMEO
     if proc.returncode != 0:
         return Reply(proc.stdout, last_line(proc.stderr))
     return Reply(proc.stdout)
+
+
+def send(access: SshAccess, command: str, data: bytes, timeout_s: float = 120) -> Reply:
+    """Run one shell line on the node with `data` on its standard input, bounded."""
+    try:
+        proc = subprocess.run([*access.argv(), command], input=data, capture_output=True,
+                              timeout=timeout_s)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return Reply(problem=f"no answer in {timeout_s:.0f} s")
+    except OSError as err:
+        return Reply(problem=str(err))
+    out = proc.stdout.decode(errors="replace")
+    if proc.returncode != 0:
+        return Reply(out, last_line(proc.stderr.decode(errors="replace")))
+    return Reply(out)

@@ -9,6 +9,7 @@ at deploy time), and turns "n nodes, w workers" into a launcher's RunSpec.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import random
 import shlex
@@ -31,7 +32,7 @@ def resolve_testbed(spec: TargetSpec) -> Testbed:
     if spec.kind is TestbedKind.HOSTS:
         return testbed.from_hosts(list(spec.hosts))
     if spec.kind is TestbedKind.SLURM:
-        return testbed.slurm_cluster(spec.gpus_per_node)
+        return testbed.slurm_cluster(spec.gpus_per_node, spec.slurm.python, spec.slurm.bench_dir)
     return testbed.for_env(spec.env)  # a deployed environment, or localhost
 
 
@@ -55,8 +56,9 @@ class Target:
         if cluster or spec.launcher == SlurmLauncher.name:
             if spec.launcher not in ("auto", SlurmLauncher.name):
                 raise UsageError(f"--env slurm runs with the slurm launcher, not {spec.launcher}")
-            # sbatch runs here on a cluster's login node, on the head of a testbed.
-            submit = None if cluster else tb.head_node().access
+            # sbatch runs on a cluster's login node (this machine, or --slurm-login over
+            # SSH), on the head of a testbed.
+            submit = spec.slurm.login if cluster else tb.head_node().access
             launcher: Launcher = SlurmLauncher(
                 spec.slurm, spec.horovod_controller, spec.backend, submit
             )
@@ -135,8 +137,14 @@ class Target:
         checkout's, in one SSH round trip per node; nothing is launched yet.
 
         --hosts nodes see this checkout through a shared file system, as
-        `--env slurm` and `--env localhost` do: only reachability is checked.
+        `--env slurm` and `--env localhost` do: only reachability is checked. A
+        cluster reached through --slurm-login gets this checkout's bench/ copied to
+        its shared file system first (place_on_login).
         """
+        if isinstance(self.launcher, SlurmLauncher) and self.testbed.kind is TestbedKind.SLURM:
+            if self.launcher.submit is not None:
+                self.place_on_login()
+            return
         nodes = self.remote_nodes()
         if not nodes:
             return
@@ -159,6 +167,34 @@ class Target:
                     f"node {node.name}: the workload in {tb.bench_dir} differs from this "
                     f"checkout's bench/ (run make deploy ENV={tb.env})"
                 )
+
+
+    def place_on_login(self) -> None:
+        """`~/` of --slurm-bench-dir and the job folder resolved on the login node, and
+        this checkout's bench/ there (copied when its manifest differs, then checked)."""
+        assert isinstance(self.launcher, SlurmLauncher) and self.launcher.submit is not None
+        login, opts = self.launcher.submit, self.launcher.options
+        where = f"login node {login.host}"
+        home = ssh.call(login, 'printf %s "$HOME"')
+        if not home.ok or not home.stdout.startswith("/"):
+            raise UsageError(f"{where} is unreachable over SSH: {home.problem or 'no $HOME'}")
+
+        def resolved(path: str) -> str:
+            return home.stdout.rstrip("/") + path[1:] if path.startswith("~/") else path
+
+        bench, jobs = resolved(self.testbed.bench_dir), resolved(opts.job_dir)
+        self.testbed.bench_dir = bench
+        self.launcher.options = dataclasses.replace(opts, bench_dir=bench, job_dir=jobs)
+        expected = manifest.compute(paths.BENCH_DIR)
+        listing = f"cat {shlex.quote(bench)}/{manifest.MANIFEST_FILE} 2>/dev/null || true"
+        first = ssh.call(login, f"mkdir -p {shlex.quote(jobs)}; {listing}")
+        if manifest.matches(expected, first.stdout):
+            return
+        unpack = manifest.unpack_command(bench, jobs)
+        reply = ssh.send(login, unpack, manifest.pack(paths.BENCH_DIR))
+        if not reply.ok or not manifest.matches(expected, ssh.call(login, listing).stdout):
+            why = reply.problem or "its manifest differs after the copy"
+            raise UsageError(f"{where}: bench/ could not be placed in {bench}: {why}")
 
 
 def free_port() -> int:

@@ -218,10 +218,13 @@ def from_hosts(hosts: list[HostSlots], user: str | None = None) -> Testbed:
     )
 
 
-def slurm_cluster(gpus_per_node: int | None) -> Testbed:
+def slurm_cluster(gpus_per_node: int | None, python: str = "", bench_dir: str = "") -> Testbed:
     """`--env slurm`: the nodes Slurm will allocate, seen from a login node with a
-    shared file system (this checkout's bench/ and python, or the container's)."""
+    shared file system: the stack's Python and bench/ there (--slurm-python,
+    --slurm-bench-dir), this machine's where they are not given (sbatch runs here), or
+    the container's Python."""
     nodes = [Node(f"slurm{i}", "", gpus_per_node or 0, None) for i in range(CLUSTER_NODES)]
     return Testbed(
-        env=TestbedKind.SLURM.value, nodes=nodes, head=nodes[0].name, kind=TestbedKind.SLURM
-    )
+        env=TestbedKind.SLURM.value, nodes=nodes, head=nodes[0].name, kind=TestbedKind.SLURM,
+        python=python or sys.executable, bench_dir=bench_dir or str(paths.BENCH_DIR),
+    )  # fmt: skip

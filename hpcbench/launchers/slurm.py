@@ -50,6 +50,13 @@ class SlurmOptions:
     pin_nodes: bool = False  # --nodelist=the run's hosts (testbeds whose nodes we know)
     queue_wait_s: int = 3600  # how long a job may wait in the queue before it is cancelled
     extra: tuple[str, ...] = ()  # more #SBATCH options, verbatim
+    # --env slurm: where sbatch runs (None: this machine, a login node), the stack's
+    # Python and bench/ on the cluster's shared file system ("": this machine's), and a
+    # shell line the batch script runs before srun (module load ...).
+    login: SshAccess | None = None
+    python: str = ""
+    bench_dir: str = ""
+    setup: str = ""
 
     @property
     def pyxis(self) -> bool:
@@ -133,7 +140,8 @@ def sbatch_script(
         head.append(f"#SBATCH --nodelist={q(','.join(p.host for p in spec.placements))}")
     head += [f"#SBATCH {x}" for x in opts.extra]
 
-    body = [
+    body = [opts.setup] if opts.setup else []  # the user's own line, before `set -u`
+    body += [
         "set -u",
         'nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         'export MASTER_ADDR=$(echo "$nodes" | head -n 1)',

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcbench.launchers.base import Command, RunSpec
-from hpcbench.launchers.slurm import EXIT_MARKER, SlurmLauncher
+from hpcbench.launchers.slurm import EXIT_MARKER, SlurmLauncher, SlurmOptions
 from hpcbench.schedulers.base import RESULT_MARKER, TAIL_LINES, Outcome, Scheduler, parse_records
 from hpcbench.ssh import SshAccess
 
@@ -62,7 +62,11 @@ class SlurmScheduler(Scheduler):
 
     def __init__(self, launcher: SlurmLauncher) -> None:
         self.launcher = launcher
-        self.options = launcher.options
+
+    @property
+    def options(self) -> SlurmOptions:
+        """The launcher's, as the target last resolved them (paths on a login node)."""
+        return self.launcher.options
 
     def job_name(self) -> str:
         return f"hpcbench-{uuid.uuid4().hex[:8]}"
