@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from hpcbench import analysis, export, prediction
+from hpcbench import analysis, atomic, export, prediction
 from hpcbench.analysis import ConfigSummary
 from hpcbench.errors import UsageError
 from hpcbench.specs import check_path
@@ -273,7 +273,7 @@ def _breakdown_plot(plt: Any, by_batch: dict[int, list[ConfigSummary]], path: Pa
         ax.set(xlabel="nodes", ylabel="ms per step", title=f"batch {batch}")
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    atomic.write_with(path, lambda f: fig.savefig(f, dpi=100, format="png"))
     plt.close(fig)
     return path
 
@@ -359,7 +359,7 @@ def _make_plots(summaries: list[ConfigSummary], plot_dir: Path) -> list[tuple[st
         fig.suptitle(f"{model} ({backend}, {image_size} px) on {env}")
         fig.tight_layout()
         path = plot_dir / f"{stem}.png"
-        fig.savefig(path, dpi=100)
+        atomic.write_with(path, lambda f, fig=fig: fig.savefig(f, dpi=100, format="png"))
         plt.close(fig)
         made.append((f"{model}, {backend}, {image_size} px on {env}", path))
         breakdown = _breakdown_plot(plt, by_batch, plot_dir / f"{stem}-time.png")
@@ -415,8 +415,8 @@ def build_report(directory: str) -> tuple[Path, Path]:
     summaries = analysis.summarise(runs, probes)
     out = store.dir
     data = data_texts(store, summaries)
-    (out / DATA_JSON).write_text(data["json"])
-    (out / DATA_CSV).write_text(data["csv"])
+    atomic.write_text(out / DATA_JSON, data["json"])
+    atomic.write_text(out / DATA_CSV, data["csv"])
     plots = make_plots(summaries, out / "plots")
     md: list[str] = [f"# Scaling report: {out}", ""]
     hp: list[str] = [f"<h1>Scaling report: {html.escape(str(out))}</h1>"]
@@ -503,13 +503,14 @@ def build_report(directory: str) -> tuple[Path, Path]:
         hp += ["<h2>Context</h2><ul>"] + [f"<li>{html.escape(c)}</li>" for c in context]
         hp.append("</ul>")
     md_path, html_path = out / "report.md", out / "report.html"
-    md_path.write_text("\n".join(md))
+    atomic.write_text(md_path, "\n".join(md))
     style = (
         "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
         "img{max-width:100%}"
     )
-    html_path.write_text(
+    atomic.write_text(
+        html_path,
         f"<!doctype html><html><head><meta charset='utf-8'><title>hpcbench "
         f"report</title><style>{style}</style></head><body>" + "\n".join(hp) + "</body></html>"
     )

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench import analysis, export, prediction
+from hpcbench import analysis, atomic, export, prediction
 from hpcbench.analysis import ConfigSummary
 from hpcbench.campaign.journal import Journal
 from hpcbench.campaign.spec import Campaign, TestbedPlan
@@ -264,24 +263,13 @@ def charts(
             fig.text(0.01, 0.005, _plain(made_by), fontsize=7, color="0.4")
         fig.tight_layout(rect=(0, 0.03, 1, 1) if made_by else None)
         path = folder / f"{name}.png"
-        _atomic(path, lambda tmp, fig=fig: fig.savefig(tmp, dpi=100, format="png"))
+        atomic.write_with(path, lambda f, fig=fig: fig.savefig(f, dpi=100, format="png"))
         plt.close(fig)
         made.append((name, path))
     return made
 
 
 # ------------------------------------------------------------------- writing
-def _atomic(path: Path, write: Any) -> None:
-    """Written whole or not at all: a temporary file beside it, then renamed."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
-def _write_text(path: Path, text: str) -> None:
-    _atomic(path, lambda tmp: tmp.write_text(text))
-
-
 def build(campaign: Campaign) -> list[Path]:
     results = load(campaign)
     out = campaign.out
@@ -295,11 +283,11 @@ def build(campaign: Campaign) -> list[Path]:
     made = charts(results, out, f"hpcbench campaign report {campaign.path}, "
                   f"{time.strftime('%Y-%m-%d')}")  # fmt: skip
     systems = [system(r) for r in results]
-    _write_text(out / "systems.json", json.dumps(systems, indent=1) + "\n")
+    atomic.write_text(out / "systems.json", json.dumps(systems, indent=1) + "\n")
     configurations = [export.configuration(s, testbed=r.tb.name, title=r.tb.title)
                       for r in results for s in r.summaries]  # fmt: skip
-    _write_text(out / DATA_JSON, export.as_json(configurations, campaign=campaign.name))
-    _write_text(out / DATA_CSV, export.as_csv(configurations, ("testbed", "title")))
+    atomic.write_text(out / DATA_JSON, export.as_json(configurations, campaign=campaign.name))
+    atomic.write_text(out / DATA_CSV, export.as_csv(configurations, ("testbed", "title")))
     summary_line = (f"{len(cells)} cells on {len(campaign.testbeds)} testbeds: "
                     + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))  # fmt: skip
     command = f"python -m hpcbench campaign run {campaign.path}"
@@ -372,8 +360,8 @@ def build(campaign: Campaign) -> list[Path]:
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>hpcbench campaign "
             f"{html.escape(campaign.name)}</title><style>{style}</style></head><body>"
             + "\n".join(hp) + "</body></html>")  # fmt: skip
-    _write_text(out / "report.md", "\n".join(md))
-    _write_text(out / "report.html", page)
+    atomic.write_text(out / "report.md", "\n".join(md))
+    atomic.write_text(out / "report.html", page)
     return [out / "report.html", out / "report.md", *(p for _, p in made), out / "systems.json",
             out / DATA_JSON, out / DATA_CSV]  # fmt: skip
 
