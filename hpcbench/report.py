@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from hpcbench import analysis, atomic, export, prediction
+from hpcbench import analysis, atomic, export, figures, prediction
 from hpcbench.analysis import ConfigSummary
 from hpcbench.errors import UsageError
 from hpcbench.specs import check_path
@@ -273,7 +273,7 @@ def _breakdown_plot(plt: Any, by_batch: dict[int, list[ConfigSummary]], path: Pa
         ax.set(xlabel="nodes", ylabel="ms per step", title=f"batch {batch}")
         ax.legend(fontsize=8)
     fig.tight_layout()
-    atomic.write_with(path, lambda f: fig.savefig(f, dpi=100, format="png"))
+    figures.save_png(fig, path)
     plt.close(fig)
     return path
 
@@ -309,6 +309,7 @@ def _make_plots(summaries: list[ConfigSummary], plot_dir: Path) -> list[tuple[st
             by_batch[s.batch].append(s)
         fig, (ax_x, ax_e) = plt.subplots(1, 2, figsize=(12, 4.5))
         max_nodes = 1
+        curves = []
         for batch in sorted(by_batch):
             points = sorted(_full_nodes(by_batch[batch]), key=lambda s: s.nodes)
             if not points:
@@ -323,43 +324,17 @@ def _make_plots(summaries: list[ConfigSummary], plot_dir: Path) -> list[tuple[st
                 capsize=3,
                 label=f"batch {batch}",
             )
-            color = line[0].get_color()
-            with_e = [s for s in points if s.efficiency is not None]
-            ax_e.errorbar(
-                [s.nodes for s in with_e],
-                [s.efficiency for s in with_e],
-                yerr=[s.efficiency_ci95 or 0 for s in with_e],
-                marker="o",
-                capsize=3,
-                color=color,
-                label=f"batch {batch} measured",
-            )
-            band = [s for s in points if s.predicted_efficiency_low is not None]
-            if band:
-                ax_e.fill_between(
-                    [s.nodes for s in band],
-                    [s.predicted_efficiency_low for s in band],
-                    [s.predicted_efficiency_high for s in band],
-                    color=color,
-                    alpha=0.15,
-                    label=f"batch {batch} predicted",
-                )
-        ax_e.axhline(1.0, color="black", linestyle="--", linewidth=1, label="ideal")
+            curves.append(figures.Curve(f"batch {batch}", line[0].get_color(), points))
+        figures.efficiency_panel(ax_e, curves, "nodes")
         ax_x.set(xlabel="nodes", ylabel="images/s (total)", title="Throughput")
-        ax_e.set(
-            xlabel="nodes",
-            ylabel="E(N) = X(N) / (N X(1))",
-            title="Scaling efficiency",
-            ylim=(0, 1.15),
-        )
+        ax_e.set(xlabel="nodes", title="Scaling efficiency")
         for ax in (ax_x, ax_e):
             ax.set_xticks(range(1, max_nodes + 1))
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
         fig.suptitle(f"{model} ({backend}, {image_size} px) on {env}")
         fig.tight_layout()
-        path = plot_dir / f"{stem}.png"
-        atomic.write_with(path, lambda f, fig=fig: fig.savefig(f, dpi=100, format="png"))
+        path = figures.save_png(fig, plot_dir / f"{stem}.png")
         plt.close(fig)
         made.append((f"{model}, {backend}, {image_size} px on {env}", path))
         breakdown = _breakdown_plot(plt, by_batch, plot_dir / f"{stem}-time.png")

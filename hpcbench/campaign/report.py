@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench import analysis, atomic, export, prediction
+from hpcbench import analysis, atomic, export, figures, prediction
 from hpcbench.analysis import ConfigSummary
 from hpcbench.campaign.journal import Journal
 from hpcbench.campaign.spec import Campaign, TestbedPlan
@@ -215,44 +215,24 @@ def charts(
         return []
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     made = []
-    for name, ylabel in (("throughput", "images/s (all workers)"),
-                         ("efficiency", "E(N) = X(N) / (N X(1))")):  # fmt: skip
+    for name in ("throughput", "efficiency"):
         fig, axes = plt.subplots(1, len(batches), figsize=(5.5 * len(batches), 4.5),
                                  squeeze=False, sharey=name == "efficiency")  # fmt: skip
         top = 1
         for ax, batch in zip(axes[0], batches, strict=True):
-            for i, r in enumerate(results):
-                points = r.points.get(batch, [])
-                if not points:
-                    continue
-                color = colors[i % len(colors)]
-                x = [s.workers for s in points]
-                top = max(top, *x)
-                label = _plain(r.tb.title)
-                if name == "throughput":
-                    ax.errorbar(x, [s.images_per_sec for s in points],
-                                yerr=[s.ci95 or 0 for s in points], marker="o", capsize=3,
-                                color=color, label=label)  # fmt: skip
-                    continue
-                with_e = [s for s in points if s.efficiency is not None]
-                ax.errorbar([s.workers for s in with_e], [s.efficiency for s in with_e],
-                            yerr=[s.efficiency_ci95 or 0 for s in with_e], marker="o",
-                            capsize=3, color=color, label=f"{label} measured")  # fmt: skip
-                band = [s for s in with_e if s.predicted_efficiency_low is not None]
-                if band:
-                    ax.fill_between([s.workers for s in band],
-                                    [s.predicted_efficiency_low for s in band],
-                                    [s.predicted_efficiency_high for s in band],
-                                    color=color, alpha=0.12)  # fmt: skip
-                point = [s for s in with_e if s.predicted_efficiency is not None]
-                if point:
-                    ax.plot([s.workers for s in point], [s.predicted_efficiency for s in point],
-                            linestyle="--", marker="x", color=color,
-                            label=f"{label} predicted (band shaded)")  # fmt: skip
+            curves = [figures.Curve(_plain(r.tb.title), colors[i % len(colors)], r.points[batch])
+                      for i, r in enumerate(results) if r.points.get(batch)]  # fmt: skip
+            top = max([top, *(s.workers for c in curves for s in c.points)])
             if name == "efficiency":
-                ax.axhline(1.0, color="black", linestyle=":", linewidth=1)
-                ax.set_ylim(0, 1.15)
-            ax.set(xlabel="workers (GPUs, or nodes of one worker)", ylabel=ylabel,
+                figures.efficiency_panel(ax, curves, "workers", point_prediction=True)
+            else:
+                for c in curves:
+                    ax.errorbar([s.workers for s in c.points],
+                                [s.images_per_sec for s in c.points],
+                                yerr=[s.ci95 or 0 for s in c.points], marker="o", capsize=3,
+                                color=c.color, label=c.label)  # fmt: skip
+                ax.set(ylabel="images/s (all workers)")
+            ax.set(xlabel="workers (GPUs, or nodes of one worker)",
                    title=f"batch {batch} per worker")  # fmt: skip
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
@@ -262,10 +242,8 @@ def charts(
         if made_by:
             fig.text(0.01, 0.005, _plain(made_by), fontsize=7, color="0.4")
         fig.tight_layout(rect=(0, 0.03, 1, 1) if made_by else None)
-        path = folder / f"{name}.png"
-        atomic.write_with(path, lambda f, fig=fig: fig.savefig(f, dpi=100, format="png"))
+        made.append((name, figures.save_png(fig, folder / f"{name}.png")))
         plt.close(fig)
-        made.append((name, path))
     return made
 
 
