@@ -15,7 +15,6 @@ GPUs and ten jobs of one GPU meet on the same axis.
 
 from __future__ import annotations
 
-import html
 import json
 import time
 from collections import defaultdict
@@ -23,12 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench import analysis, atomic, export, figures, prediction
+from hpcbench import analysis, atomic, export, figures, page, prediction
 from hpcbench.analysis import ConfigSummary
-from hpcbench.campaign.journal import Journal
+from hpcbench.campaign.journal import CellState, Journal
 from hpcbench.campaign.spec import Campaign, TestbedPlan
 from hpcbench.errors import UsageError
-from hpcbench.report import DATA_CSV, DATA_JSON, fmt, fmt_band, html_table, md_table
+from hpcbench.page import Block, Code, Image, Page, Paragraph, Section, Table
+from hpcbench.report import DATA_CSV, DATA_JSON, fmt, fmt_band
 from hpcbench.store import Store
 
 
@@ -254,10 +254,6 @@ def build(campaign: Campaign) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     journal = Journal(out, campaign.name)
     states = journal.cell_states() if journal.store.exists() else {}
-    cells = campaign.cells
-    counts: dict[str, int] = defaultdict(int)
-    for c in cells:
-        counts[states[c.id].status if c.id in states else "pending"] += 1
     made = charts(results, out, f"hpcbench campaign report {campaign.path}, "
                   f"{time.strftime('%Y-%m-%d')}")  # fmt: skip
     systems = [system(r) for r in results]
@@ -266,41 +262,42 @@ def build(campaign: Campaign) -> list[Path]:
                       for r in results for s in r.summaries]  # fmt: skip
     atomic.write_text(out / DATA_JSON, export.as_json(configurations, campaign=campaign.name))
     atomic.write_text(out / DATA_CSV, export.as_csv(configurations, ("testbed", "title")))
-    summary_line = (f"{len(cells)} cells on {len(campaign.testbeds)} testbeds: "
-                    + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))  # fmt: skip
-    command = f"python -m hpcbench campaign run {campaign.path}"
-    intro = [
-        summary_line + ".",
-        f"Made by `{command}` (`campaign report {campaign.path}` remakes this page); "
-        f"{time.strftime('%Y-%m-%d %H:%M')}.",
-        "Each point is the mean over repeats with its 95% interval; E(N) = X(N) / (N X(1)) "
-        "against the testbed's own single-worker baseline; the point prediction replays one "
-        "step over the probed network, the band spans no overlap to full overlap "
-        "(docs/method.md). A difference smaller than both intervals is not a result.",
+    md_path, html_path = page.write(campaign_page(campaign, results, states, systems, made), out)
+    return [html_path, md_path, *(p for _, p in made), out / "systems.json",
+            out / DATA_JSON, out / DATA_CSV]  # fmt: skip
+
+
+def campaign_page(campaign: Campaign, results: list[TestbedResults],
+                  states: dict[str, CellState], systems: list[dict[str, Any]],
+                  made: list[tuple[str, Path]]) -> Page:  # fmt: skip
+    """report.md and report.html, as one description (hpcbench.page)."""
+    cells = campaign.cells
+    counts: dict[str, int] = defaultdict(int)
+    for c in cells:
+        counts[states[c.id].status if c.id in states else "pending"] += 1
+    intro: list[Block] = [Paragraph(campaign.description)] if campaign.description else []
+    intro += [
+        Paragraph(f"{len(cells)} cells on {len(campaign.testbeds)} testbeds: "
+                  + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + "."),  # fmt: skip
+        Paragraph("Made by ", Code(f"python -m hpcbench campaign run {campaign.path}"), " (",
+                  Code(f"campaign report {campaign.path}"), " remakes this page); "
+                  f"{time.strftime('%Y-%m-%d %H:%M')}."),  # fmt: skip
+        Paragraph(
+            "Each point is the mean over repeats with its 95% interval; E(N) = X(N) / (N X(1)) "
+            "against the testbed's own single-worker baseline; the point prediction replays one "
+            "step over the probed network, the band spans no overlap to full overlap "
+            "(docs/method.md). A difference smaller than both intervals is not a result."
+        ),
     ]
-    glance = glance_rows(results)
-    failed = [(c, states[c.id]) for c in cells if c.id in states and
-              states[c.id].status == "failed"]  # fmt: skip
-    md = [f"# Campaign {campaign.name}", ""]
-    if campaign.description:
-        md += [campaign.description, ""]
-    md += [*intro, "", "## At a glance", "", md_table(GLANCE_HEADER, glance), ""]
-    md += [f"![{title}]({path.name})" for title, path in made] + [""]
-    data = f"The numbers: {DATA_JSON} and {DATA_CSV} (one record per configuration)."
-    md += [data, ""]
-    hp = [f"<h1>Campaign {html.escape(campaign.name)}</h1>"]
-    if campaign.description:
-        hp.append(f"<p>{html.escape(campaign.description)}</p>")
-    hp += [f"<p>{html.escape(line)}</p>" for line in intro]
-    hp += ["<h2>At a glance</h2>", html_table(GLANCE_HEADER, glance)]
-    hp += [f'<p><img src="{html.escape(p.name)}" alt="{html.escape(t)}"></p>' for t, p in made]
-    hp.append(f"<p>{html.escape(data)}</p>")
-    md += ["## The systems", ""]
-    hp.append("<h2>The systems</h2>")
-    rows = [[k] + [_cell(s.get(k)) for s in systems] for k in SYSTEM_KEYS]
+    glance: list[Block] = [Table(GLANCE_HEADER, glance_rows(results))]
+    glance += [Image(path.name, title) for title, path in made]
+    glance.append(Paragraph(f"The numbers: {DATA_JSON} and {DATA_CSV} "
+                            "(one record per configuration)."))  # fmt: skip
     header = [""] + [s["system_name"] for s in systems]
-    md += [md_table(header, rows), "", "As JSON: systems.json.", ""]
-    hp += [html_table(header, rows), "<p>As JSON: systems.json.</p>"]
+    rows = [[k] + [_cell(s.get(k)) for s in systems] for k in SYSTEM_KEYS]
+    systems_table = [Table(header, rows), Paragraph("As JSON: systems.json.")]
+    sections = [Section("", intro), Section("At a glance", glance),
+                Section("The systems", systems_table)]  # fmt: skip
     for r in results:
         rows = []
         for batch, points in sorted(r.points.items()):
@@ -321,27 +318,21 @@ def build(campaign: Campaign) -> list[Path]:
                 )
         header = ["batch", "nodes", "workers", "runs", "images/s ± CI95", "E ± CI95",
                   "E point", "E band", "where the time went", "flag"]  # fmt: skip
-        title = f"{r.tb.title} ({r.tb.name}, env {r.tb.env})"
-        more = (f"Full report of this testbed: `python -m hpcbench report --out "
-                f"{campaign.testbed_out(r.tb)}`.")  # fmt: skip
-        md += [f"## {title}", "", md_table(header, rows), "", more, ""]
-        hp += [f"<h2>{html.escape(title)}</h2>", html_table(header, rows),
-               f"<p>{html.escape(more)}</p>"]  # fmt: skip
+        more = Paragraph("Full report of this testbed: ", Code(
+            f"python -m hpcbench report --out {campaign.testbed_out(r.tb)}"), ".")  # fmt: skip
+        sections.append(Section(f"{r.tb.title} ({r.tb.name}, env {r.tb.env})",
+                                [Table(header, rows), more]))  # fmt: skip
+    failed = [(c, states[c.id]) for c in cells if c.id in states and
+              states[c.id].status == "failed"]  # fmt: skip
     if failed:
         rows = [[c.testbed, c.label, s.why] for c, s in failed]
-        md += ["## Failed cells", "", md_table(["testbed", "cell", "why"], rows), ""]
-        hp += ["<h2>Failed cells</h2>", html_table(["testbed", "cell", "why"], rows)]
+        sections.append(Section("Failed cells", [Table(["testbed", "cell", "why"], rows)]))
     style = ("body{font-family:sans-serif;margin:2em;max-width:110em}"
              "table{border-collapse:collapse;margin:1em 0}"
              "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
              "td:first-child,th:first-child{text-align:left}img{max-width:100%}")  # fmt: skip
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>hpcbench campaign "
-            f"{html.escape(campaign.name)}</title><style>{style}</style></head><body>"
-            + "\n".join(hp) + "</body></html>")  # fmt: skip
-    atomic.write_text(out / "report.md", "\n".join(md))
-    atomic.write_text(out / "report.html", page)
-    return [out / "report.html", out / "report.md", *(p for _, p in made), out / "systems.json",
-            out / DATA_JSON, out / DATA_CSV]  # fmt: skip
+    return Page(f"Campaign {campaign.name}", sections, style,
+                html_title=f"hpcbench campaign {campaign.name}")  # fmt: skip
 
 
 def _cell(value: Any) -> str:
