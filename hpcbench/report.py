@@ -7,16 +7,16 @@ report made after more repeats (or --resume) reflects all of them.
 from __future__ import annotations
 
 import argparse
-import html
 import math
 import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from hpcbench import analysis, export, prediction
+from hpcbench import analysis, atomic, export, figures, page, prediction
 from hpcbench.analysis import ConfigSummary
 from hpcbench.errors import UsageError
+from hpcbench.page import Block, Bullets, Image, Page, Paragraph, Section, Table
 from hpcbench.specs import check_path
 from hpcbench.store import Store
 
@@ -220,20 +220,6 @@ def noise_line(series: list[ConfigSummary]) -> str:
     )
 
 
-def md_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def html_table(header: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def plot_groups(summaries: list[ConfigSummary]) -> dict[tuple, list[ConfigSummary]]:
     """Series that share a plot: all batch sizes of one env/model/backend/input."""
     groups: dict[tuple, list[ConfigSummary]] = defaultdict(list)
@@ -273,7 +259,7 @@ def _breakdown_plot(plt: Any, by_batch: dict[int, list[ConfigSummary]], path: Pa
         ax.set(xlabel="nodes", ylabel="ms per step", title=f"batch {batch}")
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    figures.save_png(fig, path)
     plt.close(fig)
     return path
 
@@ -309,6 +295,7 @@ def _make_plots(summaries: list[ConfigSummary], plot_dir: Path) -> list[tuple[st
             by_batch[s.batch].append(s)
         fig, (ax_x, ax_e) = plt.subplots(1, 2, figsize=(12, 4.5))
         max_nodes = 1
+        curves = []
         for batch in sorted(by_batch):
             points = sorted(_full_nodes(by_batch[batch]), key=lambda s: s.nodes)
             if not points:
@@ -323,43 +310,17 @@ def _make_plots(summaries: list[ConfigSummary], plot_dir: Path) -> list[tuple[st
                 capsize=3,
                 label=f"batch {batch}",
             )
-            color = line[0].get_color()
-            with_e = [s for s in points if s.efficiency is not None]
-            ax_e.errorbar(
-                [s.nodes for s in with_e],
-                [s.efficiency for s in with_e],
-                yerr=[s.efficiency_ci95 or 0 for s in with_e],
-                marker="o",
-                capsize=3,
-                color=color,
-                label=f"batch {batch} measured",
-            )
-            band = [s for s in points if s.predicted_efficiency_low is not None]
-            if band:
-                ax_e.fill_between(
-                    [s.nodes for s in band],
-                    [s.predicted_efficiency_low for s in band],
-                    [s.predicted_efficiency_high for s in band],
-                    color=color,
-                    alpha=0.15,
-                    label=f"batch {batch} predicted",
-                )
-        ax_e.axhline(1.0, color="black", linestyle="--", linewidth=1, label="ideal")
+            curves.append(figures.Curve(f"batch {batch}", line[0].get_color(), points))
+        figures.efficiency_panel(ax_e, curves, "nodes")
         ax_x.set(xlabel="nodes", ylabel="images/s (total)", title="Throughput")
-        ax_e.set(
-            xlabel="nodes",
-            ylabel="E(N) = X(N) / (N X(1))",
-            title="Scaling efficiency",
-            ylim=(0, 1.15),
-        )
+        ax_e.set(xlabel="nodes", title="Scaling efficiency")
         for ax in (ax_x, ax_e):
             ax.set_xticks(range(1, max_nodes + 1))
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
         fig.suptitle(f"{model} ({backend}, {image_size} px) on {env}")
         fig.tight_layout()
-        path = plot_dir / f"{stem}.png"
-        fig.savefig(path, dpi=100)
+        path = figures.save_png(fig, plot_dir / f"{stem}.png")
         plt.close(fig)
         made.append((f"{model}, {backend}, {image_size} px on {env}", path))
         breakdown = _breakdown_plot(plt, by_batch, plot_dir / f"{stem}-time.png")
@@ -415,11 +376,16 @@ def build_report(directory: str) -> tuple[Path, Path]:
     summaries = analysis.summarise(runs, probes)
     out = store.dir
     data = data_texts(store, summaries)
-    (out / DATA_JSON).write_text(data["json"])
-    (out / DATA_CSV).write_text(data["csv"])
+    atomic.write_text(out / DATA_JSON, data["json"])
+    atomic.write_text(out / DATA_CSV, data["csv"])
     plots = make_plots(summaries, out / "plots")
-    md: list[str] = [f"# Scaling report: {out}", ""]
-    hp: list[str] = [f"<h1>Scaling report: {html.escape(str(out))}</h1>"]
+    return page.write(report_page(store, runs, probes, convergence, summaries, plots), out)
+
+
+def report_page(store: Store, runs: list[dict], probes: list[dict], convergence: list[dict],
+                summaries: list[ConfigSummary], plots: list[tuple[str, Path]]) -> Page:  # fmt: skip
+    """report.md and report.html, as one description (hpcbench.page)."""
+    out = store.dir
     failed = [r for r in runs if r.get("status") != "ok"]
     intro = (
         f"{len(runs)} runs ({len(failed)} failed) and {len(probes)} all-reduce probes. "
@@ -435,8 +401,7 @@ def build_report(directory: str) -> tuple[Path, Path]:
             f" {len(store.skipped)} damaged lines of {store.path.name} were skipped "
             f"(line {lines}{', ...' if len(store.skipped) > 10 else ''})."
         )
-    md += [intro, ""]
-    hp.append(f"<p>{html.escape(intro)}</p>")
+    opening: list[Block] = [Paragraph(intro)]
     if convergence:  # the last sweep's word on its repeats
         wide = analysis.convergence_lines(convergence[-1])
         target = convergence[-1]["target_ci"]
@@ -446,28 +411,19 @@ def build_report(directory: str) -> tuple[Path, Path]:
             else f"Intervals wider than --target-ci {target:.1%} (the difference between two "
             "such figures may be noise):"
         )
-        md += [head, "", *[f"- {line}" for line in wide], ""]
-        hp.append(f"<p>{html.escape(head)}</p>")
+        opening.append(Paragraph(head))
         if wide:
-            hp.append("<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in wide) + "</ul>")
+            opening.append(Bullets(wide))
+    sections = [Section("", opening)]
 
     envs = sorted({r.get("env") for r in runs if r.get("env")})
     for env in envs:
         fp = fingerprint_of(runs, env)
         rows = [[k, _fp_value(fp[k])] for k in FINGERPRINT_KEYS if k in fp]
-        md += [f"## Environment {env}", "", md_table(["", "value"], rows), ""]
-        hp += [f"<h2>Environment {html.escape(env)}</h2>", html_table(["", "value"], rows)]
+        sections.append(Section(f"Environment {env}", [Table(["", "value"], rows)]))
 
-    md += ["## Results", ""]
-    hp.append("<h2>Results</h2>")
+    sections.append(Section("Results", []))
     for _, series in sorted(group_series(summaries).items(), key=lambda kv: str(kv[0])):
-        title = series_title(series[0])
-        rows = series_rows(series)
-        noise = noise_line(series)
-        md += [f"### {title}", "", md_table(SERIES_HEADER, rows), "", noise, ""]
-        hp += [f"<h3>{html.escape(title)}</h3>", html_table(SERIES_HEADER, rows),
-               f"<p>{html.escape(noise)}</p>"]  # fmt: skip
-        where = breakdown_rows(series)
         limits = sorted({s.cpu_limit for s in series if s.cpu_limit})
         note = (
             "Where the time went, per step: compute (and data) is the single worker's step; "
@@ -476,16 +432,14 @@ def build_report(directory: str) -> tuple[Path, Path]:
             + ("; ".join(limits) if limits else "not recorded")
             + "."
         )
-        md += [md_table(BREAKDOWN_HEADER, where), "", note, ""]
-        hp += [html_table(BREAKDOWN_HEADER, where), f"<p>{html.escape(note)}</p>"]
-    for title, path in plots:
-        rel = path.relative_to(out)
-        md += [f"![{title}]({rel})", ""]
-        hp.append(f'<p><img src="{html.escape(str(rel))}" alt="{html.escape(title)}"></p>')
+        sections.append(Section(series_title(series[0]), [
+            Table(SERIES_HEADER, series_rows(series)), Paragraph(noise_line(series)),
+            Table(BREAKDOWN_HEADER, breakdown_rows(series)), Paragraph(note),
+        ], level=3))  # fmt: skip
+    images: list[Block] = [Image(str(path.relative_to(out)), title) for title, path in plots]
+    sections.append(Section("", images))  # under the last series
     if probes:
-        rows = probe_rows(probes)
-        md += ["## All-reduce probes", "", md_table(PROBE_HEADER, rows), ""]
-        hp += ["<h2>All-reduce probes</h2>", html_table(PROBE_HEADER, rows)]
+        sections.append(Section("All-reduce probes", [Table(PROBE_HEADER, probe_rows(probes))]))
     if failed:
         rows = [
             [
@@ -495,25 +449,16 @@ def build_report(directory: str) -> tuple[Path, Path]:
             ]
             for r in failed
         ]
-        md += ["## Failed runs", "", md_table(["run", "error"], rows), ""]
-        hp += ["<h2>Failed runs</h2>", html_table(["run", "error"], rows)]
+        sections.append(Section("Failed runs", [Table(["run", "error"], rows)]))
     context = [line for m in sorted({s.model for s in summaries}) for line in REFERENCES.get(m, [])]
     if context:
-        md += ["## Context", ""] + [f"- {line}" for line in context] + [""]
-        hp += ["<h2>Context</h2><ul>"] + [f"<li>{html.escape(c)}</li>" for c in context]
-        hp.append("</ul>")
-    md_path, html_path = out / "report.md", out / "report.html"
-    md_path.write_text("\n".join(md))
+        sections.append(Section("Context", [Bullets(context)]))
     style = (
         "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
         "img{max-width:100%}"
     )
-    html_path.write_text(
-        f"<!doctype html><html><head><meta charset='utf-8'><title>hpcbench "
-        f"report</title><style>{style}</style></head><body>" + "\n".join(hp) + "</body></html>"
-    )
-    return md_path, html_path
+    return Page(f"Scaling report: {out}", sections, style, html_title="hpcbench report")
 
 
 def report_main(args: argparse.Namespace) -> int:
@@ -540,7 +485,7 @@ def comparison(dir_a: str, dir_b: str) -> str:
         for k in FINGERPRINT_KEYS
         if k in fp_a or k in fp_b
     ]
-    out = ["# Comparison", "", "## Environments", "", md_table(["", name_a, name_b], env_rows), ""]
+    environments = Section("Environments", [Table(["", name_a, name_b], env_rows)])
     header = [
         "model",
         "backend",
@@ -581,12 +526,12 @@ def comparison(dir_a: str, dir_b: str) -> str:
                 fmt_band(sb),
             ]
         )
-    out += ["## Configurations in both", ""]
-    out.append(md_table(header, rows) if rows else "(none in common)")
+    both: list[Block] = [Table(header, rows) if rows else Paragraph("(none in common)")]
     only = len(set(a) ^ set(b))
     if only:
-        out += ["", f"{only} configuration(s) appear on one side only."]
-    return "\n".join(out) + "\n"
+        both.append(Paragraph(f"{only} configuration(s) appear on one side only."))
+    sections = [environments, Section("Configurations in both", both)]
+    return page.to_markdown(Page("Comparison", sections))
 
 
 def beyond_noise(sa: ConfigSummary, sb: ConfigSummary, ratio: float | None) -> str:

@@ -15,21 +15,20 @@ GPUs and ten jobs of one GPU meet on the same axis.
 
 from __future__ import annotations
 
-import html
 import json
-import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench import analysis, export, prediction
+from hpcbench import analysis, atomic, export, figures, page, prediction
 from hpcbench.analysis import ConfigSummary
-from hpcbench.campaign.journal import Journal
+from hpcbench.campaign.journal import CellState, Journal
 from hpcbench.campaign.spec import Campaign, TestbedPlan
 from hpcbench.errors import UsageError
-from hpcbench.report import DATA_CSV, DATA_JSON, fmt, fmt_band, html_table, md_table
+from hpcbench.page import Block, Code, Image, Page, Paragraph, Section, Table
+from hpcbench.report import DATA_CSV, DATA_JSON, fmt, fmt_band
 from hpcbench.store import Store
 
 
@@ -216,44 +215,24 @@ def charts(
         return []
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     made = []
-    for name, ylabel in (("throughput", "images/s (all workers)"),
-                         ("efficiency", "E(N) = X(N) / (N X(1))")):  # fmt: skip
+    for name in ("throughput", "efficiency"):
         fig, axes = plt.subplots(1, len(batches), figsize=(5.5 * len(batches), 4.5),
                                  squeeze=False, sharey=name == "efficiency")  # fmt: skip
         top = 1
         for ax, batch in zip(axes[0], batches, strict=True):
-            for i, r in enumerate(results):
-                points = r.points.get(batch, [])
-                if not points:
-                    continue
-                color = colors[i % len(colors)]
-                x = [s.workers for s in points]
-                top = max(top, *x)
-                label = _plain(r.tb.title)
-                if name == "throughput":
-                    ax.errorbar(x, [s.images_per_sec for s in points],
-                                yerr=[s.ci95 or 0 for s in points], marker="o", capsize=3,
-                                color=color, label=label)  # fmt: skip
-                    continue
-                with_e = [s for s in points if s.efficiency is not None]
-                ax.errorbar([s.workers for s in with_e], [s.efficiency for s in with_e],
-                            yerr=[s.efficiency_ci95 or 0 for s in with_e], marker="o",
-                            capsize=3, color=color, label=f"{label} measured")  # fmt: skip
-                band = [s for s in with_e if s.predicted_efficiency_low is not None]
-                if band:
-                    ax.fill_between([s.workers for s in band],
-                                    [s.predicted_efficiency_low for s in band],
-                                    [s.predicted_efficiency_high for s in band],
-                                    color=color, alpha=0.12)  # fmt: skip
-                point = [s for s in with_e if s.predicted_efficiency is not None]
-                if point:
-                    ax.plot([s.workers for s in point], [s.predicted_efficiency for s in point],
-                            linestyle="--", marker="x", color=color,
-                            label=f"{label} predicted (band shaded)")  # fmt: skip
+            curves = [figures.Curve(_plain(r.tb.title), colors[i % len(colors)], r.points[batch])
+                      for i, r in enumerate(results) if r.points.get(batch)]  # fmt: skip
+            top = max([top, *(s.workers for c in curves for s in c.points)])
             if name == "efficiency":
-                ax.axhline(1.0, color="black", linestyle=":", linewidth=1)
-                ax.set_ylim(0, 1.15)
-            ax.set(xlabel="workers (GPUs, or nodes of one worker)", ylabel=ylabel,
+                figures.efficiency_panel(ax, curves, "workers", point_prediction=True)
+            else:
+                for c in curves:
+                    ax.errorbar([s.workers for s in c.points],
+                                [s.images_per_sec for s in c.points],
+                                yerr=[s.ci95 or 0 for s in c.points], marker="o", capsize=3,
+                                color=c.color, label=c.label)  # fmt: skip
+                ax.set(ylabel="images/s (all workers)")
+            ax.set(xlabel="workers (GPUs, or nodes of one worker)",
                    title=f"batch {batch} per worker")  # fmt: skip
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
@@ -263,78 +242,62 @@ def charts(
         if made_by:
             fig.text(0.01, 0.005, _plain(made_by), fontsize=7, color="0.4")
         fig.tight_layout(rect=(0, 0.03, 1, 1) if made_by else None)
-        path = folder / f"{name}.png"
-        _atomic(path, lambda tmp, fig=fig: fig.savefig(tmp, dpi=100, format="png"))
+        made.append((name, figures.save_png(fig, folder / f"{name}.png")))
         plt.close(fig)
-        made.append((name, path))
     return made
 
 
 # ------------------------------------------------------------------- writing
-def _atomic(path: Path, write: Any) -> None:
-    """Written whole or not at all: a temporary file beside it, then renamed."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
-def _write_text(path: Path, text: str) -> None:
-    _atomic(path, lambda tmp: tmp.write_text(text))
-
-
 def build(campaign: Campaign) -> list[Path]:
     results = load(campaign)
     out = campaign.out
     out.mkdir(parents=True, exist_ok=True)
     journal = Journal(out, campaign.name)
     states = journal.cell_states() if journal.store.exists() else {}
+    made = charts(results, out, f"hpcbench campaign report {campaign.path}, "
+                  f"{time.strftime('%Y-%m-%d')}")  # fmt: skip
+    systems = [system(r) for r in results]
+    atomic.write_text(out / "systems.json", json.dumps(systems, indent=1) + "\n")
+    configurations = [export.configuration(s, testbed=r.tb.name, title=r.tb.title)
+                      for r in results for s in r.summaries]  # fmt: skip
+    atomic.write_text(out / DATA_JSON, export.as_json(configurations, campaign=campaign.name))
+    atomic.write_text(out / DATA_CSV, export.as_csv(configurations, ("testbed", "title")))
+    md_path, html_path = page.write(campaign_page(campaign, results, states, systems, made), out)
+    return [html_path, md_path, *(p for _, p in made), out / "systems.json",
+            out / DATA_JSON, out / DATA_CSV]  # fmt: skip
+
+
+def campaign_page(campaign: Campaign, results: list[TestbedResults],
+                  states: dict[str, CellState], systems: list[dict[str, Any]],
+                  made: list[tuple[str, Path]]) -> Page:  # fmt: skip
+    """report.md and report.html, as one description (hpcbench.page)."""
     cells = campaign.cells
     counts: dict[str, int] = defaultdict(int)
     for c in cells:
         counts[states[c.id].status if c.id in states else "pending"] += 1
-    made = charts(results, out, f"hpcbench campaign report {campaign.path}, "
-                  f"{time.strftime('%Y-%m-%d')}")  # fmt: skip
-    systems = [system(r) for r in results]
-    _write_text(out / "systems.json", json.dumps(systems, indent=1) + "\n")
-    configurations = [export.configuration(s, testbed=r.tb.name, title=r.tb.title)
-                      for r in results for s in r.summaries]  # fmt: skip
-    _write_text(out / DATA_JSON, export.as_json(configurations, campaign=campaign.name))
-    _write_text(out / DATA_CSV, export.as_csv(configurations, ("testbed", "title")))
-    summary_line = (f"{len(cells)} cells on {len(campaign.testbeds)} testbeds: "
-                    + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))  # fmt: skip
-    command = f"python -m hpcbench campaign run {campaign.path}"
-    intro = [
-        summary_line + ".",
-        f"Made by `{command}` (`campaign report {campaign.path}` remakes this page); "
-        f"{time.strftime('%Y-%m-%d %H:%M')}.",
-        "Each point is the mean over repeats with its 95% interval; E(N) = X(N) / (N X(1)) "
-        "against the testbed's own single-worker baseline; the point prediction replays one "
-        "step over the probed network, the band spans no overlap to full overlap "
-        "(docs/method.md). A difference smaller than both intervals is not a result.",
+    intro: list[Block] = [Paragraph(campaign.description)] if campaign.description else []
+    intro += [
+        Paragraph(f"{len(cells)} cells on {len(campaign.testbeds)} testbeds: "
+                  + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + "."),  # fmt: skip
+        Paragraph("Made by ", Code(f"python -m hpcbench campaign run {campaign.path}"), " (",
+                  Code(f"campaign report {campaign.path}"), " remakes this page); "
+                  f"{time.strftime('%Y-%m-%d %H:%M')}."),  # fmt: skip
+        Paragraph(
+            "Each point is the mean over repeats with its 95% interval; E(N) = X(N) / (N X(1)) "
+            "against the testbed's own single-worker baseline; the point prediction replays one "
+            "step over the probed network, the band spans no overlap to full overlap "
+            "(docs/method.md). A difference smaller than both intervals is not a result."
+        ),
     ]
-    glance = glance_rows(results)
-    failed = [(c, states[c.id]) for c in cells if c.id in states and
-              states[c.id].status == "failed"]  # fmt: skip
-    md = [f"# Campaign {campaign.name}", ""]
-    if campaign.description:
-        md += [campaign.description, ""]
-    md += [*intro, "", "## At a glance", "", md_table(GLANCE_HEADER, glance), ""]
-    md += [f"![{title}]({path.name})" for title, path in made] + [""]
-    data = f"The numbers: {DATA_JSON} and {DATA_CSV} (one record per configuration)."
-    md += [data, ""]
-    hp = [f"<h1>Campaign {html.escape(campaign.name)}</h1>"]
-    if campaign.description:
-        hp.append(f"<p>{html.escape(campaign.description)}</p>")
-    hp += [f"<p>{html.escape(line)}</p>" for line in intro]
-    hp += ["<h2>At a glance</h2>", html_table(GLANCE_HEADER, glance)]
-    hp += [f'<p><img src="{html.escape(p.name)}" alt="{html.escape(t)}"></p>' for t, p in made]
-    hp.append(f"<p>{html.escape(data)}</p>")
-    md += ["## The systems", ""]
-    hp.append("<h2>The systems</h2>")
-    rows = [[k] + [_cell(s.get(k)) for s in systems] for k in SYSTEM_KEYS]
+    glance: list[Block] = [Table(GLANCE_HEADER, glance_rows(results))]
+    glance += [Image(path.name, title) for title, path in made]
+    glance.append(Paragraph(f"The numbers: {DATA_JSON} and {DATA_CSV} "
+                            "(one record per configuration)."))  # fmt: skip
     header = [""] + [s["system_name"] for s in systems]
-    md += [md_table(header, rows), "", "As JSON: systems.json.", ""]
-    hp += [html_table(header, rows), "<p>As JSON: systems.json.</p>"]
+    rows = [[k] + [_cell(s.get(k)) for s in systems] for k in SYSTEM_KEYS]
+    systems_table = [Table(header, rows), Paragraph("As JSON: systems.json.")]
+    sections = [Section("", intro), Section("At a glance", glance),
+                Section("The systems", systems_table)]  # fmt: skip
     for r in results:
         rows = []
         for batch, points in sorted(r.points.items()):
@@ -355,27 +318,21 @@ def build(campaign: Campaign) -> list[Path]:
                 )
         header = ["batch", "nodes", "workers", "runs", "images/s ± CI95", "E ± CI95",
                   "E point", "E band", "where the time went", "flag"]  # fmt: skip
-        title = f"{r.tb.title} ({r.tb.name}, env {r.tb.env})"
-        more = (f"Full report of this testbed: `python -m hpcbench report --out "
-                f"{campaign.testbed_out(r.tb)}`.")  # fmt: skip
-        md += [f"## {title}", "", md_table(header, rows), "", more, ""]
-        hp += [f"<h2>{html.escape(title)}</h2>", html_table(header, rows),
-               f"<p>{html.escape(more)}</p>"]  # fmt: skip
+        more = Paragraph("Full report of this testbed: ", Code(
+            f"python -m hpcbench report --out {campaign.testbed_out(r.tb)}"), ".")  # fmt: skip
+        sections.append(Section(f"{r.tb.title} ({r.tb.name}, env {r.tb.env})",
+                                [Table(header, rows), more]))  # fmt: skip
+    failed = [(c, states[c.id]) for c in cells if c.id in states and
+              states[c.id].status == "failed"]  # fmt: skip
     if failed:
         rows = [[c.testbed, c.label, s.why] for c, s in failed]
-        md += ["## Failed cells", "", md_table(["testbed", "cell", "why"], rows), ""]
-        hp += ["<h2>Failed cells</h2>", html_table(["testbed", "cell", "why"], rows)]
+        sections.append(Section("Failed cells", [Table(["testbed", "cell", "why"], rows)]))
     style = ("body{font-family:sans-serif;margin:2em;max-width:110em}"
              "table{border-collapse:collapse;margin:1em 0}"
              "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
              "td:first-child,th:first-child{text-align:left}img{max-width:100%}")  # fmt: skip
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>hpcbench campaign "
-            f"{html.escape(campaign.name)}</title><style>{style}</style></head><body>"
-            + "\n".join(hp) + "</body></html>")  # fmt: skip
-    _write_text(out / "report.md", "\n".join(md))
-    _write_text(out / "report.html", page)
-    return [out / "report.html", out / "report.md", *(p for _, p in made), out / "systems.json",
-            out / DATA_JSON, out / DATA_CSV]  # fmt: skip
+    return Page(f"Campaign {campaign.name}", sections, style,
+                html_title=f"hpcbench campaign {campaign.name}")  # fmt: skip
 
 
 def _cell(value: Any) -> str:

@@ -1,0 +1,66 @@
+"""What the reports' figures share: the efficiency panel, and how a figure is saved.
+
+matplotlib is imported by the callers (`hpcbench report` and `campaign report`),
+only when they draw: the command line starts without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from hpcbench import atomic
+from hpcbench.analysis import ConfigSummary
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One series of the efficiency panel: its points in x order, its name and colour."""
+
+    label: str
+    color: str
+    points: Sequence[ConfigSummary]
+
+
+def efficiency_panel(
+    ax: Axes,
+    curves: Sequence[Curve],
+    x: Literal["nodes", "workers"],
+    point_prediction: bool = False,
+) -> None:
+    """E(N) against `x`: each curve's measured points with their 95% intervals, its
+    predicted band shaded (and, with `point_prediction`, that point dashed), the ideal
+    E = 1 dotted, on 0 to 1.15."""
+    for c in curves:
+        measured = [s for s in c.points if s.efficiency is not None]
+        ax.errorbar([getattr(s, x) for s in measured], [s.efficiency for s in measured],
+                    yerr=[s.efficiency_ci95 or 0 for s in measured], marker="o", capsize=3,
+                    color=c.color, label=f"{c.label} measured")  # fmt: skip
+        # The band is named in the legend, or, with a point prediction, by its line.
+        band = [s for s in c.points if s.predicted_efficiency_low is not None]
+        if band:
+            ax.fill_between([getattr(s, x) for s in band],
+                            [s.predicted_efficiency_low for s in band],
+                            [s.predicted_efficiency_high for s in band], color=c.color,
+                            alpha=0.15,
+                            label=None if point_prediction else f"{c.label} predicted")  # fmt: skip
+        on_point = [s for s in c.points if s.predicted_efficiency is not None]
+        if point_prediction and on_point:
+            ax.plot([getattr(s, x) for s in on_point], [s.predicted_efficiency for s in on_point],
+                    linestyle="--", marker="x", color=c.color,
+                    label=f"{c.label} predicted (band shaded)")  # fmt: skip
+    # Dotted: the dashed line is the point prediction's.
+    ax.axhline(1.0, color="black", linestyle=":", linewidth=1, label="ideal")
+    ax.set(ylabel="E(N) = X(N) / (N X(1))", ylim=(0, 1.15))
+
+
+def save_png(fig: Figure, path: Path) -> Path:
+    """The figure as a PNG at `path`, written whole (hpcbench.atomic)."""
+    atomic.write_with(path, lambda f: fig.savefig(f, dpi=100, format="png"))
+    return path
