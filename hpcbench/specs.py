@@ -182,10 +182,10 @@ _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", re.ASCII)
 
 def parse_login(text: str, what: str = "--slurm-login") -> tuple[str | None, str, int]:
     """'[user@]host[:port]' -> (user or None, host, port); one line naming what to fix."""
-    user, _, rest = text.rpartition("@")
+    user, at, rest = text.rpartition("@")
     host, sep, port_text = rest.partition(":")
     port = _int(port_text, what) if sep else 22
-    if (user and not _USER.fullmatch(user)) or not _HOST.fullmatch(host) or not 1 <= port <= 65535:
+    if (at and not _USER.fullmatch(user)) or not _HOST.fullmatch(host) or not 1 <= port <= 65535:
         raise UsageError(f"{what}: {text[:60]!r} is not [user@]host[:port] (a login node, e.g. "
                          "login.ai.lrz.de or me@glogin.hlrn.de:22)")  # fmt: skip
     return user or None, host, port

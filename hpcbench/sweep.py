@@ -153,6 +153,8 @@ def complete(record: dict, outcome: Outcome) -> dict:
     record["launched_at"] = outcome.launched_at
     record["duration_s"] = outcome.duration_s
     record["command"] = outcome.argv
+    if outcome.queue_wait_s is not None:  # a batch job's wait for its nodes: not the run's
+        record["queue_wait_s"] = outcome.queue_wait_s
     if not outcome.ok:
         record["status"] = "failed"
         record["error"] = outcome.error()

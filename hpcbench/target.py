@@ -186,7 +186,10 @@ class Target:
         self.testbed.bench_dir = bench
         self.launcher.options = dataclasses.replace(opts, bench_dir=bench, job_dir=jobs)
         expected = manifest.compute(paths.BENCH_DIR)
-        listing = f"cat {shlex.quote(bench)}/{manifest.MANIFEST_FILE} 2>/dev/null || true"
+        # The manifest, if the files still match it (sha256sum checks each one).
+        listing = (f"cd {shlex.quote(bench)} 2>/dev/null && sha256sum --check --quiet "
+                   f"{manifest.MANIFEST_FILE} >/dev/null 2>&1 && cat {manifest.MANIFEST_FILE}"
+                   " || true")  # fmt: skip
         first = ssh.call(login, f"mkdir -p {shlex.quote(jobs)}; {listing}")
         if manifest.matches(expected, first.stdout):
             return

@@ -29,6 +29,7 @@ class Outcome:
     duration_s: float
     timed_out: bool = False
     argv: list[list[str]] = field(default_factory=list)
+    queue_wait_s: float | None = None  # a batch job's time in the queue (Slurm)
 
     @property
     def ok(self) -> bool:

@@ -17,6 +17,7 @@ import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from hpcbench.launchers.base import Command, RunSpec
@@ -53,6 +54,25 @@ class JobResult:
     lines: list[str] = field(default_factory=list)
     rc: int | None = None
     timed_out: bool = False
+    queue_wait_s: float | None = None
+
+
+_TIME = r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)"
+
+
+def queue_wait(text: str) -> float | None:
+    """Start - submit time of a job, from `scontrol show job -o` (SubmitTime=...
+    StartTime=...) or `sacct --parsable2 --format=Submit,Start` (Submit|Start); None
+    when it has not started (Unknown, None) or neither says."""
+    found = re.search(r"SubmitTime=" + _TIME + r".*?StartTime=" + _TIME, text)
+    pair = found.groups() if found else None
+    if pair is None:
+        found = re.search(_TIME + r"\|" + _TIME, text)
+        pair = found.groups() if found else None
+    if pair is None:
+        return None
+    submit, start = (datetime.fromisoformat(t) for t in pair)
+    return max(0.0, (start - submit).total_seconds())
 
 
 class SlurmScheduler(Scheduler):
@@ -109,6 +129,17 @@ class SlurmScheduler(Scheduler):
         host = re.search(r"BatchHost=(\S+)", text)
         return (found[1] if found else (first[0] if first else "UNKNOWN"), host[1] if host else "")
 
+    def queue_wait_s(self, job: str) -> float | None:
+        """How long the job waited for its nodes, as Slurm recorded it (scontrol keeps a
+        finished job for MinJobAge; sacct where accounting runs)."""
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            proc = self._control(
+                f"scontrol show job -o {job} 2>/dev/null || sacct --noheader --parsable2 "
+                f"--allocations --jobs={job} --format=Submit,Start"
+            )
+            return queue_wait(proc.stdout)
+        return None
+
     def cancel(self, job_name: str) -> None:
         """By the run's unique job name: also finds a job whose sbatch was interrupted."""
         with contextlib.suppress(subprocess.SubprocessError, OSError):
@@ -162,7 +193,7 @@ class SlurmScheduler(Scheduler):
         )
         if rc is None:
             rc = 0 if state == "COMPLETED" else 1
-        return JobResult(job, state, lines, rc)
+        return JobResult(job, state, lines, rc, queue_wait_s=self.queue_wait_s(job))
 
     def run(self, spec: RunSpec, timeout_s: float, echo: bool = False) -> Outcome:
         launched_at, start = time.time(), time.monotonic()
@@ -195,4 +226,5 @@ class SlurmScheduler(Scheduler):
             duration_s=time.monotonic() - start,
             timed_out=result.timed_out,
             argv=[["sbatch", f"job {job}"], script.splitlines()],
+            queue_wait_s=result.queue_wait_s,
         )

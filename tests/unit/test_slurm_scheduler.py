@@ -244,7 +244,8 @@ exit 0
 """
 FAKE_SCONTROL = """#!/bin/bash
 state=COMPLETED; [ "$FAKE_MODE" = fail ] && state=FAILED
-echo "JobId=4242 JobName=x JobState=$state BatchHost=node1"
+echo "JobId=4242 JobName=x JobState=$state BatchHost=node1 SubmitTime=2026-11-26T10:00:00 \
+EligibleTime=2026-11-26T10:00:00 StartTime=2026-11-26T10:00:05 EndTime=2026-11-26T10:01:00"
 """
 FAKE_SCANCEL = """#!/bin/bash
 echo "$@" >> "$FAKE/scancel"
@@ -287,6 +288,7 @@ def test_run_collects_the_record(fake_slurm, monkeypatch):
     assert outcome.tail[0] == "slurm job 4242: COMPLETED"
     assert (fake_slurm / "script").read_text().startswith("#!/bin/bash")
     assert not (fake_slurm / "scancel").exists()
+    assert outcome.queue_wait_s == 5.0  # StartTime - SubmitTime, as scontrol says
 
 
 def test_the_job_inherits_no_secret_of_the_users_shell(fake_slurm, monkeypatch):
@@ -530,3 +532,32 @@ def test_hostile_values_stay_values_in_the_batch_script(tmp_path):
         f"--container-workdir={tmp_path}",
     ], out.stderr
     assert not witness.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "wait"),
+    [
+        ("JobId=7 SubmitTime=2026-11-26T10:00:00 EligibleTime=2026-11-26T10:00:00 "
+         "StartTime=2026-11-26T10:01:30 EndTime=Unknown", 90.0),
+        ("2026-11-26T10:00:00|2026-11-26T10:00:07\n", 7.0),  # sacct --parsable2
+        ("JobId=7 SubmitTime=2026-11-26T10:00:00 StartTime=Unknown", None),  # still queued
+        ("2026-11-26T10:00:00|Unknown", None),
+        ("slurm_load_jobs error: Invalid job id specified", None),
+        ("", None),
+    ],
+)
+def test_the_queue_wait_is_slurms_start_minus_submit(text, wait):
+    assert slurm_scheduler.queue_wait(text) == wait
+
+
+def test_the_setup_line_runs_first_in_the_batch_script():
+    opts = SlurmOptions(setup="module load anaconda3 && source activate hb")
+    script = sbatch_script(_spec(), opts, "ddp")
+    body = script.split("\n\n", 1)[1].splitlines()
+    assert body[0] == "module load anaconda3 && source activate hb" and body[1] == "set -u"
+    assert bash_n(script) == 0
+
+
+def bash_n(script: str) -> int:
+    """bash's own syntax check of a rendered script."""
+    return subprocess.run(["bash", "-n"], input=script, text=True).returncode

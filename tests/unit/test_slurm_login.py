@@ -1,0 +1,134 @@
+"""`scale --env slurm --slurm-login`: sbatch on a login node over SSH, bench/ copied to
+the cluster's shared file system. The shell lines hpcbench sends the login node run
+here, in bash, against a folder that stands for its home (ssh itself is tested in
+test_ssh_access.py and, against a real sshd, in tests/e2e)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpcbench import cli, manifest, options, paths, ssh
+from hpcbench.errors import UsageError
+from hpcbench.launchers.slurm import SlurmLauncher
+from hpcbench.specs import TargetSpec, parse_login
+from hpcbench.ssh import Reply, SshAccess
+from hpcbench.target import Target
+
+
+@pytest.fixture(autouse=True)
+def _own_state(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("login.ai.lrz.de", (None, "login.ai.lrz.de", 22)),
+        ("me@glogin.hlrn.de:2222", ("me", "glogin.hlrn.de", 2222)),
+        ("di12abc@10.0.0.5", ("di12abc", "10.0.0.5", 22)),
+    ],
+)
+def test_a_login_node_is_user_host_and_port(text, parsed):
+    assert parse_login(text) == parsed
+
+
+@pytest.mark.parametrize(
+    "text", ["", "-oProxyCommand=x", "me@", "host:0", "host:70000", "a b", "me@host;rm", "@h"]
+)
+def test_anything_else_is_refused_in_one_line(text):
+    with pytest.raises(UsageError, match=r"--slurm-login: .* is not \[user@\]host\[:port\]"):
+        parse_login(text)
+
+
+def _scale(tmp_path: Path, *extra: str) -> int:
+    argv = ["scale", "--env", "slurm", "--nodes", "1", "--batch", "8", "--model", "resnet18",
+            "--backend", "ddp", "--repeats", "1", "--no-probe", "--out", str(tmp_path / "out"),
+            "--dry-run", *extra]  # fmt: skip
+    return cli.main(argv)
+
+
+def test_a_login_node_without_container_or_python_is_refused(tmp_path, capsys):
+    assert _scale(tmp_path, "--slurm-login", "login.example.org") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["hpcbench: error: --slurm-login without --container-image needs "
+                   "--slurm-python: the stack's Python on the cluster (a venv or conda "
+                   "environment)"]  # fmt: skip
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_dry_run_shows_sbatch_on_the_login_node_with_the_clusters_paths(tmp_path, capsys):
+    code = _scale(tmp_path, "--slurm-login", "me@login.example.org", "--slurm-python",
+                  "/home/me/envs/hb/bin/python", "--slurm-setup", "module load anaconda3",
+                  "--partition", "grete")  # fmt: skip
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "# sbatch on login.example.org:" in out
+    assert "#SBATCH --partition=grete" in out
+    assert "exec /home/me/envs/hb/bin/python train.py" in out
+    # Resolved on the login node before the first job; the dry run shows them as given.
+    assert f"cd '\"'\"'{options.REMOTE_BENCH_DIR}'\"'\"' && exec" in out
+    assert f"#SBATCH -o '{options.REMOTE_JOB_DIR}/hpcbench-" in out
+    assert "\nmodule load anaconda3\nset -u\n" in out
+
+
+def test_the_login_connection_is_one_multiplexed_one_with_host_keys_checked(tmp_path):
+    access = SshAccess(host="login", user="me", multiplex=str(tmp_path / "ssh"))
+    argv = access.argv()
+    assert "StrictHostKeyChecking=yes" in argv and "ControlMaster=auto" in argv
+    assert f"ControlPath={tmp_path / 'ssh'}/%C" in argv
+    assert (tmp_path / "ssh").stat().st_mode & 0o077 == 0  # the socket's folder: owner only
+
+
+class LoginHere:
+    """ssh.call and ssh.send, run in bash on this machine with HOME as the login node's
+    home: the very lines the target sends, executed."""
+
+    def __init__(self, home: Path) -> None:
+        self.home, self.commands = home, []
+
+    def run(self, command: str, data: bytes | None = None) -> Reply:
+        self.commands.append(command)
+        proc = subprocess.run(["bash", "-c", command], input=data, capture_output=True,
+                              env={"HOME": str(self.home), "PATH": "/usr/bin:/bin"})  # fmt: skip
+        out = proc.stdout.decode()
+        return Reply(out) if proc.returncode == 0 else Reply(out, proc.stderr.decode())
+
+
+def _target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Target, LoginHere]:
+    login = LoginHere(tmp_path / "home")
+    login.home.mkdir(exist_ok=True)
+    monkeypatch.setattr(ssh, "call", lambda access, command, **kw: login.run(command))
+    monkeypatch.setattr(ssh, "send", lambda access, command, data, **kw: login.run(command, data))
+    args = options.scale_parser().parse_args(
+        ["--env", "slurm", "--nodes", "1", "--slurm-login", "me@login", "--container-image",
+         "nvcr.io#nvidia/pytorch:24.05-py3", "--out", str(tmp_path / "out")])  # fmt: skip
+    spec: TargetSpec = options.target_spec(args)
+    return Target.resolve(spec), login
+
+
+def test_bench_is_copied_to_the_login_node_once_and_checked(tmp_path, monkeypatch):
+    target, login = _target(tmp_path, monkeypatch)
+    target.prepare()
+    bench = login.home / ".cache" / "hpcbench" / "bench"
+    assert target.testbed.bench_dir == str(bench)
+    assert isinstance(target.launcher, SlurmLauncher)
+    assert target.launcher.options.job_dir == str(login.home / ".cache" / "hpcbench" / "slurm")
+    assert (login.home / ".cache" / "hpcbench" / "slurm").is_dir()
+    assert manifest.compute(bench) == manifest.compute(paths.BENCH_DIR)
+    copies = sum("tar -C" in c for c in login.commands)
+    assert copies == 1
+    # The same checkout again: the manifest matches, nothing is copied.
+    again, login2 = _target(tmp_path, monkeypatch)
+    again.prepare()
+    assert not any("tar -C" in c for c in login2.commands)
+    # A changed copy on the cluster is replaced whole.
+    (bench / "train.py").write_text("# someone else's workload\n")
+    (bench / "stale.py").write_text("")
+    third, login3 = _target(tmp_path, monkeypatch)
+    third.prepare()
+    assert sum("tar -C" in c for c in login3.commands) == 1
+    assert manifest.compute(bench) == manifest.compute(paths.BENCH_DIR)
+    assert not (bench / "stale.py").exists()
