@@ -237,7 +237,9 @@ def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
     gpus = args.slurm_gpus
     if gpus is None:
         gpus = args.gpus_per_node if args.gpus_per_node and args.device != "cpu" else 0
-    login = login_access(args) if cluster else None
+    login = login_access(args)  # checked whatever --env, as every option's value is
+    if not cluster:
+        login = None
     job_dir = args.slurm_job_dir
     if cluster and not job_dir:  # on the cluster's shared file system, where sbatch runs
         job_dir = REMOTE_JOB_DIR if login else str(Path(args.out).resolve() / "slurm")
@@ -250,8 +252,9 @@ def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
     if login and not args.container_image and not args.slurm_python:
         raise UsageError("--slurm-login without --container-image needs --slurm-python: the "
                          "stack's Python on the cluster (a venv or conda environment)")  # fmt: skip
-    if any(ord(c) < 32 or ord(c) == 127 for c in args.slurm_setup):
-        raise UsageError("--slurm-setup: one line of shell, no line breaks")
+    if any(ord(c) < 32 or ord(c) == 127 for c in args.slurm_setup) or len(args.slurm_setup) > 2000:
+        raise UsageError("--slurm-setup: one line of shell (no line breaks or control "
+                         "characters, at most 2000)")  # fmt: skip
     return SlurmOptions(
         partition=args.partition,
         account=args.account,
@@ -277,6 +280,10 @@ def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
 def login_access(args: argparse.Namespace) -> SshAccess | None:
     """--slurm-login as the SSH access sbatch runs through (None: this machine)."""
     if not args.slurm_login:
+        for flag in ("slurm_ssh_key", "slurm_known_hosts"):
+            if getattr(args, flag):
+                raise UsageError(f"--{flag.replace('_', '-')} is for --slurm-login: give both, "
+                                 "or neither")  # fmt: skip
         return None
     user, host, port = parse_login(args.slurm_login)
     for flag in ("slurm_ssh_key", "slurm_known_hosts"):
@@ -561,6 +568,9 @@ def add_campaign_command(sub: argparse._SubParsersAction, handlers: dict[str, Ha
         if name == "run":
             q.add_argument("--resume", action="store_true",
                            help="skip the cells already measured and run what is left")
+            q.add_argument("--dry-run", action="store_true",
+                           help="print every job script and command line; create, submit "
+                           "and write nothing")  # fmt: skip
         if name == "status":
             q.add_argument("--json", action="store_true", help="the table as JSON")
         if name == "destroy":

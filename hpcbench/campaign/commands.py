@@ -10,6 +10,7 @@ from hpcbench.campaign import estimate, report, runner, spec
 from hpcbench.campaign.journal import Journal
 from hpcbench.campaign.state import held, state_root, testbed_state
 from hpcbench.progress import format_duration
+from hpcbench.specs import TestbedKind
 
 
 def _duration(seconds: float | None) -> str:
@@ -28,12 +29,14 @@ def plan_lines(campaign: spec.Campaign) -> list[str]:
     unknown = False
     for tb in campaign.testbeds:
         est = estimate.testbed(campaign, tb, phase_records)
-        gpus = est.gpus(tb.parts[0].workload.device)
-        booked = "GPUs per node not in its settings" if gpus is None else f"{gpus} GPU(s) booked"
+        device = tb.parts[0].workload.device
         lines += ["", f"testbed {tb.index}/{len(campaign.testbeds)} {tb.name} ({tb.title}): "
-                  f"env {tb.env}, {est.nodes} node(s), {booked}"]  # fmt: skip
+                  f"{booked_line(est, device)}"]  # fmt: skip
         lines.append("  " + " · ".join(f"{name} {_duration(e.seconds)} ({e.source})"
                                        for name, e in est.phases.items()))  # fmt: skip
+        if est.queue is not None:
+            lines.append(f"  queue wait per job {_duration(est.queue.seconds)} "
+                         f"({est.queue.source})")  # fmt: skip
         lines.append(f"  {'cell':<12}  {'configuration':<40} {'status':<9} estimate")
         for cell, e in est.cells:
             state = states.get(cell.id)
@@ -43,23 +46,37 @@ def plan_lines(campaign: spec.Campaign) -> list[str]:
             lines.append(f"  {cell.id:<12}  {config:<40} {status:<9} "
                          f"{_duration(e.seconds)} ({e.source})")  # fmt: skip
         wall, most = est.wall_s(), est.wall_max_s()
-        unknown |= not est.known
-        hours = wall / 3600
-        gpu_text = "GPU-hours unknown" if gpus is None else f"{gpus * hours:.1f} GPU-hours"
+        unknown |= not est.known or (est.queue is not None and est.queue.seconds is None)
+        nodes_h, gpus_h = est.node_hours(), est.gpu_hours(device)
+        gpu_text = "GPU-hours unknown" if gpus_h is None else f"{gpus_h:.1f} GPU-hours"
         budget = f" within --budget {_duration(est.budget_s)}" if est.budget_s else ""
         lines.append(f"  wall about {_duration(wall)} (up to {_duration(most)} if cells take "
                      f"up to --max-repeats {est.most_repeats}{budget}), "
-                     f"{est.nodes * hours:.1f} node-hours, {gpu_text}")  # fmt: skip
+                     f"{nodes_h:.1f} node-hours, {gpu_text}")  # fmt: skip
         if not est.known:
             lines.append("  cells of unknown length are left out of these sums: give "
                          "`expect: {images_per_s: N}` (one worker) for this testbed")
+        if est.queue is not None and est.queue.seconds is None:
+            lines.append("  queue waits are unknown until a job has run, and left out")
         total, total_max = total + wall, total_max + most
-        node_h, gpu_h = node_h + est.nodes * hours, gpu_h + (gpus or 0) * hours
+        node_h, gpu_h = node_h + nodes_h, gpu_h + (gpus_h or 0.0)
     lines += ["", f"total: wall about {_duration(total)} (up to {_duration(total_max)}), "
               f"{node_h:.1f} node-hours, {gpu_h:.1f} GPU-hours"
               + (" (not counting what is unknown above)" if unknown else ""),
               "nothing was created; `hpcbench campaign run` runs it"]  # fmt: skip
     return lines
+
+
+def booked_line(est: estimate.TestbedEstimate, device: str) -> str:
+    """What a testbed is and books, for the plan's heading line."""
+    tb = est.tb
+    if tb.kind is TestbedKind.SLURM:
+        return f"{tb.where}: each job books its own nodes while it runs"
+    if tb.kind is TestbedKind.HOSTS:
+        return f"{tb.where}: your own machines, nothing booked"
+    gpus = est.gpus(device)
+    booked = "GPUs per node not in its settings" if gpus is None else f"{gpus} GPU(s) booked"
+    return f"env {tb.env}, {est.nodes} node(s), {booked}"
 
 
 def status_rows(campaign: spec.Campaign) -> list[dict[str, object]]:
@@ -81,7 +98,7 @@ def status_rows(campaign: spec.Campaign) -> list[dict[str, object]]:
 
 def held_testbeds(campaign: spec.Campaign) -> dict[str, list[str]]:
     out = {}
-    for tb in campaign.testbeds:
+    for tb in (t for t in campaign.testbeds if t.deployed):
         with testbed_state(state_root(campaign, tb)):
             what = held(tb.env)
         if what:
@@ -117,7 +134,10 @@ def plan_main(args: argparse.Namespace) -> int:
 
 
 def run_main(args: argparse.Namespace) -> int:
-    return runner.run(spec.load(args.file), args.resume)
+    campaign = spec.load(args.file)
+    if args.dry_run:
+        return runner.dry_run(campaign)
+    return runner.run(campaign, args.resume)
 
 
 def status_main(args: argparse.Namespace) -> int:

@@ -33,6 +33,7 @@ from hpcbench.predict import (
     parse_link,
     predictions,
 )
+from hpcbench.specs import TestbedKind
 from hpcbench.store import Store
 
 # Stated defaults where nothing was measured or given (expect: in the campaign file).
@@ -40,6 +41,8 @@ from hpcbench.store import Store
 # Virtual Wall slice can take up to 30 minutes to come up; a GPULab job waits in a
 # queue as long as the cluster is full).
 DEFAULT_PHASE_S = {"deploy": 600.0, "verify": 300.0, "destroy": 120.0}
+# A partition's or host list's only phase: the stack check on one node, once it runs.
+DEFAULT_CHECK_S = 120.0
 DEFAULT_OVERHEAD_S = 20.0  # launch to first timed step of one run (ssh, launcher, import)
 
 
@@ -55,8 +58,9 @@ def phases(tb: TestbedPlan, phase_records: list[dict[str, Any]]) -> dict[str, Es
     environment's in this campaign, else expect:, else the stated default."""
     given = {"deploy": tb.expect.deploy_s, "verify": tb.expect.verify_s,
              "destroy": tb.expect.destroy_s}  # fmt: skip
+    defaults = DEFAULT_PHASE_S if tb.deployed else {"verify": DEFAULT_CHECK_S}
     out = {}
-    for phase, default in DEFAULT_PHASE_S.items():
+    for phase, default in defaults.items():
         ok = [r for r in phase_records if r["phase"] == phase and r["status"] == "ok"]
         own = [r["seconds"] for r in ok if r.get("fingerprint") == tb.fingerprint]
         same_env = [r["seconds"] for r in ok if r.get("env") == tb.env]
@@ -74,7 +78,10 @@ def phases(tb: TestbedPlan, phase_records: list[dict[str, Any]]) -> dict[str, Es
 # ------------------------------------------------------------------- cells
 def link_rate_bits(tb: TestbedPlan) -> float | None:
     """The testbed's nominal link between nodes in bits/s, where its settings (or its
-    variant's file) say: link_rate ('1gbit') or link_capacity_mbps."""
+    variant's file) say: link_rate ('1gbit') or link_capacity_mbps. A partition's or
+    a host list's is not known before it is probed."""
+    if not tb.deployed:
+        return None
     values: dict[str, Any] = {}
     var_file = paths.env_layout(tb.env).var_file
     if var_file is not None:
@@ -117,13 +124,40 @@ def point_efficiency(part: SweepPart, tb: TestbedPlan, cell: Cell, step_s: float
     return float(row["efficiency"])
 
 
-def _runs(campaign: Campaign, tb: TestbedPlan) -> list[dict[str, Any]]:
+def _runs(campaign: Campaign, tb: TestbedPlan, ok_only: bool = True) -> list[dict[str, Any]]:
     store = Store(campaign.testbed_out(tb))
-    return [r for r in store.runs() if r.get("status") == "ok"] if store.exists() else []
+    if not store.exists():
+        return []
+    return [r for r in store.runs() if r.get("status") == "ok" or not ok_only]
+
+
+def queue_wait(campaign: Campaign, tb: TestbedPlan) -> Estimate | None:
+    """A job's wait in a partition's queue: the mean of this testbed's jobs so far, or
+    unknown before any ran (None: not a partition)."""
+    if tb.kind is not TestbedKind.SLURM:
+        return None
+    waits = [float(r["queue_wait_s"]) for r in _runs(campaign, tb, ok_only=False)
+             if isinstance(r.get("queue_wait_s"), int | float)]  # fmt: skip
+    if not waits:
+        return Estimate(None, "unknown until a job has run")
+    return Estimate(statistics.fmean(waits), f"mean of {len(waits)} job(s) measured")
 
 
 def cell_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cell) -> Estimate:
-    """One cell's time on its testbed: `repeats` runs."""
+    """One cell's time on its testbed: `repeats` runs, each with its queue wait where
+    a partition's is known."""
+    run = one_run_seconds(campaign, tb, part, cell)
+    queued = queue_wait(campaign, tb)
+    if run.seconds is None or queued is None or queued.seconds is None:
+        return run
+    repeats = part.sweep.repeats
+    return Estimate(run.seconds + repeats * queued.seconds,
+                    f"{run.source}, + {repeats} x {queued.seconds:.0f} s queue wait")  # fmt: skip
+
+
+def one_run_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cell
+                    ) -> Estimate:  # fmt: skip
+    """`repeats` runs of the cell, from its own earlier runs or its testbed's baseline."""
     repeats, workload = part.sweep.repeats, part.workload
     runs = _runs(campaign, tb)
     same = [r for r in runs if (r.get("batch"), r.get("nodes"), r.get("workers"),
@@ -166,6 +200,7 @@ class TestbedEstimate:
     repeats: int
     # --budget of its sweep: no extra repeat starts that would end past it (sweep.run).
     budget_s: float | None = None
+    queue: Estimate | None = None  # a partition's queue wait per job (queue_wait)
 
     @property
     def known(self) -> bool:
@@ -202,13 +237,35 @@ class TestbedEstimate:
             return 0
         return None if self.tb.gpus_per_node is None else self.nodes * self.tb.gpus_per_node
 
+    def node_hours(self) -> float:
+        """What it books: a deployed testbed its nodes for its whole wall time; a
+        partition each job's nodes while it runs (the check job one node); your own
+        hosts nothing."""
+        if self.tb.deployed:
+            return self.nodes * self.wall_s() / 3600
+        if self.tb.kind is not TestbedKind.SLURM:
+            return 0.0
+        runs = sum((e.seconds or 0.0) * c.nodes for c, e in self.cells)
+        return (runs + sum(e.seconds or 0.0 for e in self.phases.values())) / 3600
+
+    def gpu_hours(self, device: str) -> float | None:
+        """GPU-hours booked (None: the settings do not say how many GPUs a node has)."""
+        if device == "cpu" or self.tb.kind is TestbedKind.HOSTS:
+            return 0.0
+        if self.tb.deployed:
+            gpus = self.gpus(device)
+            return None if gpus is None else gpus * self.wall_s() / 3600
+        # A job asks for one GPU per worker (--gres=gpu:workers per node).
+        runs = sum((e.seconds or 0.0) * c.workers for c, e in self.cells)
+        return (runs + sum(e.seconds or 0.0 for e in self.phases.values())) / 3600
+
 
 def testbed(campaign: Campaign, tb: TestbedPlan, phase_records: list[dict[str, Any]]
             ) -> TestbedEstimate:  # fmt: skip
     cells = [(c, cell_seconds(campaign, tb, part, c)) for part in tb.parts for c in part.cells]
     first = tb.parts[0].sweep  # the parts differ in gpus_per_node only
     return TestbedEstimate(tb, phases(tb, phase_records), cells, first.max_repeats,
-                           first.repeats, first.budget_s)  # fmt: skip
+                           first.repeats, first.budget_s, queue_wait(campaign, tb))  # fmt: skip
 
 
 def remaining(

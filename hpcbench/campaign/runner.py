@@ -13,6 +13,7 @@ be is printed with the command that releases it) and `--resume` continues.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -22,17 +23,18 @@ from typing import TextIO
 
 import yaml
 
-from hpcbench import leases, paths
+from hpcbench import leases, paths, readiness, sweep
 from hpcbench.campaign import estimate, report
 from hpcbench.campaign.cells import fail, measure_part
 from hpcbench.campaign.console import Console, Stopped, logged
 from hpcbench.campaign.journal import Journal
-from hpcbench.campaign.spec import Campaign, Cell, TestbedPlan
+from hpcbench.campaign.spec import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.campaign.state import held, state_root, testbed_state
 from hpcbench.deploy import DeployRequest, EnvRequest, VerifyRequest, check, deploy, destroy, verify
 from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
 from hpcbench.schedulers.base import stop_on_signals
+from hpcbench.target import Target
 
 
 class Runner:
@@ -71,8 +73,10 @@ class Runner:
         measured = {cid for cid, s in states.items() if s.status == "measured"}
         todo = []
         for tb in campaign.testbeds:
-            with testbed_state(state_root(campaign, tb, self.base)):
-                holding = held(tb.env)
+            holding: list[str] = []
+            if tb.deployed:
+                with testbed_state(state_root(campaign, tb, self.base)):
+                    holding = held(tb.env)
             if holding or any(c.id not in measured for c in tb.cells):
                 todo.append(tb)
         console.cells_done = sum(1 for c in campaign.cells if c.id in measured)
@@ -114,12 +118,22 @@ class Runner:
         return 1 if failed or left or self.still_held else 0
 
     def preflight(self, todo: list[TestbedPlan]) -> None:
-        """Every testbed's settings and credentials, checked by the plan `deploy` makes
-        (nothing created, in a folder removed after), before the first deploy."""
+        """Before the first deploy or job, every testbed checked without creating
+        anything: a deployed one's settings and credentials by the plan `deploy` makes
+        (in a folder removed after), a partition's existence and a test submission, a
+        host list's reachability (hpcbench.readiness)."""
         for k, tb in enumerate(todo, 1):
+            where = f"{self.campaign.path}: testbeds[{tb.index - 1}] ({tb.name})"
+            if not tb.deployed:
+                self.say(f"checking testbed {k}/{len(todo)} {tb.name}: {tb.where}, nothing "
+                         "submitted")  # fmt: skip
+                try:
+                    readiness.preflight(Target.resolve(widest(tb).target))
+                except UsageError as err:
+                    raise UsageError(f"{where}: {err}") from None
+                continue
             self.say(f"checking testbed {k}/{len(todo)} {tb.name}: terraform plan, nothing created")
             scratch = Path(tempfile.mkdtemp(prefix="hpcbench-check-"))
-            where = f"{self.campaign.path}: testbeds[{tb.index - 1}] ({tb.name})"
             try:
                 with testbed_state(scratch), logged(self.console.log_path(tb)):
                     check(DeployRequest(tb.env, tb.settings))
@@ -157,19 +171,17 @@ class Runner:
         """deploy, verify, sweep; False when a phase failed or a cell did."""
         console = self.console
         try:
-            with console.phase(tb, "deploy"):
-                self.write_group_vars(tb)
-                try:
-                    deploy(DeployRequest(tb.env, tb.settings))
-                except (UsageError, RuntimeError) as err:
-                    raise Stopped(f"deploy: {err}") from None
-            for cell in pending:
-                self.journal.cell(cell, "deployed")
+            if tb.deployed:
+                with console.phase(tb, "deploy"):
+                    self.write_group_vars(tb)
+                    try:
+                        deploy(DeployRequest(tb.env, tb.settings))
+                    except (UsageError, RuntimeError) as err:
+                        raise Stopped(f"deploy: {err}") from None
+                for cell in pending:
+                    self.journal.cell(cell, "deployed")
             with console.phase(tb, "verify"):
-                rc = verify(VerifyRequest(tb.env))
-                if rc != 0:
-                    raise Stopped(f"verify: the testbed's checks failed (pytest exit {rc}); "
-                                  f"see {console.log_path(tb)}")  # fmt: skip
+                self.verify_testbed(tb)
             for cell in pending:
                 self.journal.cell(cell, "verified")
         except Stopped as err:
@@ -181,6 +193,27 @@ class Runner:
             if todo:
                 ok = measure_part(console, tb, part, todo, self.finished) and ok
         return ok
+
+    def verify_testbed(self, tb: TestbedPlan) -> None:
+        """A deployed testbed's testinfra checks; a stack check on one node of the
+        others (a job on the partition, a process on the first host)."""
+        if tb.deployed:
+            rc = verify(VerifyRequest(tb.env))
+            if rc != 0:
+                raise Stopped(f"verify: the testbed's checks failed (pytest exit {rc}); "
+                              f"see {self.console.log_path(tb)}")  # fmt: skip
+            return
+        part = widest(tb)
+        try:
+            result = readiness.check(Target.resolve(part.target), part.workload)
+        except (UsageError, RuntimeError) as err:
+            raise Stopped(f"verify: {err}") from None
+        for c in result.checks:
+            print(f"{'ok' if c.get('ok') else 'FAILED'}: {c.get('name')}: {c.get('detail')}")
+        if result.queue_wait_s is not None:
+            self.say(f"check job waited {format_duration(result.queue_wait_s)} in the queue")
+        if not result.ok:
+            raise Stopped(f"verify: {result.why}")
 
     def write_group_vars(self, tb: TestbedPlan) -> None:
         """The campaign's Ansible variables for this testbed, beside the inventory
@@ -196,7 +229,10 @@ class Runner:
 
     def teardown(self, tb: TestbedPlan, keep: bool) -> None:
         """destroy, unless the testbed failed and the campaign keeps failures; either way
-        the terminal says what is still held and how to release it."""
+        the terminal says what is still held and how to release it. A partition or a
+        host list holds nothing: each job or run was cancelled or ended with its run."""
+        if not tb.deployed:
+            return
         if not held(tb.env):
             shutil.rmtree(paths.env_state(tb.env), ignore_errors=True)
             return
@@ -229,6 +265,35 @@ class Runner:
             raise
 
 
+def widest(tb: TestbedPlan) -> SweepPart:
+    """The part with the most workers per node: what a partition must accept."""
+    return max(tb.parts, key=lambda p: p.gpus_per_node)
+
+
+def dry_run(campaign: Campaign) -> int:
+    """`campaign run --dry-run`: what each testbed would do, and every job script or
+    command line a partition's or host list's runs would launch; nothing is checked
+    against a cluster, created, submitted or written."""
+    for tb in campaign.testbeds:
+        print(f"## testbed {tb.index}/{len(campaign.testbeds)} {tb.name} ({tb.title})")
+        if tb.deployed:
+            settings = " ".join(f"{k}={v}" for k, v in tb.settings)
+            print(f"deploy {tb.env} ({settings or 'its defaults'}), verify, measure "
+                  f"{len(tb.cells)} cell(s), destroy; its runs' command lines depend on the "
+                  "deployed nodes (`scale --dry-run` shows them once it is deployed)\n")
+            continue
+        part = widest(tb)
+        target = Target.resolve(part.target)
+        print(f"# the stack check (verify), {tb.where}\n"
+              f"{target.launcher.describe(readiness.check_spec(target, part.workload))}\n")
+        for part in tb.parts:
+            only = frozenset(c.config.key for c in part.cells)
+            spec = dataclasses.replace(part.sweep, dry_run=True, only=only)
+            sweep.run(part.workload, part.target, spec)
+    print("nothing was checked, created or submitted; `campaign run` runs it")
+    return 0
+
+
 def run(campaign: Campaign, resume: bool) -> int:
     term = os.fdopen(os.dup(2), "w", buffering=1)
     try:
@@ -249,7 +314,7 @@ def destroy_held(campaign: Campaign, names: list[str]) -> int:
         for k, tb in enumerate(chosen, 1):
             runner.console.tb, runner.console.tb_number = tb, (k, len(chosen))
             with testbed_state(state_root(campaign, tb, runner.base)):
-                if not held(tb.env):
+                if not tb.deployed or not held(tb.env):
                     runner.say("holds nothing")
                     continue
                 try:

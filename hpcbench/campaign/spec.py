@@ -48,11 +48,14 @@ from hpcbench.specs import (
     MAX_SLOTS,
     SweepSpec,
     TargetSpec,
+    TestbedKind,
     WorkloadSpec,
     check_path,
     duration_s,
     format_int_list,
+    parse_hosts,
     parse_int_list,
+    parse_login,
     units,
 )
 from hpcbench.sweep import Config
@@ -65,8 +68,23 @@ MAX_TESTBEDS = 64
 MAX_CELLS = 10_000  # a typo such as nodes: 1-4000, before any work is planned
 SETTING_MAX = 4096  # as `deploy --var`
 TOP_KEYS = ("name", "description", "out", "keep_on_failure", "sweep", "testbeds")
-TESTBED_KEYS = ("name", "env", "title", "settings", "ansible", "sweep", "exclude",
-                "keep_on_failure", "expect")  # fmt: skip
+TESTBED_KEYS = ("name", "env", "slurm", "hosts", "title", "settings", "ansible", "sweep",
+                "exclude", "keep_on_failure", "expect")  # fmt: skip
+# A Slurm partition's keys, and the `scale` option each becomes (--env slurm).
+SLURM_KEYS = {
+    "partition": "--partition", "account": "--account", "qos": "--qos",
+    "gpus_per_node": "--slurm-gpus", "time": "--slurm-time", "sbatch": "--sbatch",
+    "login": "--slurm-login", "ssh_key": "--slurm-ssh-key", "known_hosts": "--slurm-known-hosts",
+    "container_image": "--container-image", "container_mounts": "--container-mounts",
+    "container_python": "--container-python", "python": "--slurm-python",
+    "bench_dir": "--slurm-bench-dir", "job_dir": "--slurm-job-dir", "setup": "--slurm-setup",
+    "queue_wait": "--slurm-queue-wait", "nodes": None,
+}  # fmt: skip
+# Who says how many nodes a testbed has, for the message when the sweep asks for more.
+GIVES = {TestbedKind.DEPLOYED: "the settings give", TestbedKind.SLURM: "slurm: nodes gives",
+         TestbedKind.HOSTS: "hosts: gives"}  # fmt: skip
+# Slurm keys that bound how long, not what is measured: not part of the identity.
+SLURM_OPERATIONAL = ("time", "queue_wait", "job_dir", "ssh_key", "known_hosts")
 EXCLUDE_KEYS = ("batch", "nodes", "gpus_per_node", "workers")
 EXPECT_KEYS = ("images_per_s", "deploy", "verify", "destroy")
 # `scale` options a campaign sets itself (where each testbed's results go, resuming)
@@ -129,7 +147,7 @@ class Expect:
 class TestbedPlan:
     index: int  # 1-based, in the file's order
     name: str
-    env: str
+    env: str  # the environment deployed, or the kind's own name (slurm, hosts)
     title: str
     settings: tuple[tuple[str, str], ...]  # Terraform variables, as `deploy --var` takes them
     ansible: dict[str, Any]  # group_vars written beside the rendered inventory
@@ -139,10 +157,17 @@ class TestbedPlan:
     nodes_available: int | None  # from the settings, where they say (node_count, topology)
     gpus_per_node: int | None  # per node, where the settings say (topology)
     parts: tuple[SweepPart, ...]
+    kind: TestbedKind = TestbedKind.DEPLOYED  # or SLURM (a partition), HOSTS (machines)
+    where: str = ""  # the partition and login node, or the hosts: what the plan shows
 
     @property
     def cells(self) -> list[Cell]:
         return [c for part in self.parts for c in part.cells]
+
+    @property
+    def deployed(self) -> bool:
+        """A testbed hpcbench deploys and destroys (the others are only measured)."""
+        return self.kind is TestbedKind.DEPLOYED
 
 
 @dataclass(frozen=True)
@@ -325,8 +350,8 @@ def _argv_of(key: str, value: Any, action: argparse.Action, path: str) -> list[s
             return [flag, "on" if value else "off"]
         raise _Problem(path, "YAML read this as true/false: write the value in quotes")
     if isinstance(value, list):
-        if key == "sbatch":  # the one repeatable option
-            return [a for v in value for a in (flag, _text(v, path))]
+        if key == "sbatch":  # the one repeatable option; =: its values start with '-'
+            return [f"{flag}={_text(v, path)}" for v in value]
         if not value or not all(isinstance(v, int | float | str) and not isinstance(v, bool)
                                 for v in value):  # fmt: skip
             raise _Problem(path, "a list must hold numbers or text, e.g. [32, 64, 96]")
@@ -377,12 +402,20 @@ def _strip_prefix(message: str) -> str:
     return message.removeprefix("scale: ")
 
 
+# `scale` options added after campaigns existed, with the value every earlier cell was
+# measured with: left out of a cell's identity at that value, so that a campaign's
+# journal from before them still names the same cells (and --resume still holds).
+ADDED_LATER = {"step": "eager", "decode": "auto", "slurm_login": "", "slurm_ssh_key": "",
+               "slurm_known_hosts": "", "slurm_python": "", "slurm_bench_dir": "",
+               "slurm_setup": ""}  # fmt: skip
+
+
 def _resolved(args: argparse.Namespace) -> dict[str, Any]:
     """The parsed options that define what a cell measures (identity), JSON-ready."""
     skip = {*RESERVED, *OPERATIONAL, "func", "command", "nodes", "batch", "gpus_per_node"}
     out: dict[str, Any] = {}
     for key, value in sorted(vars(args).items()):
-        if key in skip:
+        if key in skip or (key in ADDED_LATER and value == ADDED_LATER[key]):
             continue
         if isinstance(value, str | int | float | bool | type(None)):
             out[key] = value
@@ -442,32 +475,39 @@ def _testbed(
     raw = _mapping(raw, path, TESTBED_KEYS)
     name = _text(raw.get("name"), f"{path}.name", NAME, "a label like vwall-1g "
                  "(lower-case letters, digits and '-', at most 40)")  # fmt: skip
-    env = _text(raw.get("env"), f"{path}.env", None, "an environment")
-    try:
-        paths.env_layout(env)
-    except UsageError as err:
-        raise _Problem(f"{path}.env", str(err)) from None
+    given = [k for k in ("env", "slurm", "hosts") if k in raw]
+    if len(given) != 1:
+        raise _Problem(path, "give one of env: (a testbed hpcbench deploys), slurm: (a "
+                       "partition of a cluster you use) or hosts: (machines you have)")  # fmt: skip
+    kind = {"env": TestbedKind.DEPLOYED, "slurm": TestbedKind.SLURM,
+            "hosts": TestbedKind.HOSTS}[given[0]]  # fmt: skip
+    if kind is not TestbedKind.DEPLOYED:
+        for key in ("settings", "ansible"):
+            if key in raw:
+                raise _Problem(f"{path}.{key}", f"is for testbeds hpcbench deploys (env:), "
+                               f"not {given[0]}:")  # fmt: skip
     title = _text(raw.get("title", name), f"{path}.title")
     settings: dict[str, str] = {}
-    for key, value in _mapping(raw.get("settings"), f"{path}.settings").items():
-        where = f"{path}.settings.{key}"
-        if not VARIABLE.fullmatch(key):
-            raise _Problem(where, "a Terraform variable name: lower-case letters, digits, _")
-        if looks_secret(key):
-            raise _Problem(where, "looks like a secret, which never goes in a file: export it "
-                           "as its module documents (docs/testbeds.md)")  # fmt: skip
-        settings[key] = _setting(value, where)
-    ansible = _mapping(raw.get("ansible"), f"{path}.ansible")
-    for key, value in ansible.items():
-        where = f"{path}.ansible.{key}"
-        if not VARIABLE.fullmatch(key):
-            raise _Problem(where, "an Ansible variable name: lower-case letters, digits, _")
-        if looks_secret(key):
-            raise _Problem(where, "looks like a secret, which never goes in a file")
+    ansible: dict[str, Any] = {}
+    if kind is TestbedKind.DEPLOYED:
+        env = _text(raw.get("env"), f"{path}.env", None, "an environment")
         try:
-            yaml.safe_dump(value)
-        except yaml.YAMLError:
-            raise _Problem(where, "must be plain YAML data") from None
+            paths.env_layout(env)
+        except UsageError as err:
+            raise _Problem(f"{path}.env", str(err)) from None
+        settings, ansible = _deployed(raw, path)
+        where_args, where = ["--env", env], ""
+        identity_of_testbed: dict[str, Any] = {"env": env, "settings": settings,
+                                               "ansible": ansible}  # fmt: skip
+        nodes_available, slots = _shape(settings)
+    elif kind is TestbedKind.SLURM:
+        env = TestbedKind.SLURM.value
+        where_args, identity_of_testbed, nodes_available, slots, where = _slurm(
+            raw["slurm"], f"{path}.slurm")
+    else:
+        env = TestbedKind.HOSTS.value
+        where_args, identity_of_testbed, nodes_available, slots, where = _hosts(
+            raw["hosts"], f"{path}.hosts")
     keep = raw.get("keep_on_failure", keep_default)
     _flag(keep, f"{path}.keep_on_failure")
     own = _mapping(raw.get("sweep"), f"{path}.sweep")
@@ -482,20 +522,20 @@ def _testbed(
         args, _workload, target, sweep_spec = _parse(argv)  # checked alone: the errors name keys
     except UsageError as err:
         raise _Problem(f"{path}.sweep", _strip_prefix(str(err))) from None
-    nodes_available, slots = _shape(settings)
     gpus = own_gpus or base_gpus or [slots or 1]
     if slots is not None and max(gpus) > slots:
+        said = (f"topology {settings['topology']}" if "topology" in settings
+                else f"{given[0]}: gpus_per_node")  # fmt: skip
         raise _Problem(f"{path}.sweep.gpus_per_node",
-                       f"{max(gpus)} is more than the {slots} GPUs per node of topology "
-                       f"{settings['topology']}")  # fmt: skip
+                       f"{max(gpus)} is more than the {slots} GPUs per node of {said}")  # fmt: skip
     node_counts = list(target.node_counts)
     if nodes_available is not None and max(node_counts) > nodes_available:
         raise _Problem(f"{path}.sweep.nodes",
                        f"{format_int_list(node_counts)} asks for {max(node_counts)} nodes but "
-                       f"the settings give {nodes_available}: lower nodes or exclude "
+                       f"{GIVES[kind]} {nodes_available}: lower nodes or exclude "
                        f"{{nodes: {nodes_available + 1}-{max(node_counts)}}}")  # fmt: skip
     rules = _exclusions(raw.get("exclude"), f"{path}.exclude")
-    fingerprint = _digest({"env": env, "settings": settings, "ansible": ansible}, 16)
+    fingerprint = _digest(identity_of_testbed, 16)
     identity = _resolved(args)
     parts = []
     based: set[int] = set()  # batches whose single-worker baseline an earlier part measures
@@ -520,10 +560,10 @@ def _testbed(
         if cells:
             # What `scale` would run for this part: this testbed's environment and
             # folder, resumed, its gpus_per_node; parsed once, here.
-            where = ["--env", env, "--out", str(out / name), "--resume",
+            fixed = [*where_args, "--out", str(out / name), "--resume",
                      "--gpus-per-node", str(per_node)]  # fmt: skip
             try:
-                _, workload, target_spec, part_sweep = _parse(argv, where)
+                _, workload, target_spec, part_sweep = _parse(argv, fixed)
             except UsageError as err:
                 raise _Problem(f"{path}.sweep", _strip_prefix(str(err))) from None
             parts.append(SweepPart(per_node, workload, target_spec, part_sweep, tuple(cells)))
@@ -533,8 +573,97 @@ def _testbed(
         index=index, name=name, env=env, title=title, settings=tuple(sorted(settings.items())),
         ansible=ansible, keep_on_failure=keep, expect=_expect(raw.get("expect"), f"{path}.expect"),
         fingerprint=fingerprint, nodes_available=nodes_available, gpus_per_node=slots,
-        parts=tuple(parts),
+        parts=tuple(parts), kind=kind, where=where,
     )  # fmt: skip
+
+
+def _deployed(raw: dict[str, Any], path: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """A deployed testbed's Terraform settings and Ansible variables, checked."""
+    settings: dict[str, str] = {}
+    for key, value in _mapping(raw.get("settings"), f"{path}.settings").items():
+        where = f"{path}.settings.{key}"
+        if not VARIABLE.fullmatch(key):
+            raise _Problem(where, "a Terraform variable name: lower-case letters, digits, _")
+        if looks_secret(key):
+            raise _Problem(where, "looks like a secret, which never goes in a file: export it "
+                           "as its module documents (docs/testbeds.md)")  # fmt: skip
+        settings[key] = _setting(value, where)
+    ansible = _mapping(raw.get("ansible"), f"{path}.ansible")
+    for key, value in ansible.items():
+        where = f"{path}.ansible.{key}"
+        if not VARIABLE.fullmatch(key):
+            raise _Problem(where, "an Ansible variable name: lower-case letters, digits, _")
+        if looks_secret(key):
+            raise _Problem(where, "looks like a secret, which never goes in a file")
+        try:
+            yaml.safe_dump(value)
+        except yaml.YAMLError:
+            raise _Problem(where, "must be plain YAML data") from None
+    return settings, ansible
+
+
+def _slurm(value: Any, path: str
+           ) -> tuple[list[str], dict[str, Any], int | None, int | None, str]:  # fmt: skip
+    """A Slurm partition: `scale --env slurm`'s options for it (each key checked by the
+    very parser `scale` uses, its error naming the key), what identifies it, its nodes
+    and GPUs per node where given, and a line for the plan."""
+    given = _mapping(value, path, tuple(SLURM_KEYS))
+    if "partition" not in given:
+        raise _Problem(f"{path}.partition", "name the partition (sinfo -s lists them)")
+    argv: list[str] = []
+    for key, raw_value in given.items():
+        flag, where = SLURM_KEYS[key], f"{path}.{key}"
+        if flag is None:  # nodes: the most the partition gives; bounds the sweep
+            continue
+        if key == "time":
+            own = [flag, str(max(1, -(-_duration(raw_value, where) // 60)))]
+        elif key in ("sbatch", "container_mounts") and isinstance(raw_value, list):
+            texts = [_text(v, where) for v in raw_value]
+            own = ([f"{flag}={t}" for t in texts] if key == "sbatch"
+                   else [flag, ",".join(texts)])  # fmt: skip
+        elif key == "queue_wait":
+            own = [flag, str(_duration(raw_value, where))]
+        else:
+            text = _text(str(raw_value) if isinstance(raw_value, int) and
+                         not isinstance(raw_value, bool) else raw_value, where)  # fmt: skip
+            own = [f"{flag}={text}"]  # =: a value may start with '-' (sbatch's --exclusive)
+        try:
+            if key == "login":  # alone it lacks --slurm-python: its own syntax only
+                parse_login(own[0].partition("=")[2])
+            else:
+                _parse(own, ["--env", "slurm", "--out", "results"])
+        except UsageError as err:
+            raise _Problem(where, _strip_prefix(str(err))) from None
+        argv += own
+    try:
+        _parse([], ["--env", "slurm", "--out", "results", *argv])  # the keys together
+    except UsageError as err:
+        raise _Problem(path, _strip_prefix(str(err))) from None
+    nodes = _int_list(given["nodes"], f"{path}.nodes", 100_000)[-1] if "nodes" in given else None
+    gpus = given.get("gpus_per_node")
+    slots = int(gpus) if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus else None
+    identity = {k: v for k, v in given.items() if k not in SLURM_OPERATIONAL}
+    login = given.get("login")
+    where = f"partition {given['partition']}" + (f" via {login}" if login else "")
+    return ["--env", "slurm", *argv], {"slurm": identity}, nodes, slots, where
+
+
+def _hosts(value: Any, path: str
+           ) -> tuple[list[str], dict[str, Any], int | None, int | None, str]:  # fmt: skip
+    """Machines you have, as `scale --hosts` takes them: host:slots (workers)."""
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        text = ",".join(value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        raise _Problem(path, "must be a list of host:slots such as [node1:4, node2:4]")
+    try:
+        hosts = parse_hosts(text)
+    except UsageError as err:
+        raise _Problem(path, str(err).removeprefix("--hosts: ")) from None
+    listed = ",".join(f"{h.name}:{h.slots}" for h in hosts)
+    slots = min(h.slots for h in hosts)
+    return ["--hosts", listed], {"hosts": listed}, len(hosts), slots, f"hosts {listed}"
 
 
 def _campaign(path: Path, data: Any) -> Campaign:

@@ -223,9 +223,11 @@ class SlurmLauncher(Launcher):
     def script(self, spec: RunSpec, job_name: str = "hpcbench") -> str:
         return sbatch_script(spec, self.options, self.backend, self.controller, job_name)
 
-    def submission(self, script: str) -> Command:
-        """sbatch of a script where sbatch runs; it prints the job id."""
-        line = f"sbatch --parsable <<'HPCBENCH_EOF'\n{script}HPCBENCH_EOF"
+    def submission(self, script: str, test_only: bool = False) -> Command:
+        """sbatch of a script where sbatch runs; it prints the job id (with test_only,
+        when the job would start: Slurm checks it and queues nothing)."""
+        flag = "--test-only" if test_only else "--parsable"
+        line = f"sbatch {flag} <<'HPCBENCH_EOF'\n{script}HPCBENCH_EOF"
         return Command(("bash", "-c", line), access=self.submit)
 
     def commands(self, spec: RunSpec) -> list[Command]:

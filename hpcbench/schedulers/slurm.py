@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from hpcbench.errors import UsageError
 from hpcbench.launchers.base import Command, RunSpec
 from hpcbench.launchers.slurm import EXIT_MARKER, SlurmLauncher, SlurmOptions
 from hpcbench.schedulers.base import RESULT_MARKER, TAIL_LINES, Outcome, Scheduler, parse_records
@@ -128,6 +129,36 @@ class SlurmScheduler(Scheduler):
         found = re.search(r"JobState=(\S+)", text)
         host = re.search(r"BatchHost=(\S+)", text)
         return (found[1] if found else (first[0] if first else "UNKNOWN"), host[1] if host else "")
+
+    def preflight(self, spec: RunSpec) -> None:
+        """Before anything is submitted: the partition exists and is up (sinfo), and a
+        job of this shape would be accepted there with this account and qos (`sbatch
+        --test-only`: Slurm checks it and queues nothing). One UsageError line naming
+        what to fix otherwise."""
+        where = "this machine" if self.launcher.submit is None else self.launcher.submit.host
+        part = self.options.partition
+        if part:
+            try:
+                proc = self._control(f"sinfo --noheader --partition={shlex.quote(part)} "
+                                     "--format='%P %a %D %G'")  # fmt: skip
+            except (subprocess.SubprocessError, OSError) as err:
+                raise UsageError(f"slurm on {where}: {_why(err, 'sinfo')}") from None
+            rows = [line.split() for line in proc.stdout.splitlines() if line.strip()]
+            if proc.returncode != 0 or not rows:
+                why = (proc.stderr or "").strip().splitlines()
+                raise UsageError(f"partition {part!r} does not exist on {where}"
+                                 + (f" ({why[-1]})" if why else "")
+                                 + ": `sinfo -s` lists the partitions")  # fmt: skip
+            if rows[0][1] != "up":
+                raise UsageError(f"partition {part!r} on {where} is {rows[0][1]}, not up")
+        script = self.launcher.script(spec, "hpcbench-preflight")
+        try:
+            proc = self._call(self.launcher.submission(script, test_only=True))
+        except (subprocess.SubprocessError, OSError) as err:
+            raise UsageError(f"slurm on {where}: {_why(err, 'sbatch --test-only')}") from None
+        if proc.returncode != 0:
+            lines = (proc.stderr or proc.stdout).strip().splitlines() or ["no reason given"]
+            raise UsageError(f"slurm on {where} would refuse the jobs: {lines[-1]}")
 
     def queue_wait_s(self, job: str) -> float | None:
         """How long the job waited for its nodes, as Slurm recorded it (scontrol keeps a

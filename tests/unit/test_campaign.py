@@ -174,6 +174,20 @@ def test_unreadable_files_say_why(tmp_path: Path, text: str, says: str) -> None:
         spec.load(tmp_path / "missing.yaml")
 
 
+def test_a_campaign_from_before_new_options_keeps_its_cell_ids(tmp_path: Path) -> None:
+    # Ids computed by the code of stop 26, before --step, --decode and the Slurm login
+    # options existed: --resume of a journal from then must find the same cells.
+    path = write(tmp_path, """\
+        name: pinned
+        out: /tmp/pinned-out
+        sweep: {model: resnet18, image_size: 32, batch: [4, 8], nodes: [1, 2], repeats: 1}
+        testbeds:
+          - {name: a, env: local, settings: {node_count: 2, link_rate: 1gbit}}
+        """)
+    assert [c.id for c in spec.load(path).cells] == [
+        "5322118a34c2", "6664d6ee3cb4", "70a946352bfa", "9b6517117507"]  # fmt: skip
+
+
 def test_yaml_on_off_reads_as_written(tmp_path: Path) -> None:
     path = base(tmp_path, **{"sweep.amp": True})  # YAML 1.1 reads `amp: on` as true
     assert spec.load(path).testbeds[0].parts[0].workload.amp == "on"

@@ -50,7 +50,9 @@ HOSTILE = [
 # Names and paths that go into batch scripts and command lines: plain words of any
 # length (a partition called 'nan' is a partition; '' leaves the option unset).
 NAME_OPTIONS = {"--partition", "--account", "--qos", "--slurm-mpi", "--container-image",
-                "--container-mounts", "--container-python", "--slurm-job-dir"}  # fmt: skip
+                "--container-mounts", "--container-python", "--slurm-job-dir", "--slurm-login",
+                "--slurm-ssh-key", "--slurm-known-hosts", "--slurm-python",
+                "--slurm-bench-dir"}  # fmt: skip
 NAME_HOSTILE = [" ", "a\nb", "\x1b[31mred", *SHELL, "-1", "-Fevil", "--x", "üñí४🙂", "d/" * 2100]
 # Options that take any file name: only what no path may hold is refused there
 # (a folder called '$(x)' or '-1' is a folder; no shell ever sees it).
@@ -59,6 +61,9 @@ PATH_OPTIONS = {("scale", "--out"), ("probe", "--out"), ("compare", "--output")}
 ACCEPTED = {
     "--sbatch": {"-1", "--x", "-Fevil", "-inf"},  # verbatim #SBATCH options: one line, a dash
     "--hosts": {"9" * 40, "1e309", "nan"},  # host names
+    # The user's own shell line on their cluster: anything on one line.
+    "--slurm-setup": {"", " ", "n" * 300, *SHELL, "-1", "-Fevil", "--x", "9" * 40, "1e309",
+                      "nan", "-inf", "üñí४🙂", "../../../etc"},  # fmt: skip
 }
 
 FAKE_TOOLS = ["horovodrun", "torchrun", "ssh", "sbatch", "srun", "scancel", "squeue",

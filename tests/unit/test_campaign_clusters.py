@@ -1,0 +1,250 @@
+"""Campaign testbeds that hpcbench does not deploy: a Slurm partition (sbatch here or
+on a login node) and hosts you have, beside deployed ones in one file. Their file
+checks, cell identities and plan (node- and GPU-hours, queue waits), the dry run of
+the shipped campaigns/lrz.yaml and campaigns/gwdg.yaml without a cluster, and the
+runner's life cycle for them (preflight, stack check as verify, sweep; nothing
+deployed or destroyed) with the cluster calls replaced by fakes keeping their
+contracts. tests/e2e/test_campaign_slurm.py runs it against a real Slurm."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hpcbench import cli, readiness, sweep
+from hpcbench.campaign import runner, spec
+from hpcbench.errors import UsageError
+from hpcbench.specs import TestbedKind
+from hpcbench.store import Store
+
+REPO = Path(__file__).resolve().parents[2]
+
+MIXED = """\
+name: mixed
+out: {out}
+sweep: {{model: resnet18, image_size: 32, batch: [4], nodes: [1, 2], repeats: 1,
+         no_probe: true, backend: ddp}}
+testbeds:
+  - name: fast
+    slurm: {{partition: fast, nodes: 2, login: me@login.example.org, python: /opt/py/bin/python,
+             gpus_per_node: 1, time: 10m, sbatch: [--exclusive]}}
+  - name: mine
+    hosts: [h1:1, h2:1]
+  - name: built
+    env: local
+    settings: {{node_count: 2, link_rate: 1gbit}}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _own_state(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+
+
+def write(tmp_path: Path, text: str = MIXED, **fill: Any) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(textwrap.dedent(text).format(out=tmp_path / "out", **fill))
+    return path
+
+
+def test_a_partition_hosts_and_a_deployed_testbed_in_one_file(tmp_path):
+    campaign = spec.load(write(tmp_path))
+    fast, mine, built = campaign.testbeds
+    assert (fast.kind, mine.kind, built.kind) == (TestbedKind.SLURM, TestbedKind.HOSTS,
+                                                  TestbedKind.DEPLOYED)  # fmt: skip
+    assert not fast.deployed and not mine.deployed and built.deployed
+    target = fast.parts[0].target
+    assert target.env == "slurm" and target.slurm.partition == "fast"
+    assert target.slurm.login is not None and target.slurm.login.host == "login.example.org"
+    assert target.slurm.python == "/opt/py/bin/python" and target.slurm.time_min == 10
+    assert target.slurm.extra == ("--exclusive",)
+    assert [h.name for h in mine.parts[0].target.hosts] == ["h1", "h2"]
+    assert fast.nodes_available == 2 and mine.nodes_available == 2
+    assert fast.where == "partition fast via me@login.example.org"
+    # Each store is the testbed's own, whatever its kind.
+    assert fast.parts[0].sweep.out == tmp_path / "out" / "fast"
+
+
+def test_a_partitions_identity_is_what_it_measures_not_how_long_it_may_wait(tmp_path):
+    ids = [c.id for c in spec.load(write(tmp_path)).testbeds[0].cells]
+    waited = MIXED.replace("time: 10m", "time: 20m, queue_wait: 2h")
+    assert [c.id for c in spec.load(write(tmp_path, waited)).testbeds[0].cells] == ids
+    other = MIXED.replace("partition: fast", "partition: other")
+    assert [c.id for c in spec.load(write(tmp_path, other)).testbeds[0].cells] != ids
+
+
+BAD = [
+    ("testbeds[0]", "- name: fast\n", "- name: fast\n    env: local\n", None,
+     "give one of env:"),
+    ("testbeds[0].slurm.partition", "partition: fast, ", "", None, "name the partition"),
+    ("testbeds[0].slurm.login", "login: me@login.example.org", "login: 'me@bad host'", None,
+     "is not [user@]host[:port]"),
+    ("testbeds[0].slurm.colour", "nodes: 2,", "nodes: 2, colour: red,", None, "unknown key"),
+    ("testbeds[0].slurm", "python: /opt/py/bin/python,", "", None,
+     "needs --slurm-python"),
+    ("testbeds[0].slurm.time", "time: 10m", "time: soon", None, "duration"),
+    ("testbeds[0].sweep.nodes", "nodes: 2, login", "nodes: 1, login", None,
+     "slurm: nodes gives 1"),
+    ("testbeds[1].hosts", "[h1:1, h2:1]", "[h1:1, h1:1]", None, "listed twice"),
+    ("testbeds[1].settings", "hosts: [h1:1, h2:1]", "hosts: [h1:1, h2:1]\n    settings: {{a: 1}}",
+     None, "is for testbeds hpcbench deploys"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("where", "old", "new", "_", "says"), BAD, ids=[b[0] for b in BAD])
+def test_a_bad_partition_or_host_list_is_one_line_naming_the_key(tmp_path, capsys, where, old,
+                                                                 new, _, says):  # fmt: skip
+    assert old in MIXED
+    path = write(tmp_path, MIXED.replace(old, new, 1))
+    assert cli.main(["campaign", "plan", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{path}: {where}" in err[0] and says in err[0], err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
+
+
+def test_the_plan_books_a_partitions_jobs_and_learns_its_queue_wait(tmp_path, capsys):
+    expect = "    expect: {{images_per_s: 100}}\n"
+    text = MIXED.replace("  - name: mine\n", expect + "  - name: mine\n")
+    text = text.replace("  - name: built\n", expect + "  - name: built\n")
+    path = write(tmp_path, text)
+    assert cli.main(["campaign", "plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "partition fast via me@login.example.org: each job books its own nodes" in out
+    assert "queue wait per job unknown (unknown until a job has run)" in out
+    assert "hosts h1:1,h2:1: your own machines, nothing booked" in out
+    assert "verify 2m00s (assumed)" in out and "deploy" not in out.split("testbed 3/3")[0]
+    # Jobs that ran: their waits replace the unknown, and every cell's estimate pays them.
+    campaign = spec.load(path)
+    store = Store(campaign.testbed_out(campaign.testbeds[0]))
+    for wait in (30.0, 90.0):
+        store.append({"kind": "run", "env": "slurm", "model": "resnet18", "backend": "ddp",
+                      "batch": 4, "image_size": 32, "data": "synthetic", "nodes": 1,
+                      "workers": 1, "gpus_per_node": 1, "method": "m", "repeat": 0,
+                      "status": "failed", "error": "x", "duration_s": 5.0,
+                      "queue_wait_s": wait})  # fmt: skip
+    assert cli.main(["campaign", "plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "queue wait per job 1m00s (mean of 2 job(s) measured)" in out
+    assert "+ 1 x 60 s queue wait" in out
+
+
+@pytest.mark.parametrize("name", ["lrz.yaml", "gwdg.yaml"])
+def test_the_shipped_cluster_campaigns_dry_run_without_a_cluster(name, tmp_path, capsys,
+                                                                 monkeypatch):  # fmt: skip
+    data = yaml.safe_load((REPO / "campaigns" / name).read_text())
+    data["out"] = str(tmp_path / "out")
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    assert cli.main(["campaign", "plan", str(path)]) == 0
+    capsys.readouterr()
+    assert cli.main(["campaign", "run", "--dry-run", str(path)]) == 0
+    out = capsys.readouterr().out
+    campaign = spec.load(path)
+    repeats = campaign.testbeds[0].parts[0].sweep.repeats
+    checks = len(campaign.testbeds)
+    assert out.count("#!/bin/bash\n") == checks + repeats * len(campaign.cells)
+    for tb in campaign.testbeds:
+        assert f"#SBATCH --partition={tb.parts[0].target.slurm.partition}\n" in out
+    assert out.rstrip().endswith("nothing was checked, created or submitted; `campaign run` "
+                                 "runs it")  # fmt: skip
+    assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
+
+
+class Cluster:
+    """readiness.preflight/check and sweep.run in place of a cluster: they record the
+    calls and keep the contracts (a refused partition is a UsageError before anything
+    runs; a failed check says which check)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.refuse: str | None = None
+        self.check_fails: str | None = None
+        monkeypatch.setattr(readiness, "preflight", self.preflight)
+        monkeypatch.setattr(readiness, "check", self.check)
+        monkeypatch.setattr(sweep, "run", self.sweep)
+        monkeypatch.setattr(sweep, "stop_on_signals", lambda: None)
+        monkeypatch.setattr(runner, "stop_on_signals", lambda: None)
+        for name in ("check", "deploy", "verify", "destroy"):
+            monkeypatch.setattr(runner, name, self.forbidden(name))
+
+    def forbidden(self, name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError(f"{name} called for a testbed hpcbench does not deploy")
+        return call
+
+    def preflight(self, target: Any) -> None:
+        self.calls.append(("preflight", target.testbed.env))
+        if self.refuse:
+            raise UsageError(self.refuse)
+
+    def check(self, target: Any, workload: Any) -> readiness.CheckResult:
+        self.calls.append(("check", target.testbed.env))
+        if self.check_fails:
+            return readiness.CheckResult(False, self.check_fails, queue_wait_s=3.0)
+        return readiness.CheckResult(True, "", [{"name": "stack imports", "ok": True}], 2.0)
+
+    def sweep(self, workload: Any, target: Any, spec_: Any, observe: Any = None) -> int:
+        from hpcbench import analysis
+
+        self.calls.append(("sweep", target.kind.value))
+        store = Store(spec_.out)
+        live = analysis.LiveSummary(store.runs())
+        for batch, nodes, workers in sorted(spec_.only):
+            record = {"kind": "run", "env": target.kind.value, "model": "resnet18",
+                      "backend": "ddp",
+                      "batch": batch, "image_size": 32, "data": "synthetic", "nodes": nodes,
+                      "workers": workers, "gpus_per_node": 1, "method": "m", "repeat": 0,
+                      "status": "ok", "steps": 2, "window_times": [1.0, 1.1],
+                      "duration_s": 1.0, "weights_in_sync": True, "queue_wait_s": 4.0}  # fmt: skip
+            store.append(record)
+            observe(sweep.Config(batch, nodes, workers), live.add(record), record, True)
+        return 0
+
+
+CLUSTERS_ONLY = MIXED.split("  - name: built")[0]
+
+
+def test_a_partition_and_hosts_are_checked_first_then_verified_and_swept(tmp_path, monkeypatch,
+                                                                         capfd):  # fmt: skip
+    cluster = Cluster(monkeypatch)
+    path = write(tmp_path, CLUSTERS_ONLY)
+    assert cli.main(["campaign", "run", str(path)]) == 0
+    assert cluster.calls == [("preflight", "slurm"), ("preflight", "hosts"),
+                             ("check", "slurm"), ("sweep", "slurm"),
+                             ("check", "hosts"), ("sweep", "hosts")]  # fmt: skip
+    err = capfd.readouterr().err
+    assert "check job waited 2s in the queue" in err
+    assert (tmp_path / "out" / "report.html").is_file()
+    # Nothing held, nothing to destroy: `campaign destroy` says so and touches nothing.
+    assert cli.main(["campaign", "destroy", str(path)]) == 0
+    assert "holds nothing" in capfd.readouterr().err
+
+
+def test_a_refused_partition_stops_the_campaign_before_anything_runs(tmp_path, monkeypatch,
+                                                                    capfd):  # fmt: skip
+    cluster = Cluster(monkeypatch)
+    cluster.refuse = "partition 'fast' does not exist on login.example.org: `sinfo -s` lists"
+    path = write(tmp_path, CLUSTERS_ONLY)
+    assert cli.main(["campaign", "run", str(path)]) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"hpcbench: error: {path}: testbeds[0] (fast): partition 'fast' does "
+                       "not exist on login.example.org: `sinfo -s` lists")  # fmt: skip
+    assert cluster.calls == [("preflight", "slurm")]
+    assert not (tmp_path / "out" / "fast").exists()
+
+
+def test_a_failed_stack_check_fails_the_partitions_cells_and_the_next_testbed_runs(
+    tmp_path, monkeypatch
+):
+    cluster = Cluster(monkeypatch)
+    cluster.check_fails = "GPUs and driver: 0 CUDA device(s) visible, 1 wanted"
+    path = write(tmp_path, CLUSTERS_ONLY)
+    assert cli.main(["campaign", "run", str(path)]) == 1
+    rows = {r["testbed"]: r for r in __import__("hpcbench.campaign.commands",
+                                                fromlist=["x"]).status_rows(spec.load(path))}
+    assert rows["fast"]["status"] == "failed" and "0 CUDA device(s)" in rows["fast"]["why"]
+    assert ("sweep", "slurm") not in cluster.calls
