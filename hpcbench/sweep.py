@@ -24,7 +24,7 @@ from hpcbench import analysis, fingerprint
 from hpcbench.errors import UsageError
 from hpcbench.launchers import RunSpec
 from hpcbench.probe import run_probe
-from hpcbench.progress import Progress
+from hpcbench.progress import Progress, format_duration
 from hpcbench.schedulers import Outcome
 from hpcbench.schedulers.base import stop_on_signals
 from hpcbench.specs import SweepSpec, TargetSpec, WorkloadSpec, workload_options
@@ -179,13 +179,16 @@ def complete(record: dict, outcome: Outcome) -> dict:
 
 def progress_detail(record: dict, summary: analysis.ConfigSummary) -> str:
     """The run's throughput and, once its series' baseline is known, its
-    configuration's efficiency so far; a failed run's first error line."""
+    configuration's efficiency so far; a failed run's first error line; a batch job's
+    wait in the queue."""
+    queued = record.get("queue_wait_s")
+    wait = f", queued {format_duration(queued)}" if isinstance(queued, int | float) else ""
     if record["status"] != "ok":
-        return record["error"].splitlines()[0]
+        return record["error"].splitlines()[0] + wait
     detail = f"{analysis.run_stats(record)['images_per_sec']:.1f} images/s"
     if summary.efficiency is not None:
         detail += f", efficiency {summary.efficiency:.3f} ± {summary.efficiency_ci95 or 0:.3f}"
-    return detail
+    return detail + wait
 
 
 def _stop_reason(summary: analysis.ConfigSummary | None, sweep: SweepSpec) -> str | None:

@@ -28,6 +28,7 @@ from hpcbench.campaign.journal import CellState, Journal
 from hpcbench.campaign.spec import Campaign, TestbedPlan
 from hpcbench.errors import UsageError
 from hpcbench.page import Block, Code, Image, Page, Paragraph, Section, Table
+from hpcbench.progress import format_duration
 from hpcbench.report import DATA_CSV, DATA_JSON, fmt, fmt_band
 from hpcbench.store import Store
 
@@ -142,10 +143,11 @@ def glance_rows(results: list[TestbedResults]) -> list[list[str]]:
     return rows
 
 
-SYSTEM_KEYS = ("system_name", "number_of_nodes", "accelerators_per_node",
+SYSTEM_KEYS = ("system_name", "where", "number_of_nodes", "accelerators_per_node",
                "accelerator_model_name", "host_processor_model_name",
                "host_processor_core_count", "host_networking", "measured_bus_bandwidth",
-               "framework", "other_software_stack", "hpcbench")  # fmt: skip
+               "gpu_busy", "gpu_memory_peak", "queue_wait_per_job", "framework",
+               "other_software_stack", "hpcbench")  # fmt: skip
 
 
 def _one(value: Any) -> str:
@@ -174,6 +176,8 @@ def system(r: TestbedResults) -> dict[str, Any]:
         "system_name": r.tb.title,
         "testbed": r.tb.name,
         "environment": r.tb.env,
+        "kind": r.tb.kind.value,
+        "where": r.tb.where or f"deployed {r.tb.env}",
         "settings": dict(r.tb.settings),
         "number_of_nodes": nodes,
         "accelerators_per_node": per_node if device == "cuda" else 0,
@@ -184,6 +188,8 @@ def system(r: TestbedResults) -> dict[str, Any]:
         "host_networking": f"{r.link_rate or 'unknown rate'}"
         + (f" over {_one(fp.get('iface'))}" if fp.get("iface") else ""),
         "measured_bus_bandwidth": busbw_line(r),
+        **gpu_use(r),
+        "queue_wait_per_job": queue_line(r),
         "framework": framework,
         "other_software_stack": stack,
         "hpcbench": {
@@ -192,6 +198,33 @@ def system(r: TestbedResults) -> dict[str, Any]:
             "launcher": fp.get("launcher"),
         },  # fmt: skip
     }
+
+
+def gpu_use(r: TestbedResults) -> dict[str, str]:
+    """GPU utilisation and memory over the runs, as NVML gave them (what nvitop shows):
+    the mean of the runs' mean utilisation and its range, and the peak memory."""
+    gpus = [run.get("gpu") or {} for run in r.runs if run.get("status") == "ok"]
+    sampled = [g for g in gpus if isinstance(g, dict) and g.get("util_mean") is not None]
+    if not sampled:
+        return {"gpu_busy": "-", "gpu_memory_peak": "-"}
+    busy = [float(g["util_mean"]) for g in sampled]
+    peak = max(float(g.get("mem_used_max_mib") or 0.0) for g in sampled)
+    return {
+        "gpu_busy": f"{sum(busy) / len(busy):.0f}% mean over {len(busy)} runs "
+                    f"({min(busy):.0f}-{max(busy):.0f}%)",
+        "gpu_memory_peak": f"{peak:.0f} MiB",
+    }  # fmt: skip
+
+
+def queue_line(r: TestbedResults) -> str:
+    """A partition's queue wait per job: median and range over the jobs that ran."""
+    waits = sorted(float(run["queue_wait_s"]) for run in r.runs
+                   if isinstance(run.get("queue_wait_s"), int | float))  # fmt: skip
+    if not waits:
+        return "-"
+    median = waits[len(waits) // 2]
+    return (f"median {format_duration(median)} over {len(waits)} jobs "
+            f"({format_duration(waits[0])}-{format_duration(waits[-1])})")
 
 
 # ------------------------------------------------------------------- charts

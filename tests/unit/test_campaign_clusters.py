@@ -8,6 +8,7 @@ contracts. tests/e2e/test_campaign_slurm.py runs it against a real Slurm."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -199,7 +200,8 @@ class Cluster:
                       "batch": batch, "image_size": 32, "data": "synthetic", "nodes": nodes,
                       "workers": workers, "gpus_per_node": 1, "method": "m", "repeat": 0,
                       "status": "ok", "steps": 2, "window_times": [1.0, 1.1],
-                      "duration_s": 1.0, "weights_in_sync": True, "queue_wait_s": 4.0}  # fmt: skip
+                      "duration_s": 1.0, "weights_in_sync": True, "queue_wait_s": 4.0,
+                      "gpu": {"util_mean": 90.0, "mem_used_max_mib": 1000.0}}  # fmt: skip
             store.append(record)
             observe(sweep.Config(batch, nodes, workers), live.add(record), record, True)
         return 0
@@ -219,6 +221,15 @@ def test_a_partition_and_hosts_are_checked_first_then_verified_and_swept(tmp_pat
     err = capfd.readouterr().err
     assert "check job waited 2s in the queue" in err
     assert (tmp_path / "out" / "report.html").is_file()
+    # The report describes each system as it ran: where, GPU use, and a job's queue wait.
+    systems = {s["testbed"]: s for s in json.loads((tmp_path / "out" / "systems.json").read_text())}
+    fast, mine = systems["fast"], systems["mine"]
+    assert (fast["kind"], mine["kind"]) == ("slurm", "hosts")
+    assert fast["where"] == "partition fast via me@login.example.org"
+    assert fast["queue_wait_per_job"] == "median 4s over 2 jobs (4s-4s)"
+    assert fast["gpu_busy"] == "90% mean over 2 runs (90-90%)"
+    assert fast["gpu_memory_peak"] == "1000 MiB"
+    assert "median 4s over 2 jobs" in (tmp_path / "out" / "report.md").read_text()
     # Nothing held, nothing to destroy: `campaign destroy` says so and touches nothing.
     assert cli.main(["campaign", "destroy", str(path)]) == 0
     assert "holds nothing" in capfd.readouterr().err
