@@ -4,6 +4,7 @@ lock to clear by hand)."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from pathlib import Path
@@ -26,4 +27,35 @@ def hold(path: Path, busy: str) -> int:
     except BlockingIOError:
         os.close(fd)
         raise UsageError(busy) from None
+    return fd
+
+
+def holder(path: Path) -> int | None:
+    """The pid that holds `path`'s lock (hold_as_process wrote it beside), 0 when it is
+    held by a process that did not say, None when nobody holds it."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            return int(pid_file(path).read_text().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+    finally:
+        os.close(fd)  # a lock we took here goes with the descriptor
+    return None
+
+
+def pid_file(path: Path) -> Path:
+    return path.with_name(path.name + ".pid")
+
+
+def hold_as_process(path: Path, busy: str) -> int:
+    """hold(), and this process's pid written beside the lock for holder() to read."""
+    fd = hold(path, busy)
+    with contextlib.suppress(OSError):  # who holds it is a courtesy; the lock is what counts
+        pid_file(path).write_text(f"{os.getpid()}\n")
     return fd

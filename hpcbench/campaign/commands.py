@@ -122,9 +122,17 @@ def status_lines(campaign: spec.Campaign) -> list[str]:
             result = f"{r['images_per_s']:.1f}{ci} images/s over {r['runs']} run(s)"
         lines.append(f"{r['testbed']:<16} {r['cell']:<12}  {config:<38} {r['status']:<9} "
                      f"{result}")  # fmt: skip
+    running = Journal(campaign.out, campaign.name).running()
+    if running is not None:
+        who = f" (pid {running})" if running else ""
+        lines.insert(1, f"running now{who}: `campaign run` holds {campaign.out}")
     for name, what in held_testbeds(campaign).items():
-        lines.append(f"testbed {name} still holds {', '.join(what)}: `python -m hpcbench "
-                     f"campaign destroy {campaign.path} --testbed {name}` releases it")
+        if running is not None:  # the run in hand destroys it, or says how
+            lines.append(f"testbed {name} holds {', '.join(what)}, in use by the running "
+                         f"campaign{who}")  # fmt: skip
+        else:
+            lines.append(f"testbed {name} still holds {', '.join(what)}: `python -m hpcbench "
+                         f"campaign destroy {campaign.path} --testbed {name}` releases it")
     return lines
 
 
@@ -143,8 +151,10 @@ def run_main(args: argparse.Namespace) -> int:
 def status_main(args: argparse.Namespace) -> int:
     campaign = spec.load(args.file)
     if args.json:
+        running = Journal(campaign.out, campaign.name).running()
         print(json.dumps({"campaign": campaign.name, "cells": status_rows(campaign),
-                          "held": held_testbeds(campaign)}, indent=1))  # fmt: skip
+                          "held": held_testbeds(campaign), "running": running is not None,
+                          "pid": running or None}, indent=1))  # fmt: skip
     else:
         print("\n".join(status_lines(campaign)))
     return 0

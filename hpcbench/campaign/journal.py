@@ -17,11 +17,13 @@ folder at a time.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hpcbench import locks
 from hpcbench.campaign.spec import Cell, TestbedPlan
 from hpcbench.errors import UsageError
 from hpcbench.store import Store
@@ -75,6 +77,7 @@ class Journal:
     def __init__(self, out: Path, campaign: str) -> None:
         self.store = Store(out)
         self.campaign = campaign
+        self._fd: int | None = None
 
     @property
     def path(self) -> Path:
@@ -100,16 +103,27 @@ class Journal:
             )
 
     def lock(self) -> None:
-        try:
-            self.store.lock()
-        except UsageError:
-            raise UsageError(
-                f"{self.store.dir} is in use by another campaign run: wait for it to end "
-                "(`hpcbench campaign status` shows its progress)"
-            ) from None
+        """The campaign's folder for this run alone; the pid beside the lock tells
+        `campaign status` that a run is under way, and whose."""
+        if self.path.exists() and not self.path.is_file():
+            raise UsageError(f"{self.path} is not a file: move it away, or give the campaign "
+                             "another `out:`")  # fmt: skip
+        self.store.dir.mkdir(parents=True, exist_ok=True)
+        self._fd = locks.hold_as_process(
+            self.store.lock_path,
+            f"{self.store.dir} is in use by another campaign run: wait for it to end "
+            "(`hpcbench campaign status` shows its progress)",
+        )
 
     def release(self) -> None:
-        self.store.release()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def running(self) -> int | None:
+        """The pid of the `campaign run` that holds this folder now (0: one that did not
+        say), or None when none runs."""
+        return locks.holder(self.store.lock_path)
 
     # ------------------------------------------------------------- writing
     def cell(self, cell: Cell, status: str, why: str = "", **extra: Any) -> None:

@@ -13,6 +13,7 @@ be is printed with the command that releases it) and `--resume` continues.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -34,6 +35,7 @@ from hpcbench.deploy import DeployRequest, EnvRequest, VerifyRequest, check, dep
 from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
 from hpcbench.schedulers.base import stop_on_signals
+from hpcbench.store import Store
 from hpcbench.target import Target
 
 
@@ -70,7 +72,8 @@ class Runner:
         campaign, console = self.campaign, self.console
         records = self.journal.records()
         states = self.journal.cell_states(records)
-        measured = {cid for cid, s in states.items() if s.status == "measured"}
+        journaled = {cid for cid, state in states.items() if state.status == "measured"}
+        measured = self.still_measured(journaled)
         todo = []
         for tb in campaign.testbeds:
             holding: list[str] = []
@@ -96,6 +99,26 @@ class Runner:
                 console.tb = None
                 console.clock.settled(tb.name)
         return self._finish()
+
+    def still_measured(self, journaled: set[str]) -> set[str]:
+        """The cells the journal calls measured whose runs their testbed's store still
+        holds: a store lost or replaced since is measured again, not trusted."""
+        kept = set()
+        for tb in self.campaign.testbeds:
+            cells = [c for c in tb.cells if c.id in journaled]
+            if not cells:
+                continue
+            store = Store(self.campaign.testbed_out(tb))
+            held_runs = {(r.get("batch"), r.get("nodes"), r.get("workers"))
+                         for r in (store.runs() if store.exists() else [])
+                         if r.get("status") == "ok"}  # fmt: skip
+            for cell in cells:
+                if cell.config.key in held_runs:
+                    kept.add(cell.id)
+                else:
+                    self.say(f"{tb.name}: {cell.label} is measured in the journal but "
+                             f"{store.path} holds no run of it: measuring it again")  # fmt: skip
+        return kept
 
     def _finish(self) -> int:
         states = self.journal.cell_states()
@@ -152,20 +175,29 @@ class Runner:
             try:
                 if pending:
                     failed = not self.measure_testbed(tb, pending)
-            except BaseException as err:  # Ctrl-C, or an error of hpcbench's own
+            except BaseException as err:  # Ctrl-C, a journal that cannot be written, a bug
                 why = ("interrupted" if isinstance(err, KeyboardInterrupt)
                        else f"stopped by an error ({type(err).__name__}: {err})")  # fmt: skip
-                for cell in pending:
-                    if cell.id not in self.finished:
-                        self.journal.cell(cell, "pending", f"{why}: `campaign run --resume` "
-                                          "runs it")  # fmt: skip
                 self.say(f"{why}: destroying what this testbed holds")
-                self.teardown(tb, keep=False)
+                try:  # what it holds goes first; the journal is told after, if it can be
+                    self.teardown(tb, keep=False)
+                finally:
+                    self.back_to_pending([c for c in pending if c.id not in self.finished], why)
                 raise
             try:
                 self.teardown(tb, keep=failed and tb.keep_on_failure)
             except Stopped:  # said on the terminal, with what is held; go on with the next
                 self.still_held.append(tb.name)
+
+    def back_to_pending(self, cells: list[Cell], why: str) -> None:
+        """Cells a stop left unmeasured go back to pending, as far as the journal can be
+        written; a journal that cannot is said, not raised over what stopped the run."""
+        try:
+            for cell in cells:
+                self.journal.cell(cell, "pending", f"{why}: `campaign run --resume` runs it")
+        except Exception as err:  # the store's own error says where the record was kept
+            self.say(f"the journal could not be written ({err}); `campaign run --resume` "
+                     "measures these cells again")  # fmt: skip
 
     def measure_testbed(self, tb: TestbedPlan, pending: list[Cell]) -> bool:
         """deploy, verify, sweep; False when a phase failed or a cell did."""
@@ -229,8 +261,9 @@ class Runner:
 
     def teardown(self, tb: TestbedPlan, keep: bool) -> None:
         """destroy, unless the testbed failed and the campaign keeps failures; either way
-        the terminal says what is still held and how to release it. A partition or a
-        host list holds nothing: each job or run was cancelled or ended with its run."""
+        the terminal says what is still held and how to release it, whatever failed on
+        the way (the destroy, the journal, the terminal itself). A partition or a host
+        list holds nothing: each job or run was cancelled or ended with its run."""
         if not tb.deployed:
             return
         if not held(tb.env):
@@ -255,14 +288,24 @@ class Runner:
                 if cell.id in states and states[cell.id].status in ("deployed", "verified"):
                     self.journal.cell(cell, "pending", "its testbed was destroyed before it "
                                       "was measured")  # fmt: skip
-        except (Stopped, KeyboardInterrupt):
-            for what in held(tb.env):
-                self.say(f"STILL HELD: {what}")
-            for lease in leases.held(paths.env_state(tb.env)):
-                self.say(lease.by_hand())
-            self.say(f"to retry: python -m hpcbench campaign destroy {self.campaign.path} "
-                     f"--testbed {tb.name}")  # fmt: skip
+        except BaseException:
+            self.tell_what_is_held(tb)
             raise
+
+    def tell_what_is_held(self, tb: TestbedPlan) -> None:
+        """What the testbed still holds and how to release each thing, by every way left:
+        the terminal and the testbed's log; neither failing stops the other."""
+        lines = [f"STILL HELD: {what}" for what in held(tb.env)]
+        lines += [lease.by_hand() for lease in leases.held(paths.env_state(tb.env))]
+        if not lines:
+            return
+        lines.append(f"to retry: python -m hpcbench campaign destroy {self.campaign.path} "
+                     f"--testbed {tb.name}")  # fmt: skip
+        for line in lines:
+            with contextlib.suppress(OSError, ValueError):
+                self.say(line)
+        with contextlib.suppress(OSError), self.console.log_path(tb).open("a") as log:
+            log.write("".join(f"{line}\n" for line in lines))
 
 
 def widest(tb: TestbedPlan) -> SweepPart:

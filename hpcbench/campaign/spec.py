@@ -679,6 +679,8 @@ def _campaign(path: Path, data: Any) -> Campaign:
         check_path(out_text, "out")
     except UsageError as err:
         raise _Problem("out", str(err).removeprefix("out: ")) from None
+    if Path(out_text).exists() and not Path(out_text).is_dir():
+        raise _Problem("out", f"{out_text} is a file: give the campaign a folder of its own")
     keep = top.get("keep_on_failure", False)
     _flag(keep, "keep_on_failure")
     sweep = _mapping(top.get("sweep"), "sweep")

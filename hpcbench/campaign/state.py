@@ -1,14 +1,17 @@
 """Where a campaign's testbed keeps its state, and what it still holds.
 
 Every testbed lives in a state folder of its own under
-`<state>/campaigns/<campaign>/<testbed>/` (never the user's `.hpcbench/<env>`),
-so a campaign neither reuses nor destroys a testbed the user deployed by hand,
-and two testbeds of one environment (GPULab 1x10 and 10x1) never share state.
+`<state>/campaigns/<campaign>-<digest of its out folder>/<testbed>/` (never the
+user's `.hpcbench/<env>`), so a campaign neither reuses nor destroys a testbed
+the user deployed by hand, two testbeds of one environment (GPULab 1x10 and
+10x1) never share state, and two campaign files of one name with different
+`out:` folders never see each other's testbeds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +22,16 @@ from hpcbench.terraform import TerraformEnv
 
 
 def state_root(campaign: Campaign, tb: TestbedPlan, base: Path | None = None) -> Path:
-    """Where one testbed of a campaign keeps its Terraform state, keys and inventory."""
-    return (base or paths.state_root()) / "campaigns" / campaign.name / tb.name
+    """Where one testbed of a campaign keeps its Terraform state, keys and inventory:
+    keyed by the campaign's name and its `out` folder, as its journal is. A folder by
+    the name alone (hpcbench before stop 27) is still used while it exists: what it
+    holds is found and released."""
+    root = (base or paths.state_root()) / "campaigns"
+    legacy = root / campaign.name / tb.name
+    if legacy.is_dir():
+        return legacy
+    where = hashlib.sha256(str(campaign.out.resolve()).encode()).hexdigest()[:8]
+    return root / f"{campaign.name}-{where}" / tb.name
 
 
 @contextlib.contextmanager

@@ -507,3 +507,98 @@ def test_one_campaign_per_folder_and_no_silent_rerun(
     finally:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
+
+
+# ------------------------------------------------------- whatever else fails
+def test_a_journal_that_cannot_be_written_still_releases_the_testbed(
+    tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The disk fills (or the folder turns read-only) while testbed a is deployed: the
+    # journal's next record fails. Before, the journal was written before the teardown
+    # in the error path, so the destroy never ran and nobody was told.
+    from hpcbench.campaign.journal import Journal
+    from hpcbench.store import StoreWriteError
+
+    written = Journal.cell
+
+    def full_after_deploy(self: Journal, cell: Any, status: str, *args: Any, **kw: Any) -> None:
+        if status != "deployed" and any(c == ("deploy", "a") for c in fakes.calls):
+            raise StoreWriteError("No space left on device: kept in /tmp/hpcbench-unsaved-x")
+        written(self, cell, status, *args, **kw)
+
+    monkeypatch.setattr(Journal, "cell", full_after_deploy)
+    path = base(tmp_path)
+    assert cli.main(["campaign", "run", str(path)]) == 1
+    assert ("destroy", "a") in fakes.calls and fakes.held() == []
+    err = capfd.readouterr().err
+    assert "stopped by an error (StoreWriteError" in err and "destroying what" in err
+    assert "the journal could not be written" in err
+
+
+def test_two_campaigns_of_one_name_in_two_folders_keep_apart(tmp_path: Path) -> None:
+    one = spec.load(base(tmp_path))
+    other = spec.load(write(tmp_path, BASE.format(out=tmp_path / "elsewhere"), "o.yaml"))
+    assert one.name == other.name == "t"
+    tb = one.testbeds[0]
+    assert runner.state_root(one, tb, tmp_path) != runner.state_root(other, other.testbeds[0],
+                                                                    tmp_path)  # fmt: skip
+    # A state folder by the name alone (hpcbench before) is still found and released.
+    legacy = tmp_path / "campaigns" / "t" / "a"
+    legacy.mkdir(parents=True)
+    assert runner.state_root(one, tb, tmp_path) == legacy
+
+
+def test_resume_measures_again_what_the_journal_says_but_the_store_lost(
+    tmp_path: Path, fakes: Fakes, capfd: pytest.CaptureFixture[str]
+) -> None:
+    path = base(tmp_path)
+    assert cli.main(["campaign", "run", str(path)]) == 0
+    import shutil
+
+    shutil.rmtree(tmp_path / "out" / "b")  # b's store gone; the journal says measured
+    fakes.calls.clear()
+    capfd.readouterr()
+    assert cli.main(["campaign", "run", str(path), "--resume"]) == 0
+    assert [c for c in fakes.calls if c[0] != "check"] == [
+        ("deploy", "b"), ("verify", "b"), ("sweep", "b"), ("destroy", "b")]  # fmt: skip
+    assert "is measured in the journal but" in capfd.readouterr().err
+    assert len(Store(tmp_path / "out" / "b").runs()) == 4
+
+
+def test_a_journal_path_that_is_a_folder_and_an_out_that_is_a_file_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = base(tmp_path)
+    (tmp_path / "out" / "results.jsonl").mkdir(parents=True)
+    assert cli.main(["campaign", "run", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "results.jsonl is not a file" in err[0]
+    filed = write(tmp_path, BASE.format(out=tmp_path / "a-file"), "f.yaml")
+    (tmp_path / "a-file").write_text("x")
+    assert cli.main(["campaign", "plan", str(filed)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "out: " in err[0] and "is a file" in err[0]
+
+
+def test_status_tells_a_running_campaign_from_a_stopped_one(
+    tmp_path: Path, fakes: Fakes
+) -> None:
+    from hpcbench import locks
+
+    path = base(tmp_path)
+    fakes.destroy_rc = 1  # a's and b's leases stay held
+    assert cli.main(["campaign", "run", str(path)]) == 1
+    campaign = spec.load(path)
+    stopped = commands.status_lines(campaign)
+    assert any("still holds" in line and "campaign destroy" in line for line in stopped)
+    assert not any("running now" in line for line in stopped)
+    journal = __import__("hpcbench.campaign.journal", fromlist=["J"]).Journal(
+        campaign.out, campaign.name)
+    fd = locks.hold_as_process(journal.store.lock_path, "busy")
+    try:
+        running = commands.status_lines(campaign)
+    finally:
+        os.close(fd)
+    assert running[1] == f"running now (pid {os.getpid()}): `campaign run` holds {campaign.out}"
+    assert not any("campaign destroy" in line for line in running)
+    assert any("in use by the running campaign" in line for line in running)
