@@ -4,6 +4,7 @@ each cell's status journaled once it needs no further run."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 from hpcbench import analysis, sweep
@@ -37,6 +38,9 @@ class CellRecorder:
     def run_landed(self, cell: Cell, summary: analysis.ConfigSummary | None,
                    record: dict[str, Any]) -> None:  # fmt: skip
         took = float(record.get("duration_s") or 0.0)
+        if not self.seconds:  # the sweep's first run: the probe ran before it
+            probe = time.monotonic() - self.console.phase_started - took
+            self.console.clock.finished(self.tb.name, "probe", max(0.0, probe))
         self.seconds[cell.id] = self.seconds.get(cell.id, 0.0) + took
         detail = sweep.progress_detail(record, summary) if summary else ""
         status = "ok" if record.get("status") == "ok" else "FAILED"

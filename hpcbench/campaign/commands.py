@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 
 from hpcbench.campaign import estimate, report, runner, spec
 from hpcbench.campaign.journal import Journal
 from hpcbench.campaign.state import held, state_root, testbed_state
+from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
 from hpcbench.specs import TestbedKind
 
@@ -32,11 +34,16 @@ def plan_lines(campaign: spec.Campaign) -> list[str]:
         device = tb.parts[0].workload.device
         lines += ["", f"testbed {tb.index}/{len(campaign.testbeds)} {tb.name} ({tb.title}): "
                   f"{booked_line(est, device)}"]  # fmt: skip
+        pieces = {**est.phases, **({"probe": est.probe} if est.probe else {})}
         lines.append("  " + " · ".join(f"{name} {_duration(e.seconds)} ({e.source})"
-                                       for name, e in est.phases.items()))  # fmt: skip
+                                       for name, e in pieces.items()))  # fmt: skip
         if est.queue is not None:
             lines.append(f"  queue wait per job {_duration(est.queue.seconds)} "
                          f"({est.queue.source})")  # fmt: skip
+        lease = estimate.lease(est)
+        if lease is not None:
+            lines.append(f"  lease: {lease.variable} {lease.value or '(default)'} "
+                         f"({lease.source})")  # fmt: skip
         lines.append(f"  {'cell':<12}  {'configuration':<40} {'status':<9} estimate")
         for cell, e in est.cells:
             state = states.get(cell.id)
@@ -126,7 +133,10 @@ def status_lines(campaign: spec.Campaign) -> list[str]:
     if running is not None:
         who = f" (pid {running})" if running else ""
         lines.insert(1, f"running now{who}: `campaign run` holds {campaign.out}")
+    leases = lease_ends(campaign)
     for name, what in held_testbeds(campaign).items():
+        if name in leases:
+            what = [*what, leases[name]]
         if running is not None:  # the run in hand destroys it, or says how
             lines.append(f"testbed {name} holds {', '.join(what)}, in use by the running "
                          f"campaign{who}")  # fmt: skip
@@ -136,8 +146,28 @@ def status_lines(campaign: spec.Campaign) -> list[str]:
     return lines
 
 
+def lease_ends(campaign: spec.Campaign) -> dict[str, str]:
+    """Per testbed, the lease its last deploy booked and when it ends (journal)."""
+    journal = Journal(campaign.out, campaign.name)
+    out = {}
+    for r in journal.phases() if journal.store.exists() else []:
+        lease = r.get("lease")
+        if r["phase"] == "deploy" and r["status"] == "ok" and isinstance(lease, dict):
+            ends = lease.get("ends_at")
+            when = (time.strftime("%Y-%m-%d %H:%M", time.localtime(ends))
+                    if isinstance(ends, int | float) else "unknown")  # fmt: skip
+            out[r["testbed"]] = (f"a lease ({lease.get('variable')} {lease.get('value')}) "
+                                 f"ending about {when}")  # fmt: skip
+    return out
+
+
 def plan_main(args: argparse.Namespace) -> int:
-    print("\n".join(plan_lines(spec.load(args.file))))
+    campaign = spec.load(args.file)
+    try:
+        lines = plan_lines(campaign)
+    except UsageError as err:  # a plan longer than a testbed's lease allows
+        raise UsageError(f"{campaign.path}: {err}") from None
+    print("\n".join(lines))
     return 0
 
 

@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from hpcbench.campaign.estimate import Clock
 from hpcbench.campaign.journal import Journal, one_line
@@ -55,6 +55,7 @@ class Console:
         self.cells_done = 0
         self.tb: TestbedPlan | None = None
         self.tb_number = (0, 0)
+        self.phase_started = time.monotonic()  # the phase in hand's start
 
     def say(self, text: str) -> None:
         prefix = ""
@@ -78,17 +79,19 @@ class Console:
         return self.campaign.out / "logs" / f"{tb.name}.log"
 
     @contextlib.contextmanager
-    def phase(self, tb: TestbedPlan, name: str, label: str = "") -> Iterator[None]:
+    def phase(self, tb: TestbedPlan, name: str, label: str = "") -> Iterator[dict[str, Any]]:
         """One phase: its output to the testbed's log, its time and outcome to the journal
-        and the ETA's clock, a line to the terminal."""
+        (with what the phase puts in the dict it is given), the ETA's clock, a line to
+        the terminal."""
+        extra: dict[str, Any] = {}
         log = self.log_path(tb)
         shown = label or name
         self.say(f"{shown} ... (output: {log})")
-        started = time.monotonic()
+        started = self.phase_started = time.monotonic()
         try:
             with logged(log):
                 print(f"==== {time.strftime('%Y-%m-%d %H:%M:%S')} {tb.name}: {name}", flush=True)
-                yield
+                yield extra
         except KeyboardInterrupt:
             self.journal.phase(tb, name, "interrupted", time.monotonic() - started)
             raise
@@ -99,6 +102,6 @@ class Console:
             self.say(f"{shown} FAILED in {format_duration(took)}: {one_line(str(err), 300)}")
             raise
         took = time.monotonic() - started
-        self.journal.phase(tb, name, "ok", took)
+        self.journal.phase(tb, name, "ok", took, **extra)
         self.clock.finished(tb.name, name, took)
         self.say(f"{shown} ok in {format_duration(took)}; {self.progress()}")

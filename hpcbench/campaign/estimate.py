@@ -9,8 +9,15 @@ Each figure says where it comes from, best first:
   time at N workers from the point prediction of `hpcbench predict` over the
   testbed's nominal link (none known: no slowdown, said so);
 - assumed: a stated default (DEFAULT_PHASE_S), never passed off as a measurement.
-A run lasts its launch overhead plus (warm-up + windows x steps) steps; a cell
-runs --repeats times, at most --max-repeats while its interval is wide.
+A run lasts its launch overhead plus its warm-up, the steps that size its windows
+and its windows: each at least --min-window-s however fast the steps are, plus one
+step; a cell runs --repeats times, at most --max-repeats while its interval is wide.
+
+Each figure has an upper bound beside it ("at most", Estimate.most): the slowest
+of what was measured times MARGIN, the low end of the predicted efficiency band,
+and stated upper defaults where nothing was measured (DEFAULT_*_MOST_S). The
+sweep's probe is a piece of its own. A lease (a GPULab job's max_duration, a
+Virtual Wall slice's expiry) is sized from the bound (lease_minutes).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from hpcbench.predict import (
     parse_link,
     predictions,
 )
-from hpcbench.specs import TestbedKind
+from hpcbench.specs import TestbedKind, WorkloadSpec
 from hpcbench.store import Store
 
 # Stated defaults where nothing was measured or given (expect: in the campaign file).
@@ -44,12 +51,47 @@ DEFAULT_PHASE_S = {"deploy": 600.0, "verify": 300.0, "destroy": 120.0}
 # A partition's or host list's only phase: the stack check on one node, once it runs.
 DEFAULT_CHECK_S = 120.0
 DEFAULT_OVERHEAD_S = 20.0  # launch to first timed step of one run (ssh, launcher, import)
+# Upper defaults where nothing was measured: a run's launch on slow one-core nodes took
+# up to 60 s here (horovodrun over SSH, torch imported on one core per rank).
+DEFAULT_OVERHEAD_MOST_S = 90.0
+DEFAULT_PROBE_S, DEFAULT_PROBE_MOST_S = 60.0, 240.0  # the sweep's all-reduce probe
+# What a figure given in `expect:` or assumed may be off by, and what a measured one
+# may grow by on the next run (a slow spell of the host, a busier queue).
+GIVEN_MARGIN = 1.5
+MARGIN = 1.25
+# Steps a run takes besides warm-up and windows: sizing the windows (bench/train.py,
+# SIZING_STEPS) and the single worker's gradient timeline.
+EXTRA_STEPS = 4
+
+
+# Where a deployed environment's lease is set (its Terraform variable), in minutes, and
+# the shortest and longest it may be: terraform/modules/virtualwall/variables.tf
+# (expire_time_min, 60-10080) and terraform/modules/gpulab/variables.tf (max_duration,
+# GPULab's job maxDuration, at least a minute).
+LEASES: dict[str, tuple[str, int, int | None, str]] = {
+    "gpulab": ("max_duration", 1, None, "{}m"),
+    "virtualwall": ("expire_time_min", 60, 10080, "{}"),
+}
+LEASE_SLACK_S = 1800.0  # beyond the plan's bound x MARGIN: a slow destroy, a retry
+
+
+@dataclass(frozen=True)
+class Lease:
+    variable: str
+    value: str  # as the setting takes it
+    minutes: int
+    source: str  # how it was sized
 
 
 @dataclass(frozen=True)
 class Estimate:
     seconds: float | None  # None: unknown (no figure to plan from)
     source: str  # where it comes from, for the plan's reader
+    most: float | None = None  # the upper bound; None: the same as seconds
+
+    @property
+    def upper(self) -> float | None:
+        return self.most if self.most is not None else self.seconds
 
 
 # ------------------------------------------------------------------ phases
@@ -65,14 +107,29 @@ def phases(tb: TestbedPlan, phase_records: list[dict[str, Any]]) -> dict[str, Es
         own = [r["seconds"] for r in ok if r.get("fingerprint") == tb.fingerprint]
         same_env = [r["seconds"] for r in ok if r.get("env") == tb.env]
         if own:
-            out[phase] = Estimate(statistics.fmean(own), "measured earlier")
+            out[phase] = Estimate(statistics.fmean(own), "measured earlier", max(own) * MARGIN)
         elif same_env:
-            out[phase] = Estimate(statistics.fmean(same_env), f"measured on {tb.env}")
+            out[phase] = Estimate(statistics.fmean(same_env), f"measured on {tb.env}",
+                                  max(same_env) * MARGIN)  # fmt: skip
         elif given[phase] is not None:
-            out[phase] = Estimate(float(given[phase]), "expect:")  # type: ignore[arg-type]
+            value = float(given[phase])  # type: ignore[arg-type]
+            out[phase] = Estimate(value, "expect:", value * GIVEN_MARGIN)
         else:
-            out[phase] = Estimate(default, "assumed")
+            out[phase] = Estimate(default, "assumed", default * GIVEN_MARGIN)
     return out
+
+
+def probe_seconds(campaign: Campaign, tb: TestbedPlan) -> Estimate | None:
+    """The sweep's all-reduce probe (None: the sweep runs none): the testbed's earlier
+    probes, else a stated default."""
+    if all(part.sweep.probe is None for part in tb.parts):
+        return None
+    store = Store(campaign.testbed_out(tb))
+    took = [float(r["duration_s"]) for r in (store.probes() if store.exists() else [])
+            if isinstance(r.get("duration_s"), int | float)]  # fmt: skip
+    if took:
+        return Estimate(sum(took), "measured earlier", sum(took) * MARGIN)
+    return Estimate(DEFAULT_PROBE_S, "assumed", DEFAULT_PROBE_MOST_S)
 
 
 # ------------------------------------------------------------------- cells
@@ -106,9 +163,10 @@ def _layers(model: str, image_size: int) -> tuple[tuple[float, float], ...]:
     return tuple(model_layers(model, image_size))
 
 
-def point_efficiency(part: SweepPart, tb: TestbedPlan, cell: Cell, step_s: float) -> float | None:
-    """The point prediction of E at the cell's workers over the nominal link, from one
-    worker's step time."""
+def point_efficiency(part: SweepPart, tb: TestbedPlan, cell: Cell, step_s: float
+                     ) -> tuple[float, float] | None:  # fmt: skip
+    """The point prediction of E at the cell's workers over the nominal link, and the
+    low end of its band (no overlap), from one worker's step time."""
     rate = link_rate_bits(tb)
     if cell.workers == 1 or rate is None:
         return None
@@ -121,7 +179,7 @@ def point_efficiency(part: SweepPart, tb: TestbedPlan, cell: Cell, step_s: float
         row = predictions(plan, list(_layers(model, image_size)))[0]
     except UsageError:
         return None
-    return float(row["efficiency"])
+    return float(row["efficiency"]), float(row["efficiency_low"])
 
 
 def _runs(campaign: Campaign, tb: TestbedPlan, ok_only: bool = True) -> list[dict[str, Any]]:
@@ -140,7 +198,8 @@ def queue_wait(campaign: Campaign, tb: TestbedPlan) -> Estimate | None:
              if isinstance(r.get("queue_wait_s"), int | float)]  # fmt: skip
     if not waits:
         return Estimate(None, "unknown until a job has run")
-    return Estimate(statistics.fmean(waits), f"mean of {len(waits)} job(s) measured")
+    return Estimate(statistics.fmean(waits), f"mean of {len(waits)} job(s) measured",
+                    max(waits) * MARGIN)  # fmt: skip
 
 
 def cell_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cell) -> Estimate:
@@ -152,42 +211,59 @@ def cell_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cel
         return run
     repeats = part.sweep.repeats
     return Estimate(run.seconds + repeats * queued.seconds,
-                    f"{run.source}, + {repeats} x {queued.seconds:.0f} s queue wait")  # fmt: skip
+                    f"{run.source}, + {repeats} x {queued.seconds:.0f} s queue wait",
+                    (run.upper or 0.0) + repeats * (queued.upper or 0.0))  # fmt: skip
 
 
 def one_run_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cell
                     ) -> Estimate:  # fmt: skip
-    """`repeats` runs of the cell, from its own earlier runs or its testbed's baseline."""
+    """`repeats` runs of the cell, from its own earlier runs or its testbed's baseline;
+    at most: the slowest of them, or the model with its slow ends (see the module)."""
     repeats, workload = part.sweep.repeats, part.workload
     runs = _runs(campaign, tb)
-    same = [r for r in runs if (r.get("batch"), r.get("nodes"), r.get("workers"),
-                                r.get("gpus_per_node")) == (*cell.config.key, cell.gpus_per_node)]
+    same = [float(r.get("duration_s") or 0.0) for r in runs
+            if (r.get("batch"), r.get("nodes"), r.get("workers"),
+                r.get("gpus_per_node")) == (*cell.config.key, cell.gpus_per_node)]  # fmt: skip
     if same:
-        took = statistics.fmean(float(r.get("duration_s") or 0.0) for r in same)
-        return Estimate(repeats * took, f"{repeats} x {took:.0f} s measured earlier")
+        took = statistics.fmean(same)
+        return Estimate(repeats * took, f"{repeats} x {took:.0f} s measured earlier",
+                        repeats * max(same) * MARGIN)  # fmt: skip
     base = [r for r in runs if r.get("batch") == cell.batch and r.get("workers") == 1]
+    overheads = [float(r["overhead_s"]) for r in runs
+                 if isinstance(r.get("overhead_s"), int | float)]  # fmt: skip
+    overhead = statistics.fmean(overheads) if overheads else DEFAULT_OVERHEAD_S
+    overhead_most = max(overheads) * MARGIN if overheads else DEFAULT_OVERHEAD_MOST_S
     if base:
         ips = statistics.fmean(analysis.run_stats(r)["images_per_sec"] for r in base)
+        slowest = min(analysis.run_stats(r)["images_per_sec"] for r in base) / MARGIN
         source = f"{ips:.1f} images/s measured on one worker"
-        overheads = [r["overhead_s"] for r in base if isinstance(r.get("overhead_s"), int | float)]
-        overhead = statistics.fmean(overheads) if overheads else DEFAULT_OVERHEAD_S
     elif tb.expect.images_per_s is not None:
-        ips, source, overhead = tb.expect.images_per_s, f"{tb.expect.images_per_s:g} images/s "\
-            "given in expect:", DEFAULT_OVERHEAD_S  # fmt: skip
+        ips = tb.expect.images_per_s
+        slowest = ips / GIVEN_MARGIN
+        source = f"{ips:g} images/s given in expect:"
     else:
         return Estimate(None, "unknown")
-    step = cell.batch / ips
+    step, step_most = cell.batch / ips, cell.batch / slowest
     efficiency = point_efficiency(part, tb, cell, step)
     if efficiency:
-        step /= efficiency
-        source += f", E {efficiency:.2f} predicted"
+        step, step_most = step / efficiency[0], step_most / max(efficiency[1], 0.05)
+        source += f", E {efficiency[0]:.2f} predicted"
     elif cell.workers > 1:
+        step_most *= 2  # no nominal link to predict from: at most half the speed, assumed
         source += ", no prediction (no nominal link): no slowdown assumed"
-    steps = workload.steps
+    run_s = run_seconds(workload, step, overhead)
+    run_most = run_seconds(workload, step_most, overhead_most)
+    return Estimate(repeats * run_s, f"{repeats} x {run_s:.0f} s from {source}",
+                    repeats * run_most)  # fmt: skip
+
+
+def run_seconds(workload: WorkloadSpec, step: float, overhead: float) -> float:
+    """One run: its launch, warm-up and extra steps, and windows of --steps steps or
+    --min-window-s (whichever is longer) plus the step that crosses it."""
+    window = workload.steps * step
     if workload.min_window_s:
-        steps = max(steps, math.ceil(workload.min_window_s / step))
-    run_s = overhead + (workload.warmup + workload.windows * steps) * step
-    return Estimate(repeats * run_s, f"{repeats} x {run_s:.0f} s from {source}")
+        window = max(window, workload.min_window_s) + step
+    return overhead + (workload.warmup + EXTRA_STEPS) * step + workload.windows * window
 
 
 # ------------------------------------------------------------ the campaign
@@ -201,30 +277,35 @@ class TestbedEstimate:
     # --budget of its sweep: no extra repeat starts that would end past it (sweep.run).
     budget_s: float | None = None
     queue: Estimate | None = None  # a partition's queue wait per job (queue_wait)
+    probe: Estimate | None = None  # the sweep's all-reduce probe (probe_seconds)
 
     @property
     def known(self) -> bool:
         return all(e.seconds is not None for _, e in self.cells)
 
-    def _runs_s(self, cells: list[Cell] | None) -> float:
+    def _runs_s(self, cells: list[Cell] | None, most: bool = False) -> float:
         """The cells' runs at --repeats (every cell where cells is None)."""
         wanted = None if cells is None else {c.id for c in cells}
-        return sum(e.seconds or 0.0 for c, e in self.cells if wanted is None or c.id in wanted)
+        return sum((e.upper if most else e.seconds) or 0.0 for c, e in self.cells
+                   if wanted is None or c.id in wanted)  # fmt: skip
 
-    def _phases_s(self) -> float:
-        return sum(e.seconds or 0.0 for e in self.phases.values())
+    def _phases_s(self, most: bool = False) -> float:
+        pieces = [*self.phases.values(), *([self.probe] if self.probe else [])]
+        return sum((e.upper if most else e.seconds) or 0.0 for e in pieces)
 
     def wall_s(self, cells: list[Cell] | None = None) -> float:
         return self._runs_s(cells) + self._phases_s()
 
     def wall_max_s(self, cells: list[Cell] | None = None) -> float:
-        """At most: every cell at --max-repeats, but no longer than --budget allows
-        beyond the --repeats every cell runs anyway."""
-        run_s = self._runs_s(cells)
+        """At most: every cell at --max-repeats with its upper bound, but no longer than
+        --budget allows beyond the --repeats every cell runs anyway (a repeat started
+        just before the budget ends runs to its end), and every phase at its bound."""
+        run_s = self._runs_s(cells, most=True)
         sweep_s = run_s * self.most_repeats / max(1, self.repeats)
         if self.budget_s is not None:
-            sweep_s = min(sweep_s, max(run_s, self.budget_s))
-        return sweep_s + self._phases_s()
+            longest = max((e.upper or 0.0) / max(1, self.repeats) for _, e in self.cells)
+            sweep_s = min(sweep_s, max(run_s, self.budget_s + longest))
+        return sweep_s + self._phases_s(most=True)
 
     @property
     def nodes(self) -> int:
@@ -265,7 +346,8 @@ def testbed(campaign: Campaign, tb: TestbedPlan, phase_records: list[dict[str, A
     cells = [(c, cell_seconds(campaign, tb, part, c)) for part in tb.parts for c in part.cells]
     first = tb.parts[0].sweep  # the parts differ in gpus_per_node only
     return TestbedEstimate(tb, phases(tb, phase_records), cells, first.max_repeats,
-                           first.repeats, first.budget_s, queue_wait(campaign, tb))  # fmt: skip
+                           first.repeats, first.budget_s, queue_wait(campaign, tb),
+                           probe_seconds(campaign, tb))  # fmt: skip
 
 
 def remaining(
@@ -284,6 +366,8 @@ def remaining(
         left = [c for c in tb.cells if c.id not in measured]
         ids = {c.id for c in left}
         own = {name: e.seconds or 0.0 for name, e in est.phases.items()}
+        if est.probe is not None and left:
+            own["probe"] = est.probe.seconds or 0.0
         own.update({c.id: e.seconds or 0.0 for c, e in est.cells if c.id in ids})
         pieces[tb.name] = own
         extra[tb.name] = est.wall_max_s(left) - est.wall_s(left)
@@ -329,3 +413,35 @@ class Clock:
             pace = min(4.0, max(0.25, self.actual_done_s / self.expected_done_s))
         about = sum(sum(own.values()) for own in self.left.values()) * pace
         return about, about + sum(self.extra.values()) * pace
+
+
+def lease(est: TestbedEstimate) -> Lease | None:
+    """The lease a deployed testbed is booked with, sized from its plan: the bound
+    (wall_max_s) x MARGIN + LEASE_SLACK_S, rounded up to minutes, within what the
+    testbed allows. None: its environment books nothing that ends by itself. A lease the
+    campaign's settings give is kept; a plan of unknown length keeps the environment's
+    default (said so); a plan longer than the testbed allows is one UsageError line."""
+    tb = est.tb
+    if not tb.deployed:
+        return None
+    known = LEASES.get(paths.env_layout(tb.env).root.name)
+    if known is None:
+        return None
+    variable, low, high, form = known
+    given = dict(tb.settings).get(variable)
+    if given is not None:
+        return Lease(variable, given, 0, "given in settings:")
+    if not est.known:
+        return Lease(variable, "", 0, "the environment's default: the plan's length is unknown")
+    bound = est.wall_max_s()
+    minutes = max(low, math.ceil((bound * MARGIN + LEASE_SLACK_S) / 60))
+    if high is not None and minutes > high:
+        raise UsageError(
+            f"testbeds[{tb.index - 1}] ({tb.name}): the plan may take up to "
+            f"{math.ceil(bound / 60)} min, and its lease ({variable}) can be {high} min at "
+            "most: split the testbed's cells over two campaigns, or lower --max-repeats "
+            "or --budget"
+        )
+    return Lease(variable, form.format(minutes), minutes,
+                 f"the plan's most ({math.ceil(bound / 60)} min) x {MARGIN} + "
+                 f"{LEASE_SLACK_S / 60:.0f} min")  # fmt: skip

@@ -136,12 +136,12 @@ class Journal:
         })  # fmt: skip
 
     def phase(self, tb: TestbedPlan, phase: str, status: str, seconds: float,
-              why: str = "") -> None:  # fmt: skip
+              why: str = "", **extra: Any) -> None:  # fmt: skip
         assert phase in PHASES and status in PHASE_STATUSES
         self.store.append({
             "kind": "phase", "campaign": self.campaign, "testbed": tb.name, "env": tb.env,
             "fingerprint": tb.fingerprint, "phase": phase, "status": status,
-            "seconds": round(seconds, 3), "why": one_line(why), "at": now(),
+            "seconds": round(seconds, 3), "why": one_line(why), "at": now(), **extra,
         })  # fmt: skip
 
     # ------------------------------------------------------------- reading

@@ -20,7 +20,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import yaml
 
@@ -47,6 +47,7 @@ class Runner:
         self.base = paths.state_root()
         self.finished: set[str] = set()  # cells of the testbed in hand that got a final status
         self.still_held: list[str] = []  # testbeds whose destroy failed
+        self.leases: dict[str, estimate.Lease | None] = {}  # sized from the plan, by testbed
 
     def say(self, text: str) -> None:
         self.console.say(text)
@@ -62,11 +63,24 @@ class Runner:
                     f"{journal.path} already holds this campaign: add --resume to run what "
                     "is left, or give the campaign another `out:`"
                 )
+        self.size_leases()
         journal.lock()
         try:
             return self._run()
         finally:
             journal.release()
+
+    def size_leases(self) -> None:
+        """Each deployed testbed's lease from its plan (estimate.lease), before anything
+        is created: a plan longer than a testbed's lease allows stops here, in one line."""
+        records = self.journal.records() if self.journal.store.exists() else []
+        phase_records = self.journal.phases(records)
+        for tb in self.campaign.testbeds:
+            try:
+                self.leases[tb.name] = estimate.lease(estimate.testbed(self.campaign, tb,
+                                                                       phase_records))  # fmt: skip
+            except UsageError as err:
+                raise UsageError(f"{self.campaign.path}: {err}") from None
 
     def _run(self) -> int:
         campaign, console = self.campaign, self.console
@@ -204,12 +218,15 @@ class Runner:
         console = self.console
         try:
             if tb.deployed:
-                with console.phase(tb, "deploy"):
+                with console.phase(tb, "deploy") as record:
                     self.write_group_vars(tb)
+                    settings, booked = self.with_lease(tb)
                     try:
-                        deploy(DeployRequest(tb.env, tb.settings))
+                        deploy(DeployRequest(tb.env, settings))
                     except (UsageError, RuntimeError) as err:
                         raise Stopped(f"deploy: {err}") from None
+                    if booked is not None:
+                        record["lease"] = booked
                 for cell in pending:
                     self.journal.cell(cell, "deployed")
             with console.phase(tb, "verify"):
@@ -225,6 +242,19 @@ class Runner:
             if todo:
                 ok = measure_part(console, tb, part, todo, self.finished) and ok
         return ok
+
+    def with_lease(self, tb: TestbedPlan
+                   ) -> tuple[tuple[tuple[str, str], ...], dict[str, Any] | None]:  # fmt: skip
+        """The testbed's settings with its lease sized from the plan (estimate.lease),
+        and what the journal keeps of the lease for `campaign status`."""
+        lease = self.leases.get(tb.name)
+        if lease is None or not lease.value:
+            return tb.settings, None
+        self.say(f"lease: {lease.variable} {lease.value} ({lease.source})")
+        settings = tuple((k, v) for k, v in tb.settings if k != lease.variable)
+        ends = time.time() + lease.minutes * 60 if lease.minutes else None
+        return (*settings, (lease.variable, lease.value)), {
+            "variable": lease.variable, "value": lease.value, "ends_at": ends}
 
     def verify_testbed(self, tb: TestbedPlan) -> None:
         """A deployed testbed's testinfra checks; a stack check on one node of the

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import signal
 import subprocess
@@ -412,19 +413,42 @@ def test_the_longest_a_testbed_may_take_is_capped_by_the_sweeps_budget(
         return estimate.testbed(campaign, campaign.testbeds[0], [])
 
     est = first(**{"sweep.max_repeats": 6})
-    runs = est.wall_s() - 180.0
-    assert est.wall_max_s() == pytest.approx(180.0 + 6 * runs)  # no budget: 6 repeats
-    # A budget between the repeats every cell runs (1 here) and --max-repeats.
+    phases, runs = est._phases_s(most=True), est._runs_s(None, most=True)
+    # Every phase and run at its upper bound: given figures x 1.5 (expect:), the probe's
+    # stated upper default, the runs' slow ends (docs/campaigns.md, "the plan").
+    assert phases == pytest.approx(3 * 60 * estimate.GIVEN_MARGIN + estimate.DEFAULT_PROBE_MOST_S)
+    assert est.wall_max_s() == pytest.approx(phases + 6 * runs)  # no budget: 6 repeats
+    # A budget between the repeats every cell runs (1 here) and --max-repeats: no repeat
+    # starts after it, and the last one started may run to its end.
+    longest = max(e.upper or 0.0 for _, e in est.cells)
     budget = {"sweep.max_repeats": 6, "sweep.budget": f"{round(3 * runs)}s"}
-    assert first(**budget).wall_max_s() == pytest.approx(180.0 + round(3 * runs))
+    capped = phases + round(3 * runs) + longest
+    assert first(**budget).wall_max_s() == pytest.approx(capped)
     path = base(tmp_path, **{"testbeds.0.expect": expect, **budget})
     assert cli.main(["campaign", "plan", str(path)]) == 0
     budget_s = format_duration(round(3 * runs))
-    assert (f"up to {format_duration(180.0 + round(3 * runs))} if cells take up to "
+    assert (f"up to {format_duration(capped)} if cells take up to "
             f"--max-repeats 6 within --budget {budget_s})") in capsys.readouterr().out
     # A budget shorter than the repeats every cell runs anyway bounds nothing.
     est = first(**{"sweep.budget": "1s"})
-    assert est.wall_max_s() == pytest.approx(est.wall_s())
+    assert est.wall_max_s() == pytest.approx(phases + runs)
+
+
+def test_a_runs_bound_holds_however_fast_the_host(tmp_path: Path) -> None:
+    # The local campaign's shape: windows of at least 12 s. A host four times faster than
+    # the file's planning figure still runs 4 windows of 12 s; its runs are no longer
+    # than the bound, and the bound is no shorter than what the windows alone take.
+    from hpcbench.specs import WorkloadSpec
+
+    workload = WorkloadSpec(model="resnet18", image_size=64, warmup=3, windows=4, steps=3,
+                            min_window_s=12.0)  # fmt: skip
+    for ips in (40.0, 157.0, 1000.0):
+        step = 64 / ips
+        real = estimate.run_seconds(workload, step, overhead=30.0)
+        assert real >= 4 * 12.0  # the windows' floor, whatever the rate
+        bound = estimate.run_seconds(workload, 64 / (40.0 / estimate.GIVEN_MARGIN),
+                                     estimate.DEFAULT_OVERHEAD_MOST_S)  # fmt: skip
+        assert real <= bound, (ips, real, bound)
 
 
 def test_keep_on_failure_keeps_the_failed_testbed_and_says_how_to_remove_it(
@@ -602,3 +626,48 @@ def test_status_tells_a_running_campaign_from_a_stopped_one(
     assert running[1] == f"running now (pid {os.getpid()}): `campaign run` holds {campaign.out}"
     assert not any("campaign destroy" in line for line in running)
     assert any("in use by the running campaign" in line for line in running)
+
+
+# ------------------------------------------------------------- leases sized
+def test_a_gpulab_job_is_booked_for_the_plans_bound_and_status_says_when_it_ends(
+    tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = base(tmp_path, **{
+        "testbeds": [{"name": "g", "env": "gpulab", "settings": {"topology": "2x1"},
+                      "expect": {"images_per_s": 10, "deploy": "5m", "verify": "2m",
+                                 "destroy": "1m"}}]})  # fmt: skip
+    asked: list[dict[str, str]] = []
+    deploy = fakes.deploy
+    monkeypatch.setattr(runner, "deploy", lambda req: asked.append(dict(req.overrides)) or
+                        deploy(req))  # fmt: skip
+    campaign = spec.load(path)
+    est = estimate.testbed(campaign, campaign.testbeds[0], [])
+    lease = estimate.lease(est)
+    assert lease is not None and lease.variable == "max_duration"
+    assert lease.minutes == math.ceil((est.wall_max_s() * estimate.MARGIN
+                                       + estimate.LEASE_SLACK_S) / 60)  # fmt: skip
+    fakes.destroy_rc = 1  # held after the run: status shows the lease
+    assert cli.main(["campaign", "run", str(path)]) == 1
+    assert asked[0]["max_duration"] == f"{lease.minutes}m"
+    held = [line for line in commands.status_lines(campaign) if "still holds" in line]
+    assert held and f"a lease (max_duration {lease.minutes}m) ending about " in held[0]
+
+
+def test_a_lease_the_settings_give_is_kept_and_a_plan_too_long_for_one_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    given = base(tmp_path, **{"testbeds.0.env": "gpulab", "testbeds.0.settings":
+                              {"topology": "2x1", "max_duration": "90m"},
+                              "testbeds.0.expect": {"images_per_s": 10}})  # fmt: skip
+    campaign = spec.load(given)
+    lease = estimate.lease(estimate.testbed(campaign, campaign.testbeds[0], []))
+    assert lease is not None and (lease.value, lease.source) == ("90m", "given in settings:")
+    # A week of Virtual Wall is its longest slice: more is refused before anything runs.
+    long = base(tmp_path, **{"testbeds.0.env": "virtualwall", "testbeds.0.settings":
+                             {"node_count": 2}, "testbeds.0.expect": {"images_per_s": 0.01},
+                             "sweep.max_repeats": 50})  # fmt: skip
+    for action in ("plan", "run"):
+        assert cli.main(["campaign", action, str(long)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "its lease (expire_time_min) can be 10080 min at most" in err[0]
+    assert not (tmp_path / "out").exists()
