@@ -20,7 +20,7 @@ ENVS = ["virtualwall", "virtualwall-10g", "gpulab", "openstack", "local"]
 # Directories holding tests/*.tftest.hcl, and how many runs each must report.
 # environments/virtualwall: its own suite (1) and virtualwall-10g's (2).
 SUITES = {
-    "terraform/modules/inventory": 8,
+    "terraform/modules/inventory": 15,
     "terraform/modules/virtualwall": 11,
     "terraform/modules/gpulab": 6,
     "terraform/modules/openstack/plan": 9,
