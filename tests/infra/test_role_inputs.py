@@ -71,6 +71,8 @@ HOSTILE_IMAGES = [
     "",
 ]
 
+RATE_MSG = "link_rate must be a tc rate in bits per second"
+
 # (role, case, variables, None = passes / a piece of the one failure message)
 CASES: list[tuple[str, str, dict, str | None]] = [
     (
@@ -181,6 +183,11 @@ CASES: list[tuple[str, str, dict, str | None]] = [
         {"enroot_with_caps": False, "enroot_sha256": {ENROOT_DEB: GOOD_SHA}},
         None,
     ),
+    ("link_shaping", "rate_ok", {"link_rate": "200mbit"}, None),
+    ("link_shaping", "unshaped_ok", {"link_rate": ""}, None),
+    ("link_shaping", "rate_words", {"link_rate": "200mbit; reboot"}, RATE_MSG),
+    ("link_shaping", "rate_bytes", {"link_rate": "200M"}, RATE_MSG),
+    ("link_shaping", "rate_newline", {"link_rate": "1gbit\nExecStartPre=/bin/id"}, RATE_MSG),
     ("base", "defaults_ok", {}, None),
     ("base", "root", {"testbed_user": "root"}, "testbed_user must be a user name other than root"),
     ("base", "uid_zero", {"testbed_uid": 0}, "testbed_uid a number from 1000 to 60000"),
