@@ -27,6 +27,7 @@ SUITES = {
     "terraform/modules/docker_testbed": 10,
     "environments/virtualwall": 3,
     "environments/gpulab": 3,
+    "environments/local": 5,
 }
 # Providers tools/providers.sh builds beyond hashicorp/local (conftest skips without that).
 PROVIDERS = {"openstack": "terraform-provider-openstack/openstack", "local": "kreuzwerker/docker"}
