@@ -22,6 +22,7 @@ module "inventory" {
   ssh_private_key_file = var.ssh_private_key_file
   known_hosts_file     = local.known_hosts_file
   path                 = local.inventory_path
+  node_link_rates      = var.node_link_rates
   deploy_vars = {
     hpcbench_state_dir = local.state_dir
     stack_image        = module.testbed.image
@@ -32,5 +33,7 @@ module "inventory" {
     cpus_per_node      = module.testbed.cpus_per_node
     jupyter_host_port  = module.testbed.jupyter_port
     testbed_network    = module.testbed.network
+    # Empty: left out, the slurm role's one partition of every node.
+    slurm_partitions = length(var.slurm_partitions) > 0 ? var.slurm_partitions : null
   }
 }

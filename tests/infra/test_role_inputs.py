@@ -71,6 +71,14 @@ HOSTILE_IMAGES = [
     "",
 ]
 
+RATE_MSG = "link_rate must be a tc rate in bits per second"
+TWO_PARTITIONS = [
+    {"name": "fast", "nodes": ["node1"]},
+    {"name": "all", "nodes": ["node1", "node2"]},
+]
+PARTITIONS_MSG = "slurm_partitions must be a list of partitions, each {name: <word>, nodes:"
+PARTITION_NAME_MSG = "slurm_partitions: partition names must be distinct words"
+
 # (role, case, variables, None = passes / a piece of the one failure message)
 CASES: list[tuple[str, str, dict, str | None]] = [
     (
@@ -181,6 +189,84 @@ CASES: list[tuple[str, str, dict, str | None]] = [
         {"enroot_with_caps": False, "enroot_sha256": {ENROOT_DEB: GOOD_SHA}},
         None,
     ),
+    ("link_shaping", "rate_ok", {"link_rate": "200mbit"}, None),
+    ("link_shaping", "unshaped_ok", {"link_rate": ""}, None),
+    ("link_shaping", "rate_words", {"link_rate": "200mbit; reboot"}, RATE_MSG),
+    ("link_shaping", "rate_bytes", {"link_rate": "200M"}, RATE_MSG),
+    ("link_shaping", "rate_newline", {"link_rate": "1gbit\nExecStartPre=/bin/id"}, RATE_MSG),
+    ("slurm", "defaults_ok", {}, None),
+    ("slurm", "partitions_ok", {"slurm_partitions": TWO_PARTITIONS}, None),
+    ("slurm", "one_named_ok", {"slurm_partition": "all"}, None),
+    (
+        "slurm",
+        "controller",
+        {"slurm_controller": "node9"},
+        "slurm_controller must be one testbed node",
+    ),
+    (
+        "slurm",
+        "compute_unknown",
+        {"slurm_compute_nodes": ["node1", "node9"]},
+        "slurm_compute_nodes a list of testbed nodes",
+    ),
+    ("slurm", "not_a_list", {"slurm_partitions": "testbed"}, PARTITIONS_MSG),
+    ("slurm", "empty", {"slurm_partitions": []}, PARTITIONS_MSG),
+    ("slurm", "no_nodes_key", {"slurm_partitions": [{"name": "a"}]}, PARTITIONS_MSG),
+    (
+        "slurm",
+        "nodes_text",
+        {"slurm_partitions": [{"name": "a", "nodes": "node1,node2"}]},
+        PARTITIONS_MSG,
+    ),
+    *[
+        (
+            "slurm",
+            f"name_{i}",
+            {"slurm_partitions": [{"name": v, "nodes": ["node1", "node2"]}]},
+            PARTITION_NAME_MSG,
+        )
+        for i, v in enumerate(["a b", "fast\nNodeName=evil", "DEFAULT", "default", "", "-x", "a,b"])
+    ],  # fmt: skip
+    (
+        "slurm",
+        "same_name",
+        {
+            "slurm_partitions": [
+                {"name": "a", "nodes": ["node1"]},
+                {"name": "a", "nodes": ["node2"]},
+            ]
+        },
+        PARTITION_NAME_MSG,
+    ),
+    (
+        "slurm",
+        "unknown_node",
+        {"slurm_partitions": [{"name": "a", "nodes": ["node1", "node2", "node9"]}]},
+        'names no compute node: ["node9"]',
+    ),
+    (
+        "slurm",
+        "node_left_out",
+        {"slurm_partitions": [{"name": "a", "nodes": ["node1"]}]},
+        'leaves out: ["node2"]',
+    ),
+    (
+        "slurm",
+        "node_twice",
+        {"slurm_partitions": [{"name": "a", "nodes": ["node1", "node2", "node2"]}]},
+        "one or more distinct compute nodes",
+    ),
+    (
+        "slurm",
+        "no_node",
+        {
+            "slurm_partitions": [
+                {"name": "a", "nodes": ["node1", "node2"]},
+                {"name": "b", "nodes": []},
+            ]
+        },
+        "one or more distinct compute nodes",
+    ),
     ("base", "defaults_ok", {}, None),
     ("base", "root", {"testbed_user": "root"}, "testbed_user must be a user name other than root"),
     ("base", "uid_zero", {"testbed_uid": 0}, "testbed_uid a number from 1000 to 60000"),
@@ -198,13 +284,15 @@ def ansible_env() -> dict[str, str]:
     }
 
 
-def playbook(tmp_path: Path, plays: list[dict]) -> subprocess.CompletedProcess[str]:
+def playbook(
+    tmp_path: Path, plays: list[dict], inventory: str = "localhost,"
+) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "play.yml"
     path.write_text(yaml.safe_dump(plays, sort_keys=False))
     cmd = [
         str(Path(sys.executable).parent / "ansible-playbook"),
         "-i",
-        "localhost,",
+        inventory,
         "-e",
         f"ansible_python_interpreter={sys.executable}",
         str(path),

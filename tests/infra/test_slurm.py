@@ -1,4 +1,5 @@
-"""Slurm: munge and the daemons run, every node is idle in sinfo, a job runs on every node."""
+"""Slurm: munge and the daemons run, every node is idle in sinfo, each
+partition is up with its nodes, a job runs on all nodes of each partition."""
 
 import pytest
 
@@ -7,7 +8,11 @@ import pytest
 def slurm(testbed):
     if not testbed.var("enable_slurm"):
         pytest.skip("enable_slurm is false in the inventory: Slurm is not configured")
-    return {"head": testbed.head, "nodes": [n["name"] for n in testbed.nodes]}
+    nodes = [n["name"] for n in testbed.nodes]
+    # The inventory's partitions (the first the default), else the role's one
+    # partition of every node, whose name the inventory does not carry (None).
+    partitions = testbed.var("slurm_partitions") or [{"name": None, "nodes": nodes}]
+    return {"head": testbed.head, "nodes": nodes, "partitions": partitions}
 
 
 def test_munge_round_trip_on_every_node(host, name, slurm):
@@ -42,11 +47,37 @@ def test_sinfo_shows_every_node_up(testbed, slurm):
     assert set(states.values()) <= {"idle", "alloc", "mix"}, out
 
 
-def test_a_job_runs_on_every_node(testbed, slurm):
-    n = len(slurm["nodes"])
-    # Bounded: waits for a running job (a sweep) to finish for at most 4 minutes.
-    out = testbed.host(slurm["head"]).run(
-        "timeout 300 srun --nodes=%s --ntasks-per-node=1 --time=1 --immediate=240 hostname", str(n)
-    )
-    assert out.rc == 0, out.stderr
-    assert sorted(out.stdout.split()) == sorted(slurm["nodes"])
+def test_each_partition_is_up_with_its_nodes(testbed, slurm):
+    """One line per node and partition (sinfo -N); the default partition ends in '*'."""
+    out = testbed.host(slurm["head"]).check_output("sinfo --noheader --Node --format '%P %a %N'")
+    shown: dict[str, set[str]] = {}
+    avail: dict[str, set[str]] = {}
+    for line in out.splitlines():
+        part, up, node = line.split()
+        shown.setdefault(part, set()).add(node)
+        avail.setdefault(part, set()).add(up)
+    if slurm["partitions"][0]["name"] is None:
+        # The role's one partition of every node, whatever its name.
+        assert len(shown) == 1 and next(iter(shown)).endswith("*"), out
+        expected = {next(iter(shown)): set(slurm["nodes"])}
+    else:
+        expected = {p["name"] + ("*" if i == 0 else ""): set(p["nodes"])
+                    for i, p in enumerate(slurm["partitions"])}  # fmt: skip
+    assert shown == expected, out
+    assert all(avail[p] == {"up"} for p in shown), out
+
+
+def test_a_job_runs_on_every_node_of_each_partition(testbed, slurm):
+    reached: set[str] = set()
+    for part in slurm["partitions"]:
+        cmd, args = "timeout 300 srun --nodes=%s", [str(len(part["nodes"]))]
+        if part["name"]:
+            cmd, args = cmd + " --partition=%s", [*args, part["name"]]
+        # Bounded: waits for a running job (a sweep) to finish for at most 4 minutes.
+        out = testbed.host(slurm["head"]).run(
+            cmd + " --ntasks-per-node=1 --time=1 --immediate=240 hostname", *args
+        )
+        assert out.rc == 0, out.stderr
+        assert sorted(out.stdout.split()) == sorted(part["nodes"]), part
+        reached |= set(out.stdout.split())
+    assert reached == set(slurm["nodes"])

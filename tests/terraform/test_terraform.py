@@ -20,13 +20,14 @@ ENVS = ["virtualwall", "virtualwall-10g", "gpulab", "openstack", "local"]
 # Directories holding tests/*.tftest.hcl, and how many runs each must report.
 # environments/virtualwall: its own suite (1) and virtualwall-10g's (2).
 SUITES = {
-    "terraform/modules/inventory": 8,
+    "terraform/modules/inventory": 15,
     "terraform/modules/virtualwall": 11,
     "terraform/modules/gpulab": 6,
     "terraform/modules/openstack/plan": 9,
     "terraform/modules/docker_testbed": 10,
     "environments/virtualwall": 3,
     "environments/gpulab": 3,
+    "environments/local": 5,
 }
 # Providers tools/providers.sh builds beyond hashicorp/local (conftest skips without that).
 PROVIDERS = {"openstack": "terraform-provider-openstack/openstack", "local": "kreuzwerker/docker"}

@@ -57,8 +57,22 @@ locals {
       n.proxy_jump == null ? {} : {
         ansible_ssh_common_args = local.proxy_args[n.name]
       },
+      # A node of its own rate: a host variable outranks all.vars' link_rate
+      # (and any group_vars), so link_shaping shapes this node to it.
+      contains(keys(var.node_link_rates), n.name) ? { link_rate = var.node_link_rates[n.name] } : {},
     )
   }
+
+  # What the inputs name that is no node of this testbed (outputs.tf refuses it).
+  node_names    = [for n in var.nodes : n.name]
+  partitions    = var.deploy_vars.slurm_partitions == null ? [] : var.deploy_vars.slurm_partitions
+  unknown_rated = sort(setsubtract(keys(var.node_link_rates), local.node_names))
+  unknown_partitioned = sort(distinct(flatten([for p in local.partitions :
+  [for name in p.nodes : name if !contains(local.node_names, name)]])))
+  # The slurm role runs slurmd on every node; one in no partition would never
+  # take a job (nor show in sinfo).
+  unpartitioned = length(local.partitions) == 0 ? [] : [for name in local.node_names : name
+  if !contains(flatten(local.partitions[*].nodes), name)]
 
   inventory = {
     all = {

@@ -100,11 +100,26 @@ variable "deploy_vars" {
     gpulab_topology    = optional(string)
     # The local testbed's Docker network (tests/infra starts a stranger on it).
     testbed_network = optional(string)
+    # Slurm partitions for the slurm role (the first is the default); null: its one partition of every node.
+    slurm_partitions = optional(list(object({ name = string, nodes = list(string) })))
   })
 
   validation {
     condition     = var.deploy_vars.link_rate == "" || can(regex("^[0-9]+(kbit|mbit|gbit)$", var.deploy_vars.link_rate))
     error_message = "deploy_vars.link_rate must be empty or a tc rate such as 100mbit, 1gbit or 10gbit."
+  }
+  validation {
+    # Partition names go into slurm.conf and `srun --partition`: one word, and
+    # not DEFAULT (slurm.conf's line of defaults for every partition).
+    condition = var.deploy_vars.slurm_partitions == null ? true : (
+      length(var.deploy_vars.slurm_partitions) > 0
+      && alltrue([for p in var.deploy_vars.slurm_partitions :
+        can(regex("^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$", p.name)) && lower(p.name) != "default"
+        && length(p.nodes) > 0 && length(distinct(p.nodes)) == length(p.nodes)
+      ])
+      && length(distinct([for p in var.deploy_vars.slurm_partitions : p.name])) == length(var.deploy_vars.slurm_partitions)
+    )
+    error_message = "slurm_partitions must list at least one partition as {name = \"fast\", nodes = [\"node1\", \"node2\"]}: distinct names of letters, digits, '_', '.' or '-' (not DEFAULT), each with one or more distinct nodes."
   }
   validation {
     condition     = startswith(var.deploy_vars.hpcbench_state_dir, "/")
@@ -121,6 +136,17 @@ variable "deploy_vars" {
       "(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$",
     ]), var.deploy_vars.stack_image))
     error_message = "stack_image must be an image reference such as registry.example.org/hpcbench/stack:1.0 (docker's grammar): set TF_VAR_stack_image (or the local env's image)."
+  }
+}
+
+variable "node_link_rates" {
+  description = "Link rate of single nodes, by node name (the `nodes` names): each becomes that host's own link_rate, which outranks deploy_vars.link_rate (all.vars) in Ansible's stock precedence; nodes not named keep deploy_vars.link_rate. \"\" leaves a node unshaped."
+  type        = map(string)
+  default     = {}
+  nullable    = false
+  validation {
+    condition     = alltrue([for rate in values(var.node_link_rates) : rate == "" || can(regex("^[0-9]+(kbit|mbit|gbit)$", rate))])
+    error_message = "node_link_rates must map node names to tc rates such as 100mbit, 1gbit or 10gbit (or \"\" for an unshaped node), e.g. {\"node3\" = \"200mbit\"}."
   }
 }
 

@@ -142,3 +142,82 @@ run "stack_image_with_registry_port_and_digest" {
     error_message = "a full image reference (registry, port, tag, digest) must pass"
   }
 }
+
+# Nodes that differ: a rate of their own, Slurm partitions over them.
+run "a_node_of_its_own_rate_gets_it_as_a_host_variable" {
+  command = plan
+  variables {
+    node_link_rates = { node3 = "200mbit", node2 = "" }
+  }
+  assert {
+    condition     = yamldecode(output.yaml).all.hosts.node3.link_rate == "200mbit" && yamldecode(output.yaml).all.hosts.node2.link_rate == ""
+    error_message = "a node named in node_link_rates must carry its own link_rate (\"\": unshaped) as a host variable"
+  }
+  assert {
+    condition     = !can(yamldecode(output.yaml).all.hosts.node1.link_rate) && yamldecode(output.yaml).all.vars.link_rate == "1gbit"
+    error_message = "nodes not named keep the testbed's link_rate (all.vars), with no host variable"
+  }
+}
+
+run "a_rate_for_a_node_the_testbed_does_not_have_is_refused" {
+  command = plan
+  variables {
+    node_link_rates = { node9 = "200mbit" }
+  }
+  expect_failures = [output.yaml]
+}
+
+run "a_node_rate_must_be_a_tc_rate" {
+  command = plan
+  variables {
+    node_link_rates = { node3 = "200 mbit; reboot" }
+  }
+  expect_failures = [var.node_link_rates]
+}
+
+run "partitions_reach_all_vars" {
+  command = plan
+  variables {
+    deploy_vars = {
+      hpcbench_state_dir = "/state", stack_image = "hpcbench/stack:latest", hpcbench_iface = "eth0",
+      slurm_partitions   = [{ name = "fast", nodes = ["node1", "node2"] }, { name = "slow", nodes = ["node2", "node3"] }]
+    }
+  }
+  assert {
+    condition     = yamldecode(output.yaml).all.vars.slurm_partitions == [{ name = "fast", nodes = ["node1", "node2"] }, { name = "slow", nodes = ["node2", "node3"] }]
+    error_message = "slurm_partitions must reach all.vars in order (the first is the default), nodes shared"
+  }
+}
+
+run "a_partition_of_an_unknown_node_is_refused" {
+  command = plan
+  variables {
+    deploy_vars = {
+      hpcbench_state_dir = "/state", stack_image = "hpcbench/stack:latest", hpcbench_iface = "eth0",
+      slurm_partitions   = [{ name = "fast", nodes = ["node1", "node2", "node3", "node4"] }]
+    }
+  }
+  expect_failures = [output.yaml]
+}
+
+run "a_node_in_no_partition_is_refused" {
+  command = plan
+  variables {
+    deploy_vars = {
+      hpcbench_state_dir = "/state", stack_image = "hpcbench/stack:latest", hpcbench_iface = "eth0",
+      slurm_partitions   = [{ name = "fast", nodes = ["node1", "node2"] }]
+    }
+  }
+  expect_failures = [output.yaml]
+}
+
+run "partition_names_are_one_word_and_not_default" {
+  command = plan
+  variables {
+    deploy_vars = {
+      hpcbench_state_dir = "/state", stack_image = "hpcbench/stack:latest", hpcbench_iface = "eth0",
+      slurm_partitions   = [{ name = "Default", nodes = ["node1", "node2", "node3"] }]
+    }
+  }
+  expect_failures = [var.deploy_vars]
+}
