@@ -7,13 +7,13 @@ One local testbed, one cell (batch 4, one node), one repeat, no probe. Deploy,
 verify and destroy are replaced by no-ops (they are the deploy layer's, not the
 campaign's), the testbed resolves to this machine's processes, and a run returns a
 made-up record instead of launching training: what is traced is the campaign's
-own code between them, from Runner.measure_testbed down to the launcher's
-command line and back. A module counts once per stretch of consecutive calls
-into it; "returns" counts each stretch of a module seen before; "upward calls"
-counts calls into a module of a higher layer than the caller's (LAYERS: the
-campaign, then deploy/probe/sweep, then the target, then launchers and
-schedulers, then the utilities), such as a sweep's observer; "parses" counts
-argparse parses (a Namespace built) on the path.
+own code between them, from TestbedLife.measure_testbed (Runner.measure_testbed
+before stop 27) down to the launcher's command line and back. A module counts
+once per stretch of consecutive calls into it; "returns" counts each stretch of
+a module seen before; "upward calls" counts calls into a module of a higher
+layer than the caller's (LAYERS: the campaign, then deploy/probe/sweep, then
+the target, then launchers and schedulers, then the utilities), such as a
+sweep's observer; "parses" counts argparse parses (a Namespace built) on the path.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from hpcbench import sweep, testbed  # noqa: E402
-from hpcbench.campaign import runner, spec  # noqa: E402
+from hpcbench.campaign import lifecycle, runner, spec  # noqa: E402
 from hpcbench.schedulers.base import Outcome  # noqa: E402
 from hpcbench.target import Target  # noqa: E402
 
@@ -83,7 +83,7 @@ def trace(show: bool) -> tuple[list[str], int, int]:
         if not visits or visits[-1] != module:
             visits.append(module)
 
-    measure = runner.Runner.measure_testbed
+    measure = lifecycle.TestbedLife.measure_testbed
 
     def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
         inside[0] = True
@@ -96,15 +96,16 @@ def trace(show: bool) -> tuple[list[str], int, int]:
         os.environ["HPCBENCH_STATE"] = str(Path(tmp) / "state")
         path = Path(tmp) / "c.yaml"
         path.write_text(textwrap.dedent(CAMPAIGN.format(out=Path(tmp) / "out")))
-        for name in ("check", "deploy", "verify", "destroy"):
-            setattr(runner, name, lambda *a, **k: 0)
+        runner.check = lambda *a, **k: 0
+        for name in ("deploy", "verify", "destroy"):
+            setattr(lifecycle, name, lambda *a, **k: 0)
         runner.stop_on_signals = lambda: None
         sweep.stop_on_signals = lambda: None
-        runner.held = lambda env: []
+        runner.held = lifecycle.held = lambda env: []
         testbed.for_env = lambda env: testbed.localhost(cores=1)
         Target.run = fake_outcome
         Target.prepare = lambda self: None
-        runner.Runner.measure_testbed = traced
+        lifecycle.TestbedLife.measure_testbed = traced
         sys.setprofile(profile)
         try:
             runner.run(spec.load(path), resume=False)

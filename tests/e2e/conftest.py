@@ -24,8 +24,14 @@ E2E_VARS = {
     "node_count": "3",
     "cpus_per_node": "0.6",
     "link_rate": "1gbit",
-    # One testbed for all e2e tests (a deploy costs minutes): Slurm too.
+    # One testbed for all e2e tests (a deploy costs minutes): Slurm too, with two
+    # partitions that differ in their links (test_campaign_slurm.py): fast is node1 and
+    # node2 at link_rate, slow node1 and node3, shaped to 200 Mbit/s. The first is the
+    # default partition, which the other Slurm tests use (1-2 nodes).
     "enable_slurm": "true",
+    "node_link_rates": '{"node3":"200mbit"}',
+    "slurm_partitions": '[{"name":"fast","nodes":["node1","node2"]},'
+                        '{"name":"slow","nodes":["node1","node3"]}]',
 }
 # A training run small enough for a 2-core machine.
 TINY_RUN = ["--model", "resnet18", "--image-size", "32", "--batch", "4", "--warmup", "1",
@@ -92,12 +98,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     faults = of("test_faults.py")
     first = [i for i in faults if i.name.startswith("test_ctrl_c_")]
     last = of("test_kill.py") + [i for i in faults if i not in first]
-    rest = [i for i in items if i not in first and i not in last]
+    # The campaign over the testbed's Slurm partitions needs it deployed: after the deploy.
+    partitions = of("test_campaign_slurm.py")
+    rest = [i for i in items if i not in first and i not in last and i not in partitions]
 
     def at(name: str, default: int) -> int:
         return next((n for n, i in enumerate(rest) if i.name == name), default)
 
     deploy = at("test_deploy_creates_and_configures_every_node", 0)
     destroy = at("test_destroy_leaves_nothing", len(rest))
-    if first or last:
-        items[:] = rest[:deploy] + first + rest[deploy:destroy] + last + rest[destroy:]
+    if first or last or partitions:
+        items[:] = (rest[:deploy] + first + rest[deploy:deploy + 1] + partitions
+                    + rest[deploy + 1:destroy] + last + rest[destroy:])  # fmt: skip

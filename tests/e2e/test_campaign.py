@@ -41,6 +41,8 @@ import pytest
 import yaml
 
 from hpcbench import analysis
+from hpcbench.campaign import spec
+from hpcbench.campaign.state import state_root
 from tests.interrupt import as_from_a_terminal
 
 pytestmark = pytest.mark.e2e
@@ -101,9 +103,10 @@ class Campaign:
         return self.root / "results"
 
     def env_state(self, testbed: str) -> Path:
-        """The testbed's state folder (runner.state_root), holding its leases."""
+        """The testbed's state folder (campaign.state.state_root), holding its leases."""
         env = "virtualwall" if testbed.startswith("vw-") else "gpulab"
-        return self.root / "state" / "campaigns" / "e2e" / testbed / env
+        campaign = spec.load(self.file)
+        return state_root(campaign, campaign.testbed(testbed), self.root / "state") / env
 
     def hpcbench(self, *args: str, timeout: float = 2400) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "hpcbench", *args], cwd=REPO,

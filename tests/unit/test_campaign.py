@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from hpcbench import analysis, cli, paths, sweep
-from hpcbench.campaign import commands, estimate, runner, spec
+from hpcbench.campaign import commands, estimate, lifecycle, runner, spec
 from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
 from hpcbench.store import Store
@@ -236,9 +236,9 @@ class Fakes:
         self.runs = 0
         self.destroy_rc = 0
         monkeypatch.setattr(runner, "check", lambda req: self.calls.append(("check", req.env)))
-        monkeypatch.setattr(runner, "deploy", self.deploy)
-        monkeypatch.setattr(runner, "verify", self.verify)
-        monkeypatch.setattr(runner, "destroy", self.destroy)
+        monkeypatch.setattr(lifecycle, "deploy", self.deploy)
+        monkeypatch.setattr(lifecycle, "verify", self.verify)
+        monkeypatch.setattr(lifecycle, "destroy", self.destroy)
         monkeypatch.setattr(sweep, "run", self.sweep)
         monkeypatch.setattr(sweep, "stop_on_signals", lambda: None)
         monkeypatch.setattr(runner, "stop_on_signals", lambda: None)
@@ -638,7 +638,7 @@ def test_a_gpulab_job_is_booked_for_the_plans_bound_and_status_says_when_it_ends
                                  "destroy": "1m"}}]})  # fmt: skip
     asked: list[dict[str, str]] = []
     deploy = fakes.deploy
-    monkeypatch.setattr(runner, "deploy", lambda req: asked.append(dict(req.overrides)) or
+    monkeypatch.setattr(lifecycle, "deploy", lambda req: asked.append(dict(req.overrides)) or
                         deploy(req))  # fmt: skip
     campaign = spec.load(path)
     est = estimate.testbed(campaign, campaign.testbeds[0], [])

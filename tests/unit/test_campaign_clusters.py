@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from hpcbench import cli, readiness, sweep
-from hpcbench.campaign import runner, spec
+from hpcbench.campaign import lifecycle, runner, spec
 from hpcbench.errors import UsageError
 from hpcbench.specs import TestbedKind
 from hpcbench.store import Store
@@ -169,8 +169,9 @@ class Cluster:
         monkeypatch.setattr(sweep, "run", self.sweep)
         monkeypatch.setattr(sweep, "stop_on_signals", lambda: None)
         monkeypatch.setattr(runner, "stop_on_signals", lambda: None)
-        for name in ("check", "deploy", "verify", "destroy"):
-            monkeypatch.setattr(runner, name, self.forbidden(name))
+        monkeypatch.setattr(runner, "check", self.forbidden("check"))
+        for name in ("deploy", "verify", "destroy"):
+            monkeypatch.setattr(lifecycle, name, self.forbidden(name))
 
     def forbidden(self, name: str) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:

@@ -1,0 +1,202 @@
+"""One testbed's life in a campaign: deploy (or nothing, for a partition or hosts),
+verify, probe and sweep its cells left, then release it on every path, whatever
+failed on the way. hpcbench.campaign.runner takes the testbeds in turn."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hpcbench import leases, paths, readiness
+from hpcbench.campaign.cells import fail, measure_part
+from hpcbench.campaign.console import Console, Stopped
+from hpcbench.campaign.estimate import Lease
+from hpcbench.campaign.journal import Journal
+from hpcbench.campaign.spec import Campaign, Cell, SweepPart, TestbedPlan
+from hpcbench.campaign.state import held, state_root, testbed_state
+from hpcbench.deploy import DeployRequest, EnvRequest, VerifyRequest, deploy, destroy, verify
+from hpcbench.errors import UsageError
+from hpcbench.progress import format_duration
+from hpcbench.target import Target
+
+
+class TestbedLife:
+    """One testbed of the campaign in hand, from deploy to release. `finished` holds
+    its cells that got their final status; `still_held` says its destroy failed."""
+
+    def __init__(self, campaign: Campaign, journal: Journal, console: Console, base: Path,
+                 leases: dict[str, Lease | None], tb: TestbedPlan) -> None:  # fmt: skip
+        self.campaign, self.journal, self.console = campaign, journal, console
+        self.base, self.leases = base, leases  # the state folders' root; leases by testbed
+        self.tb = tb
+        self.finished: set[str] = set()
+        self.still_held = False
+
+    def say(self, text: str) -> None:
+        self.console.say(text)
+
+    def run(self, pending: list[Cell]) -> None:
+        """Measure the cells left, then release the testbed, on every path."""
+        tb = self.tb
+        failed = False
+        with testbed_state(state_root(self.campaign, tb, self.base)):
+            try:
+                if pending:
+                    failed = not self.measure_testbed(tb, pending)
+            except BaseException as err:  # Ctrl-C, a journal that cannot be written, a bug
+                why = ("interrupted" if isinstance(err, KeyboardInterrupt)
+                       else f"stopped by an error ({type(err).__name__}: {err})")  # fmt: skip
+                self.say(f"{why}: destroying what this testbed holds")
+                try:  # what it holds goes first; the journal is told after, if it can be
+                    self.teardown(tb, keep=False)
+                finally:
+                    self.back_to_pending([c for c in pending if c.id not in self.finished], why)
+                raise
+            try:
+                self.teardown(tb, keep=failed and tb.keep_on_failure)
+            except Stopped:  # said on the terminal, with what is held; go on with the next
+                self.still_held = True
+
+    def back_to_pending(self, cells: list[Cell], why: str) -> None:
+        """Cells a stop left unmeasured go back to pending, as far as the journal can be
+        written; a journal that cannot is said, not raised over what stopped the run."""
+        try:
+            for cell in cells:
+                self.journal.cell(cell, "pending", f"{why}: `campaign run --resume` runs it")
+        except Exception as err:  # the store's own error says where the record was kept
+            self.say(f"the journal could not be written ({err}); `campaign run --resume` "
+                     "measures these cells again")  # fmt: skip
+
+    def measure_testbed(self, tb: TestbedPlan, pending: list[Cell]) -> bool:
+        """deploy, verify, sweep; False when a phase failed or a cell did."""
+        console = self.console
+        try:
+            if tb.deployed:
+                with console.phase(tb, "deploy") as record:
+                    self.write_group_vars(tb)
+                    settings, booked = self.with_lease(tb)
+                    try:
+                        deploy(DeployRequest(tb.env, settings))
+                    except (UsageError, RuntimeError) as err:
+                        raise Stopped(f"deploy: {err}") from None
+                    if booked is not None:
+                        record["lease"] = booked
+                for cell in pending:
+                    self.journal.cell(cell, "deployed")
+            with console.phase(tb, "verify"):
+                self.verify_testbed(tb)
+            for cell in pending:
+                self.journal.cell(cell, "verified")
+        except Stopped as err:
+            fail(console, pending, self.finished, str(err))
+            return False
+        ok = True
+        for part in tb.parts:
+            todo = [c for c in part.cells if c in pending]
+            if todo:
+                ok = measure_part(console, tb, part, todo, self.finished) and ok
+        return ok
+
+    def with_lease(self, tb: TestbedPlan
+                   ) -> tuple[tuple[tuple[str, str], ...], dict[str, Any] | None]:  # fmt: skip
+        """The testbed's settings with its lease sized from the plan (estimate.lease),
+        and what the journal keeps of the lease for `campaign status`."""
+        lease = self.leases.get(tb.name)
+        if lease is None or not lease.value:
+            return tb.settings, None
+        self.say(f"lease: {lease.variable} {lease.value} ({lease.source})")
+        settings = tuple((k, v) for k, v in tb.settings if k != lease.variable)
+        ends = time.time() + lease.minutes * 60 if lease.minutes else None
+        return (*settings, (lease.variable, lease.value)), {
+            "variable": lease.variable, "value": lease.value, "ends_at": ends}
+
+    def verify_testbed(self, tb: TestbedPlan) -> None:
+        """A deployed testbed's testinfra checks; a stack check on one node of the
+        others (a job on the partition, a process on the first host)."""
+        if tb.deployed:
+            rc = verify(VerifyRequest(tb.env))
+            if rc != 0:
+                raise Stopped(f"verify: the testbed's checks failed (pytest exit {rc}); "
+                              f"see {self.console.log_path(tb)}")  # fmt: skip
+            return
+        part = widest(tb)
+        try:
+            result = readiness.check(Target.resolve(part.target), part.workload)
+        except (UsageError, RuntimeError) as err:
+            raise Stopped(f"verify: {err}") from None
+        for c in result.checks:
+            print(f"{'ok' if c.get('ok') else 'FAILED'}: {c.get('name')}: {c.get('detail')}")
+        if result.queue_wait_s is not None:
+            self.say(f"check job waited {format_duration(result.queue_wait_s)} in the queue")
+        if not result.ok:
+            raise Stopped(f"verify: {result.why}")
+
+    def write_group_vars(self, tb: TestbedPlan) -> None:
+        """The campaign's Ansible variables for this testbed, beside the inventory
+        Terraform renders (the last inventory source: its group_vars win)."""
+        folder = paths.ensure_env_state(tb.env) / "group_vars"
+        target = folder / "all.yml"
+        if not tb.ansible:
+            target.unlink(missing_ok=True)
+            return
+        folder.mkdir(mode=0o700, exist_ok=True)
+        text = f"# written by `hpcbench campaign run` from {self.campaign.path}\n"
+        target.write_text(text + yaml.safe_dump(tb.ansible, default_flow_style=False))
+
+    def teardown(self, tb: TestbedPlan, keep: bool) -> None:
+        """destroy, unless the testbed failed and the campaign keeps failures; either way
+        the terminal says what is still held and how to release it, whatever failed on
+        the way (the destroy, the journal, the terminal itself). A partition or a host
+        list holds nothing: each job or run was cancelled or ended with its run."""
+        if not tb.deployed:
+            return
+        if not held(tb.env):
+            shutil.rmtree(paths.env_state(tb.env), ignore_errors=True)
+            return
+        if keep:
+            self.journal.phase(tb, "keep", "ok", 0.0, "kept on failure for debugging")
+            self.say(f"kept for debugging (keep_on_failure): HPCBENCH_STATE={paths.state_root()} "
+                     f"python -m hpcbench verify --env {tb.env}; `python -m hpcbench campaign "
+                     f"destroy {self.campaign.path} --testbed {tb.name}` removes it")  # fmt: skip
+            return
+        try:
+            with self.console.phase(tb, "destroy"):
+                try:
+                    rc = destroy(EnvRequest(tb.env))
+                except (UsageError, RuntimeError) as err:
+                    raise Stopped(f"destroy: {err}") from None
+                if rc != 0:
+                    raise Stopped("destroy: some paid resources are still held")
+            states = self.journal.cell_states()
+            for cell in tb.cells:  # what was deployed or verified is so no longer
+                if cell.id in states and states[cell.id].status in ("deployed", "verified"):
+                    self.journal.cell(cell, "pending", "its testbed was destroyed before it "
+                                      "was measured")  # fmt: skip
+        except BaseException:
+            self.tell_what_is_held(tb)
+            raise
+
+    def tell_what_is_held(self, tb: TestbedPlan) -> None:
+        """What the testbed still holds and how to release each thing, by every way left:
+        the terminal and the testbed's log; neither failing stops the other."""
+        lines = [f"STILL HELD: {what}" for what in held(tb.env)]
+        lines += [lease.by_hand() for lease in leases.held(paths.env_state(tb.env))]
+        if not lines:
+            return
+        lines.append(f"to retry: python -m hpcbench campaign destroy {self.campaign.path} "
+                     f"--testbed {tb.name}")  # fmt: skip
+        for line in lines:
+            with contextlib.suppress(OSError, ValueError):
+                self.say(line)
+        with contextlib.suppress(OSError), self.console.log_path(tb).open("a") as log:
+            log.write("".join(f"{line}\n" for line in lines))
+
+
+def widest(tb: TestbedPlan) -> SweepPart:
+    """The part with the most workers per node: what a partition must accept."""
+    return max(tb.parts, key=lambda p: p.gpus_per_node)

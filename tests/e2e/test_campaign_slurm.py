@@ -1,0 +1,194 @@
+"""Every kind of testbed in one campaign, end to end (issue 27): two Slurm partitions of
+the e2e testbed, reached as an LRZ user reaches a login node (sbatch over SSH, host key
+checked), beside a local testbed the campaign deploys and destroys, into one report.
+
+The e2e testbed (conftest.E2E_VARS) runs Slurm with two partitions that differ in
+their links: `fast` is node1 and node2 at 1 Gbit/s, `slow` node1 and node3, whose
+link is shaped to 200 Mbit/s (node_link_rates). The tests show that a partition that
+does not exist stops the campaign before anything runs or is deployed; that Ctrl-C
+cancels the job in flight (squeue shows none of the campaign's jobs after); that
+`--resume` runs what is left, within the bound `campaign plan` gave; and that the
+report describes and compares the three systems, the slow partition's 2-node runs
+slower than the fast one's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hpcbench import analysis, testbed
+from tests.e2e.conftest import E2E_VARS, DeployedTestbed
+from tests.interrupt import as_from_a_terminal
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+SWEEP = {"model": "resnet18", "image_size": 32, "batch": [4], "nodes": [1, 2], "repeats": 1,
+         "warmup": 1, "windows": 2, "steps": 2, "data_workers": 0, "device": "cpu",
+         "timeout": 300, "probe_max_bytes": "1M", "backend": "ddp"}  # fmt: skip
+# The campaign's own local testbed: a name, subnet and ports of its own, one node.
+BUILT = {"name": "hpcbench-e2ec", "subnet": "172.30.19.0/24", "ssh_port_base": 22960,
+         "jupyter_port": 28989, "node_count": 1, "cpus_per_node": 0.6,
+         "link_rate": "1gbit"}  # fmt: skip
+
+
+def head(bed: DeployedTestbed) -> testbed.Node:
+    return testbed.load_inventory(bed.state / "local" / "inventory.yml").head_node()
+
+
+def partition(bed: DeployedTestbed, name: str) -> dict:
+    """A testbed of the campaign file: a partition of the e2e testbed over SSH."""
+    access = head(bed).access
+    assert access is not None
+    return {"name": name, "title": f"e2e Slurm, partition {name}", "slurm": {
+        "partition": name, "nodes": 2, "login": f"{access.user}@{access.host}:{access.port}",
+        "ssh_key": access.key_file, "known_hosts": access.known_hosts,
+        "python": "/opt/hpcbench/venv/bin/python", "bench_dir": "/opt/hpcbench/bench",
+        "time": "10m", "queue_wait": "10m"}}  # fmt: skip
+
+
+def campaign_file(bed: DeployedTestbed, tmp: Path, *partitions: str) -> Path:
+    data = {"name": "mixed", "out": str(tmp / "results"), "sweep": SWEEP, "testbeds": [
+        *(partition(bed, p) for p in partitions),
+        {"name": "built", "env": "local", "title": "local, deployed by the campaign",
+         "settings": BUILT, "sweep": {"nodes": 1}},
+    ]}  # fmt: skip
+    path = tmp / "mixed.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def squeue(bed: DeployedTestbed) -> list[str]:
+    """The job names Slurm holds, running or queued."""
+    proc = subprocess.run(["docker", "exec", f"{E2E_VARS['name']}-node1", "squeue", "--noheader",
+                           "--format=%j"], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def built_containers() -> list[str]:
+    return subprocess.run(["docker", "ps", "-a", "--filter", f"name={BUILT['name']}",
+                           "--format", "{{.Names}}"], capture_output=True, text=True,
+                          check=True).stdout.split()  # fmt: skip
+
+
+def journal(tmp: Path) -> list[dict]:
+    path = tmp / "results" / "results.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
+
+
+def run(bed: DeployedTestbed, tmp: Path, path: Path, *args: str, stop_when=None
+        ) -> tuple[int, str, float]:  # fmt: skip
+    """`campaign run` as from a terminal; Ctrl-C (SIGINT to its process group) once
+    `stop_when(journal)` says so. Its exit status, output and wall time."""
+    log = tmp / f"run-{len(list(tmp.glob('run-*.out')))}.out"
+    started = time.monotonic()
+    with log.open("w") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "hpcbench", "campaign", "run", str(path),
+                                 *args], cwd=REPO, env=bed.environ, stdout=sink,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                preexec_fn=as_from_a_terminal)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 2400
+        while proc.poll() is None:
+            if stop_when is not None and stop_when(journal(tmp)):
+                os.killpg(proc.pid, signal.SIGINT)
+                proc.wait(timeout=600)
+                break
+            assert time.monotonic() < deadline, log.read_text()[-4000:]
+            time.sleep(1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    return proc.returncode, log.read_text(), time.monotonic() - started
+
+
+def test_a_partition_that_does_not_exist_stops_the_campaign_before_anything_runs(
+    testbed: DeployedTestbed, tmp_path: Path
+) -> None:
+    path = campaign_file(testbed, tmp_path, "fast", "nosuch")
+    proc = testbed.hpcbench("campaign", "run", str(path), timeout=600)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    err = proc.stderr.strip().splitlines()
+    assert err[-1].startswith(f"hpcbench: error: {path}: testbeds[1] (nosuch): partition "
+                              "'nosuch' does not exist on 127.0.0.1"), err  # fmt: skip
+    # Nothing measured, submitted or deployed: the stores, Slurm's queue, Docker.
+    assert not [p for p in (tmp_path / "results").glob("*/results.jsonl")]
+    assert not [j for j in squeue(testbed) if j.startswith("hpcbench")]
+    assert built_containers() == []
+
+
+def test_two_partitions_and_a_deployed_testbed_in_one_report(
+    testbed: DeployedTestbed, tmp_path: Path
+) -> None:
+    path = campaign_file(testbed, tmp_path, "fast", "slow")
+
+    def fast_cell_measured(records: list[dict]) -> bool:
+        return any(r.get("kind") == "cell" and r.get("testbed") == "fast"
+                   and r.get("status") == "measured" for r in records)  # fmt: skip
+
+    rc, out, _ = run(testbed, tmp_path, path, stop_when=fast_cell_measured)
+    assert rc == 130, out[-4000:]
+    assert "interrupted" in out
+    # Ctrl-C cancelled the job in flight: Slurm holds none of the campaign's jobs.
+    assert not [j for j in squeue(testbed) if j.startswith("hpcbench")], squeue(testbed)
+    assert built_containers() == []  # the deployed testbed's turn had not come
+
+    plan = testbed.hpcbench("campaign", "plan", str(path))
+    assert plan.returncode == 0, plan.stderr
+    most = re.search(r"^total: wall about \S+ \(up to (\S+)\)", plan.stdout, re.M)
+    assert most, plan.stdout[-2000:]
+    rc, out, took = run(testbed, tmp_path, path, "--resume")
+    assert rc == 0, out[-6000:]
+    assert "check job waited" in out and "queued" in out  # each job's queue wait, as it ran
+    # The plan's bound held for what was left (issue 28: a lease is sized from it).
+    assert took <= duration_s(most[1]), (took, most[1], plan.stdout[-3000:])
+    states = {}
+    for r in journal(tmp_path):
+        if r.get("kind") == "cell":
+            states[r["cell"]] = (r["testbed"], r["status"])
+    assert {s for _, s in states.values()} == {"measured"}
+    assert {t for t, _ in states.values()} == {"fast", "slow", "built"}
+    assert built_containers() == []  # deployed, measured and destroyed
+
+    # One report, three systems, each described from what its nodes reported.
+    report = tmp_path / "results"
+    systems = {s["testbed"]: s for s in json.loads((report / "systems.json").read_text())}
+    assert {k: s["kind"] for k, s in systems.items()} == {
+        "fast": "slurm", "slow": "slurm", "built": "deployed"}  # fmt: skip
+    assert systems["fast"]["where"].startswith("partition fast via root@127.0.0.1")
+    assert systems["fast"]["queue_wait_per_job"].startswith("median ")
+    assert "GB/s" in systems["slow"]["measured_bus_bandwidth"]  # probed, not assumed
+    text = (report / "report.md").read_text()
+    for title in ("e2e Slurm, partition fast", "e2e Slurm, partition slow",
+                  "local, deployed by the campaign"):  # fmt: skip
+        assert title in text
+
+    def two_node_rate(name: str) -> float:
+        lines = (report / name / "results.jsonl").read_text().splitlines()
+        runs = [json.loads(x) for x in lines if '"kind": "run"' in x]
+        [two] = [r for r in runs if r["workers"] == 2 and r["status"] == "ok"]
+        assert isinstance(two.get("queue_wait_s"), int | float)
+        return analysis.run_stats(two)["images_per_sec"]
+
+    # node3's link is a fifth of the others': the slow partition's 2-node runs lose more.
+    assert two_node_rate("slow") < two_node_rate("fast")
+
+
+def duration_s(text: str) -> float:
+    """hpcbench.progress.format_duration's text back in seconds: 1h02m, 5m38s, 42s."""
+    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text)
+    assert parts and text, text
+    h, m, s = (int(x or 0) for x in parts.groups())
+    return h * 3600 + m * 60 + s
