@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -248,12 +249,39 @@ def read_yaml(path: Path) -> Any:
     if len(text) > 1_000_000:
         raise UsageError(f"{path}: over 1 MB; a campaign file is a page of YAML")
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise UsageError(f"{path}: not valid YAML ({where}{problem})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: nested more than YAML can read") from None
+    if _too_big(data):
+        raise UsageError(f"{path}: its aliases refer to themselves or expand to over "
+                         f"{MAX_NODES} values: write the campaign out plainly")  # fmt: skip
+    return data
+
+
+MAX_NODES = 100_000  # values in a campaign file once its aliases are expanded
+
+
+def _too_big(data: Any) -> bool:
+    """Whether a document expands to more than MAX_NODES values or nests deeper than
+    64 (a self-referring alias does both): json.dumps of such a thing never ends."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    seen = 0
+    while stack:
+        node, depth = stack.pop()
+        seen += 1
+        if seen > MAX_NODES or depth > 64:
+            return True
+        if isinstance(node, dict):
+            stack += [(v, depth + 1) for v in node.values()]
+            stack += [(k, depth + 1) for k in node]
+        elif isinstance(node, list):
+            stack += [(v, depth + 1) for v in node]
+    return False
 
 
 # ------------------------------------------------------------------ checkers
@@ -311,13 +339,29 @@ def _setting(value: Any, path: str) -> str:
     """A Terraform variable's value as `deploy --var` takes it (lists and maps as JSON)."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int | float):
+    if isinstance(value, int) and abs(value) < 10**18:
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
         return str(value)
     if isinstance(value, list | dict):
-        return json.dumps(value, separators=(",", ":"))
+        try:  # JSON as Terraform reads it: no NaN, no infinity, no number past 18 digits
+            text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+        except (ValueError, TypeError):
+            raise _Problem(path, "must hold finite numbers, text and true/false") from None
+        if len(text) <= SETTING_MAX and not _huge_int(value):
+            return text
     if isinstance(value, str) and "\x00" not in value and len(value) <= SETTING_MAX:
         return value
-    raise _Problem(path, f"must be text, a number, true/false or a list (at most {SETTING_MAX})")
+    raise _Problem(path, f"must be text, a number of at most 18 digits, true/false or a list "
+                   f"(at most {SETTING_MAX} characters)")  # fmt: skip
+
+
+def _huge_int(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_huge_int(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_huge_int(v) for v in value)
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**18
 
 
 def _duration(value: Any, path: str) -> int:

@@ -41,7 +41,8 @@ def test_deploy_creates_and_configures_every_node(testbed: DeployedTestbed) -> N
     assert len(testbed.docker_names("container")) == nodes
     assert (testbed.state / "local" / "inventory.yml").is_file()
     assert re.search(rf"deployed local: {nodes} nodes", proc.stdout)
-    assert "TASK [slurm : Run a job step on every node]" in proc.stdout
+    assert "TASK [slurm : Run a job step on all nodes of each partition]" in proc.stdout
+    assert "TASK [slurm : Check that each partition is up and holds its nodes]" in proc.stdout
 
 
 def test_verify_passes_on_the_deployed_testbed(testbed: DeployedTestbed) -> None:
