@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +258,39 @@ def test_apply_that_hangs_is_stopped_with_the_limit_named(
     pid = [c["pid"] for c in fake_tf.calls() if c["argv"][0] == "apply"][0]
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+    assert not (fake_tf.state / "apply.plan").exists()
+
+
+def test_ctrl_c_while_terraform_applies_stops_it_and_leaves_nothing_running(
+    fake_tf: FakeTf,
+) -> None:
+    # Ctrl-C from a terminal (SIGINT to the process group) while `terraform apply` runs,
+    # not only while Ansible does (tests/e2e/test_faults.py): terraform is asked to stop,
+    # gone when hpcbench exits, in one line, and the saved plan with it.
+    from tests.interrupt import as_from_a_terminal
+
+    fake_tf.scenario({"apply": "hang"})
+    proc = subprocess.Popen([sys.executable, "-m", "hpcbench", "deploy", "--env", "local",
+                             "--skip-ansible"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, preexec_fn=as_from_a_terminal,
+                            cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    try:
+        for _ in range(600):  # bounded: 60 s for the apply to start
+            applies = [c for c in fake_tf.calls() if c["argv"][0] == "apply"]
+            if applies:
+                break
+            time.sleep(0.1)
+        assert applies, proc.communicate(timeout=30)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    assert proc.returncode == 130, (out, err)
+    assert err.strip().splitlines()[-1] == "hpcbench: interrupted", err
+    with pytest.raises(ProcessLookupError):
+        os.kill(applies[0]["pid"], 0)  # terraform ended with hpcbench, not after it
     assert not (fake_tf.state / "apply.plan").exists()
 
 
