@@ -7,13 +7,17 @@ touches a testbed the user deployed with `make deploy ENV=local`.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.interrupt import as_from_a_terminal
 
 REPO = Path(__file__).resolve().parents[2]
 E2E_VARS = {
@@ -64,6 +68,32 @@ class DeployedTestbed:
             if names:
                 rm = ["docker", kind, "rm", *(["-f"] if kind == "container" else []), *names]
                 subprocess.run(rm, capture_output=True, check=True)
+
+
+def campaign_run(file: Path, args: tuple[str, ...], environ: dict[str, str], log: Path,
+                 interrupt: Callable[[], bool]) -> int:  # fmt: skip
+    """`campaign run FILE ARGS` as from a terminal, its output in `log`; `interrupt()` is
+    asked every second (bounded: 40 minutes) and True presses Ctrl-C (SIGINT to its
+    process group). Its exit status."""
+    with log.open("w") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "hpcbench", "campaign", "run", str(file),
+                                 *args], cwd=REPO, env=environ, stdout=sink,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                preexec_fn=as_from_a_terminal)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 2400
+        while proc.poll() is None:
+            if interrupt():
+                os.killpg(proc.pid, signal.SIGINT)
+                proc.wait(timeout=600)
+                break
+            assert time.monotonic() < deadline, log.read_text()[-4000:]
+            time.sleep(1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    return proc.returncode
 
 
 def var_args(**overrides: str) -> list[str]:

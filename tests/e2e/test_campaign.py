@@ -29,10 +29,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +41,7 @@ import yaml
 from hpcbench import analysis
 from hpcbench.campaign import spec
 from hpcbench.campaign.state import state_root
-from tests.interrupt import as_from_a_terminal
+from tests.e2e.conftest import campaign_run
 
 pytestmark = pytest.mark.e2e
 
@@ -118,30 +116,15 @@ class Campaign:
         """`campaign run` as from a terminal, looking at each testbed once it is deployed;
         Ctrl-C (SIGINT to its process group) once `stop` says so of the cell states."""
         log = self.root / f"run-{len(list(self.root.glob('run-*.out')))}.out"
-        with log.open("w") as sink:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "hpcbench", "campaign", "run", str(self.file), *args],
-                cwd=REPO, env=self.environ, stdout=sink, stderr=subprocess.STDOUT, text=True,
-                start_new_session=True, preexec_fn=as_from_a_terminal,
-            )  # fmt: skip
-        try:
-            deadline = time.monotonic() + 2400
-            while proc.poll() is None:
-                states = self.cell_states()
-                for s in states.values():
-                    if s["status"] in ("deployed", "verified") and s["testbed"] not in self.seen:
-                        self.seen[s["testbed"]] = self.look(s["testbed"])
-                if stop is not None and stop(states):
-                    os.killpg(proc.pid, signal.SIGINT)
-                    proc.wait(timeout=600)
-                    break
-                assert time.monotonic() < deadline, log.read_text()[-4000:]
-                time.sleep(1)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
-        return proc.returncode, log.read_text()
+
+        def watch() -> bool:
+            states = self.cell_states()
+            for s in states.values():
+                if s["status"] in ("deployed", "verified") and s["testbed"] not in self.seen:
+                    self.seen[s["testbed"]] = self.look(s["testbed"])
+            return stop is not None and stop(states)
+
+        return campaign_run(self.file, args, self.environ, log, watch), log.read_text()
 
     def look(self, testbed: str) -> dict:
         """A deployed testbed's leases, whether the PEM's password is in its state, and

@@ -15,11 +15,8 @@ slower than the fast one's.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -27,8 +24,7 @@ import pytest
 import yaml
 
 from hpcbench import analysis, testbed
-from tests.e2e.conftest import E2E_VARS, DeployedTestbed
-from tests.interrupt import as_from_a_terminal
+from tests.e2e.conftest import E2E_VARS, DeployedTestbed, campaign_run
 
 pytestmark = pytest.mark.e2e
 
@@ -89,29 +85,13 @@ def journal(tmp: Path) -> list[dict]:
 
 def run(bed: DeployedTestbed, tmp: Path, path: Path, *args: str, stop_when=None
         ) -> tuple[int, str, float]:  # fmt: skip
-    """`campaign run` as from a terminal; Ctrl-C (SIGINT to its process group) once
-    `stop_when(journal)` says so. Its exit status, output and wall time."""
+    """`campaign run` as from a terminal; Ctrl-C once `stop_when(journal)` says so. Its
+    exit status, output and wall time."""
     log = tmp / f"run-{len(list(tmp.glob('run-*.out')))}.out"
     started = time.monotonic()
-    with log.open("w") as sink:
-        proc = subprocess.Popen([sys.executable, "-m", "hpcbench", "campaign", "run", str(path),
-                                 *args], cwd=REPO, env=bed.environ, stdout=sink,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                                preexec_fn=as_from_a_terminal)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 2400
-        while proc.poll() is None:
-            if stop_when is not None and stop_when(journal(tmp)):
-                os.killpg(proc.pid, signal.SIGINT)
-                proc.wait(timeout=600)
-                break
-            assert time.monotonic() < deadline, log.read_text()[-4000:]
-            time.sleep(1)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-    return proc.returncode, log.read_text(), time.monotonic() - started
+    code = campaign_run(path, args, bed.environ, log,
+                        lambda: stop_when is not None and stop_when(journal(tmp)))  # fmt: skip
+    return code, log.read_text(), time.monotonic() - started
 
 
 def test_a_partition_that_does_not_exist_stops_the_campaign_before_anything_runs(
