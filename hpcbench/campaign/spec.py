@@ -674,6 +674,8 @@ def _slurm(value: Any, path: str
         try:
             if key == "login":  # alone it lacks --slurm-python: its own syntax only
                 parse_login(own[0].partition("=")[2])
+            elif key in ("ssh_key", "known_hosts"):  # alone they lack the login they are for
+                check_path(own[0].partition("=")[2], flag)
             else:
                 _parse(own, ["--env", "slurm", "--out", "results"])
         except UsageError as err:

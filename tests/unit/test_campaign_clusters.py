@@ -78,6 +78,15 @@ def test_a_partitions_identity_is_what_it_measures_not_how_long_it_may_wait(tmp_
     assert [c.id for c in spec.load(write(tmp_path, other)).testbeds[0].cells] != ids
 
 
+def test_a_partitions_key_and_known_hosts_go_with_its_login(tmp_path):
+    keyed = MIXED.replace("login: me@login.example.org,", "login: me@login.example.org, "
+                          f"ssh_key: {tmp_path / 'key'}, known_hosts: {tmp_path / 'kh'},")
+    target = spec.load(write(tmp_path, keyed)).testbeds[0].parts[0].target
+    login = target.slurm.login
+    assert login is not None and login.key_file == str(tmp_path / "key")
+    assert login.known_hosts == str(tmp_path / "kh")
+
+
 BAD = [
     ("testbeds[0]", "- name: fast\n", "- name: fast\n    env: local\n", None,
      "give one of env:"),
@@ -90,6 +99,8 @@ BAD = [
     ("testbeds[0].slurm.time", "time: 10m", "time: soon", None, "duration"),
     ("testbeds[0].sweep.nodes", "nodes: 2, login", "nodes: 1, login", None,
      "slurm: nodes gives 1"),
+    ("testbeds[0].slurm", "login: me@login.example.org,", "ssh_key: /k, known_hosts: /kh,",
+     None, "is for --slurm-login: give both, or neither"),
     ("testbeds[1].hosts", "[h1:1, h2:1]", "[h1:1, h1:1]", None, "listed twice"),
     ("testbeds[1].settings", "hosts: [h1:1, h2:1]", "hosts: [h1:1, h2:1]\n    settings: {{a: 1}}",
      None, "is for testbeds hpcbench deploys"),
