@@ -2,7 +2,10 @@
 
 Each record goes to disk as one write() of a whole line on an O_APPEND
 descriptor followed by fsync, so a killed sweep loses at most the run in
-flight; a torn last line (power loss mid-write) is skipped on reading, and so
+flight; a write that fails (a full disk, a short write) is cut off again, so the
+file is as it was. The file is never opened through a symbolic link (O_NOFOLLOW:
+one planted at results.jsonl is refused, the file it points at untouched). A torn
+last line (power loss mid-write, an older hpcbench) is skipped on reading, and so
 is any line that is not a record analysis can use (named on stderr, counted
 in `Store.skipped`), so a damaged store still reports and resumes.
 
@@ -15,9 +18,11 @@ record is (StoreWriteError: exit status 1).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -206,6 +211,10 @@ def _finite(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+# Why an append was refused: a link where the store writes would send the record to
+# the file it points at (outside the folder, perhaps); the user removes it.
+LINK_REFUSED = "a symbolic link, which hpcbench never writes through (remove it)"
+
 # How many skipped lines are named one by one on stderr; the rest are counted.
 NAMED_PROBLEMS = 5
 
@@ -241,6 +250,22 @@ def _write_new(path: Path | None, data: bytes) -> str:
     finally:
         os.close(fd)
     return name
+
+
+def _open_results(path: Path) -> int:
+    """The results file for appending, never through a link planted at its name
+    (O_NOFOLLOW), and only a regular file (a FIFO or device there is refused)."""
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise OSError(err.errno, LINK_REFUSED) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"{RESULTS_FILE} is not a regular file")
+    return fd
 
 
 class Store:
@@ -290,6 +315,8 @@ class Store:
     def _write_problem(self) -> str | None:
         if self.dir.exists() and not self.dir.is_dir():
             return "a file, not a folder"
+        if self.path.is_symlink():
+            return f"its {RESULTS_FILE} is {LINK_REFUSED}"
         if self.path.exists() and not (self.path.is_file() and os.access(self.path, os.W_OK)):
             return f"its {RESULTS_FILE} is not a writable file"
         where = _nearest_existing(self.dir)
@@ -300,16 +327,23 @@ class Store:
 
     def _append(self, data: bytes) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = _open_results(self.path)
         try:
             # After a torn last line, start on a fresh line so only the torn record is lost.
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 data = b"\n" + data
-            written = os.write(fd, data)
-            if written != len(data):  # a short write would leave a torn line
-                raise OSError(f"short write to {self.path}: {written} of {len(data)} bytes")
-            os.fsync(fd)
+            try:
+                written = os.write(fd, data)
+                if written != len(data):  # a short write would leave a torn line
+                    raise OSError(f"short write: {written} of {len(data)} bytes")
+                os.fsync(fd)
+            except BaseException:
+                # Whatever part of the line got in goes again (the record is kept elsewhere):
+                # the store is as it was, byte for byte.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise
         finally:
             os.close(fd)
 
@@ -357,11 +391,8 @@ class Store:
         if not self.exists():
             return
         for number, raw in self._lines():
-            if not raw.endswith(b"\n"):
-                print(
-                    f"hpcbench: {self.path}:{number}: skipping a torn last line",
-                    file=sys.stderr,
-                )
+            if not raw.endswith(b"\n"):  # cut off mid-write (a crash, an older hpcbench)
+                self._skip(number, "a torn last line")
                 break
             try:
                 record = json.loads(
