@@ -22,6 +22,7 @@ import errno
 import json
 import math
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -33,6 +34,7 @@ from typing import Any
 import jsonschema
 
 from hpcbench import locks
+from hpcbench.cli import one_line
 from hpcbench.errors import UsageError
 from hpcbench.specs import MAX_BATCH, MAX_NODES, MAX_SLOTS
 
@@ -85,14 +87,29 @@ def run_key(record: dict[str, Any]) -> tuple:
 # The one schema of a record, as the store writes it and as the report may read it:
 # the fields analysis and the report use, their types and their bounds (a record of
 # 10**18 nodes would have the report allocate for them). What does not fit is skipped.
+# Every number analysis computes with is bounded far beyond any measurement and far
+# below a double's limits, so that no sum, product or quotient of them overflows
+# (1e308 + 1e308, 8 images / 5e-324 s): a window of a nanosecond or a year is no
+# measurement, nor a petabyte of gradients.
 _COUNT = {"type": "integer", "minimum": 1}
-_SECONDS = {"type": "number", "exclusiveMinimum": 0}
-_NUMBER_OR_NULL = {"type": ["number", "null"]}
+_MAX_S = 1e7  # seconds: a window, a run, an all-reduce (four months)
+_MAX_BYTES = 1e15  # bytes, and bytes per second
+_SECONDS = {"type": "number", "minimum": 1e-9, "maximum": _MAX_S}
+_BYTES = {"type": "number", "exclusiveMinimum": 0, "maximum": _MAX_BYTES}
+_SHARE_OR_NULL = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
 _SCALAR = {"type": ["string", "number", "null"]}
+_TEXT = {"type": "string"}
 _RUN = {
-    "required": ["nodes", "workers", "batch", "repeat", "status"],
+    # The series' names are text and its sizes whole numbers in every record (a report
+    # sorts and joins them): a store whose records mix 3 and "a" has those skipped.
+    "required": ["env", "model", "backend", "batch", "image_size", "data", "nodes", "workers",
+                 "gpus_per_node", "repeat", "status"],
     "properties": {
         **{f: _SCALAR for f in CONFIG_FIELDS},
+        "env": _TEXT, "model": _TEXT, "backend": _TEXT, "data": _TEXT,
+        "method": {"type": ["string", "null"]},
+        "image_size": {"type": "integer", "minimum": 0, "maximum": 1 << 20},
+        "gpus_per_node": {**_COUNT, "maximum": MAX_SLOTS},
         "nodes": {**_COUNT, "maximum": MAX_NODES},
         "workers": {**_COUNT, "maximum": MAX_NODES * MAX_SLOTS},
         "batch": {**_COUNT, "maximum": MAX_BATCH},
@@ -106,17 +123,18 @@ _RUN = {
         },
         "rank_window_times": {
             "type": ["array", "null"],
-            "items": {"type": "array", "items": {"type": "number", "minimum": 0}},
+            "items": {"type": "array", "items": {"type": "number", "minimum": 0,
+                                                 "maximum": _MAX_S}},
         },
         "nodes_use": {
             "type": ["object", "null"],
             "properties": {"per_host": {"type": ["array", "null"], "items": {
                 "type": "object",
                 "properties": {
-                    "cpu_util": _NUMBER_OR_NULL,
+                    "cpu_util": {"type": ["number", "null"], "minimum": 0, "maximum": 1e3},
                     "net": {"type": ["object", "null"], "additionalProperties": {
-                        "properties": {"rx_bytes_per_s": {"type": "number"},
-                                       "tx_bytes_per_s": {"type": "number"}},
+                        "properties": {"rx_bytes_per_s": {**_BYTES, "minimum": 0},
+                                       "tx_bytes_per_s": {**_BYTES, "minimum": 0}},
                     }},
                 },
             }}},
@@ -126,10 +144,10 @@ _RUN = {
     "then": {
         "required": ["steps", "window_times"],
         "properties": {
-            "steps": _COUNT,
+            "steps": {**_COUNT, "maximum": 10**9},
             "window_times": {"type": "array", "minItems": 1, "items": _SECONDS},
-            "data_time_fraction": _NUMBER_OR_NULL,
-            "allreduce_bytes": _NUMBER_OR_NULL,
+            "data_time_fraction": _SHARE_OR_NULL,
+            "allreduce_bytes": {"type": ["number", "null"], "minimum": 0, "maximum": _MAX_BYTES},
         },
     },
 }  # fmt: skip
@@ -141,7 +159,19 @@ _PROBE = {
         "nodes": {**_COUNT, "maximum": MAX_NODES},
         "workers": {**_COUNT, "maximum": MAX_NODES * MAX_SLOTS},
         "status": {"type": "string"},
-        "cpus": {"type": ["number", "null"], "exclusiveMinimum": 0},
+        "cpus": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1e6},
+        # bench/allreduce.py's CPU-work phase on CPU nodes (hpcbench.prediction reads it)
+        "cpu_work": {"type": ["object", "null"], "properties": {
+            "lost_s_per_byte": {"type": ["number", "null"], "maximum": 1.0},
+            "background_share": {"type": ["number", "null"], "maximum": 1e3},
+            "allreduces": {"type": ["integer", "null"], "minimum": 0, "maximum": 10**9},
+            "bytes": _SCALAR,
+            "per_rank": {"type": ["array", "null"], "items": {
+                "type": "object",
+                "properties": {"wall_s": {"type": ["number", "null"], "minimum": 0,
+                                          "maximum": _MAX_S}},
+            }},
+        }},
     },
     "if": {"properties": {"status": {"const": "ok"}}},
     "then": {"required": ["results"], "properties": {"results": {
@@ -150,8 +180,9 @@ _PROBE = {
         "items": {
             "type": "object",
             "required": ["bytes", "time_s", "busbw"],
-            "properties": {"bytes": _SECONDS, "time_s": _SECONDS, "busbw": _SECONDS,
-                           "algbw": {"type": "number"}, "cpu_s": {"type": "number", "minimum": 0}},
+            "properties": {"bytes": {**_BYTES, "minimum": 1}, "time_s": _SECONDS,
+                           "busbw": _BYTES, "algbw": {"type": "number"},
+                           "cpu_s": {"type": "number", "minimum": 0, "maximum": _MAX_S}},
         },
     }}},
 }  # fmt: skip
@@ -166,7 +197,7 @@ _CONVERGENCE = {
                 "label": {"type": "string"},
                 "stopped": {"enum": ["target reached", "max repeats", "budget"]},
                 "runs": {"type": "integer", "minimum": 0},
-                "relative_ci": _NUMBER_OR_NULL,
+                "relative_ci": {"type": ["number", "null"]},
             },
         }},
     },
@@ -211,9 +242,25 @@ def _finite(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _integer(text: str) -> int | None:
+    """A JSON integer as read: one no float holds (10**400, whose float() raises in the
+    analysis; past 4300 digits int() itself refuses it) reads as null, as 1e400 does."""
+    if len(text.lstrip("-")) > len(str(int(sys.float_info.max))):
+        return None
+    value = int(text)
+    return value if abs(value) <= sys.float_info.max else None
+
+
 # Why an append was refused: a link where the store writes would send the record to
 # the file it points at (outside the folder, perhaps); the user removes it.
 LINK_REFUSED = "a symbolic link, which hpcbench never writes through (remove it)"
+
+# A JSON escape of half a UTF-16 pair: decoded alone it is text that no report, CSV or
+# terminal can write (UnicodeEncodeError), so a record holding one is skipped.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+# What a failed run that recorded no error text reads with.
+NO_ERROR_TEXT = "failed without an error text"
 
 # How many skipped lines are named one by one on stderr; the rest are counted.
 NAMED_PROBLEMS = 5
@@ -381,6 +428,7 @@ class Store:
             yield from enumerate(f, 1)
 
     def _skip(self, number: int, why: str) -> None:
+        why = one_line(why)  # it may quote a key of the line: a line break, a terminal escape
         self.skipped.append((number, why))
         if len(self.skipped) <= NAMED_PROBLEMS:
             print(f"hpcbench: {self.path}:{number}: skipping a line: {why}", file=sys.stderr)
@@ -395,14 +443,21 @@ class Store:
                 self._skip(number, "a torn last line")
                 break
             try:
-                record = json.loads(
-                    raw.decode("utf-8"), parse_float=_finite, parse_constant=lambda _: None
-                )
+                record = json.loads(raw.decode("utf-8"), parse_float=_finite,
+                                    parse_int=_integer, parse_constant=lambda _: None)  # fmt: skip
+                if _SURROGATE_ESCAPE.search(raw):  # "\ud800": text no file can hold if unpaired
+                    json.dumps(record, ensure_ascii=False).encode("utf-8")
             except UnicodeDecodeError:
                 self._skip(number, "not UTF-8 text")
                 continue
+            except UnicodeEncodeError:
+                self._skip(number, "text with an unpaired surrogate, which UTF-8 cannot hold")
+                continue
             except json.JSONDecodeError:
                 self._skip(number, "not JSON")
+                continue
+            except RecursionError:  # [[[[...]]]] deeper than the parser goes
+                self._skip(number, "JSON nested too deep")
                 continue
             if not isinstance(record, dict):
                 self._skip(number, "not a JSON object")
@@ -411,6 +466,9 @@ class Store:
             if problem:
                 self._skip(number, f"a {record['kind']} record whose {problem}")
                 continue
+            failed = record.get("kind") == "run" and record.get("status") != "ok"
+            if failed and not record.get("error", "").strip():
+                record["error"] = NO_ERROR_TEXT  # a failed run is told by its error's first line
             if kind is None or record.get("kind") == kind:
                 yield record
         if len(self.skipped) > NAMED_PROBLEMS:
