@@ -96,6 +96,7 @@ _MAX_S = 1e7  # seconds: a window, a run, an all-reduce (four months)
 _MAX_BYTES = 1e15  # bytes, and bytes per second
 _SECONDS = {"type": "number", "minimum": 1e-9, "maximum": _MAX_S}
 _BYTES = {"type": "number", "exclusiveMinimum": 0, "maximum": _MAX_BYTES}
+_RATE = {"type": "number", "minimum": 0, "maximum": _MAX_BYTES}  # an idle link's 0 too
 _SHARE_OR_NULL = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
 _SCALAR = {"type": ["string", "number", "null"]}
 _TEXT = {"type": "string"}
@@ -133,8 +134,7 @@ _RUN = {
                 "properties": {
                     "cpu_util": {"type": ["number", "null"], "minimum": 0, "maximum": 1e3},
                     "net": {"type": ["object", "null"], "additionalProperties": {
-                        "properties": {"rx_bytes_per_s": {**_BYTES, "minimum": 0},
-                                       "tx_bytes_per_s": {**_BYTES, "minimum": 0}},
+                        "properties": {"rx_bytes_per_s": _RATE, "tx_bytes_per_s": _RATE},
                     }},
                 },
             }}},

@@ -244,3 +244,15 @@ def test_a_torn_last_line_is_skipped_and_counted(tmp_path, capsys):
     assert store.skipped == [(2, "a torn last line")]
     assert cli.main(["report", "--out", str(tmp_path), "--format", "json"]) == 0
     assert ":2: skipping a line: a torn last line" in capsys.readouterr().err
+
+
+def test_the_edges_of_real_measurements_fit_the_schema(tmp_path):
+    """Bounds keep sums finite, not real figures out: an idle interface's 0 bytes/s,
+    no data wait, a probe's microsecond all-reduce."""
+    store = Store(tmp_path)
+    store.append(_record(0, data_time_fraction=0.0, allreduce_bytes=0, nodes_use={"per_host": [
+        {"cpu_util": 0.0, "net": {"ifb1": {"rx_bytes_per_s": 0.0, "tx_bytes_per_s": 0}}}]}))
+    store.append({"kind": "probe", "env": "localhost", "backend": "ddp", "nodes": 2,
+                  "workers": 2, "status": "ok", "results": [
+                      {"bytes": 4, "time_s": 2e-6, "busbw": 2e6, "algbw": 2e6}]})  # fmt: skip
+    assert len(store.runs()) == 1 and len(store.probes()) == 1 and store.skipped == []
