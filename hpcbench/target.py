@@ -103,7 +103,9 @@ class Target:
             placements=placements,
             master_addr="127.0.0.1" if here else first.address,
             master_port=free_port() if here else random.randint(29500, 29999),
-            iface="" if here else tb.iface,
+            # Gloo's and NCCL's sockets bind this interface's address: on this machine
+            # loopback (the localhost testbed's "lo"), never the LAN's.
+            iface=tb.iface,
             time_limit_s=time_limit_s,
         )
 
