@@ -8,7 +8,15 @@ from hpcbench.launchers.base import Command, Launcher, RunSpec
 class TorchrunLauncher(Launcher):
     """`torchrun --nnodes N --node-rank i --nproc-per-node s --master-addr A ...` per node.
 
-    A single node uses `--standalone` (a private rendezvous on a free port).
+    A single node too: `--standalone` would pick the c10d rendezvous
+    (torch/distributed/run.py:1098-1100), whose agent unpickles the rendezvous state
+    it reads from its store every monitoring interval
+    (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:448, called through
+    num_nodes_waiting() from elastic/agent/server/api.py:958), and that store listens
+    on every interface (docs/testbeds.md, "What a run exposes on the network"): bytes
+    anyone there wrote would run in the agent. The static rendezvous
+    (elastic/rendezvous/static_tcp_rendezvous.py:67) unpickles nothing. It needs
+    --master-port: without one, one node is switched to c10d (run.py:1114-1121).
     """
 
     name = "torchrun"
@@ -23,20 +31,20 @@ class TorchrunLauncher(Launcher):
         nodes = len(spec.placements)
         commands = []
         for rank, placement in enumerate(spec.placements):
-            argv = [spec.tool("torchrun"), "--nproc-per-node", str(placement.slots)]
-            if nodes == 1:
-                argv.append("--standalone")
-            else:
-                argv += [
-                    "--nnodes",
-                    str(nodes),
-                    "--node-rank",
-                    str(rank),
-                    "--master-addr",
-                    spec.master_addr,
-                    "--master-port",
-                    str(spec.master_port),
-                ]
-            argv += [spec.script, *spec.args]
+            argv = [
+                spec.tool("torchrun"),
+                "--nproc-per-node",
+                str(placement.slots),
+                "--nnodes",
+                str(nodes),
+                "--node-rank",
+                str(rank),
+                "--master-addr",
+                spec.master_addr,
+                "--master-port",
+                str(spec.master_port),
+                spec.script,
+                *spec.args,
+            ]
             commands.append(spec.on(placement, argv))
         return commands

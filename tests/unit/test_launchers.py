@@ -106,7 +106,9 @@ def test_horovodrun_mpi_controller_and_backend_check():
         HorovodrunLauncher(controller="nccl")
 
 
-def test_torchrun_single_node_is_standalone():
+def test_torchrun_single_node_is_a_static_rendezvous_not_standalone():
+    """--standalone's c10d rendezvous unpickles what its store holds; the store listens
+    on every interface (hpcbench.launchers.torchrun)."""
     [cmd] = TorchrunLauncher().commands(_spec([Placement("localhost", 2)]))
     assert cmd.argv == (
         *LEASH,
@@ -115,7 +117,14 @@ def test_torchrun_single_node_is_standalone():
         "/opt/hpcbench/venv/bin/torchrun",
         "--nproc-per-node",
         "2",
-        "--standalone",
+        "--nnodes",
+        "1",
+        "--node-rank",
+        "0",
+        "--master-addr",
+        "10.0.0.1",
+        "--master-port",
+        "29511",
         "train.py",
         "--model",
         "resnet18",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,10 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.launchers import LocalLauncher, TorchrunLauncher
+from hpcbench import paths
+from hpcbench.launchers import LocalLauncher, Placement, RunSpec, TorchrunLauncher
 from hpcbench.launchers.horovodrun import HorovodrunLauncher
+from hpcbench.schedulers import ProcessScheduler
 from hpcbench.specs import TargetSpec
-from hpcbench.target import Target
+from hpcbench.target import Target, free_port
 
 PINNED = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo", "HOROVOD_GLOO_IFACE": "lo"}
 
@@ -51,6 +54,29 @@ def test_the_command_lines_carry_the_testbeds_interface_and_master_address() -> 
         remote = shlex.split(command.local_argv()[-1])
         assert remote[remote.index("--master-addr") + 1] == spec.master_addr
         assert "GLOO_SOCKET_IFNAME=eth1" in remote and "NCCL_SOCKET_IFNAME=eth1" in remote
+
+
+# A worker that says which rendezvous its agent made: the static one serves the store
+# at the master port asked for; --standalone's c10d would serve it at a free port.
+WORKER = """
+import json, os
+print("HPCBENCH_RESULT " + json.dumps({"port": os.environ["MASTER_PORT"],
+                                       "addr": os.environ["MASTER_ADDR"]}), flush=True)
+"""
+
+
+def test_a_one_node_torchrun_run_meets_at_its_master_port_statically(tmp_path: Path) -> None:
+    torchrun = Path(sys.executable).with_name("torchrun")
+    if not torchrun.is_file():
+        pytest.skip("no torchrun beside this python")
+    shutil.copy(paths.BENCH_DIR / "leash.py", tmp_path)
+    (tmp_path / "worker.py").write_text(WORKER)
+    spec = RunSpec(script="worker.py", args=(), python=sys.executable, workdir=str(tmp_path),
+                   placements=(Placement("localhost", 1),), master_port=free_port(),
+                   iface="lo")  # fmt: skip
+    out = ProcessScheduler(TorchrunLauncher()).run(spec, timeout_s=120)
+    assert out.ok, out.error()
+    assert out.records == [{"port": str(spec.master_port), "addr": "127.0.0.1"}]
 
 
 # A rank of a local run: a two-rank Gloo group (its store a file, so that only Gloo's
