@@ -554,7 +554,8 @@ def convergence_lines(record: dict[str, Any]) -> list[str]:
             continue
         rel = c.get("relative_ci")  # a record may lack it (the store's schema allows that)
         ci = "no interval" if rel is None else f"CI {rel:.1%}"
-        why = {"budget": "--budget ran out", "max repeats": "--max-repeats reached"}[c["stopped"]]
+        why = {"budget": "--budget ran out", "max repeats": "--max-repeats reached",
+               "node unreachable": "a node it needs was unreachable"}[c["stopped"]]  # fmt: skip
         lines.append(
             f"{c['label']}: {ci} after {c['runs']} run(s), wider than --target-ci "
             f"{target:.1%}: {why}"

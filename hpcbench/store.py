@@ -195,7 +195,8 @@ _CONVERGENCE = {
             "required": ["label", "stopped", "runs"],
             "properties": {
                 "label": {"type": "string"},
-                "stopped": {"enum": ["target reached", "max repeats", "budget"]},
+                "stopped": {"enum": ["target reached", "max repeats", "budget",
+                                     "node unreachable"]},
                 "runs": {"type": "integer", "minimum": 0},
                 "relative_ci": {"type": ["number", "null"]},
             },

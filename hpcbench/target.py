@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 
-from hpcbench import launchers, locks, manifest, paths, schedulers, ssh, testbed
+from hpcbench import launchers, locks, manifest, paths, reach, schedulers, ssh, testbed
 from hpcbench.errors import UsageError
 from hpcbench.launchers import Launcher, Placement, RunSpec
 from hpcbench.launchers.slurm import SlurmLauncher
@@ -88,6 +88,10 @@ class Target:
             )
         return tuple(merged.values())
 
+    def nodes_of(self, nodes: int, workers: int) -> list[str]:
+        """The names of the nodes a configuration's runs go to."""
+        return [p.host for p in self.placements(nodes, workers)]
+
     def spec(
         self, script: str, args: list[str], nodes: int, workers: int, time_limit_s: int = 0
     ) -> RunSpec:
@@ -111,6 +115,12 @@ class Target:
 
     def run(self, spec: RunSpec, timeout_s: float, echo: bool = False) -> Outcome:
         return self.scheduler.run(spec, timeout_s=timeout_s, echo=echo)
+
+    def unreachable(self, spec: RunSpec) -> dict[str, str]:
+        """The run's nodes that do not answer now, with why, in seconds (reach.PREFLIGHT);
+        none to ask where every rank is a process here (--env localhost, --env slurm)."""
+        nodes = [reach.Target(p.host, p.access) for p in spec.placements if p.access is not None]
+        return reach.unreachable(nodes)
 
     def remote_nodes(self) -> list[testbed.Node]:
         needed = self.testbed.nodes[: max(self.node_counts)]

@@ -255,3 +255,23 @@ def test_reach_fails_on_a_refused_key_with_sshs_words(
     })  # fmt: skip
     with pytest.raises(bounded.Timeout, match="Permission denied"):
         reach.wait(inv, tmp_path / "known_hosts")
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh client")
+def test_unreachable_names_each_silent_or_refused_node_within_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HPCBENCH_PREFLIGHT_TIMEOUT_S", "1")
+    with socket.socket() as silent:  # accepts connections (the backlog) and says nothing
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        nodes = [
+            reach.Target("refused", reach.SshAccess("127.0.0.1", free_port())),
+            reach.Target("silent", reach.SshAccess("127.0.0.1", silent.getsockname()[1])),
+        ]
+        started = time.monotonic()
+        problems = reach.unreachable(nodes)
+    assert time.monotonic() - started < 5  # one bound for all, not one per node
+    assert problems["silent"] == "no answer in 1 s"
+    assert "Connection refused" in problems["refused"]
+    assert reach.unreachable([]) == {}
