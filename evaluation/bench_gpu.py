@@ -49,7 +49,7 @@ from typing import Any
 from cli import REPO, hpcbench, records
 
 sys.path.insert(0, str(REPO))
-from hpcbench import analysis  # noqa: E402  (run as a script from evaluation/)
+from hpcbench import analysis, launchers  # noqa: E402  (run as a script from evaluation/)
 
 TRAIN = REPO / "bench" / "train.py"
 PROBE = REPO / "bench" / "allreduce.py"
@@ -61,8 +61,7 @@ SHORT = ["--warmup", "5", "--windows", "3", "--steps", "5"]
 
 
 def torchrun(nproc: int) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
-            f"--nproc-per-node={nproc}"]
+    return launchers.torchrun.here(nproc)  # the static rendezvous a run uses, not c10d's
 
 
 def run_record(argv: list[str], timeout: int = 600) -> tuple[dict[str, Any] | None, str]:

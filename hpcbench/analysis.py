@@ -261,11 +261,16 @@ def _summarise_config(runs: list[dict[str, Any]]) -> ConfigSummary:
     return summary
 
 
+# A gradient timeline's seconds and bytes stay below this (a petabyte, three years),
+# so that the replay's sums of them stay finite; a timeline beyond it is not used.
+TIMELINE_MAX = 1e15
+
+
 def _timeline_ok(timeline: Any) -> bool:
     """A gradient timeline as bench/train.py writes it: [[seconds, bytes], ...]."""
     return isinstance(timeline, list) and bool(timeline) and all(
         isinstance(x, list) and len(x) == 2
-        and all(isinstance(v, int | float) and math.isfinite(v) and v >= 0 for v in x)
+        and all(isinstance(v, int | float) and 0 <= v <= TIMELINE_MAX for v in x)
         for x in timeline
     )  # fmt: skip
 
@@ -547,8 +552,10 @@ def convergence_lines(record: dict[str, Any]) -> list[str]:
     for c in record["configs"]:
         if c["stopped"] == "target reached":
             continue
-        ci = "no interval" if c["relative_ci"] is None else f"CI {c['relative_ci']:.1%}"
-        why = {"budget": "--budget ran out", "max repeats": "--max-repeats reached"}[c["stopped"]]
+        rel = c.get("relative_ci")  # a record may lack it (the store's schema allows that)
+        ci = "no interval" if rel is None else f"CI {rel:.1%}"
+        why = {"budget": "--budget ran out", "max repeats": "--max-repeats reached",
+               "node unreachable": "a node it needs was unreachable"}[c["stopped"]]  # fmt: skip
         lines.append(
             f"{c['label']}: {ci} after {c['runs']} run(s), wider than --target-ci "
             f"{target:.1%}: {why}"

@@ -11,12 +11,7 @@ import sys
 
 from hpcbench import options
 from hpcbench.campaign import commands as campaign_commands
-from hpcbench.errors import Parser, UsageError
-
-
-def one_line(text: str) -> str:
-    """A message as one line: control characters (a value's line break) escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+from hpcbench.errors import Parser, UsageError, one_line
 
 
 def build_parser() -> argparse.ArgumentParser:

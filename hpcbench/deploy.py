@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench import bounded, hostkeys, leases, reach
+from hpcbench import bounded, files, hostkeys, leases, reach
 from hpcbench.errors import UsageError
 from hpcbench.paths import (
     ANSIBLE_DIR,
@@ -156,12 +156,7 @@ def save_settings(env: str, values: dict[str, str], secret: set[str] = frozenset
     `sensitive` in the configuration as Terraform reports it)."""
     path = ensure_env_state(env) / "settings.json"
     kept = {k: v for k, v in values.items() if k not in secret and not looks_secret(k)}
-    tmp = path.with_suffix(".tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(json.dumps(kept, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    files.write_atomic(path, json.dumps(kept, indent=2, sort_keys=True) + "\n", 0o600)
 
 
 def controller_key(env: str) -> Path:

@@ -64,11 +64,33 @@ def as_json(records: Iterable[dict[str, Any]], **meta: Any) -> str:
     return json.dumps(document, indent=1, allow_nan=False) + "\n"
 
 
+# A text cell starting with one of these is a formula to a spreadsheet (=HYPERLINK(...),
+# @SUM(...), a DDE call); OWASP's rule for CSV injection is to prefix such a cell with a
+# single quote, which the spreadsheet shows as text. Titles and names come from files
+# anyone may write (a campaign, a store), so every text cell is treated so.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A value as a CSV cell: numbers as they are (-0.5 is a number), None empty, and
+    text that a spreadsheet would run as a formula neutralised with a leading quote."""
+    if value is None:
+        return ""
+    if isinstance(value, int | float):  # bool too: written True/False
+        return value
+    text = str(value)
+    return f"'{text}" if text.startswith(FORMULA_START) else text
+
+
 def as_csv(records: Iterable[dict[str, Any]], leading: tuple[str, ...] = ()) -> str:
-    """CSV with a header row; `leading` columns (e.g. testbed) before FIELDS."""
+    """CSV with a header row; `leading` columns (e.g. testbed) before FIELDS.
+
+    Rows end in CRLF (RFC 4180): the writer quotes a cell holding any character of the
+    line terminator, so a carriage return inside a name stays in its cell; with "\n"
+    alone it went unquoted and a reader started a new row (and cell) after it."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=[*leading, *FIELDS], lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=[*leading, *FIELDS], lineterminator="\r\n")
     writer.writeheader()
     for record in records:
-        writer.writerow({k: "" if v is None else v for k, v in record.items()})
+        writer.writerow({k: csv_cell(v) for k, v in record.items()})
     return buffer.getvalue()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from hpcbench import atomic
+from hpcbench import files
 from hpcbench.analysis import ConfigSummary
 
 if TYPE_CHECKING:
@@ -61,6 +61,6 @@ def efficiency_panel(
 
 
 def save_png(fig: Figure, path: Path) -> Path:
-    """The figure as a PNG at `path`, written whole (hpcbench.atomic)."""
-    atomic.write_with(path, lambda f: fig.savefig(f, dpi=100, format="png"))
+    """The figure as a PNG at `path`, written whole (hpcbench.files)."""
+    files.write_atomic(path, lambda f: fig.savefig(f, dpi=100, format="png"))
     return path

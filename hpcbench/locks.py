@@ -5,6 +5,7 @@ lock to clear by hand)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 from pathlib import Path
@@ -19,9 +20,13 @@ def hold(path: Path, busy: str) -> int:
     The descriptor is read-only (flock needs no more): a file open for writing would
     keep its file system from being remounted read-only for the holder's whole life."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+        # O_NOFOLLOW: a link planted at the lock's name would have O_CREAT make a file
+        # where it points (outside a results folder, say); it is refused instead.
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as err:
-        raise UsageError(f"cannot lock {path}: {err.strerror or err}") from None
+        why = "a symbolic link, which hpcbench never opens (remove it)" if (
+            err.errno == errno.ELOOP) else err.strerror or err  # fmt: skip
+        raise UsageError(f"cannot lock {path}: {why}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from hpcbench import atomic
+from hpcbench import files
 
 
 @dataclass(frozen=True)
@@ -90,12 +90,12 @@ class Page:
 
 
 def write(page: Page, folder: Path, stem: str = "report") -> tuple[Path, Path]:
-    """`<stem>.md` and `<stem>.html` in `folder`, each written whole (hpcbench.atomic);
+    """`<stem>.md` and `<stem>.html` in `folder`, each written whole (hpcbench.files);
     both are rendered first, so a page that cannot be rendered leaves both as they were."""
     md_text, html_text = to_markdown(page), to_html(page)
     md_path, html_path = folder / f"{stem}.md", folder / f"{stem}.html"
-    atomic.write_text(md_path, md_text)
-    atomic.write_text(html_path, html_text)
+    files.write_atomic(md_path, md_text)
+    files.write_atomic(html_path, html_text)
     return md_path, html_path
 
 

@@ -58,6 +58,14 @@ class Progress:
                 line += f", ETA {format_duration(eta)}"
             print(line, file=self.stream, flush=True)
 
+    def note(self, text: str) -> None:
+        """A line of its own between runs; on a terminal the bar stays at the bottom."""
+        if self.tty:
+            self.stream.write("\r\033[K" + text + "\n")
+            self._draw("")
+        else:
+            print(text, file=self.stream, flush=True)
+
     def _draw(self, note: str) -> None:
         filled = int(self.width * self.done / max(1, self.total))
         eta = self.eta()

@@ -13,6 +13,8 @@ Host keys are learned into the testbed's known_hosts on this first contact
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +26,12 @@ from hpcbench.testbed import load_inventory
 CONNECT_TIMEOUT_S = 10  # one ssh attempt's connect; ssh's own limit
 ATTEMPT_S = 30  # one whole attempt (through a bastion: two connects and two logins)
 PAUSE_S = 2.0
+# Before each run of a sweep: one `ssh ... true` per node it needs, all at once. A node
+# that died mid-sweep would otherwise cost each later run that needs it its whole
+# --timeout (the launcher waits for it); this bound is what it costs instead.
+PREFLIGHT = bounded.Limit(
+    "reaching a run's nodes before it starts", "HPCBENCH_PREFLIGHT_TIMEOUT_S", 10
+)
 
 
 @dataclass(frozen=True)
@@ -98,3 +106,24 @@ def wait(inventory: Path, known_hosts: Path, limit: bounded.Limit = bounded.REAC
             if time.monotonic() + PAUSE_S > deadline:
                 raise bounded.Timeout(f"ssh to {target.name} ({problem})", seconds, limit.variable)
             time.sleep(PAUSE_S)
+
+
+def unreachable(nodes: Sequence[Target], limit: bounded.Limit = PREFLIGHT) -> dict[str, str]:
+    """The nodes that do not answer one `ssh ... true` within limit, each with why (ssh's
+    last words, or no answer): probed at once, as the launch connects (the harness's own
+    host-key checks, SshAccess.argv), so the whole check takes one limit at most."""
+    seconds = limit.seconds()
+
+    def problem(target: Target) -> str | None:
+        try:  # the whole group: a ProxyCommand's process goes with its ssh
+            proc = bounded.run([*target.access.argv(), "true"], limit, capture=True,
+                               seconds=seconds, grace_s=1)  # fmt: skip
+        except bounded.Timeout:
+            return f"no answer in {seconds:.0f} s"
+        return None if proc.returncode == 0 else last_line(proc.stderr)
+
+    if not nodes:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+        whys = list(pool.map(problem, nodes))
+    return {t.name: why for t, why in zip(nodes, whys, strict=True) if why is not None}

@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from hpcbench import analysis, atomic, export, figures, page, prediction
+from hpcbench import analysis, export, figures, files, page, prediction
 from hpcbench.analysis import ConfigSummary
 from hpcbench.errors import UsageError
 from hpcbench.page import Block, Bullets, Image, Page, Paragraph, Section, Table
@@ -376,8 +376,8 @@ def build_report(directory: str) -> tuple[Path, Path]:
     summaries = analysis.summarise(runs, probes)
     out = store.dir
     data = data_texts(store, summaries)
-    atomic.write_text(out / DATA_JSON, data["json"])
-    atomic.write_text(out / DATA_CSV, data["csv"])
+    files.write_atomic(out / DATA_JSON, data["json"])
+    files.write_atomic(out / DATA_CSV, data["csv"])
     plots = make_plots(summaries, out / "plots")
     return page.write(report_page(store, runs, probes, convergence, summaries, plots), out)
 

@@ -266,6 +266,8 @@ class TestbedKind(StrEnum):
     HOSTS = "hosts"  # --hosts: ad-hoc nodes on a shared file system
     SLURM = "slurm"  # the nodes Slurm allocates, sbatch on this machine
 
+    __test__ = False  # a name pytest would otherwise try to collect as a test class
+
 
 @dataclass(frozen=True)
 class WorkloadSpec:

@@ -2,7 +2,10 @@
 
 Each record goes to disk as one write() of a whole line on an O_APPEND
 descriptor followed by fsync, so a killed sweep loses at most the run in
-flight; a torn last line (power loss mid-write) is skipped on reading, and so
+flight; a write that fails (a full disk, a short write) is cut off again, so the
+file is as it was. The file is never opened through a symbolic link (O_NOFOLLOW:
+one planted at results.jsonl is refused, the file it points at untouched). A torn
+last line (power loss mid-write, an older hpcbench) is skipped on reading, and so
 is any line that is not a record analysis can use (named on stderr, counted
 in `Store.skipped`), so a damaged store still reports and resumes.
 
@@ -15,9 +18,12 @@ record is (StoreWriteError: exit status 1).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
+import re
+import stat
 import sys
 import tempfile
 import time
@@ -28,7 +34,7 @@ from typing import Any
 import jsonschema
 
 from hpcbench import locks
-from hpcbench.errors import UsageError
+from hpcbench.errors import UsageError, one_line
 from hpcbench.specs import MAX_BATCH, MAX_NODES, MAX_SLOTS
 
 RESULTS_FILE = "results.jsonl"
@@ -80,14 +86,30 @@ def run_key(record: dict[str, Any]) -> tuple:
 # The one schema of a record, as the store writes it and as the report may read it:
 # the fields analysis and the report use, their types and their bounds (a record of
 # 10**18 nodes would have the report allocate for them). What does not fit is skipped.
+# Every number analysis computes with is bounded far beyond any measurement and far
+# below a double's limits, so that no sum, product or quotient of them overflows
+# (1e308 + 1e308, 8 images / 5e-324 s): a window of a nanosecond or a year is no
+# measurement, nor a petabyte of gradients.
 _COUNT = {"type": "integer", "minimum": 1}
-_SECONDS = {"type": "number", "exclusiveMinimum": 0}
-_NUMBER_OR_NULL = {"type": ["number", "null"]}
+_MAX_S = 1e7  # seconds: a window, a run, an all-reduce (four months)
+_MAX_BYTES = 1e15  # bytes, and bytes per second
+_SECONDS = {"type": "number", "minimum": 1e-9, "maximum": _MAX_S}
+_BYTES = {"type": "number", "exclusiveMinimum": 0, "maximum": _MAX_BYTES}
+_RATE = {"type": "number", "minimum": 0, "maximum": _MAX_BYTES}  # an idle link's 0 too
+_SHARE_OR_NULL = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
 _SCALAR = {"type": ["string", "number", "null"]}
+_TEXT = {"type": "string"}
 _RUN = {
-    "required": ["nodes", "workers", "batch", "repeat", "status"],
+    # The series' names are text and its sizes whole numbers in every record (a report
+    # sorts and joins them): a store whose records mix 3 and "a" has those skipped.
+    "required": ["env", "model", "backend", "batch", "image_size", "data", "nodes", "workers",
+                 "gpus_per_node", "repeat", "status"],
     "properties": {
         **{f: _SCALAR for f in CONFIG_FIELDS},
+        "env": _TEXT, "model": _TEXT, "backend": _TEXT, "data": _TEXT,
+        "method": {"type": ["string", "null"]},
+        "image_size": {"type": "integer", "minimum": 0, "maximum": 1 << 20},
+        "gpus_per_node": {**_COUNT, "maximum": MAX_SLOTS},
         "nodes": {**_COUNT, "maximum": MAX_NODES},
         "workers": {**_COUNT, "maximum": MAX_NODES * MAX_SLOTS},
         "batch": {**_COUNT, "maximum": MAX_BATCH},
@@ -101,17 +123,17 @@ _RUN = {
         },
         "rank_window_times": {
             "type": ["array", "null"],
-            "items": {"type": "array", "items": {"type": "number", "minimum": 0}},
+            "items": {"type": "array", "items": {"type": "number", "minimum": 0,
+                                                 "maximum": _MAX_S}},
         },
         "nodes_use": {
             "type": ["object", "null"],
             "properties": {"per_host": {"type": ["array", "null"], "items": {
                 "type": "object",
                 "properties": {
-                    "cpu_util": _NUMBER_OR_NULL,
+                    "cpu_util": {"type": ["number", "null"], "minimum": 0, "maximum": 1e3},
                     "net": {"type": ["object", "null"], "additionalProperties": {
-                        "properties": {"rx_bytes_per_s": {"type": "number"},
-                                       "tx_bytes_per_s": {"type": "number"}},
+                        "properties": {"rx_bytes_per_s": _RATE, "tx_bytes_per_s": _RATE},
                     }},
                 },
             }}},
@@ -121,10 +143,10 @@ _RUN = {
     "then": {
         "required": ["steps", "window_times"],
         "properties": {
-            "steps": _COUNT,
+            "steps": {**_COUNT, "maximum": 10**9},
             "window_times": {"type": "array", "minItems": 1, "items": _SECONDS},
-            "data_time_fraction": _NUMBER_OR_NULL,
-            "allreduce_bytes": _NUMBER_OR_NULL,
+            "data_time_fraction": _SHARE_OR_NULL,
+            "allreduce_bytes": {"type": ["number", "null"], "minimum": 0, "maximum": _MAX_BYTES},
         },
     },
 }  # fmt: skip
@@ -136,7 +158,19 @@ _PROBE = {
         "nodes": {**_COUNT, "maximum": MAX_NODES},
         "workers": {**_COUNT, "maximum": MAX_NODES * MAX_SLOTS},
         "status": {"type": "string"},
-        "cpus": {"type": ["number", "null"], "exclusiveMinimum": 0},
+        "cpus": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1e6},
+        # bench/allreduce.py's CPU-work phase on CPU nodes (hpcbench.prediction reads it)
+        "cpu_work": {"type": ["object", "null"], "properties": {
+            "lost_s_per_byte": {"type": ["number", "null"], "maximum": 1.0},
+            "background_share": {"type": ["number", "null"], "maximum": 1e3},
+            "allreduces": {"type": ["integer", "null"], "minimum": 0, "maximum": 10**9},
+            "bytes": _SCALAR,
+            "per_rank": {"type": ["array", "null"], "items": {
+                "type": "object",
+                "properties": {"wall_s": {"type": ["number", "null"], "minimum": 0,
+                                          "maximum": _MAX_S}},
+            }},
+        }},
     },
     "if": {"properties": {"status": {"const": "ok"}}},
     "then": {"required": ["results"], "properties": {"results": {
@@ -145,8 +179,9 @@ _PROBE = {
         "items": {
             "type": "object",
             "required": ["bytes", "time_s", "busbw"],
-            "properties": {"bytes": _SECONDS, "time_s": _SECONDS, "busbw": _SECONDS,
-                           "algbw": {"type": "number"}, "cpu_s": {"type": "number", "minimum": 0}},
+            "properties": {"bytes": {**_BYTES, "minimum": 1}, "time_s": _SECONDS,
+                           "busbw": _BYTES, "algbw": {"type": "number"},
+                           "cpu_s": {"type": "number", "minimum": 0, "maximum": _MAX_S}},
         },
     }}},
 }  # fmt: skip
@@ -159,9 +194,10 @@ _CONVERGENCE = {
             "required": ["label", "stopped", "runs"],
             "properties": {
                 "label": {"type": "string"},
-                "stopped": {"enum": ["target reached", "max repeats", "budget"]},
+                "stopped": {"enum": ["target reached", "max repeats", "budget",
+                                     "node unreachable"]},
                 "runs": {"type": "integer", "minimum": 0},
-                "relative_ci": _NUMBER_OR_NULL,
+                "relative_ci": {"type": ["number", "null"]},
             },
         }},
     },
@@ -206,6 +242,26 @@ def _finite(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _integer(text: str) -> int | None:
+    """A JSON integer as read: one no float holds (10**400, whose float() raises in the
+    analysis; past 4300 digits int() itself refuses it) reads as null, as 1e400 does."""
+    if len(text.lstrip("-")) > len(str(int(sys.float_info.max))):
+        return None
+    value = int(text)
+    return value if abs(value) <= sys.float_info.max else None
+
+
+# Why an append was refused: a link where the store writes would send the record to
+# the file it points at (outside the folder, perhaps); the user removes it.
+LINK_REFUSED = "a symbolic link, which hpcbench never writes through (remove it)"
+
+# A JSON escape of half a UTF-16 pair: decoded alone it is text that no report, CSV or
+# terminal can write (UnicodeEncodeError), so a record holding one is skipped.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+# What a failed run that recorded no error text reads with.
+NO_ERROR_TEXT = "failed without an error text"
+
 # How many skipped lines are named one by one on stderr; the rest are counted.
 NAMED_PROBLEMS = 5
 
@@ -241,6 +297,22 @@ def _write_new(path: Path | None, data: bytes) -> str:
     finally:
         os.close(fd)
     return name
+
+
+def _open_results(path: Path) -> int:
+    """The results file for appending, never through a link planted at its name
+    (O_NOFOLLOW), and only a regular file (a FIFO or device there is refused)."""
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise OSError(err.errno, LINK_REFUSED) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"{RESULTS_FILE} is not a regular file")
+    return fd
 
 
 class Store:
@@ -290,6 +362,8 @@ class Store:
     def _write_problem(self) -> str | None:
         if self.dir.exists() and not self.dir.is_dir():
             return "a file, not a folder"
+        if self.path.is_symlink():
+            return f"its {RESULTS_FILE} is {LINK_REFUSED}"
         if self.path.exists() and not (self.path.is_file() and os.access(self.path, os.W_OK)):
             return f"its {RESULTS_FILE} is not a writable file"
         where = _nearest_existing(self.dir)
@@ -300,16 +374,23 @@ class Store:
 
     def _append(self, data: bytes) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = _open_results(self.path)
         try:
             # After a torn last line, start on a fresh line so only the torn record is lost.
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 data = b"\n" + data
-            written = os.write(fd, data)
-            if written != len(data):  # a short write would leave a torn line
-                raise OSError(f"short write to {self.path}: {written} of {len(data)} bytes")
-            os.fsync(fd)
+            try:
+                written = os.write(fd, data)
+                if written != len(data):  # a short write would leave a torn line
+                    raise OSError(f"short write: {written} of {len(data)} bytes")
+                os.fsync(fd)
+            except BaseException:
+                # Whatever part of the line got in goes again (the record is kept elsewhere):
+                # the store is as it was, byte for byte.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise
         finally:
             os.close(fd)
 
@@ -347,6 +428,7 @@ class Store:
             yield from enumerate(f, 1)
 
     def _skip(self, number: int, why: str) -> None:
+        why = one_line(why)  # it may quote a key of the line: a line break, a terminal escape
         self.skipped.append((number, why))
         if len(self.skipped) <= NAMED_PROBLEMS:
             print(f"hpcbench: {self.path}:{number}: skipping a line: {why}", file=sys.stderr)
@@ -357,21 +439,25 @@ class Store:
         if not self.exists():
             return
         for number, raw in self._lines():
-            if not raw.endswith(b"\n"):
-                print(
-                    f"hpcbench: {self.path}:{number}: skipping a torn last line",
-                    file=sys.stderr,
-                )
+            if not raw.endswith(b"\n"):  # cut off mid-write (a crash, an older hpcbench)
+                self._skip(number, "a torn last line")
                 break
             try:
-                record = json.loads(
-                    raw.decode("utf-8"), parse_float=_finite, parse_constant=lambda _: None
-                )
+                record = json.loads(raw.decode("utf-8"), parse_float=_finite,
+                                    parse_int=_integer, parse_constant=lambda _: None)  # fmt: skip
+                if _SURROGATE_ESCAPE.search(raw):  # "\ud800": text no file can hold if unpaired
+                    json.dumps(record, ensure_ascii=False).encode("utf-8")
             except UnicodeDecodeError:
                 self._skip(number, "not UTF-8 text")
                 continue
+            except UnicodeEncodeError:
+                self._skip(number, "text with an unpaired surrogate, which UTF-8 cannot hold")
+                continue
             except json.JSONDecodeError:
                 self._skip(number, "not JSON")
+                continue
+            except RecursionError:  # [[[[...]]]] deeper than the parser goes
+                self._skip(number, "JSON nested too deep")
                 continue
             if not isinstance(record, dict):
                 self._skip(number, "not a JSON object")
@@ -380,6 +466,9 @@ class Store:
             if problem:
                 self._skip(number, f"a {record['kind']} record whose {problem}")
                 continue
+            failed = record.get("kind") == "run" and record.get("status") != "ok"
+            if failed and not record.get("error", "").strip():
+                record["error"] = NO_ERROR_TEXT  # a failed run is told by its error's first line
             if kind is None or record.get("kind") == kind:
                 yield record
         if len(self.skipped) > NAMED_PROBLEMS:

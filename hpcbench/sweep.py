@@ -177,6 +177,20 @@ def complete(record: dict, outcome: Outcome) -> dict:
     return record
 
 
+# Why a configuration's repeats stopped when a node it needs could not be reached.
+UNREACHABLE = "node unreachable"
+
+
+def unreached(record: dict, lost: dict[str, str], seconds: float) -> dict:
+    """A run that was not launched because nodes it needs did not answer: failed, named."""
+    record["launched_at"] = time.time()
+    record["duration_s"] = seconds
+    record["status"] = "failed"
+    record["error"] = "; ".join(f"node {name} is unreachable before launch: {why}"
+                                for name, why in sorted(lost.items()))  # fmt: skip
+    return record
+
+
 def progress_detail(record: dict, summary: analysis.ConfigSummary) -> str:
     """The run's throughput and, once its series' baseline is known, its
     configuration's efficiency so far; a failed run's first error line; a batch job's
@@ -204,10 +218,13 @@ def _stop_reason(summary: analysis.ConfigSummary | None, sweep: SweepSpec) -> st
 
 
 def convergence_of(
-    summary: analysis.ConfigSummary | None, sweep: SweepSpec, out_of_budget: bool
+    summary: analysis.ConfigSummary | None, sweep: SweepSpec, out_of_budget: bool,
+    cut_short: str | None = None,
 ) -> dict:
-    """Where one configuration's repeats stopped, and why."""
-    reason = _stop_reason(summary, sweep) or ("budget" if out_of_budget else "max repeats")
+    """Where one configuration's repeats stopped, and why (cut_short: a reason that came
+    before the statistics', e.g. UNREACHABLE)."""
+    reason = (_stop_reason(summary, sweep) or cut_short
+              or ("budget" if out_of_budget else "max repeats"))  # fmt: skip
     return {
         "runs": summary.runs if summary else 0,
         "relative_ci": summary.relative_ci if summary else None,
@@ -313,6 +330,17 @@ def _measure_all(
 
     # Planned runs not yet made, per configuration: one is finished only when none is left.
     planned = {c: sum(1 for d, _ in todo if d == c) for c in configs}
+    # Nodes a run found unreachable (name -> why), and the configurations that need one:
+    # they make no further run, the others go on.
+    down: dict[str, str] = {}
+    stopped: dict[Config, str] = {}
+
+    def stop_those_needing_down_nodes() -> None:
+        for config in configs:
+            lost = [n for n in target.nodes_of(config.nodes, config.workers) if n in down]
+            if lost and config not in stopped:
+                stopped[config] = f"node {lost[0]} is unreachable ({down[lost[0]]})"
+                progress.note(f"{config.label}: no further run, {stopped[config]}")
 
     def measure(config: Config, repeat: int) -> None:
         label = f"{config.label}, repeat {repeat + 1}"
@@ -321,8 +349,13 @@ def _measure_all(
         record["fingerprint"] = dict(controller)
         started = time.monotonic()
         spec = run_spec(target, workload, sweep, config)
-        outcome = target.run(spec, timeout_s=sweep.timeout_s, echo=sweep.verbose)
-        record = complete(record, outcome)
+        lost = target.unreachable(spec)  # seconds, where a dead node would cost --timeout
+        if lost:
+            down.update(lost)
+            record = unreached(record, lost, time.monotonic() - started)
+        else:
+            outcome = target.run(spec, timeout_s=sweep.timeout_s, echo=sweep.verbose)
+            record = complete(record, outcome)
         store.append(record)
         summary = live.add(record)
         ok = record["status"] == "ok"
@@ -332,8 +365,13 @@ def _measure_all(
         if observe is not None:
             finished = not planned[config] and _stop_reason(summary, sweep) is not None
             observe(config, summary, record, finished)
+        if lost:
+            stop_those_needing_down_nodes()
 
     for config, repeat in todo:
+        if config in stopped:
+            progress.total -= 1  # a run that will not be made
+            continue
         measure(config, repeat)
 
     def summary_of(config: Config) -> analysis.ConfigSummary | None:
@@ -358,7 +396,8 @@ def _measure_all(
     rng = random.Random(sweep.seed + 1)
     out_of_budget = False
     while True:
-        wanted = [c for c in configs if _stop_reason(summary_of(c), sweep) is None]
+        wanted = [c for c in configs
+                  if c not in stopped and _stop_reason(summary_of(c), sweep) is None]  # fmt: skip
         rng.shuffle(wanted)  # ties (no interval yet) in a seeded order
         wanted.sort(key=width, reverse=True)
         if not any(fits(c) for c in wanted):
@@ -380,7 +419,8 @@ def _measure_all(
         "max_repeats": sweep.max_repeats,
         "budget_s": sweep.budget_s,
         "configs": [
-            {"label": c.label, **convergence_of(summary_of(c), sweep, out_of_budget)}
+            {"label": c.label, **convergence_of(summary_of(c), sweep, out_of_budget,
+                                                 UNREACHABLE if c in stopped else None)}
             for c in configs
         ],
     }

@@ -13,15 +13,15 @@ import dataclasses
 import os
 import random
 import shlex
-import socket
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 
-from hpcbench import launchers, locks, manifest, paths, schedulers, ssh, testbed
+from hpcbench import launchers, locks, manifest, paths, reach, schedulers, ssh, testbed
 from hpcbench.errors import UsageError
 from hpcbench.launchers import Launcher, Placement, RunSpec
+from hpcbench.launchers.base import free_port
 from hpcbench.launchers.slurm import SlurmLauncher
 from hpcbench.schedulers import Outcome, Scheduler
 from hpcbench.specs import TargetSpec, TestbedKind, check_node_counts
@@ -90,6 +90,10 @@ class Target:
             )
         return tuple(merged.values())
 
+    def nodes_of(self, nodes: int, workers: int) -> list[str]:
+        """The names of the nodes a configuration's runs go to."""
+        return [p.host for p in self.placements(nodes, workers)]
+
     def spec(
         self, script: str, args: list[str], nodes: int, workers: int, time_limit_s: int = 0
     ) -> RunSpec:
@@ -105,12 +109,20 @@ class Target:
             placements=placements,
             master_addr="127.0.0.1" if here else first.address,
             master_port=free_port() if here else random.randint(29500, 29999),
-            iface="" if here else tb.iface,
+            # Gloo's and NCCL's sockets bind this interface's address: on this machine
+            # loopback (the localhost testbed's "lo"), never the LAN's.
+            iface=tb.iface,
             time_limit_s=time_limit_s,
         )
 
     def run(self, spec: RunSpec, timeout_s: float, echo: bool = False) -> Outcome:
         return self.scheduler.run(spec, timeout_s=timeout_s, echo=echo)
+
+    def unreachable(self, spec: RunSpec) -> dict[str, str]:
+        """The run's nodes that do not answer now, with why, in seconds (reach.PREFLIGHT);
+        none to ask where every rank is a process here (--env localhost, --env slurm)."""
+        nodes = [reach.Target(p.host, p.access) for p in spec.placements if p.access is not None]
+        return reach.unreachable(nodes)
 
     def remote_nodes(self) -> list[testbed.Node]:
         needed = self.testbed.nodes[: max(self.node_counts)]
@@ -198,9 +210,3 @@ class Target:
         if not reply.ok or not manifest.matches(expected, ssh.call(login, listing).stdout):
             why = reply.problem or "its manifest differs after the copy"
             raise UsageError(f"{where}: bench/ could not be placed in {bench}: {why}")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -9,9 +9,8 @@ from typing import Any
 
 from hpcbench import analysis, sweep
 from hpcbench.campaign.console import Console, Stopped
-from hpcbench.campaign.journal import one_line
 from hpcbench.campaign.spec import Cell, SweepPart, TestbedPlan
-from hpcbench.errors import UsageError
+from hpcbench.errors import UsageError, one_line
 
 
 class CellRecorder:

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hpcbench.campaign.estimate import Clock
-from hpcbench.campaign.journal import Journal, one_line
+from hpcbench.campaign.journal import Journal
 from hpcbench.campaign.spec import Campaign, TestbedPlan
+from hpcbench.errors import one_line
 from hpcbench.progress import format_duration
 
 

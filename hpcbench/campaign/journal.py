@@ -25,7 +25,7 @@ from typing import Any
 
 from hpcbench import locks
 from hpcbench.campaign.spec import Cell, TestbedPlan
-from hpcbench.errors import UsageError
+from hpcbench.errors import UsageError, one_line
 from hpcbench.store import Store
 
 CELL_STATUSES = ("pending", "deployed", "verified", "measured", "failed")
@@ -38,9 +38,9 @@ def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
-def one_line(text: str, limit: int = WHY_MAX) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+def why_line(text: object) -> str:
+    """A cause as the journal keeps it: one line of at most WHY_MAX characters."""
+    return one_line(str(text), WHY_MAX)
 
 
 def _number(value: Any) -> bool:
@@ -131,7 +131,7 @@ class Journal:
         self.store.append({
             "kind": "cell", "campaign": self.campaign, "testbed": cell.testbed,
             "cell": cell.id, "batch": cell.batch, "nodes": cell.nodes, "workers": cell.workers,
-            "gpus_per_node": cell.gpus_per_node, "status": status, "why": one_line(why),
+            "gpus_per_node": cell.gpus_per_node, "status": status, "why": why_line(why),
             "at": now(), **extra,
         })  # fmt: skip
 
@@ -141,7 +141,7 @@ class Journal:
         self.store.append({
             "kind": "phase", "campaign": self.campaign, "testbed": tb.name, "env": tb.env,
             "fingerprint": tb.fingerprint, "phase": phase, "status": status,
-            "seconds": round(seconds, 3), "why": one_line(why), "at": now(), **extra,
+            "seconds": round(seconds, 3), "why": why_line(why), "at": now(), **extra,
         })  # fmt: skip
 
     # ------------------------------------------------------------- reading

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench import analysis, atomic, export, figures, page, prediction
+from hpcbench import analysis, export, figures, files, page, prediction
 from hpcbench.analysis import ConfigSummary
 from hpcbench.campaign.journal import CellState, Journal
 from hpcbench.campaign.spec import Campaign, TestbedPlan
@@ -290,11 +290,11 @@ def build(campaign: Campaign) -> list[Path]:
     made = charts(results, out, f"hpcbench campaign report {campaign.path}, "
                   f"{time.strftime('%Y-%m-%d')}")  # fmt: skip
     systems = [system(r) for r in results]
-    atomic.write_text(out / "systems.json", json.dumps(systems, indent=1) + "\n")
+    files.write_atomic(out / "systems.json", json.dumps(systems, indent=1) + "\n")
     configurations = [export.configuration(s, testbed=r.tb.name, title=r.tb.title)
                       for r in results for s in r.summaries]  # fmt: skip
-    atomic.write_text(out / DATA_JSON, export.as_json(configurations, campaign=campaign.name))
-    atomic.write_text(out / DATA_CSV, export.as_csv(configurations, ("testbed", "title")))
+    files.write_atomic(out / DATA_JSON, export.as_json(configurations, campaign=campaign.name))
+    files.write_atomic(out / DATA_CSV, export.as_csv(configurations, ("testbed", "title")))
     md_path, html_path = page.write(campaign_page(campaign, results, states, systems, made), out)
     return [html_path, md_path, *(p for _, p in made), out / "systems.json",
             out / DATA_JSON, out / DATA_CSV]  # fmt: skip

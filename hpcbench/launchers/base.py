@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import shlex
+import socket
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from hpcbench.ssh import SshAccess
+from hpcbench.terraform import looks_secret
 
 # bench/leash.py, beside the workload on every node.
 LEASH_SCRIPT = "leash.py"
@@ -30,9 +32,16 @@ LAUNCH_ENV_NAMES = frozenset({
     "LD_LIBRARY_PATH", "VIRTUAL_ENV", "XDG_CACHE_HOME",
     "SSH_AUTH_SOCK",  # ssh to the nodes, and horovodrun's ssh between them
     "SLURM_CONF",  # sbatch's cluster configuration
+    # Python's own, by name: not the PYTHON prefix, which let PYTHONINSPECT (a rank
+    # waiting at a prompt after its script), PYTHONSTARTUP, PYTHONHOME (another
+    # interpreter's library), PYTHONBREAKPOINT or a PYTHON_*_TOKEN through.
+    "PYTHONPATH",  # where a checkout that is not installed finds its modules
+    "PYTHONUNBUFFERED",  # rank output reaches the harness's echo and error tail as written
+    "PYTHONHASHSEED",  # a run repeated with the same hash seed
+    "PYTHONFAULTHANDLER",  # a rank that dies in C code prints its threads' stacks
 })  # fmt: skip
 LAUNCH_ENV_PREFIXES = (
-    "LC_", "PYTHON",  # locale; PYTHONPATH, PYTHONUNBUFFERED, ...
+    "LC_",  # locale
     "CUDA_", "NCCL_", "GLOO_", "HOROVOD_", "TORCH_", "TORCHELASTIC_", "PYTORCH_", "NVIDIA_",
     "OMP_", "MKL_", "KMP_", "OPENBLAS_",  # CPU threads
     "OMPI_MCA_", "PMIX_MCA_", "UCX_",  # Horovod over MPI
@@ -40,12 +49,20 @@ LAUNCH_ENV_PREFIXES = (
 )  # fmt: skip
 
 
+def free_port() -> int:
+    """A TCP port free on this machine's loopback now (for a rendezvous of ranks here)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def launch_environ(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a launcher starts with: the allow-listed part of this
-    process's, then `extra` (what the harness sets for the run)."""
+    process's, less any name that looks like a secret (a TORCH_HUB_TOKEN matches a
+    prefix), then `extra` (what the harness sets for the run)."""
     kept = {
         k: v for k, v in os.environ.items()
-        if k in LAUNCH_ENV_NAMES or k.startswith(LAUNCH_ENV_PREFIXES)
+        if (k in LAUNCH_ENV_NAMES or k.startswith(LAUNCH_ENV_PREFIXES)) and not looks_secret(k)
     }  # fmt: skip
     return {**kept, **(extra or {})}
 

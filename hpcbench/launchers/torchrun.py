@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from hpcbench.launchers.base import Command, Launcher, RunSpec
+import sys
+
+from hpcbench.launchers.base import Command, Launcher, RunSpec, free_port
 
 
 class TorchrunLauncher(Launcher):
     """`torchrun --nnodes N --node-rank i --nproc-per-node s --master-addr A ...` per node.
 
-    A single node uses `--standalone` (a private rendezvous on a free port).
+    A single node too: `--standalone` would pick the c10d rendezvous
+    (torch/distributed/run.py:1098-1100), whose agent unpickles the rendezvous state
+    it reads from its store every monitoring interval
+    (torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:448, called through
+    num_nodes_waiting() from elastic/agent/server/api.py:958), and that store listens
+    on every interface (docs/testbeds.md, "What a run exposes on the network"): bytes
+    anyone there wrote would run in the agent. The static rendezvous
+    (elastic/rendezvous/static_tcp_rendezvous.py:67) unpickles nothing. It needs
+    --master-port: without one, one node is switched to c10d (run.py:1114-1121).
     """
 
     name = "torchrun"
@@ -23,20 +33,29 @@ class TorchrunLauncher(Launcher):
         nodes = len(spec.placements)
         commands = []
         for rank, placement in enumerate(spec.placements):
-            argv = [spec.tool("torchrun"), "--nproc-per-node", str(placement.slots)]
-            if nodes == 1:
-                argv.append("--standalone")
-            else:
-                argv += [
-                    "--nnodes",
-                    str(nodes),
-                    "--node-rank",
-                    str(rank),
-                    "--master-addr",
-                    spec.master_addr,
-                    "--master-port",
-                    str(spec.master_port),
-                ]
-            argv += [spec.script, *spec.args]
+            argv = [
+                spec.tool("torchrun"),
+                "--nproc-per-node",
+                str(placement.slots),
+                "--nnodes",
+                str(nodes),
+                "--node-rank",
+                str(rank),
+                "--master-addr",
+                spec.master_addr,
+                "--master-port",
+                str(spec.master_port),
+                spec.script,
+                *spec.args,
+            ]
             commands.append(spec.on(placement, argv))
         return commands
+
+
+def here(nproc: int) -> list[str]:
+    """torchrun for `nproc` ranks on this machine by this Python, at the same static
+    rendezvous (127.0.0.1, a free port) as a run's, for the GPU checks and tests that
+    start ranks themselves."""
+    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--node-rank", "0",
+            "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+            "--nproc-per-node", str(nproc)]  # fmt: skip

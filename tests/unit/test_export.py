@@ -11,6 +11,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hpcbench import cli, export
 from hpcbench.analysis import ConfigSummary
@@ -86,3 +88,38 @@ def test_a_store_with_nothing_usable_says_how_many_lines_and_why(tmp_path, capsy
     assert cli.main(["report", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "holds no usable run: 2 line(s) skipped" in err and "not JSON" in err, err
+
+
+# Text a spreadsheet would run, and text around it: names and titles come from files.
+_TEXT = st.one_of(
+    st.text(max_size=30),
+    st.builds(lambda c, t: c + t, st.sampled_from([*export.FORMULA_START, "'", " ", "\0"]),
+              st.text(max_size=20)),
+    st.sampled_from(["=HYPERLINK(\"http://x\")", "@SUM(A1)", "+1+cmd|' /C calc'!A0", "-2+3",
+                     "=1", "\t=1", "\r=1", "-", "'=already"]),
+)  # fmt: skip
+_NUMBER = st.one_of(
+    st.integers(-(10**30), 10**30), st.floats(allow_nan=False, allow_infinity=False)
+)
+_TEXT_FIELDS = ("env", "model", "backend", "data", "method", "ci_method", "straggler",
+                "cpu_limit", "link_rate")  # fmt: skip
+_NUMBER_FIELDS = ("batch", "image_size", "gpus_per_node", "nodes", "workers", "runs", "failed",
+                  "images_per_sec", "ci95", "efficiency", "speedup", "exposed_comm_s")  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(st.fixed_dictionaries({**{f: _TEXT for f in _TEXT_FIELDS + ("testbed", "title")},
+                              **{f: _NUMBER for f in _NUMBER_FIELDS}}))  # fmt: skip
+def test_no_text_cell_a_spreadsheet_would_run_and_numbers_stay_numbers(values) -> None:
+    summary = ConfigSummary(**{k: v for k, v in values.items() if k not in ("testbed", "title")})
+    record = export.configuration(summary, testbed=values["testbed"], title=values["title"])
+    text = export.as_csv([record], ("testbed", "title"))
+    header, row = list(csv.reader(io.StringIO(text, newline="")))
+    cells = dict(zip(header, row, strict=True))
+    for name, cell in cells.items():
+        if name in _NUMBER_FIELDS:  # a number, negative ones too, as it was
+            assert float(cell) == float(values[name]), (name, cell)
+        elif cell.startswith(export.FORMULA_START):
+            raise AssertionError(f"{name}: {cell!r} would run as a formula")
+    for name in (*_TEXT_FIELDS, "testbed", "title"):  # text reads back whole, quote aside
+        assert cells[name] in (values[name], f"'{values[name]}"), name

@@ -1,3 +1,4 @@
+import os
 import shlex
 
 import pytest
@@ -105,7 +106,9 @@ def test_horovodrun_mpi_controller_and_backend_check():
         HorovodrunLauncher(controller="nccl")
 
 
-def test_torchrun_single_node_is_standalone():
+def test_torchrun_single_node_is_a_static_rendezvous_not_standalone():
+    """--standalone's c10d rendezvous unpickles what its store holds; the store listens
+    on every interface (hpcbench.launchers.torchrun)."""
     [cmd] = TorchrunLauncher().commands(_spec([Placement("localhost", 2)]))
     assert cmd.argv == (
         *LEASH,
@@ -114,7 +117,14 @@ def test_torchrun_single_node_is_standalone():
         "/opt/hpcbench/venv/bin/torchrun",
         "--nproc-per-node",
         "2",
-        "--standalone",
+        "--nnodes",
+        "1",
+        "--node-rank",
+        "0",
+        "--master-addr",
+        "10.0.0.1",
+        "--master-port",
+        "29511",
         "train.py",
         "--model",
         "resnet18",
@@ -194,3 +204,19 @@ def test_every_command_starts_on_the_leash_with_the_time_limit(launcher, remote)
         argv = shlex.split(cmd.local_argv()[-1]) if remote else list(cmd.local_argv())
         i = argv.index(LEASH[1])
         assert argv[i + 1 : i + 5] == ["--stdin", "--time-limit", "300", "--"]
+
+
+def test_the_launch_environment_passes_named_variables_only(monkeypatch) -> None:
+    from hpcbench.launchers.base import launch_environ
+
+    kept = {"PATH": "/bin", "PYTHONPATH": "/src", "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": "0",
+            "NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": "2", "LC_ALL": "C.UTF-8"}  # fmt: skip
+    dropped = {"PYTHONSTARTUP": "/tmp/s.py", "PYTHONINSPECT": "1", "PYTHONHOME": "/elsewhere",
+               "PYTHONBREAKPOINT": "pdb.set_trace", "PYTHON_KEYRING_PASSWORD": "s3cret",
+               "TORCH_HUB_TOKEN": "s3cret", "NCCL_API_KEY": "s3cret",
+               "HPCBENCH_PEM_PASSWORD": "s3cret", "AWS_SECRET_ACCESS_KEY": "s3cret"}  # fmt: skip
+    for name in list(os.environ):
+        monkeypatch.delenv(name)
+    for name, value in {**kept, **dropped}.items():
+        monkeypatch.setenv(name, value)
+    assert launch_environ({"RANK": "0"}) == {**kept, "RANK": "0"}

@@ -1,5 +1,5 @@
 """hpcbench.page: one description, two formats, every piece of text shown as written;
-and the two files written whole, never through a planted link (hpcbench.atomic)."""
+and the two files written whole, never through a planted link (hpcbench.files)."""
 
 from __future__ import annotations
 

@@ -186,6 +186,10 @@ def test_a_command_that_cannot_start_is_a_failed_run():
 # The user's shell, as docs/testbeds.md has it: the PEM password exported, and more.
 SECRETS = {"HPCBENCH_PEM_PASSWORD": "pem-s3cret", "OS_PASSWORD": "os-s3cret",
            "GITHUB_TOKEN": "ghp-s3cret"}  # fmt: skip
+# Variables of the controller's shell that match a kept prefix or Python's own but are no
+# business of a rank: PYTHONINSPECT would leave each rank at a prompt after its script.
+UNRELATED = {"PYTHONSTARTUP": "/tmp/startup.py", "PYTHONINSPECT": "1",
+             "PYTHON_KEYRING_PASSWORD": "kr-s3cret", "TORCH_HUB_TOKEN": "hub-s3cret"}  # fmt: skip
 # What horovodrun makes of its environment: every variable onto each rank's command
 # line (horovod 0.28.1, horovod/runner/gloo_run.py:96-100); the fake prints that line.
 FAKE_LAUNCHER = """
@@ -197,9 +201,10 @@ print("HPCBENCH_RESULT " + json.dumps({"rank_argv": line + " " + shlex.join(sys.
 
 @pytest.mark.parametrize(("tool", "backend"), [("horovodrun", "horovod"), ("torchrun", "ddp")])
 def test_a_launcher_gets_what_training_needs_and_no_secret(tmp_path, monkeypatch, tool, backend):
-    for name, value in SECRETS.items():
+    for name, value in {**SECRETS, **UNRELATED}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    monkeypatch.setenv("PYTHONHASHSEED", "7")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "python").symlink_to(sys.executable)  # runs the leash
@@ -213,6 +218,8 @@ def test_a_launcher_gets_what_training_needs_and_no_secret(tmp_path, monkeypatch
     assert out.ok, out.error()
     rank_argv = out.records[0]["rank_argv"]
     assert not [n for n, v in SECRETS.items() if n in rank_argv or v in rank_argv]
-    # What training reads is kept: PATH, NCCL_*, and the interface the harness pins.
+    assert not [n for n in UNRELATED if f"{n}=" in rank_argv]
+    # What training reads is kept: PATH, NCCL_*, Python's named ones, the interface pinned.
     assert f"PATH={shlex.quote(os.environ['PATH'])} " in rank_argv
     assert "NCCL_DEBUG=INFO" in rank_argv and "GLOO_SOCKET_IFNAME=lo" in rank_argv
+    assert "PYTHONHASHSEED=7" in rank_argv

@@ -24,6 +24,7 @@ import yaml
 
 from hpcbench import bounded, reach
 from hpcbench.errors import UsageError
+from hpcbench.launchers.base import free_port
 
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").is_file() else None)
 
@@ -38,12 +39,6 @@ def inventory(path: Path, host: dict[str, object]) -> Path:
     }  # fmt: skip
     path.write_text(yaml.safe_dump(data))
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Listener:
@@ -255,3 +250,23 @@ def test_reach_fails_on_a_refused_key_with_sshs_words(
     })  # fmt: skip
     with pytest.raises(bounded.Timeout, match="Permission denied"):
         reach.wait(inv, tmp_path / "known_hosts")
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh client")
+def test_unreachable_names_each_silent_or_refused_node_within_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HPCBENCH_PREFLIGHT_TIMEOUT_S", "1")
+    with socket.socket() as silent:  # accepts connections (the backlog) and says nothing
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        nodes = [
+            reach.Target("refused", reach.SshAccess("127.0.0.1", free_port())),
+            reach.Target("silent", reach.SshAccess("127.0.0.1", silent.getsockname()[1])),
+        ]
+        started = time.monotonic()
+        problems = reach.unreachable(nodes)
+    assert time.monotonic() - started < 5  # one bound for all, not one per node
+    assert problems["silent"] == "no answer in 1 s"
+    assert "Connection refused" in problems["refused"]
+    assert reach.unreachable([]) == {}

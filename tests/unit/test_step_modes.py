@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+from hpcbench.launchers import torchrun
+from hpcbench.launchers.base import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
@@ -30,15 +32,9 @@ TINY = ["--model", "resnet18", "--image-size", "32", "--batch", "2", "--warmup",
 QUICK_COMPILE = {steps.COMPILE_BACKEND_VARIABLE: "aot_eager"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _one_rank() -> dict[str, str]:
     return {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(_free_port())}  # fmt: skip
+            "MASTER_PORT": str(free_port())}  # fmt: skip
 
 
 def _run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -184,7 +180,6 @@ def test_the_compiled_step_trains_what_the_eager_step_trains() -> None:
 
 
 def test_ddp_compiled_around_the_wrapper_keeps_the_ranks_in_step() -> None:
-    rec = _record([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                   "--nproc-per-node=2", TRAIN, *TINY, "--backend", "ddp", "--step", "compile"],
+    rec = _record([*torchrun.here(2), TRAIN, *TINY, "--backend", "ddp", "--step", "compile"],
                   QUICK_COMPILE)  # fmt: skip
     assert rec["step"] == "compile" and rec["workers"] == 2 and rec["weights_in_sync"] is True

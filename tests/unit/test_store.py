@@ -9,7 +9,7 @@ import pytest
 
 from hpcbench import cli
 from hpcbench.errors import UsageError
-from hpcbench.store import Store, run_key
+from hpcbench.store import Store, StoreWriteError, run_key
 
 
 def _record(repeat: int, status: str = "ok", **extra) -> dict:
@@ -160,3 +160,99 @@ def test_an_unreadable_store_is_one_line(tmp_path, monkeypatch, capsys):
     assert cli.main(["compare", str(tmp_path), str(tmp_path)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and all("Permission denied" in line for line in err)
+
+
+def _outside(tmp_path: Path) -> Path:
+    """A file outside the results folder that a planted link points at."""
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"not yours\n")
+    return victim
+
+
+def test_an_append_never_follows_a_link_planted_at_the_results_file(tmp_path):
+    victim = _outside(tmp_path)
+    store = Store(tmp_path / "out")
+    store.dir.mkdir()
+    store.path.symlink_to(victim)
+    with pytest.raises(UsageError, match="results.jsonl is a symbolic link"):
+        store.check_writable()  # a sweep refuses it before launching anything
+    with pytest.raises(StoreWriteError, match="a symbolic link, which hpcbench never writes"):
+        store.append(_record(0))
+    assert victim.read_bytes() == b"not yours\n"
+    kept = list(store.dir.glob("results.unsaved-*.jsonl"))  # the record is not lost
+    assert len(kept) == 1 and json.loads(kept[0].read_text())["repeat"] == 0
+
+
+def test_the_store_lock_never_follows_a_planted_link(tmp_path):
+    store = Store(tmp_path / "out")
+    store.dir.mkdir()
+    store.lock_path.symlink_to(tmp_path / "made-outside")  # a dangling link: O_CREAT's target
+    with pytest.raises(UsageError, match="a symbolic link, which hpcbench never opens"):
+        store.lock()
+    assert not (tmp_path / "made-outside").exists()
+
+
+def _break_the_write_of(marker: bytes, monkeypatch, how: str) -> None:
+    """os.write and os.fsync as a full disk would have them, for the line holding marker."""
+    write, fsync, broken = os.write, os.fsync, set()
+
+    def half(fd: int, data: bytes) -> int:
+        if marker not in data:
+            return write(fd, data)
+        broken.add(fd)
+        done = write(fd, data[: len(data) // 2])
+        if how == "raise":
+            raise OSError(28, "No space left on device")
+        return done  # "short": a short count, as write(2) may return
+
+    def failing_fsync(fd: int) -> None:
+        if how == "fsync" and fd in broken:
+            raise OSError(5, "Input/output error")
+        fsync(fd)
+
+    monkeypatch.setattr(os, "write", half)
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    if how == "fsync":  # the whole line written, the disk failing after it
+        monkeypatch.setattr(os, "write", lambda fd, data: broken.add(fd) or write(fd, data))
+
+
+@pytest.mark.parametrize("how", ["raise", "short", "fsync"])
+@pytest.mark.parametrize("torn", [False, True])
+def test_a_failed_append_leaves_the_store_byte_for_byte_as_it_was(tmp_path, monkeypatch, how,
+                                                                  torn):  # fmt: skip
+    store = Store(tmp_path)
+    store.append(_record(0))
+    if torn:  # a torn last line from before: the append would start a fresh line
+        with store.path.open("ab") as f:
+            f.write(b'{"kind": "run", "rep')
+    before = store.path.read_bytes()
+    _break_the_write_of(b'"repeat": 1,', monkeypatch, how)
+    with pytest.raises(StoreWriteError, match="cannot write"):
+        store.append(_record(1))
+    monkeypatch.undo()
+    assert store.path.read_bytes() == before
+    store.append(_record(2))  # and the store goes on
+    assert [r["repeat"] for r in store.runs()] == [0, 2]
+
+
+def test_a_torn_last_line_is_skipped_and_counted(tmp_path, capsys):
+    store = Store(tmp_path)
+    store.append(_record(0))
+    with store.path.open("ab") as f:  # an older hpcbench, or a crash, cut it off
+        f.write(json.dumps(_record(1)).encode()[:40])
+    assert [r["repeat"] for r in store.runs()] == [0]
+    assert store.skipped == [(2, "a torn last line")]
+    assert cli.main(["report", "--out", str(tmp_path), "--format", "json"]) == 0
+    assert ":2: skipping a line: a torn last line" in capsys.readouterr().err
+
+
+def test_the_edges_of_real_measurements_fit_the_schema(tmp_path):
+    """Bounds keep sums finite, not real figures out: an idle interface's 0 bytes/s,
+    no data wait, a probe's microsecond all-reduce."""
+    store = Store(tmp_path)
+    store.append(_record(0, data_time_fraction=0.0, allreduce_bytes=0, nodes_use={"per_host": [
+        {"cpu_util": 0.0, "net": {"ifb1": {"rx_bytes_per_s": 0.0, "tx_bytes_per_s": 0}}}]}))
+    store.append({"kind": "probe", "env": "localhost", "backend": "ddp", "nodes": 2,
+                  "workers": 2, "status": "ok", "results": [
+                      {"bytes": 4, "time_s": 2e-6, "busbw": 2e6, "algbw": 2e6}]})  # fmt: skip
+    assert len(store.runs()) == 1 and len(store.probes()) == 1 and store.skipped == []

@@ -1,6 +1,8 @@
 import collections
 import dataclasses
 import json
+import os
+import time
 
 import pytest
 import yaml
@@ -457,6 +459,7 @@ def test_a_second_sweep_or_probe_on_a_busy_testbed_is_refused(
     if env == "local":
         _deploy_local(tmp_path, monkeypatch)
     monkeypatch.setattr(Target, "prepare", lambda self: None)
+    monkeypatch.setattr(Target, "unreachable", lambda self, spec: {})  # its nodes are fakes
     fake = _FakeRuns({1: [1.0]})
     seconds: list[tuple[int, str]] = []
     other = tmp_path / "other"
@@ -481,3 +484,66 @@ def test_a_second_sweep_or_probe_on_a_busy_testbed_is_refused(
                      "--nodes", "1", "--batch", "8", "--backend", "ddp", "--no-probe",
                      "--repeats", "1"]) == 0  # fmt: skip
     assert fake.calls[1] == 2
+
+
+# A node that died mid-sweep costs seconds, and only the configurations that need it.
+
+
+def _deploy_with_a_dead_node(tmp_path, monkeypatch, dead: str = "n2") -> None:
+    """A deployed testbed of four nodes on ports 2200..2203 and an ssh on PATH that answers
+    for each but `dead`, which hangs as a powered-off VM's address does."""
+    _deploy_local(tmp_path, monkeypatch)
+    path = tmp_path / "state" / "local" / "inventory.yml"
+    inventory = yaml.safe_load(path.read_text())
+    for i, host in enumerate(inventory["all"]["hosts"].values()):
+        host["ansible_port"] = 2200 + i
+    path.write_text(yaml.safe_dump(inventory))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    port = 2200 + int(dead.removeprefix("n"))
+    (bin_dir / "ssh").write_text(
+        f'#!/bin/bash\nfor a; do [ "$a" = {port} ] && exec sleep 60; done\nexit 0\n'
+    )
+    (bin_dir / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("HPCBENCH_PREFLIGHT_TIMEOUT_S", "1")
+    monkeypatch.setattr(Target, "prepare", lambda self: None)  # it was alive at the start
+
+
+def test_a_run_needing_a_dead_node_fails_in_seconds_and_its_configurations_stop(
+    tmp_path, capsys, monkeypatch
+):
+    _deploy_with_a_dead_node(tmp_path, monkeypatch)
+    fake = _FakeRuns({1: [1.0], 2: [1.0], 3: [1.0], 4: [1.0]})
+    monkeypatch.setattr(Target, "run", lambda self, spec, timeout_s, echo=False:
+                        fake(spec, timeout_s, echo))  # fmt: skip
+    started = time.monotonic()
+    code = _scale(tmp_path, "--env", "local", "--nodes", "1-4", "--batch", "8",
+                  "--backend", "ddp", "--no-probe", "--repeats", "3",
+                  "--timeout", "300")  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    # One run found n2 gone, in about the check's bound, not --timeout; nothing waited more.
+    assert time.monotonic() - started < 20
+    records = list(sweep.Store(tmp_path / "out").records())
+    [failed] = [r for r in records if r.get("status") == "failed"]
+    assert failed["error"] == "node n2 is unreachable before launch: no answer in 1 s"
+    assert failed["workers"] in (3, 4) and failed["duration_s"] < 5
+    # The configurations on n0 and n1 made every run; those that need n2 none after it.
+    assert fake.calls == {1: 3, 2: 3}
+    for workers in (3, 4):
+        assert (f"batch 8, {workers} node(s), {workers} worker(s): no further run, node n2 "
+                "is unreachable (no answer in 1 s)") in err  # fmt: skip
+    [conv] = [r for r in records if r["kind"] == "convergence"]
+    stopped = {c["label"]: c["stopped"] for c in conv["configs"]}
+    assert stopped["batch 8, 3 node(s), 3 worker(s)"] == "node unreachable"
+    assert stopped["batch 8, 2 node(s), 2 worker(s)"] != "node unreachable"
+
+
+def test_nodes_that_are_processes_here_are_not_probed(monkeypatch):
+    def no_ssh(*args, **kwargs):
+        raise AssertionError("probed a node of --env localhost")
+
+    monkeypatch.setattr("hpcbench.bounded.run", no_ssh)
+    target = _target(nodes=(1, 2), tb=testbed.localhost(cores=2))
+    assert target.unreachable(target.spec("train.py", [], 2, 2)) == {}

@@ -7,12 +7,13 @@ import dataclasses
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from hpcbench.launchers.base import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
@@ -71,12 +72,6 @@ def test_a_gpu_record_without_its_gpu_fields_fails_the_check() -> None:
         assert what in faults
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _record(argv: list[str], env: dict[str, str] | None = None) -> dict:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO,
                           env={**os.environ, **(env or {})})
@@ -87,9 +82,9 @@ def _record(argv: list[str], env: dict[str, str] | None = None) -> dict:
 
 def test_wrap_on_runs_ddp_at_world_size_one() -> None:
     env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(_free_port())}
+           "MASTER_PORT": str(free_port())}
     plain = _record([sys.executable, str(REPO / "bench" / "train.py"), *TINY], env)
-    env["MASTER_PORT"] = str(_free_port())
+    env["MASTER_PORT"] = str(free_port())
     wrapped = _record([sys.executable, str(REPO / "bench" / "train.py"), *TINY, "--wrap", "on"],
                       env)
     assert (plain["wrapped"], wrapped["wrapped"]) == (False, True)
@@ -108,7 +103,7 @@ def test_wrap_on_runs_horovods_optimizer_at_world_size_one() -> None:
 
 def test_the_single_worker_records_when_each_gradient_is_ready() -> None:
     env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(_free_port())}
+           "MASTER_PORT": str(free_port())}
     rec = _record([sys.executable, str(REPO / "bench" / "train.py"), *TINY], env)
     timeline = rec["grad_timeline"]
     assert sum(b for _, b in timeline) == rec["grad_bytes"]

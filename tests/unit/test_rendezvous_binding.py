@@ -1,0 +1,168 @@
+"""Where a run's rendezvous and collectives listen (docs/testbeds.md, "What a run
+exposes on the network").
+
+What hpcbench can bind, it binds: Gloo's and NCCL's sockets to the testbed's
+interface (loopback for `--env localhost`), horovodrun's ranks with
+--network-interface, the Slurm job's Gloo rendezvous to MASTER_ADDR
+(test_slurm_scheduler). What the launchers bind themselves listens on every
+interface and no option changes it; the last two tests check that this is still
+so, on loopback only: if one fails, the launcher now binds its host, and the docs
+(and the command lines) should change with it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpcbench import paths
+from hpcbench.launchers import LocalLauncher, Placement, RunSpec, TorchrunLauncher
+from hpcbench.launchers.base import free_port
+from hpcbench.launchers.horovodrun import HorovodrunLauncher
+from hpcbench.schedulers import ProcessScheduler
+from hpcbench.specs import TargetSpec
+from hpcbench.target import Target
+
+PINNED = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo", "HOROVOD_GLOO_IFACE": "lo"}
+
+
+@pytest.mark.parametrize(
+    ("launcher", "backend"), [("torchrun", "ddp"), ("local", "ddp"), ("horovodrun", "horovod")]
+)
+def test_a_run_on_this_machine_pins_gloo_and_nccl_to_loopback(launcher: str, backend: str) -> None:
+    target = Target.resolve(TargetSpec(env="localhost", node_counts=(2,), backend=backend,
+                                       launcher=launcher))  # fmt: skip
+    spec = target.spec("train.py", [], 2, target.workers(2))
+    assert spec.iface == "lo" and spec.master_addr == "127.0.0.1"
+    for command in target.launcher.commands(spec):
+        assert PINNED.items() <= command.environ().items()
+
+
+def test_the_command_lines_carry_the_testbeds_interface_and_master_address() -> None:
+    from tests.unit.test_launchers import _remote, _spec
+
+    spec = _spec(_remote(2, slots=1), iface="eth1")
+    [hvd] = HorovodrunLauncher().commands(spec)
+    assert "--network-interface eth1" in hvd.local_argv()[-1]
+    for command in TorchrunLauncher().commands(spec):
+        remote = shlex.split(command.local_argv()[-1])
+        assert remote[remote.index("--master-addr") + 1] == spec.master_addr
+        assert "GLOO_SOCKET_IFNAME=eth1" in remote and "NCCL_SOCKET_IFNAME=eth1" in remote
+
+
+# A worker that says which rendezvous its agent made: the static one serves the store
+# at the master port asked for; --standalone's c10d would serve it at a free port.
+WORKER = """
+import json, os
+print("HPCBENCH_RESULT " + json.dumps({"port": os.environ["MASTER_PORT"],
+                                       "addr": os.environ["MASTER_ADDR"]}), flush=True)
+"""
+
+
+def test_a_one_node_torchrun_run_meets_at_its_master_port_statically(tmp_path: Path) -> None:
+    torchrun = Path(sys.executable).with_name("torchrun")
+    if not torchrun.is_file():
+        pytest.skip("no torchrun beside this python")
+    shutil.copy(paths.BENCH_DIR / "leash.py", tmp_path)
+    (tmp_path / "worker.py").write_text(WORKER)
+    spec = RunSpec(script="worker.py", args=(), python=sys.executable, workdir=str(tmp_path),
+                   placements=(Placement("localhost", 1),), master_port=free_port(),
+                   iface="lo")  # fmt: skip
+    out = ProcessScheduler(TorchrunLauncher()).run(spec, timeout_s=120)
+    assert out.ok, out.error()
+    assert out.records == [{"port": str(spec.master_port), "addr": "127.0.0.1"}]
+
+
+# A rank of a local run: a two-rank Gloo group (its store a file, so that only Gloo's
+# own sockets are open), then it holds them until the test has looked.
+RANK = """
+import sys, torch, torch.distributed as dist
+dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=int(sys.argv[2]),
+                        world_size=2)
+t = torch.ones(1)
+dist.all_reduce(t)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def _tcp_sockets(pid: int) -> list[tuple[str, int, str]]:
+    """(local address, port, state) of a process's TCP sockets, from /proc."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        link = os.readlink(f"/proc/{pid}/fd/{fd}") if os.path.islink(f"/proc/{pid}/fd/{fd}") else ""
+        if link.startswith("socket:["):
+            inodes.add(link[len("socket:[") : -1])
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[9] in inodes:
+                address, port = fields[1].split(":")
+                found.append((address, int(port, 16), "listen" if fields[3] == "0A" else "open"))
+    return found
+
+
+def test_gloo_under_a_local_runs_environment_listens_on_loopback_only(tmp_path: Path) -> None:
+    pytest.importorskip("torch.distributed")
+    target = Target.resolve(TargetSpec(env="localhost", node_counts=(2,), backend="ddp",
+                                       launcher="local"))  # fmt: skip
+    [command, _] = LocalLauncher().commands(target.spec("train.py", [], 2, 2))
+    ranks = [subprocess.Popen([sys.executable, "-c", RANK, str(tmp_path / "store"), str(rank)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              env=command.environ()) for rank in (0, 1)]  # fmt: skip
+    try:
+        for rank in ranks:
+            assert rank.stdout is not None and rank.stdout.readline().strip() == "ready"
+        sockets = [s for rank in ranks for s in _tcp_sockets(rank.pid)]
+        assert any(state == "listen" for _, _, state in sockets), sockets
+        # 127.0.0.1 as /proc/net/tcp writes it (little-endian hex); never 0.0.0.0 or ::
+        assert {address for address, _, _ in sockets} == {"0100007F"}, sockets
+    finally:
+        for rank in ranks:
+            rank.kill()
+            rank.wait(30)
+
+
+def _reached_on_another_loopback_address(port: int) -> bool:
+    """Whether a listener meant for 127.0.0.1 answers on 127.0.0.2: it does only when it
+    listens on every interface (127.0.0.2 is this machine too, not 127.0.0.1)."""
+    try:
+        socket.create_connection(("127.0.0.2", port), timeout=5).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_a_listener_bound_to_127_0_0_1_is_not_reached_on_127_0_0_2() -> None:
+    """The check below can fail: a socket bound to one address is not reached on another."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        assert not _reached_on_another_loopback_address(server.getsockname()[1])
+
+
+def test_torchs_store_still_listens_on_every_interface_whatever_its_host() -> None:
+    """torchrun's rendezvous store (TCPStore, is_master on rank 0's node) binds ::, not its
+    host_name, and torchrun has no option for it (docs/testbeds.md)."""
+    dist = pytest.importorskip("torch.distributed")
+    store = dist.TCPStore("127.0.0.1", 0, 1, True, multi_tenant=True)
+    assert _reached_on_another_loopback_address(store.port)
+
+
+def test_horovodruns_rendezvous_still_listens_on_every_interface() -> None:
+    """horovodrun's Gloo rendezvous binds ('', port) (horovod/runner/util/network.py:84)."""
+    http_server = pytest.importorskip("horovod.runner.http.http_server")
+    server = http_server.RendezvousServer()
+    port = server.start()
+    try:
+        assert _reached_on_another_loopback_address(port)
+    finally:
+        server.stop()
