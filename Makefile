@@ -122,25 +122,25 @@ report: venv
 # Figures for docs/benchmarks.md: deploy times, harness overhead and fidelity, efficiency
 # against the predicted band at two link rates (needs a deployed 4-node testbed).
 bench-deploy: tools images
-	@$(PY) evaluation/bench_deploy.py --nodes 1,2,4
+	@$(PY) evaluation/deploy_time.py --nodes 1,2,4
 
 bench-harness: venv
-	@$(PY) evaluation/bench_overhead.py
-	@$(PY) evaluation/bench_fidelity.py --threads 1 --image-size 32 --batch 32 --rounds 6 --max-rounds 20
+	@$(PY) evaluation/overhead.py
+	@$(PY) evaluation/fidelity.py --threads 1 --image-size 32 --batch 32 --rounds 6 --max-rounds 20
 
 # On a machine with one CUDA GPU and the stack installed (GPU_PY=python3 where torch is
 # system-wide): the GPU table in one go (checks, step modes x batch x AMP, JPEG data,
 # fidelity), no part started after DEADLINE seconds; figures in results/bench-gpu.
 bench-gpu:
-	@$(or $(GPU_PY),$(PY)) evaluation/bench_gpu.py all --deadline-s $(or $(DEADLINE),420)
+	@$(or $(GPU_PY),$(PY)) evaluation/gpu_steps.py all --deadline-s $(or $(DEADLINE),420)
 
 bench-links: venv
-	@$(PY) evaluation/bench_testbed_links.py --env $(ENV) --rates $(or $(RATES),1gbit,100mbit) \
+	@$(PY) evaluation/testbed_links.py --env $(ENV) --rates $(or $(RATES),1gbit,100mbit) \
 	   --reshape "$(MAKE) deploy ENV=$(ENV) NODES=4 LINK_RATE={rate}"
 
 # `hpcbench predict` against published multi-node results (evaluation/published.json).
 bench-published: venv
-	@$(PY) evaluation/bench_published.py --markdown
+	@$(PY) evaluation/published.py --markdown
 
 ## --- checks --------------------------------------------------------------
 # Everything, the local testbed end to end included; the 25 slowest tests are
@@ -152,7 +152,8 @@ test-unit: venv
 	@$(PY) -m pytest -ra tests/unit
 
 lint: venv
-	@$(PY) -m ruff check hpcbench bench evaluation tests
+	@$(PY) -m ruff check .
+	@$(PY) -m ruff format --check .
 	@$$(command -v tofu || command -v terraform) fmt -check -recursive terraform environments
 	@ANSIBLE_CONFIG=ansible/ansible.cfg PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint
 

@@ -74,8 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--threads", type=units.argtype(units.count, "threads"), default=0)
-    p.add_argument("--cpu-work-s", type=float, default=3.0,
-                   help="seconds of each phase of the CPU-work measurement (CPU only; 0: skip)")
+    p.add_argument(
+        "--cpu-work-s",
+        type=float,
+        default=3.0,
+        help="seconds of each phase of the CPU-work measurement (CPU only; 0: skip)",
+    )
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     if args.factor < 2 or not 4 <= args.min_bytes <= args.max_bytes:
@@ -241,10 +245,17 @@ def measure_cpu_work(
     lost = wall - done / fastest  # may come out below 0 by noise: kept as measured
     taken = [cpus for _, cpus in alone if cpus is not None]
     background = sum(taken) / len(taken) / cores if taken else None
-    everyone = comm.gather({"wall_s": wall, "pieces": done, "lost_s": lost,
-                            "alone_per_s": [per_s for per_s, _ in alone],
-                            "background_cpus": taken, "cores": cores,
-                            "background": background})  # fmt: skip
+    everyone = comm.gather(
+        {
+            "wall_s": wall,
+            "pieces": done,
+            "lost_s": lost,
+            "alone_per_s": [per_s for per_s, _ in alone],
+            "background_cpus": taken,
+            "cores": cores,
+            "background": background,
+        }
+    )
     shares = [r["background"] for r in everyone if r["background"] is not None]
     lost_per_byte = [r["lost_s"] / (count * size) for r in everyone]
     return {

@@ -63,12 +63,17 @@ def gpus(wanted: int, device: str) -> str:
     if device == "cuda" and count == 0:
         raise RuntimeError("--device cuda, but torch sees no CUDA device")
     if count < wanted:
-        raise RuntimeError(f"{count} CUDA device(s) visible, {wanted} wanted (--gres, "
-                           "CUDA_VISIBLE_DEVICES)")  # fmt: skip
+        raise RuntimeError(
+            f"{count} CUDA device(s) visible, {wanted} wanted (--gres, CUDA_VISIBLE_DEVICES)"
+        )
     if count == 0:
         return "no GPU (CPU run)"
-    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                            capture_output=True, text=True, timeout=30)  # fmt: skip
+    driver = subprocess.run(
+        ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     names = {torch.cuda.get_device_name(i) for i in range(count)}
     return f"{count} x {', '.join(sorted(names))}, driver {driver.stdout.strip() or '?'}"
 
@@ -109,8 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpus", type=int, default=0, help="CUDA devices the node must show")
     p.add_argument("--shared", default="", help="a folder of the shared file system")
     args = p.parse_args(argv)
-    checks = [attempt("stack imports", lambda: imports(args.backend)),
-              attempt("GPUs and driver", lambda: gpus(args.gpus, args.device))]  # fmt: skip
+    checks = [
+        attempt("stack imports", lambda: imports(args.backend)),
+        attempt("GPUs and driver", lambda: gpus(args.gpus, args.device)),
+    ]
     if args.shared:
         checks.append(attempt("shared folder", lambda: shared(args.shared)))
     if checks[0]["ok"]:  # the backend needs the stack

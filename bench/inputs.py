@@ -98,8 +98,14 @@ class Batches:
     """Yields (images, labels, seconds waited for data) on the device; static() gives
     tensors of the batch's shape that stay put (a CUDA graph reads its input there)."""
 
-    def __init__(self, args: argparse.Namespace, rank: int, size: int, device: torch.device,
-                 memory_format: torch.memory_format) -> None:  # fmt: skip
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        rank: int,
+        size: int,
+        device: torch.device,
+        memory_format: torch.memory_format,
+    ) -> None:
         self.device, self.memory_format = device, memory_format
         self.batch, self.image_size = args.batch, args.image_size
         self.synthetic = args.data == "synthetic"
@@ -128,8 +134,9 @@ class Batches:
         else:
             dataset = ImageFolder(folder, transform=host_transform(args.image_size))
             collate = None
-        self.sampler = DistributedSampler(dataset, num_replicas=size, rank=rank, shuffle=True,
-                                          seed=args.seed, drop_last=True)  # fmt: skip
+        self.sampler = DistributedSampler(
+            dataset, num_replicas=size, rank=rank, shuffle=True, seed=args.seed, drop_last=True
+        )
         if len(self.sampler) < args.batch:
             raise SystemExit(
                 f"{root}: {len(dataset)} images are too few for batch {args.batch} "
@@ -157,8 +164,10 @@ class Batches:
             self._std = torch.tensor(STD, device=device).view(1, 3, 1, 1) * 255
             self._ready: queue.Queue[Any] = queue.Queue(maxsize=PREFETCH)
             self._lock = threading.Lock()  # the loader's iterator and host_decoded
-            self._threads = [threading.Thread(target=self._produce, args=(k,), daemon=True,
-                                              name=f"decode{k}") for k in range(DECODE_THREADS)]
+            self._threads = [
+                threading.Thread(target=self._produce, args=(k,), daemon=True, name=f"decode{k}")
+                for k in range(DECODE_THREADS)
+            ]
 
     def static(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self._static is None:
@@ -246,9 +255,10 @@ class Batches:
         size, resized = self.image_size, []
         for image in decoded:
             top, left, h, w = random_crop_box(image.shape[1], image.shape[2], rng)
-            crop = image[None, :, top:top + h, left:left + w].float()
-            one = F.interpolate(crop, size=(size, size), mode="bilinear", align_corners=False,
-                                antialias=True)  # fmt: skip
+            crop = image[None, :, top : top + h, left : left + w].float()
+            one = F.interpolate(
+                crop, size=(size, size), mode="bilinear", align_corners=False, antialias=True
+            )
             resized.append(one.flip(-1) if rng.random() < 0.5 else one)
         out = torch.cat(resized).sub_(self._mean).div_(self._std)
         return out.contiguous(memory_format=self.memory_format)

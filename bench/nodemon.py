@@ -85,9 +85,11 @@ def cpu_source(
         for d in _ancestors(v2, own[""]):
             quota = (_read(d / "cpu.max") or "max").split()
             if quota[0] != "max":
-                return {"usage": (d / "cpu.stat", "usage_usec", 1e-6),
-                        "cpus": int(quota[0]) / int(quota[1]),
-                        "limit": f"cgroup quota {quota[0]}/{quota[1]} us, {where}"}  # fmt: skip
+                return {
+                    "usage": (d / "cpu.stat", "usage_usec", 1e-6),
+                    "cpus": int(quota[0]) / int(quota[1]),
+                    "limit": f"cgroup quota {quota[0]}/{quota[1]} us, {where}",
+                }
     if "cpu" in own:
         cpu_dir = root / "cpu" if (root / "cpu").is_dir() else root / "cpu,cpuacct"
         acct_dir = root / "cpuacct" if (root / "cpuacct").is_dir() else cpu_dir
@@ -96,9 +98,11 @@ def cpu_source(
             if quota and quota.lstrip("-").isdigit() and int(quota) > 0:
                 rel = d.relative_to(cpu_dir)
                 period = int(_read(d / "cpu.cfs_period_us") or 100000)
-                return {"usage": (acct_dir / rel / "cpuacct.usage", "", 1e-9),
-                        "cpus": int(quota) / period,
-                        "limit": f"cgroup quota {quota}/{period} us, {where}"}  # fmt: skip
+                return {
+                    "usage": (acct_dir / rel / "cpuacct.usage", "", 1e-9),
+                    "cpus": int(quota) / period,
+                    "limit": f"cgroup quota {quota}/{period} us, {where}",
+                }
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
     total = os.cpu_count() or 1
     return {"usage": None, "cpus": float(cpus or total), "limit": f"no quota, {where}"}
@@ -163,8 +167,12 @@ def stop(first: Snapshot, net_dev: Path = NET_DEV) -> dict[str, Any]:
     last = Snapshot(first.source, net_dev)
     wall = max(last.wall - first.wall, 1e-9)
     cpus = first.source["cpus"]
-    summary: dict[str, Any] = {"host": socket.gethostname(), "seconds": wall, "cpus": cpus,
-                               "cpu_limit": first.source["limit"]}  # fmt: skip
+    summary: dict[str, Any] = {
+        "host": socket.gethostname(),
+        "seconds": wall,
+        "cpus": cpus,
+        "cpu_limit": first.source["limit"],
+    }
     if first.cpu is None or last.cpu is None:
         summary["cpu_skipped"] = "no readable CPU accounting (cgroup or /proc/stat)"
     else:
@@ -172,8 +180,10 @@ def stop(first: Snapshot, net_dev: Path = NET_DEV) -> dict[str, Any]:
     rates = {}
     for name, (rx, tx) in last.net.items():
         if name in first.net:
-            rates[name] = {"rx_bytes_per_s": (rx - first.net[name][0]) / wall,
-                           "tx_bytes_per_s": (tx - first.net[name][1]) / wall}  # fmt: skip
+            rates[name] = {
+                "rx_bytes_per_s": (rx - first.net[name][0]) / wall,
+                "tx_bytes_per_s": (tx - first.net[name][1]) / wall,
+            }
     summary["net"] = rates
     return summary
 

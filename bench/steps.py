@@ -48,8 +48,11 @@ EAGER_STEPS = 3
 def check(mode: str, device: torch.device) -> None:
     """One line and exit status 2 for a mode the device cannot run."""
     if mode == "graph" and device.type != "cuda":
-        print("train.py: --step graph needs a CUDA device (CUDA graphs); on the CPU use "
-              "--step eager or --step compile", file=sys.stderr)
+        print(
+            "train.py: --step graph needs a CUDA device (CUDA graphs); on the CPU use "
+            "--step eager or --step compile",
+            file=sys.stderr,
+        )
         raise SystemExit(2)
 
 
@@ -130,8 +133,9 @@ def eager_step(parts: Parts, images: torch.Tensor, labels: torch.Tensor) -> torc
     return loss.detach()
 
 
-def graph_model(model: torch.nn.Module, sample: torch.Tensor, autocast: Callable[[], Any]
-                ) -> torch.nn.Module:  # fmt: skip
+def graph_model(
+    model: torch.nn.Module, sample: torch.Tensor, autocast: Callable[[], Any]
+) -> torch.nn.Module:
     """Partial capture: the module's forward and backward as CUDA graphs; call before any
     wrapper hooks its parameters (make_graphed_callables refuses modules with hooks)."""
     with autocast():
@@ -166,8 +170,14 @@ class GraphStep(Step):
     which run on a side stream as PyTorch's notes do; the last of them is timed for the
     gradient timeline when `timeline` is set."""
 
-    def __init__(self, parts: Parts, batches: Any, eager_steps: int, device: torch.device,
-                 timeline: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        parts: Parts,
+        batches: Any,
+        eager_steps: int,
+        device: torch.device,
+        timeline: bool = False,
+    ) -> None:
         super().__init__(parts, batches)
         self.eager_steps = eager_steps
         self._eager_timeline: tuple[list[list[float]], float] | None = None
@@ -231,8 +241,9 @@ class GraphStep(Step):
         return stretch(marks, forward_end, forward_s, backward_s)
 
 
-def stretch(marks: list[list[float]], forward_end: float, forward_s: float,
-            backward_s: float) -> list[list[float]]:  # fmt: skip
+def stretch(
+    marks: list[list[float]], forward_end: float, forward_s: float, backward_s: float
+) -> list[list[float]]:
     """Moments of an eager backward (after forward_end) mapped onto a backward that starts
     at forward_s and lasts backward_s; the last gradient lands at its end."""
     if not marks:
@@ -241,8 +252,9 @@ def stretch(marks: list[list[float]], forward_end: float, forward_s: float,
     return [[forward_s + max(t - forward_end, 0.0) / span * backward_s, b] for t, b in marks]
 
 
-def hooked_timeline(model: torch.nn.Module, step: Callable[[], Any], device: torch.device,
-                    forward_end: bool = False) -> tuple[list[list[float]], float]:  # fmt: skip
+def hooked_timeline(
+    model: torch.nn.Module, step: Callable[[], Any], device: torch.device, forward_end: bool = False
+) -> tuple[list[list[float]], float]:
     """Run one step with a mark at each gradient's accumulation (and, if asked, one where
     the model's forward ends): ([[seconds after the step started, bytes]], forward's end
     or 0). On CUDA the marks are events recorded on the stream, so they say when the
@@ -256,8 +268,9 @@ def hooked_timeline(model: torch.nn.Module, step: Callable[[], Any], device: tor
     def ready(param: torch.Tensor) -> None:
         marks.append((runtime.mark(device), param.numel() * param.element_size()))
 
-    hooks = [p.register_post_accumulate_grad_hook(ready) for p in model.parameters()
-             if p.requires_grad]  # fmt: skip
+    hooks = [
+        p.register_post_accumulate_grad_hook(ready) for p in model.parameters() if p.requires_grad
+    ]
     if forward_end:
         hooks.append(model.register_forward_hook(lambda *_: ends.append(runtime.mark(device))))
     try:
@@ -278,8 +291,9 @@ def fused_optimizer(capture: str | None) -> bool:
     return capture == "whole"
 
 
-def make_step(capture: str | None, parts: Parts, batches: Any, device: torch.device, ddp: bool,
-              timeline: bool) -> Step:  # fmt: skip
+def make_step(
+    capture: str | None, parts: Parts, batches: Any, device: torch.device, ddp: bool, timeline: bool
+) -> Step:
     if capture == "whole":
         eager = DDP_EAGER_STEPS if ddp else EAGER_STEPS
         return GraphStep(parts, batches, eager, device, timeline)
@@ -330,8 +344,7 @@ class ChannelsLastSafe:
 
     def decompress(self, tensor: torch.Tensor, ctx: Any) -> torch.Tensor:
         inner_ctx, permuted = ctx
-        return self.inner.decompress(tensor.permute(0, 3, 1, 2) if permuted else tensor,
-                                     inner_ctx)  # fmt: skip
+        return self.inner.decompress(tensor.permute(0, 3, 1, 2) if permuted else tensor, inner_ctx)
 
 
 def as_contiguous_view(tensor: torch.Tensor) -> torch.Tensor:

@@ -49,9 +49,11 @@ def _count(name: str) -> Any:
 
 # The parsers of the shared options' kinds (bench/workload_options.py): the bounds the
 # harness checks too.
-PARSERS = {"count": _count,
-           "megabytes": lambda name: units.argtype(units.megabytes, name),
-           "seconds": lambda name: units.argtype(units.seconds, name)}  # fmt: skip
+PARSERS = {
+    "count": _count,
+    "megabytes": lambda name: units.argtype(units.megabytes, name),
+    "seconds": lambda name: units.argtype(units.seconds, name),
+}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -174,8 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     params = [p for p in model.parameters() if p.requires_grad]
     grad_bytes = sum(p.numel() * p.element_size() for p in params)
     fused = steps.fused_optimizer(capture)
-    optimizer = torch.optim.SGD(params, lr=args.lr, momentum=0.9, weight_decay=1e-4,
-                                fused=fused or None)  # fmt: skip
+    optimizer = torch.optim.SGD(
+        params, lr=args.lr, momentum=0.9, weight_decay=1e-4, fused=fused or None
+    )
     batches = inputs.Batches(args, comm.rank, comm.size, device, memory_format)
     if capture == "partial":  # before any wrapper hooks the parameters
         model = steps.graph_model(model, batches.static()[0], autocast)
@@ -211,8 +214,14 @@ def main(argv: list[str] | None = None) -> int:
     forward.train()
     parts = steps.Parts(model, forward, optimizer, scaler, autocast, horovod)
     # A whole capture runs its eager steps and captures here.
-    step = steps.make_step(capture, parts, batches, device, ddp=wrapped and args.backend == "ddp",
-                           timeline=comm.size == 1)  # fmt: skip
+    step = steps.make_step(
+        capture,
+        parts,
+        batches,
+        device,
+        ddp=wrapped and args.backend == "ddp",
+        timeline=comm.size == 1,
+    )
     timeline["ready"] = time.time()  # model, optimizer, data and graphs built; warm-up next
 
     for _ in range(args.warmup):

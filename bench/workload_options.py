@@ -37,31 +37,58 @@ OPTIONS = (
     Option("--model", "text", "resnet50", "a model of bench/models.json"),
     Option("--image-size", "count", 0, "default: the model's own"),
     Option("--data", "text", "synthetic", "'synthetic' or an ImageNet-layout folder"),
-    Option("--decode", "choice", "auto", "real images (--data): decoded by the DataLoader's "
-           "workers, or on the device (nvJPEG on CUDA); auto: device on CUDA where it works "
-           "(docs/gpu.md)", DECODERS),  # fmt: skip
+    Option(
+        "--decode",
+        "choice",
+        "auto",
+        "real images (--data): decoded by the DataLoader's "
+        "workers, or on the device (nvJPEG on CUDA); auto: device on CUDA where it works "
+        "(docs/gpu.md)",
+        DECODERS,
+    ),
     Option("--data-workers", "count", 4, "DataLoader processes per worker"),
     Option("--warmup", "count", 10, "discarded steps per run"),
     Option("--windows", "count", 5, "timed windows per run"),
     Option("--steps", "count", 20, "steps per window"),
-    Option("--min-window-s", "seconds", 0.0, "each window lasts at least this long: steps "
-           "grow to fit, measured after warm-up (0: --steps exactly)"),  # fmt: skip
+    Option(
+        "--min-window-s",
+        "seconds",
+        0.0,
+        "each window lasts at least this long: steps "
+        "grow to fit, measured after warm-up (0: --steps exactly)",
+    ),
     Option("--device", "choice", "auto", "auto: CUDA where torch sees it", ("auto", "cpu", "cuda")),
-    Option("--threads", "count", 0, "torch threads per worker (0: the node's cores shared "
-           "among its workers)"),  # fmt: skip
+    Option(
+        "--threads",
+        "count",
+        0,
+        "torch threads per worker (0: the node's cores shared among its workers)",
+    ),
     Option("--amp", "choice", "auto", "fp16 autocast; auto: on with CUDA", ("auto", "on", "off")),
-    Option("--step", "choice", "eager", "how a training step runs: eager; graph: CUDA graphs "
-           "(CUDA only); compile: torch.compile (docs/gpu.md)", STEP_MODES),  # fmt: skip
+    Option(
+        "--step",
+        "choice",
+        "eager",
+        "how a training step runs: eager; graph: CUDA graphs "
+        "(CUDA only); compile: torch.compile (docs/gpu.md)",
+        STEP_MODES,
+    ),
     Option("--fp16-allreduce", "switch", False, "compress gradients to fp16"),
-    Option("--fusion-threshold-mb", "megabytes", None, "Horovod's tensor fusion buffer "
-           "(default: Horovod's 128)"),  # fmt: skip
+    Option(
+        "--fusion-threshold-mb",
+        "megabytes",
+        None,
+        "Horovod's tensor fusion buffer (default: Horovod's 128)",
+    ),
     Option("--bucket-cap-mb", "megabytes", None, "DDP's gradient buckets (default: DDP's 25)"),
 )
 
 
-def add_to(parser: argparse.ArgumentParser,
-           parsers: Mapping[str, Callable[[str], Callable[[str], Any]]],
-           only: tuple[str, ...] = ()) -> None:  # fmt: skip
+def add_to(
+    parser: argparse.ArgumentParser,
+    parsers: Mapping[str, Callable[[str], Callable[[str], Any]]],
+    only: tuple[str, ...] = (),
+) -> None:
     """Every option (or those `only` names), their values read by parsers[kind](name)
     for the three number kinds."""
     for o in OPTIONS:
@@ -70,11 +97,14 @@ def add_to(parser: argparse.ArgumentParser,
         if o.kind == "switch":
             parser.add_argument(o.flag, action="store_true", help=o.help)
         elif o.kind in ("choice", "text"):
-            parser.add_argument(o.flag, default=o.default, choices=o.choices or None,
-                                help=o.help)  # fmt: skip
+            parser.add_argument(o.flag, default=o.default, choices=o.choices or None, help=o.help)
         else:
-            parser.add_argument(o.flag, type=parsers[o.kind](o.flag.removeprefix("--")),
-                                default=o.default, help=o.help)  # fmt: skip
+            parser.add_argument(
+                o.flag,
+                type=parsers[o.kind](o.flag.removeprefix("--")),
+                default=o.default,
+                help=o.help,
+            )
 
 
 def argv(values: Mapping[str, Any]) -> list[str]:

@@ -12,10 +12,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def hpcbench(*argv: str, timeout: int = 3600, check: bool = True) -> subprocess.CompletedProcess:
+def hpcbench(
+    *argv: str, timeout: int = 3600, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     proc = subprocess.run(
         [sys.executable, "-m", "hpcbench", *argv],
         cwd=REPO,
+        env=env,
         text=True,
         capture_output=True,
         timeout=timeout,

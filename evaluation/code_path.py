@@ -29,8 +29,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from hpcbench import sweep, testbed  # noqa: E402
-from hpcbench.campaign import lifecycle, runner, spec  # noqa: E402
+from hpcbench import nodeset, sweep  # noqa: E402
+from hpcbench.campaign import campaign_file, lifecycle, runner  # noqa: E402
 from hpcbench.schedulers.base import Outcome  # noqa: E402
 from hpcbench.target import Target  # noqa: E402
 
@@ -53,7 +53,7 @@ LAYERS = (
     ("hpcbench.campaign.runner", "hpcbench.campaign.commands"),
     ("hpcbench.campaign.",),
     ("hpcbench.deploy", "hpcbench.probe", "hpcbench.sweep", "hpcbench.options"),
-    ("hpcbench.target", "hpcbench.testbed"),
+    ("hpcbench.target", "hpcbench.nodeset"),
     ("hpcbench.launchers", "hpcbench.schedulers"),
     ("hpcbench",),
 )
@@ -102,13 +102,13 @@ def trace(show: bool) -> tuple[list[str], int, int]:
         runner.stop_on_signals = lambda: None
         sweep.stop_on_signals = lambda: None
         runner.held = lifecycle.held = lambda env: []
-        testbed.for_env = lambda env: testbed.localhost(cores=1)
+        nodeset.for_env = lambda env: nodeset.localhost(cores=1)
         Target.run = fake_outcome
         Target.prepare = lambda self: None
         lifecycle.TestbedLife.measure_testbed = traced
         sys.setprofile(profile)
         try:
-            runner.run(spec.load(path), resume=False)
+            runner.run(campaign_file.load(path), resume=False)
         finally:
             sys.setprofile(None)
     if show:
@@ -121,8 +121,10 @@ def main() -> None:
     p.add_argument("--show", action="store_true", help="print the modules in call order")
     visits, upward, parses = trace(p.parse_args().show)
     distinct = len(set(visits))
-    print(f"{distinct} modules, {len(visits) - distinct} returns to a module already left, "
-          f"{upward} upward calls, {parses} argparse parses (python evaluation/code_path.py)")
+    print(
+        f"{distinct} modules, {len(visits) - distinct} returns to a module already left, "
+        f"{upward} upward calls, {parses} argparse parses (python evaluation/code_path.py)"
+    )
 
 
 if __name__ == "__main__":

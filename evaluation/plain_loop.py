@@ -40,8 +40,13 @@ def main() -> None:
     kwargs = {"aux_logits": True, "init_weights": True} if args.model == "inception_v3" else {}
     model = torchvision.models.get_model(args.model, weights=None, num_classes=1000, **kwargs)
     model = model.to(device, memory_format=fmt)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4,
-                          fused=True if args.step == "graph" else None)  # fmt: skip
+    opt = torch.optim.SGD(
+        model.parameters(),
+        lr=0.01,
+        momentum=0.9,
+        weight_decay=1e-4,
+        fused=True if args.step == "graph" else None,
+    )
     images = torch.randn(args.batch, 3, args.image_size, args.image_size).to(device)
     images = images.contiguous(memory_format=fmt)
     labels = torch.randint(0, 1000, (args.batch,)).to(device)
@@ -53,8 +58,11 @@ def main() -> None:
     graphed = args.step == "graph"
 
     def loss_of_batch() -> torch.Tensor:
-        cast = (torch.autocast("cuda", dtype=torch.float16, cache_enabled=not graphed) if amp
-                else contextlib.nullcontext())  # fmt: skip
+        cast = (
+            torch.autocast("cuda", dtype=torch.float16, cache_enabled=not graphed)
+            if amp
+            else contextlib.nullcontext()
+        )
         with cast:
             out = forward(images)
             if hasattr(out, "aux_logits") and out.aux_logits is not None:

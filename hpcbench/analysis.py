@@ -16,19 +16,45 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from hpcbench import prediction
+from hpcbench import allreduce_model
+from hpcbench.store import CONFIG_FIELDS
 
 # Fields that name a scaling series; nodes and workers vary along it.
-SERIES_FIELDS = (
-    "env", "model", "backend", "batch", "image_size", "data", "gpus_per_node", "method",
-)  # fmt: skip
+SERIES_FIELDS = tuple(f for f in CONFIG_FIELDS if f not in ("nodes", "workers"))
 
 # Two-sided 95% Student-t quantiles t(0.975, df) for df = 1..30.
 _T975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 
 
 def t975(df: int) -> float:
@@ -268,11 +294,16 @@ TIMELINE_MAX = 1e15
 
 def _timeline_ok(timeline: Any) -> bool:
     """A gradient timeline as bench/train.py writes it: [[seconds, bytes], ...]."""
-    return isinstance(timeline, list) and bool(timeline) and all(
-        isinstance(x, list) and len(x) == 2
-        and all(isinstance(v, int | float) and 0 <= v <= TIMELINE_MAX for v in x)
-        for x in timeline
-    )  # fmt: skip
+    return (
+        isinstance(timeline, list)
+        and bool(timeline)
+        and all(
+            isinstance(x, list)
+            and len(x) == 2
+            and all(isinstance(v, int | float) and 0 <= v <= TIMELINE_MAX for v in x)
+            for x in timeline
+        )
+    )
 
 
 def _add_stragglers(summary: ConfigSummary, ok: list[dict[str, Any]]) -> None:
@@ -297,13 +328,16 @@ def _add_stragglers(summary: ConfigSummary, ok: list[dict[str, Any]]) -> None:
 def _add_node_use(summary: ConfigSummary, ok: list[dict[str, Any]]) -> None:
     utils, rates, limits = [], [], set()
     for r in ok:
-        for host in ((r.get("nodes_use") or {}).get("per_host") or []):
+        for host in (r.get("nodes_use") or {}).get("per_host") or []:
             if isinstance(host.get("cpu_util"), int | float):
                 utils.append(float(host["cpu_util"]))
             if host.get("cpu_limit"):
                 limits.add(str(host["cpu_limit"]))
-            nets = [max(v.get("rx_bytes_per_s", 0), v.get("tx_bytes_per_s", 0))
-                    for v in (host.get("net") or {}).values() if isinstance(v, dict)]  # fmt: skip
+            nets = [
+                max(v.get("rx_bytes_per_s", 0), v.get("tx_bytes_per_s", 0))
+                for v in (host.get("net") or {}).values()
+                if isinstance(v, dict)
+            ]
             if nets:
                 rates.append(max(nets))
     summary.cpu_util = statistics.fmean(utils) if utils else None
@@ -314,9 +348,10 @@ def _add_node_use(summary: ConfigSummary, ok: list[dict[str, Any]]) -> None:
 def _matching_probe(probes: list[dict[str, Any]], s: ConfigSummary) -> dict[str, Any] | None:
     """The latest probe on the same env and worker count, same backend preferred."""
     candidates = [
-        p for p in probes
+        p
+        for p in probes
         if p.get("status") == "ok" and p.get("env") == s.env and p.get("workers") == s.workers
-    ]  # fmt: skip
+    ]
     same_backend = [p for p in candidates if p.get("backend") == s.backend]
     chosen = same_backend or candidates
     return chosen[-1] if chosen else None
@@ -345,18 +380,24 @@ def _add_scaling(
             s.speedup = s.images_per_sec / base.images_per_sec
             s.efficiency = s.speedup / s.workers
             s.efficiency_ci95 = (
-                0.0 if s is base
-                else ratio_ci(s.images_per_sec, s.ci95 or 0.0, base.images_per_sec,
-                              base.ci95 or 0.0) / s.workers
-            )  # fmt: skip
+                0.0
+                if s is base
+                else ratio_ci(
+                    s.images_per_sec, s.ci95 or 0.0, base.images_per_sec, base.ci95 or 0.0
+                )
+                / s.workers
+            )
         if full_node is not None:
             scale = s.workers / full_node.workers
             s.internode_efficiency = s.images_per_sec / (scale * full_node.images_per_sec)
             s.internode_efficiency_ci95 = (
-                0.0 if s is full_node
-                else ratio_ci(s.images_per_sec, s.ci95 or 0.0, full_node.images_per_sec,
-                              full_node.ci95 or 0.0) / scale
-            )  # fmt: skip
+                0.0
+                if s is full_node
+                else ratio_ci(
+                    s.images_per_sec, s.ci95 or 0.0, full_node.images_per_sec, full_node.ci95 or 0.0
+                )
+                / scale
+            )
         if base is not None and base.step_time_s and s.step_time_s:
             data = (base.data_fraction or 0.0) * base.step_time_s
             s.compute_s, s.data_s = base.step_time_s - data, data
@@ -366,20 +407,24 @@ def _add_scaling(
             s.allreduce_s = 0.0
             continue
         probe = _matching_probe(probes, s)
-        model = prediction.link_model(probe) if probe else None
+        model = allreduce_model.link_model(probe) if probe else None
         if model is None or base is None or grad_bytes is None:
             continue
-        p = prediction.predict(base.step_time_s, grad_bytes, model)
+        p = allreduce_model.predict(base.step_time_s, grad_bytes, model)
         s.predicted_efficiency_low = p["efficiency_low"]
         s.predicted_efficiency_high = p["efficiency_high"]
         s.allreduce_s = p["allreduce_s"]
         s.busbw = p["busbw"]
         if timeline:
-            point = prediction.predict_measured(
-                base.step_time_s, [(t, b) for t, b in timeline], model, s.backend, grad_bytes,
-                cpu_s_per_byte=prediction.cpu_work_per_byte(probe),
-                background_share=prediction.background_share(probe),
-                overlap_stretch=prediction.overlap_stretch(probe),
+            point = allreduce_model.predict_measured(
+                base.step_time_s,
+                [(t, b) for t, b in timeline],
+                model,
+                s.backend,
+                grad_bytes,
+                cpu_s_per_byte=allreduce_model.cpu_work_per_byte(probe),
+                background_share=allreduce_model.background_share(probe),
+                overlap_stretch=allreduce_model.overlap_stretch(probe),
             )
             s.predicted_efficiency = point.efficiency
             s.predicted_cpu_work_s = point.cpu_work_s
@@ -434,8 +479,11 @@ def off_prediction(s: ConfigSummary, nominal_bytes_per_s: float | None) -> str |
     if (s.cpu_util or 0.0) > CPU_BOUND:
         # A saturated CPU beside an idle link: the CPU, not the link, sets the pace (how
         # much of it is the all-reduce's own work, the probe's CPU work says).
-        idle = f" while the link carries {link:.0%} of its rate" if (
-            link is not None and link <= LINK_BOUND) else ""  # fmt: skip
+        idle = (
+            f" while the link carries {link:.0%} of its rate"
+            if (link is not None and link <= LINK_BOUND)
+            else ""
+        )
         causes.append(f"CPU (nodes at {s.cpu_util:.0%} of their limit{idle})")
     if link is not None and link > LINK_BOUND:
         causes.append(f"network (link at {link:.0%})")
@@ -505,8 +553,13 @@ class LiveSummary:
         found = self._baseline_of(series)
         own = found is not None and found[0] == series
         timeline = self._timeline.get(series) or (self._timeline.get(found[0]) if found else None)
-        _add_scaling(ordered, self._grad_bytes.get(series), self._probes, timeline,
-                     None if own or found is None else found[1])  # fmt: skip
+        _add_scaling(
+            ordered,
+            self._grad_bytes.get(series),
+            self._probes,
+            timeline,
+            None if own or found is None else found[1],
+        )
 
     def add(self, run: dict[str, Any]) -> ConfigSummary:
         """The run's configuration summary after adding it (scaling filled once the
@@ -554,8 +607,11 @@ def convergence_lines(record: dict[str, Any]) -> list[str]:
             continue
         rel = c.get("relative_ci")  # a record may lack it (the store's schema allows that)
         ci = "no interval" if rel is None else f"CI {rel:.1%}"
-        why = {"budget": "--budget ran out", "max repeats": "--max-repeats reached",
-               "node unreachable": "a node it needs was unreachable"}[c["stopped"]]  # fmt: skip
+        why = {
+            "budget": "--budget ran out",
+            "max repeats": "--max-repeats reached",
+            "node unreachable": "a node it needs was unreachable",
+        }[c["stopped"]]
         lines.append(
             f"{c['label']}: {ci} after {c['runs']} run(s), wider than --target-ci "
             f"{target:.1%}: {why}"

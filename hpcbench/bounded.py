@@ -95,8 +95,9 @@ def ctrl_c_deferred() -> Iterator[None]:
     SIGINT is ignored, nothing changes."""
     previous = signal.getsignal(signal.SIGINT)
     if threading.current_thread() is not threading.main_thread() or previous in (
-        signal.SIG_IGN, None,
-    ):  # fmt: skip
+        signal.SIG_IGN,
+        None,
+    ):
         yield
         return
     pressed: list[int] = []
@@ -134,9 +135,16 @@ def run(
     out = subprocess.PIPE if (capture or on_line) else None
     err = subprocess.PIPE if capture else (subprocess.STDOUT if on_line else None)
     proc = subprocess.Popen(
-        argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, text=True, env=env, cwd=cwd,
-        start_new_session=True, umask=umask,
-    )  # fmt: skip
+        argv,
+        stdout=out,
+        stderr=err,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+        umask=umask,
+    )
     reader: threading.Thread | None = None
     if on_line is not None:
         assert proc.stdout is not None

@@ -144,9 +144,12 @@ def load_settings(path: Path) -> dict[str, str]:
         why = getattr(err, "strerror", None) or type(err).__name__
         raise UsageError(f"{path}: not readable JSON ({why}): {fix}") from None
     if not isinstance(data, dict) or not all(
-        isinstance(k, str) and re.fullmatch(r"[a-z_][a-z0-9_]*", k) and isinstance(v, str)
-        and len(v) <= SETTING_VALUE_MAX for k, v in data.items()
-    ):  # fmt: skip
+        isinstance(k, str)
+        and re.fullmatch(r"[a-z_][a-z0-9_]*", k)
+        and isinstance(v, str)
+        and len(v) <= SETTING_VALUE_MAX
+        for k, v in data.items()
+    ):
         raise UsageError(f"{path}: not an object of variable names to text values: {fix}")
     return data
 
@@ -263,10 +266,14 @@ def _end_masters(folder: Path) -> None:
     asked = []
     for socket in sorted(folder.iterdir()):
         with contextlib.suppress(OSError):
-            asked.append(subprocess.Popen(
-                ["ssh", "-O", "exit", "-o", f"ControlPath={socket}", "hpcbench-master"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            ))  # fmt: skip
+            asked.append(
+                subprocess.Popen(
+                    ["ssh", "-O", "exit", "-o", f"ControlPath={socket}", "hpcbench-master"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
     deadline = time.monotonic() + MASTER_EXIT_TIMEOUT_S
     for proc in asked:
         try:

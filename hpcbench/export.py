@@ -38,6 +38,10 @@ from typing import Any
 
 from hpcbench.analysis import ConfigSummary
 
+# The document's version; docs/configurations.schema.json describes it. History (a
+# field is only ever added under one version; renaming or changing one is version 2):
+#   1  2026-11-25  configurations with figures, interval and prediction (0ee3175)
+#      2026-11-25  + predicted_cpu_work_s (a0d2060), + predicted_background_s (43db3ff)
 SCHEMA = "hpcbench.configurations/1"
 METHOD = (
     "Throughput is images/s of all workers over timed windows after warm-up; ci95 is the "

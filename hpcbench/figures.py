@@ -39,22 +39,36 @@ def efficiency_panel(
     E = 1 dotted, on 0 to 1.15."""
     for c in curves:
         measured = [s for s in c.points if s.efficiency is not None]
-        ax.errorbar([getattr(s, x) for s in measured], [s.efficiency for s in measured],
-                    yerr=[s.efficiency_ci95 or 0 for s in measured], marker="o", capsize=3,
-                    color=c.color, label=f"{c.label} measured")  # fmt: skip
+        ax.errorbar(
+            [getattr(s, x) for s in measured],
+            [s.efficiency for s in measured],
+            yerr=[s.efficiency_ci95 or 0 for s in measured],
+            marker="o",
+            capsize=3,
+            color=c.color,
+            label=f"{c.label} measured",
+        )
         # The band is named in the legend, or, with a point prediction, by its line.
         band = [s for s in c.points if s.predicted_efficiency_low is not None]
         if band:
-            ax.fill_between([getattr(s, x) for s in band],
-                            [s.predicted_efficiency_low for s in band],
-                            [s.predicted_efficiency_high for s in band], color=c.color,
-                            alpha=0.15,
-                            label=None if point_prediction else f"{c.label} predicted")  # fmt: skip
+            ax.fill_between(
+                [getattr(s, x) for s in band],
+                [s.predicted_efficiency_low for s in band],
+                [s.predicted_efficiency_high for s in band],
+                color=c.color,
+                alpha=0.15,
+                label=None if point_prediction else f"{c.label} predicted",
+            )
         on_point = [s for s in c.points if s.predicted_efficiency is not None]
         if point_prediction and on_point:
-            ax.plot([getattr(s, x) for s in on_point], [s.predicted_efficiency for s in on_point],
-                    linestyle="--", marker="x", color=c.color,
-                    label=f"{c.label} predicted (band shaded)")  # fmt: skip
+            ax.plot(
+                [getattr(s, x) for s in on_point],
+                [s.predicted_efficiency for s in on_point],
+                linestyle="--",
+                marker="x",
+                color=c.color,
+                label=f"{c.label} predicted (band shaded)",
+            )
     # Dotted: the dashed line is the point prediction's.
     ax.axhline(1.0, color="black", linestyle=":", linewidth=1, label="ideal")
     ax.set(ylabel="E(N) = X(N) / (N X(1))", ylim=(0, 1.15))

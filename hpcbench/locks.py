@@ -24,8 +24,11 @@ def hold(path: Path, busy: str) -> int:
         # where it points (outside a results folder, say); it is refused instead.
         fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as err:
-        why = "a symbolic link, which hpcbench never opens (remove it)" if (
-            err.errno == errno.ELOOP) else err.strerror or err  # fmt: skip
+        why = (
+            "a symbolic link, which hpcbench never opens (remove it)"
+            if (err.errno == errno.ELOOP)
+            else err.strerror or err
+        )
         raise UsageError(f"cannot lock {path}: {why}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

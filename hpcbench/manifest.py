@@ -75,6 +75,8 @@ def unpack_command(bench_dir: str, *also: str) -> str:
     there only once the new copy is whole, and makes the folders `also` names."""
     new, q = f"{bench_dir}.new", shlex.quote
     folders = " ".join(q(d) for d in also if d)
-    return (f"set -e; mkdir -p {q(new)} {folders}; rm -rf {q(new)}; mkdir -p {q(new)}; "
-            f"tar -C {q(new)} -xf -; rm -rf {q(bench_dir)}; "
-            f"mv {q(new)} {q(bench_dir)}")  # fmt: skip
+    return (
+        f"set -e; mkdir -p {q(new)} {folders}; rm -rf {q(new)}; mkdir -p {q(new)}; "
+        f"tar -C {q(new)} -xf -; rm -rf {q(bench_dir)}; "
+        f"mv {q(new)} {q(bench_dir)}"
+    )

@@ -247,14 +247,18 @@ def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
         check_text(job_dir, "--slurm-job-dir", SAFE_PATH, "a plain path")
     for flag in ("slurm_python", "slurm_bench_dir"):
         if getattr(args, flag):
-            check_text(getattr(args, flag), f"--{flag.replace('_', '-')}", SAFE_PATH,
-                       "a plain path")  # fmt: skip
+            check_text(
+                getattr(args, flag), f"--{flag.replace('_', '-')}", SAFE_PATH, "a plain path"
+            )
     if login and not args.container_image and not args.slurm_python:
-        raise UsageError("--slurm-login without --container-image needs --slurm-python: the "
-                         "stack's Python on the cluster (a venv or conda environment)")  # fmt: skip
+        raise UsageError(
+            "--slurm-login without --container-image needs --slurm-python: the "
+            "stack's Python on the cluster (a venv or conda environment)"
+        )
     if any(ord(c) < 32 or ord(c) == 127 for c in args.slurm_setup) or len(args.slurm_setup) > 2000:
-        raise UsageError("--slurm-setup: one line of shell (no line breaks or control "
-                         "characters, at most 2000)")  # fmt: skip
+        raise UsageError(
+            "--slurm-setup: one line of shell (no line breaks or control characters, at most 2000)"
+        )
     return SlurmOptions(
         partition=args.partition,
         account=args.account,
@@ -276,22 +280,27 @@ def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
     )
 
 
-
 def login_access(args: argparse.Namespace) -> SshAccess | None:
     """--slurm-login as the SSH access sbatch runs through (None: this machine)."""
     if not args.slurm_login:
         for flag in ("slurm_ssh_key", "slurm_known_hosts"):
             if getattr(args, flag):
-                raise UsageError(f"--{flag.replace('_', '-')} is for --slurm-login: give both, "
-                                 "or neither")  # fmt: skip
+                raise UsageError(
+                    f"--{flag.replace('_', '-')} is for --slurm-login: give both, or neither"
+                )
         return None
     user, host, port = parse_login(args.slurm_login)
     for flag in ("slurm_ssh_key", "slurm_known_hosts"):
         if getattr(args, flag):
             check_path(getattr(args, flag), f"--{flag.replace('_', '-')}")
-    return SshAccess(host=host, port=port, user=user, key_file=args.slurm_ssh_key or None,
-                     known_hosts=args.slurm_known_hosts or None,
-                     multiplex=str(paths.state_root() / "ssh"))  # fmt: skip
+    return SshAccess(
+        host=host,
+        port=port,
+        user=user,
+        key_file=args.slurm_ssh_key or None,
+        known_hosts=args.slurm_known_hosts or None,
+        multiplex=str(paths.state_root() / "ssh"),
+    )
 
 
 def target_spec(args: argparse.Namespace) -> TargetSpec:
@@ -324,8 +333,10 @@ def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
         if args.data.startswith("-"):  # bench/train.py would read it as an option
             raise UsageError(f"--data: {args.data[:60]!r} is not a folder; write ./{args.data}")
     if args.step == "graph" and args.device == "cpu":
-        raise UsageError("--step graph needs CUDA (CUDA graphs): drop --device cpu, or use "
-                         "--step eager or compile")
+        raise UsageError(
+            "--step graph needs CUDA (CUDA graphs): drop --device cpu, or use "
+            "--step eager or compile"
+        )
     return WorkloadSpec(
         model=args.model,
         image_size=image_size,
@@ -469,8 +480,9 @@ def add_deploy_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def add_report_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="Markdown and HTML report with plots",
-                       description=report.__doc__)  # fmt: skip
+    p = sub.add_parser(
+        "report", help="Markdown and HTML report with plots", description=report.__doc__
+    )
     p.add_argument("--out", default="results", help="results directory (default: results/)")
     p.add_argument(
         "--format",
@@ -499,51 +511,107 @@ def add_predict_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--image-size", type=count_type("image-size"), default=224)
     p.add_argument("--batch", type=count_type("batch"), default=32, help="per-worker batch")
     p.add_argument("--workers", default="1-10", help="worker counts: 1-16 or 1,2,4,8")
-    p.add_argument("--gpus-per-node", type=count_type("gpus-per-node"), default=1,
-                   help="workers per node")  # fmt: skip
-    p.add_argument("--single-worker-ips", type=predict.real_type("single-worker-ips"), default=None,
-                   help="one worker's images/s (or give --step-time)")  # fmt: skip
-    p.add_argument("--step-time", type=predict.real_type("step-time"), default=None,
-                   help="one worker's step, seconds")  # fmt: skip
-    p.add_argument("--link", default=None,
-                   help="line rate between nodes, e.g. 10gbit; bus bandwidth = link efficiency "
-                   "x rate")  # fmt: skip
-    p.add_argument("--transport", default="tcp", choices=sorted(predict.LINK_EFFICIENCY),
-                   help="between nodes: its default link efficiency (tcp "
-                   f"{predict.TCP_EFFICIENCY:.2f}, rdma {predict.RDMA_EFFICIENCY:.2f}) and "
-                   "latency")  # fmt: skip
-    p.add_argument("--link-efficiency", type=predict.real_type("link-efficiency"), default=None,
-                   help="share of --link a ring achieves (a probe's busbw / rate; "
-                   "predict --calibrate fits it)")  # fmt: skip
-    p.add_argument("--busbw", type=predict.real_type("busbw"), default=None,
-                   help="measured bus bandwidth in GB/s (hpcbench probe, nccl-tests)")  # fmt: skip
-    p.add_argument("--latency-us", type=predict.real_type("latency-us"), default=None,
-                   help="per-step latency across nodes (default tcp "
-                   f"{predict.LATENCY_US['tcp']:g}, rdma {predict.LATENCY_US['rdma']:g}: "
-                   "assumed)")  # fmt: skip
-    p.add_argument("--intra-node", default=predict.DEFAULT_INTRA_NODE,
-                   choices=list(predict.INTRA_NODE),
-                   help="interconnect inside a node: pcie3-5, nvlink2 (V100), nvlink3 (A100), "
-                   "nvlink4 (H100)")  # fmt: skip
-    p.add_argument("--intra-busbw", type=predict.real_type("intra-busbw"), default=None,
-                   help="bus bandwidth inside a node in GB/s (overrides --intra-node)")
-    p.add_argument("--collectives", default="nccl", choices=["nccl", "gloo"],
-                   help="nccl: ring or tree, whichever is faster per message; gloo: ring")
-    p.add_argument("--interference", type=predict.real_type("interference"), default=None,
-                   help="share of overlapped communication time backward loses (default "
-                   f"{predict.DEFAULT_INTERFERENCE:.2f})")  # fmt: skip
+    p.add_argument(
+        "--gpus-per-node", type=count_type("gpus-per-node"), default=1, help="workers per node"
+    )
+    p.add_argument(
+        "--single-worker-ips",
+        type=predict.real_type("single-worker-ips"),
+        default=None,
+        help="one worker's images/s (or give --step-time)",
+    )
+    p.add_argument(
+        "--step-time",
+        type=predict.real_type("step-time"),
+        default=None,
+        help="one worker's step, seconds",
+    )
+    p.add_argument(
+        "--link",
+        default=None,
+        help="line rate between nodes, e.g. 10gbit; bus bandwidth = link efficiency x rate",
+    )
+    p.add_argument(
+        "--transport",
+        default="tcp",
+        choices=sorted(predict.LINK_EFFICIENCY),
+        help="between nodes: its default link efficiency (tcp "
+        f"{predict.TCP_EFFICIENCY:.2f}, rdma {predict.RDMA_EFFICIENCY:.2f}) and "
+        "latency",
+    )
+    p.add_argument(
+        "--link-efficiency",
+        type=predict.real_type("link-efficiency"),
+        default=None,
+        help="share of --link a ring achieves (a probe's busbw / rate; "
+        "predict --calibrate fits it)",
+    )
+    p.add_argument(
+        "--busbw",
+        type=predict.real_type("busbw"),
+        default=None,
+        help="measured bus bandwidth in GB/s (hpcbench probe, nccl-tests)",
+    )
+    p.add_argument(
+        "--latency-us",
+        type=predict.real_type("latency-us"),
+        default=None,
+        help="per-step latency across nodes (default tcp "
+        f"{predict.LATENCY_US['tcp']:g}, rdma {predict.LATENCY_US['rdma']:g}: "
+        "assumed)",
+    )
+    p.add_argument(
+        "--intra-node",
+        default=predict.DEFAULT_INTRA_NODE,
+        choices=list(predict.INTRA_NODE),
+        help="interconnect inside a node: pcie3-5, nvlink2 (V100), nvlink3 (A100), nvlink4 (H100)",
+    )
+    p.add_argument(
+        "--intra-busbw",
+        type=predict.real_type("intra-busbw"),
+        default=None,
+        help="bus bandwidth inside a node in GB/s (overrides --intra-node)",
+    )
+    p.add_argument(
+        "--collectives",
+        default="nccl",
+        choices=["nccl", "gloo"],
+        help="nccl: ring or tree, whichever is faster per message; gloo: ring",
+    )
+    p.add_argument(
+        "--interference",
+        type=predict.real_type("interference"),
+        default=None,
+        help="share of overlapped communication time backward loses (default "
+        f"{predict.DEFAULT_INTERFERENCE:.2f})",
+    )
     p.add_argument("--backend", default="ddp", choices=["ddp", "horovod"])
-    p.add_argument("--bucket-cap-mb", type=megabytes_type("bucket-cap-mb"), default=None,
-                   help="ddp: DistributedDataParallel's bucket_cap_mb (default 25)")  # fmt: skip
-    p.add_argument("--fusion-threshold-mb", type=megabytes_type("fusion-threshold-mb"),
-                   default=None,
-                   help="horovod: HOROVOD_FUSION_THRESHOLD in MiB (default 128; 0 = no fusion)")
-    p.add_argument("--cycle-time-ms", type=predict.real_type("cycle-time-ms"), default=None,
-                   help="horovod: HOROVOD_CYCLE_TIME, ms between fusions (default 1)")  # fmt: skip
+    p.add_argument(
+        "--bucket-cap-mb",
+        type=megabytes_type("bucket-cap-mb"),
+        default=None,
+        help="ddp: DistributedDataParallel's bucket_cap_mb (default 25)",
+    )
+    p.add_argument(
+        "--fusion-threshold-mb",
+        type=megabytes_type("fusion-threshold-mb"),
+        default=None,
+        help="horovod: HOROVOD_FUSION_THRESHOLD in MiB (default 128; 0 = no fusion)",
+    )
+    p.add_argument(
+        "--cycle-time-ms",
+        type=predict.real_type("cycle-time-ms"),
+        default=None,
+        help="horovod: HOROVOD_CYCLE_TIME, ms between fusions (default 1)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per worker count")
-    p.add_argument("--calibrate", default=None, metavar="RESULTS",
-                   help="fit link efficiency and interference to the measured runs of a "
-                   "results store (two node counts or more) and print them")  # fmt: skip
+    p.add_argument(
+        "--calibrate",
+        default=None,
+        metavar="RESULTS",
+        help="fit link efficiency and interference to the measured runs of a "
+        "results store (two node counts or more) and print them",
+    )
     p.set_defaults(func=predict.main)
 
 
@@ -566,16 +634,26 @@ def add_campaign_command(sub: argparse._SubParsersAction, handlers: dict[str, Ha
         q.add_argument("file", type=Path, help="the campaign file (campaigns/*.yaml)")
         q.set_defaults(func=handlers[name])
         if name == "run":
-            q.add_argument("--resume", action="store_true",
-                           help="skip the cells already measured and run what is left")
-            q.add_argument("--dry-run", action="store_true",
-                           help="print every job script and command line; create, submit "
-                           "and write nothing")  # fmt: skip
+            q.add_argument(
+                "--resume",
+                action="store_true",
+                help="skip the cells already measured and run what is left",
+            )
+            q.add_argument(
+                "--dry-run",
+                action="store_true",
+                help="print every job script and command line; create, submit and write nothing",
+            )
         if name == "status":
             q.add_argument("--json", action="store_true", help="the table as JSON")
         if name == "destroy":
-            q.add_argument("--testbed", action="append", default=[], metavar="NAME",
-                           help="only this testbed (repeatable)")
+            q.add_argument(
+                "--testbed",
+                action="append",
+                default=[],
+                metavar="NAME",
+                help="only this testbed (repeatable)",
+            )
 
 
 CAMPAIGN_HELP = """\

@@ -202,8 +202,10 @@ def _html_heading(text: str, level: int) -> str:
 
 def _html_block(block: Block) -> str:
     if isinstance(block, Paragraph):
-        parts = (f"<code>{html.escape(p.text)}</code>" if isinstance(p, Code) else html.escape(p)
-                 for p in block.parts)  # fmt: skip
+        parts = (
+            f"<code>{html.escape(p.text)}</code>" if isinstance(p, Code) else html.escape(p)
+            for p in block.parts
+        )
         return f"<p>{''.join(parts)}</p>"
     if isinstance(block, Bullets):
         return "<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in block.items) + "</ul>"

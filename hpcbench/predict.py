@@ -7,7 +7,7 @@
 The model's gradient sizes and per-layer forward FLOPs come from the model
 itself, built on PyTorch's meta device (no weights, no memory, no GPU). Each
 worker count gets a point prediction (the replay of one step in
-hpcbench.prediction: gradients ready layer by layer during backward, grouped
+hpcbench.allreduce_model: gradients ready layer by layer during backward, grouped
 as the backend groups them, queued on a two-level link: the node's NIC
 shared by its workers, PCIe or NVLink inside it) and the two-bound band.
 The link achieves a share of its line rate (--link-efficiency, else the
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from hpcbench import analysis, prediction
+from hpcbench import allreduce_model, analysis
 from hpcbench.errors import UsageError
 from hpcbench.specs import parse_int_list, units
 from hpcbench.store import Store
@@ -36,7 +36,7 @@ from hpcbench.store import Store
 # measured it, and the share of the link's busy time during backward that backward
 # loses (GPU cycles and memory bandwidth to NCCL kernels, CPU to TCP copies). Fitted
 # together, least absolute error, to the 17 published rows not held out
-# (evaluation/published.json; `python evaluation/bench_published.py --fit`, link
+# (evaluation/published.json; `python evaluation/published.py --fit`, link
 # efficiency on a 0.02 grid up to 1, interference on a 0.05 grid). The rows cannot
 # tell RDMA from the wire (the fit ends at the grid's bound, 1.00) and put TCP at
 # 0.86, below TCP's payload share at MTU 1500 (1448 of the 1538 bytes a frame takes on
@@ -100,8 +100,10 @@ def model_layers(name: str, image_size: int) -> list[tuple[float, float]]:
     except ValueError:
         raise UsageError(f"--model {name!r}: not a torchvision model") from None
     with torch.device("meta"):
-        model = build(weights=None, **({"aux_logits": False, "init_weights": False}
-                                       if name == "inception_v3" else {}))  # fmt: skip
+        model = build(
+            weights=None,
+            **({"aux_logits": False, "init_weights": False} if name == "inception_v3" else {}),
+        )
     model.eval()
     layers: list[tuple[float, float]] = []
     seen: set[int] = set()
@@ -145,7 +147,7 @@ class Plan:
     busbw: float  # bytes/s one node's NIC achieves
     latency_s: float  # per ring step across nodes
     backend: str
-    grouping: prediction.Grouping  # the backend with its bucket / fusion settings
+    grouping: allreduce_model.Grouping  # the backend with its bucket / fusion settings
     intra_busbw: float = INTRA_NODE[DEFAULT_INTRA_NODE]  # bytes/s inside a node
     intra_latency_s: float = INTRA_LATENCY_US * 1e-6
     interference: float = DEFAULT_INTERFERENCE
@@ -153,23 +155,33 @@ class Plan:
     link_note: str = ""  # where busbw came from, for every output
 
 
-def link_for(plan: Plan, workers: int) -> prediction.TwoLevelLink:
+def link_for(plan: Plan, workers: int) -> allreduce_model.TwoLevelLink:
     """The two-level link of `workers` workers packed gpus_per_node to a node."""
-    return prediction.TwoLevelLink(
-        workers=workers, nodes=math.ceil(workers / plan.gpus_per_node), latency_s=plan.latency_s,
-        busbw=plan.busbw, intra_latency_s=plan.intra_latency_s, intra_busbw=plan.intra_busbw,
+    return allreduce_model.TwoLevelLink(
+        workers=workers,
+        nodes=math.ceil(workers / plan.gpus_per_node),
+        latency_s=plan.latency_s,
+        busbw=plan.busbw,
+        intra_latency_s=plan.intra_latency_s,
+        intra_busbw=plan.intra_busbw,
         tree=plan.nccl,
-    )  # fmt: skip
+    )
 
 
 def predictions(plan: Plan, layers: list[tuple[float, float]]) -> list[dict[str, float]]:
     rows = []
     for n in plan.workers:
         link = link_for(plan, n)
-        p = prediction.predict_point(plan.step_time_s, layers, link, plan.grouping,
-                                     plan.interference)  # fmt: skip
-        rows.append({"workers": n, "nodes": link.nodes, **{k: v for k, v in asdict(p).items()
-                                                           if k != "workers"}})  # fmt: skip
+        p = allreduce_model.predict_point(
+            plan.step_time_s, layers, link, plan.grouping, plan.interference
+        )
+        rows.append(
+            {
+                "workers": n,
+                "nodes": link.nodes,
+                **{k: v for k, v in asdict(p).items() if k != "workers"},
+            }
+        )
         rows[-1]["images_per_s"] = n * plan.batch / p.step_s
     return rows
 
@@ -208,8 +220,11 @@ class Fit:
     mean_abs: float  # mean |point - measured| over the cases
 
 
-def fit(cases: list[Case], efficiencies: tuple[float, ...] = EFFICIENCY_GRID,
-        interferences: tuple[float, ...] = INTERFERENCE_GRID) -> Fit:  # fmt: skip
+def fit(
+    cases: list[Case],
+    efficiencies: tuple[float, ...] = EFFICIENCY_GRID,
+    interferences: tuple[float, ...] = INTERFERENCE_GRID,
+) -> Fit:
     """The link efficiency per transport and the one interference that make the points
     closest to the measured efficiencies (least absolute error: a few odd rows should not
     decide). Given the interference, each transport's efficiency is fitted on its own."""
@@ -218,8 +233,9 @@ def fit(cases: list[Case], efficiencies: tuple[float, ...] = EFFICIENCY_GRID,
         shares, total = {}, 0.0
         for transport in sorted({k.transport for k in cases}):
             mine = [k for k in cases if k.transport == transport]
-            err, share = min((sum(abs(case_point(k, e, c) - k.measured) for k in mine), e)
-                             for e in efficiencies)  # fmt: skip
+            err, share = min(
+                (sum(abs(case_point(k, e, c) - k.measured) for k in mine), e) for e in efficiencies
+            )
             shares[transport] = share
             total += err
         if best is None or total / len(cases) < best.mean_abs - 1e-12:
@@ -234,31 +250,43 @@ def store_cases(args: argparse.Namespace) -> list[Case]:
     (else --link)."""
     store = Store(Path(args.calibrate))
     if not store.exists():
-        raise UsageError(f"--calibrate {args.calibrate!r:.80}: no results store there "
-                         "(no results.jsonl)")  # fmt: skip
+        raise UsageError(
+            f"--calibrate {args.calibrate!r:.80}: no results store there (no results.jsonl)"
+        )
     default_rate = parse_link(args.link) if args.link is not None else None
     cases = []
     for s in analysis.summarise(store.runs(), store.probes()):
         if s.nodes <= 1 or s.efficiency is None or s.compute_s is None:
             continue
-        nominal = prediction.nominal_bytes_per_s(s.link_rate)
+        nominal = allreduce_model.nominal_bytes_per_s(s.link_rate)
         rate = nominal * 8 if nominal else default_rate
         if rate is None:
-            raise UsageError(f"--calibrate: the runs at {s.nodes} nodes recorded no link rate: "
-                             "give --link")  # fmt: skip
+            raise UsageError(
+                f"--calibrate: the runs at {s.nodes} nodes recorded no link rate: give --link"
+            )
         plan = Plan(
-            model=s.model, image_size=s.image_size, batch=s.batch, workers=[s.workers],
-            gpus_per_node=s.gpus_per_node, step_time_s=s.compute_s + (s.data_s or 0.0),
-            busbw=rate / 8, backend=s.backend, grouping=prediction.Grouping(s.backend),
-            latency_s=(args.latency_us if args.latency_us is not None
-                       else LATENCY_US[args.transport]) * 1e-6,
+            model=s.model,
+            image_size=s.image_size,
+            batch=s.batch,
+            workers=[s.workers],
+            gpus_per_node=s.gpus_per_node,
+            step_time_s=s.compute_s + (s.data_s or 0.0),
+            busbw=rate / 8,
+            backend=s.backend,
+            grouping=allreduce_model.Grouping(s.backend),
+            latency_s=(
+                args.latency_us if args.latency_us is not None else LATENCY_US[args.transport]
+            )
+            * 1e-6,
             nccl=args.collectives == "nccl",
-        )  # fmt: skip
+        )
         cases.append(Case(plan, rate, s.efficiency, args.transport))
     nodes = sorted({math.ceil(k.plan.workers[0] / k.plan.gpus_per_node) for k in cases})
     if len(nodes) < 2:
-        raise UsageError(f"--calibrate: needs runs at two node counts or more beyond one node; "
-                         f"{args.calibrate!r:.80} has {nodes or 'none'}")  # fmt: skip
+        raise UsageError(
+            f"--calibrate: needs runs at two node counts or more beyond one node; "
+            f"{args.calibrate!r:.80} has {nodes or 'none'}"
+        )
     return cases
 
 
@@ -269,29 +297,55 @@ def calibrate_main(args: argparse.Namespace) -> int:
     rows = []
     for k in cases:
         n = k.plan.workers[0]
-        rows.append({"workers": n, "nodes": math.ceil(n / k.plan.gpus_per_node),
-                     "model": k.plan.model, "batch": k.plan.batch, "measured": k.measured,
-                     "point": case_point(k, share, found.interference),
-                     "default_point": case_point(k, LINK_EFFICIENCY[args.transport],
-                                                 DEFAULT_INTERFERENCE)})  # fmt: skip
+        rows.append(
+            {
+                "workers": n,
+                "nodes": math.ceil(n / k.plan.gpus_per_node),
+                "model": k.plan.model,
+                "batch": k.plan.batch,
+                "measured": k.measured,
+                "point": case_point(k, share, found.interference),
+                "default_point": case_point(
+                    k, LINK_EFFICIENCY[args.transport], DEFAULT_INTERFERENCE
+                ),
+            }
+        )
     usage = f"--link-efficiency {share:.2f} --interference {found.interference:.2f}"
     if args.json:
-        print(json.dumps({"link_efficiency": share, "interference": found.interference,
-                          "mean_abs": found.mean_abs, "pass": usage, "rows": rows}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "link_efficiency": share,
+                    "interference": found.interference,
+                    "mean_abs": found.mean_abs,
+                    "pass": usage,
+                    "rows": rows,
+                },
+                indent=1,
+            )
+        )
         return 0
-    print(f"fitted to {len(cases)} measured configurations across nodes in {args.calibrate}: "
-          f"link efficiency {share:.2f} ({args.transport}; default "
-          f"{LINK_EFFICIENCY[args.transport]:.2f}), interference {found.interference:.2f} "
-          f"(default {DEFAULT_INTERFERENCE:.2f}); mean |point - measured| "
-          f"{found.mean_abs:.3f}")  # fmt: skip
-    print(f"{'model':>12} {'batch':>5} {'workers':>7} {'nodes':>5} {'E measured':>10} "
-          f"{'E fitted':>8} {'E default':>9}")
+    print(
+        f"fitted to {len(cases)} measured configurations across nodes in {args.calibrate}: "
+        f"link efficiency {share:.2f} ({args.transport}; default "
+        f"{LINK_EFFICIENCY[args.transport]:.2f}), interference {found.interference:.2f} "
+        f"(default {DEFAULT_INTERFERENCE:.2f}); mean |point - measured| "
+        f"{found.mean_abs:.3f}"
+    )
+    print(
+        f"{'model':>12} {'batch':>5} {'workers':>7} {'nodes':>5} {'E measured':>10} "
+        f"{'E fitted':>8} {'E default':>9}"
+    )
     spread = statistics.median(abs(r["point"] - r["measured"]) for r in rows)
     for r in rows:
-        print(f"{r['model']:>12} {r['batch']:>5} {r['workers']:>7} {r['nodes']:>5} "
-              f"{r['measured']:>10.3f} {r['point']:>8.3f} {r['default_point']:>9.3f}")
-    print(f"median |fitted point - measured| {spread:.3f}. To predict another testbed from "
-          f"this one: hpcbench predict ... {usage}")  # fmt: skip
+        print(
+            f"{r['model']:>12} {r['batch']:>5} {r['workers']:>7} {r['nodes']:>5} "
+            f"{r['measured']:>10.3f} {r['point']:>8.3f} {r['default_point']:>9.3f}"
+        )
+    print(
+        f"median |fitted point - measured| {spread:.3f}. To predict another testbed from "
+        f"this one: hpcbench predict ... {usage}"
+    )
     return 0
 
 
@@ -328,37 +382,54 @@ def plan_from(args: argparse.Namespace) -> Plan:
     if args.cycle_time_ms is not None and args.backend != "horovod":
         raise UsageError("--cycle-time-ms is Horovod's setting; DDP has no cycle")
     message_mb = args.bucket_cap_mb if args.backend == "ddp" else args.fusion_threshold_mb
-    grouping = prediction.Grouping(
+    grouping = allreduce_model.Grouping(
         args.backend,
         None if message_mb is None else message_mb * 1024**2,
         None if args.cycle_time_ms is None else args.cycle_time_ms / 1e3,
     )
     if args.link_efficiency is not None and args.busbw is not None:
-        raise UsageError("--link-efficiency scales --link; --busbw is already what the link "
-                         "achieves")  # fmt: skip
+        raise UsageError(
+            "--link-efficiency scales --link; --busbw is already what the link achieves"
+        )
     step = args.step_time if args.step_time is not None else args.batch / args.single_worker_ips
     if args.busbw is not None:
         busbw, note = args.busbw * 1e9, f"bus bandwidth {args.busbw:g} GB/s (measured, --busbw)"
     else:
         rate = parse_link(args.link)
-        share = args.link_efficiency if args.link_efficiency is not None else (
-            LINK_EFFICIENCY[args.transport])  # fmt: skip
-        source = "--link-efficiency" if args.link_efficiency is not None else (
-            f"{args.transport} default")  # fmt: skip
+        share = (
+            args.link_efficiency
+            if args.link_efficiency is not None
+            else (LINK_EFFICIENCY[args.transport])
+        )
+        source = (
+            "--link-efficiency"
+            if args.link_efficiency is not None
+            else (f"{args.transport} default")
+        )
         busbw = rate / 8 * share
-        note = (f"link {rate / 1e9:g} Gbit/s x {share:.2f} ({source}) = "
-                f"{busbw * 8 / 1e9:.2f} Gbit/s achieved")  # fmt: skip
+        note = (
+            f"link {rate / 1e9:g} Gbit/s x {share:.2f} ({source}) = "
+            f"{busbw * 8 / 1e9:.2f} Gbit/s achieved"
+        )
     latency_us = args.latency_us if args.latency_us is not None else LATENCY_US[args.transport]
     intra = args.intra_busbw * 1e9 if args.intra_busbw is not None else INTRA_NODE[args.intra_node]
     interference = DEFAULT_INTERFERENCE if args.interference is None else args.interference
     return Plan(
-        model=args.model, image_size=args.image_size, batch=args.batch,
+        model=args.model,
+        image_size=args.image_size,
+        batch=args.batch,
         workers=parse_int_list(args.workers, "--workers", MAX_WORKERS),
-        gpus_per_node=args.gpus_per_node, step_time_s=step, busbw=busbw,
-        latency_s=latency_us * 1e-6, backend=args.backend, grouping=grouping,
-        intra_busbw=intra, interference=interference, nccl=args.collectives == "nccl",
+        gpus_per_node=args.gpus_per_node,
+        step_time_s=step,
+        busbw=busbw,
+        latency_s=latency_us * 1e-6,
+        backend=args.backend,
+        grouping=grouping,
+        intra_busbw=intra,
+        interference=interference,
+        nccl=args.collectives == "nccl",
         link_note=note,
-    )  # fmt: skip
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -367,27 +438,38 @@ def main(args: argparse.Namespace) -> int:
     plan = plan_from(args)
     rows = predictions(plan, model_layers(plan.model, plan.image_size))
     for r in rows:  # each row says which link figures it stands on
-        r.update(busbw=plan.busbw, link=plan.link_note, latency_s=plan.latency_s,
-                 intra_busbw=plan.intra_busbw, interference=plan.interference)  # fmt: skip
+        r.update(
+            busbw=plan.busbw,
+            link=plan.link_note,
+            latency_s=plan.latency_s,
+            intra_busbw=plan.intra_busbw,
+            interference=plan.interference,
+        )
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{plan.model} at {plan.image_size} px, batch {plan.batch}/worker, "
-          f"{plan.grouping.describe()}, "
-          f"single-worker step {plan.step_time_s * 1e3:.1f} ms; {plan.link_note}, "
-          f"latency {plan.latency_s * 1e6:.0f} us across nodes; inside a node "
-          f"{plan.intra_busbw / 1e9:g} GB/s; interference {plan.interference:.2f}"
-          f"{'; NCCL ring or tree' if plan.nccl else '; ring'}")  # fmt: skip
-    print(f"{'workers':>7} {'nodes':>5} {'E (point)':>9} {'E band':>11} {'all-reduce':>10} "
-          f"{'exposed':>8} {'images/s':>9}")
+    print(
+        f"{plan.model} at {plan.image_size} px, batch {plan.batch}/worker, "
+        f"{plan.grouping.describe()}, "
+        f"single-worker step {plan.step_time_s * 1e3:.1f} ms; {plan.link_note}, "
+        f"latency {plan.latency_s * 1e6:.0f} us across nodes; inside a node "
+        f"{plan.intra_busbw / 1e9:g} GB/s; interference {plan.interference:.2f}"
+        f"{'; NCCL ring or tree' if plan.nccl else '; ring'}"
+    )
+    print(
+        f"{'workers':>7} {'nodes':>5} {'E (point)':>9} {'E band':>11} {'all-reduce':>10} "
+        f"{'exposed':>8} {'images/s':>9}"
+    )
     for r in rows:
-        print(f"{r['workers']:>7} {r['nodes']:>5} {r['efficiency']:>9.2f} "
-              f"{r['efficiency_low']:>5.2f}-{r['efficiency_high']:<5.2f} "
-              f"{r['allreduce_s'] * 1e3:>8.1f}ms {r['exposed_s'] * 1e3:>6.1f}ms "
-              f"{r['images_per_s']:>9.0f}")  # fmt: skip
-    print("point: one step replayed (gradients ready layer by layer in backward, grouped as the "
-          "backend groups them, queued on the link; overlapped communication slows backward by "
-          "the interference share of it); band: no overlap to full overlap")
+        print(
+            f"{r['workers']:>7} {r['nodes']:>5} {r['efficiency']:>9.2f} "
+            f"{r['efficiency_low']:>5.2f}-{r['efficiency_high']:<5.2f} "
+            f"{r['allreduce_s'] * 1e3:>8.1f}ms {r['exposed_s'] * 1e3:>6.1f}ms "
+            f"{r['images_per_s']:>9.0f}"
+        )
+    print(
+        "point: one step replayed (gradients ready layer by layer in backward, grouped as the "
+        "backend groups them, queued on the link; overlapped communication slows backward by "
+        "the interference share of it); band: no overlap to full overlap"
+    )
     return 0
-
-

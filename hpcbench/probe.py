@@ -62,8 +62,10 @@ def format_probe(record: dict) -> str:
     )
     if record["status"] != "ok":
         return f"{head}: FAILED\n{record.get('error', '')}"
-    lines = [head, f"{'bytes':>12} {'time us':>11} {'algbw GB/s':>11} {'busbw GB/s':>11}"
-                   f" {'CPU us':>11}"]  # fmt: skip
+    lines = [
+        head,
+        f"{'bytes':>12} {'time us':>11} {'algbw GB/s':>11} {'busbw GB/s':>11} {'CPU us':>11}",
+    ]
     for r in record["results"]:
         cpu = f"{r['cpu_s'] * 1e6:>11.1f}" if "cpu_s" in r else f"{'-':>11}"
         lines.append(

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from hpcbench import bounded
 from hpcbench.errors import UsageError
+from hpcbench.nodeset import load_inventory
 from hpcbench.ssh import SshAccess, last_line
-from hpcbench.testbed import load_inventory
 
 CONNECT_TIMEOUT_S = 10  # one ssh attempt's connect; ssh's own limit
 ATTEMPT_S = 30  # one whole attempt (through a bastion: two connects and two logins)
@@ -116,8 +116,9 @@ def unreachable(nodes: Sequence[Target], limit: bounded.Limit = PREFLIGHT) -> di
 
     def problem(target: Target) -> str | None:
         try:  # the whole group: a ProxyCommand's process goes with its ssh
-            proc = bounded.run([*target.access.argv(), "true"], limit, capture=True,
-                               seconds=seconds, grace_s=1)  # fmt: skip
+            proc = bounded.run(
+                [*target.access.argv(), "true"], limit, capture=True, seconds=seconds, grace_s=1
+            )
         except bounded.Timeout:
             return f"no answer in {seconds:.0f} s"
         return None if proc.returncode == 0 else last_line(proc.stderr)

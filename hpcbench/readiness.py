@@ -52,7 +52,8 @@ def preflight(target: Target) -> None:
     if target.testbed.kind is TestbedKind.SLURM and isinstance(target.launcher, SlurmLauncher):
         most = max(target.node_counts)  # the largest job of the sweep must be accepted
         SlurmScheduler(target.launcher).preflight(
-            target.spec(CHECK_SCRIPT, [], most, target.workers(most)))
+            target.spec(CHECK_SCRIPT, [], most, target.workers(most))
+        )
     elif target.testbed.kind is TestbedKind.HOSTS:
         target.prepare()
 
@@ -68,9 +69,13 @@ def check(target: Target, workload: WorkloadSpec) -> CheckResult:
     outcome = target.run(check_spec(target, workload), timeout_s=CHECK_TIMEOUT_S)
     records = [r for r in outcome.records if r.get("kind") == "check"]
     if not records:
-        return CheckResult(False, "no check record: " + outcome.error().splitlines()[0],
-                           queue_wait_s=outcome.queue_wait_s)  # fmt: skip
+        return CheckResult(
+            False,
+            "no check record: " + outcome.error().splitlines()[0],
+            queue_wait_s=outcome.queue_wait_s,
+        )
     checks = records[-1].get("checks") or []
     failed = [f"{c.get('name')}: {c.get('detail')}" for c in checks if not c.get("ok")]
-    return CheckResult(not failed and bool(records[-1].get("ok")), "; ".join(failed), checks,
-                       outcome.queue_wait_s)  # fmt: skip
+    return CheckResult(
+        not failed and bool(records[-1].get("ok")), "; ".join(failed), checks, outcome.queue_wait_s
+    )

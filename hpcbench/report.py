@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from hpcbench import analysis, export, figures, files, page, prediction
+from hpcbench import allreduce_model, analysis, export, figures, files, page
 from hpcbench.analysis import ConfigSummary
 from hpcbench.errors import UsageError
 from hpcbench.page import Block, Bullets, Image, Page, Paragraph, Section, Table
@@ -167,31 +167,47 @@ def series_rows(series: list[ConfigSummary]) -> list[list[str]]:
 
 
 BREAKDOWN_HEADER = [
-    "nodes", "workers", "E measured", "E predicted (point)", "step ms", "compute ms",
-    "data ms", "exposed comm ms",
-    "overlapped comm ms", "straggler lead (host)", "node CPU use", "busiest link (of nominal)",
+    "nodes",
+    "workers",
+    "E measured",
+    "E predicted (point)",
+    "step ms",
+    "compute ms",
+    "data ms",
+    "exposed comm ms",
+    "overlapped comm ms",
+    "straggler lead (host)",
+    "node CPU use",
+    "busiest link (of nominal)",
     "off the prediction: likeliest cause",
-]  # fmt: skip
+]
 
 
 def breakdown_rows(series: list[ConfigSummary]) -> list[list[str]]:
     """Where each configuration's step went, and how its nodes and link were used."""
     rows = []
     for s in series:
-        lead = ("-" if s.straggler_lead is None
-                else f"{s.straggler_lead:.0%} ({s.straggler})")  # fmt: skip
-        nominal = prediction.nominal_bytes_per_s(s.link_rate)
+        lead = "-" if s.straggler_lead is None else f"{s.straggler_lead:.0%} ({s.straggler})"
+        nominal = allreduce_model.nominal_bytes_per_s(s.link_rate)
         link = "-"
         if s.net_bytes_per_s is not None:
             link = f"{s.net_bytes_per_s / 1e6:.1f} MB/s"
             link += f" ({s.net_bytes_per_s / nominal:.0%})" if nominal else ""
         cpu = "-" if s.cpu_util is None else f"{s.cpu_util:.0%}"
         times = [s.step_time_s, s.compute_s, s.data_s, s.exposed_comm_s, s.overlap_s]
-        rows.append([str(s.nodes), str(s.workers), fmt(s.efficiency, 3, s.efficiency_ci95),
-                     fmt(s.predicted_efficiency, 3),
-                     *(fmt(t * 1e3 if t is not None else None) for t in times),
-                     lead, cpu, link,
-                     analysis.off_prediction(s, nominal) or "-"])  # fmt: skip
+        rows.append(
+            [
+                str(s.nodes),
+                str(s.workers),
+                fmt(s.efficiency, 3, s.efficiency_ci95),
+                fmt(s.predicted_efficiency, 3),
+                *(fmt(t * 1e3 if t is not None else None) for t in times),
+                lead,
+                cpu,
+                link,
+                analysis.off_prediction(s, nominal) or "-",
+            ]
+        )
     return rows
 
 
@@ -224,8 +240,9 @@ def plot_groups(summaries: list[ConfigSummary]) -> dict[tuple, list[ConfigSummar
     """Series that share a plot: all batch sizes of one env/model/backend/input."""
     groups: dict[tuple, list[ConfigSummary]] = defaultdict(list)
     for s in summaries:
-        groups[(s.env, s.model, s.backend, s.image_size, s.data, s.gpus_per_node,
-                s.method)].append(s)  # fmt: skip
+        groups[(s.env, s.model, s.backend, s.image_size, s.data, s.gpus_per_node, s.method)].append(
+            s
+        )
     return groups
 
 
@@ -238,24 +255,38 @@ def _full_nodes(series: list[ConfigSummary]) -> list[ConfigSummary]:
 def _breakdown_plot(plt: Any, by_batch: dict[int, list[ConfigSummary]], path: Path) -> Path | None:
     """Stacked bars per node count: compute, data and exposed communication make up the
     step; the overlapped communication is hatched over the compute it hid behind."""
-    batches = [b for b in sorted(by_batch)
-               if any(s.compute_s is not None for s in _full_nodes(by_batch[b]))]  # fmt: skip
+    batches = [
+        b
+        for b in sorted(by_batch)
+        if any(s.compute_s is not None for s in _full_nodes(by_batch[b]))
+    ]
     if not batches:
         return None
     fig, axes = plt.subplots(1, len(batches), figsize=(5 * len(batches), 4), squeeze=False)
     for ax, batch in zip(axes[0], batches, strict=True):
-        points = sorted((s for s in _full_nodes(by_batch[batch]) if s.compute_s is not None),
-                        key=lambda s: s.nodes)  # fmt: skip
+        points = sorted(
+            (s for s in _full_nodes(by_batch[batch]) if s.compute_s is not None),
+            key=lambda s: s.nodes,
+        )
         x = [str(s.nodes) for s in points]
         compute = [s.compute_s * 1e3 for s in points]
         data = [(s.data_s or 0) * 1e3 for s in points]
         exposed = [(s.exposed_comm_s or 0) * 1e3 for s in points]
         ax.bar(x, compute, label="compute")
         ax.bar(x, data, bottom=compute, label="data")
-        ax.bar(x, exposed, bottom=[c + d for c, d in zip(compute, data, strict=True)],
-               label="exposed communication")  # fmt: skip
-        ax.bar(x, [(s.overlap_s or 0) * 1e3 for s in points], fill=False, hatch="//",
-               label="overlapped communication")  # fmt: skip
+        ax.bar(
+            x,
+            exposed,
+            bottom=[c + d for c, d in zip(compute, data, strict=True)],
+            label="exposed communication",
+        )
+        ax.bar(
+            x,
+            [(s.overlap_s or 0) * 1e3 for s in points],
+            fill=False,
+            hatch="//",
+            label="overlapped communication",
+        )
         ax.set(xlabel="nodes", ylabel="ms per step", title=f"batch {batch}")
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -382,8 +413,14 @@ def build_report(directory: str) -> tuple[Path, Path]:
     return page.write(report_page(store, runs, probes, convergence, summaries, plots), out)
 
 
-def report_page(store: Store, runs: list[dict], probes: list[dict], convergence: list[dict],
-                summaries: list[ConfigSummary], plots: list[tuple[str, Path]]) -> Page:  # fmt: skip
+def report_page(
+    store: Store,
+    runs: list[dict],
+    probes: list[dict],
+    convergence: list[dict],
+    summaries: list[ConfigSummary],
+    plots: list[tuple[str, Path]],
+) -> Page:
     """report.md and report.html, as one description (hpcbench.page)."""
     out = store.dir
     failed = [r for r in runs if r.get("status") != "ok"]
@@ -432,10 +469,18 @@ def report_page(store: Store, runs: list[dict], probes: list[dict], convergence:
             + ("; ".join(limits) if limits else "not recorded")
             + "."
         )
-        sections.append(Section(series_title(series[0]), [
-            Table(SERIES_HEADER, series_rows(series)), Paragraph(noise_line(series)),
-            Table(BREAKDOWN_HEADER, breakdown_rows(series)), Paragraph(note),
-        ], level=3))  # fmt: skip
+        sections.append(
+            Section(
+                series_title(series[0]),
+                [
+                    Table(SERIES_HEADER, series_rows(series)),
+                    Paragraph(noise_line(series)),
+                    Table(BREAKDOWN_HEADER, breakdown_rows(series)),
+                    Paragraph(note),
+                ],
+                level=3,
+            )
+        )
     images: list[Block] = [Image(str(path.relative_to(out)), title) for title, path in plots]
     sections.append(Section("", images))  # under the last series
     if probes:
@@ -560,5 +605,3 @@ def compare_main(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
-
-

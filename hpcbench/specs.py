@@ -186,8 +186,10 @@ def parse_login(text: str, what: str = "--slurm-login") -> tuple[str | None, str
     host, sep, port_text = rest.partition(":")
     port = _int(port_text, what) if sep else 22
     if (at and not _USER.fullmatch(user)) or not _HOST.fullmatch(host) or not 1 <= port <= 65535:
-        raise UsageError(f"{what}: {text[:60]!r} is not [user@]host[:port] (a login node, e.g. "
-                         "login.ai.lrz.de or me@glogin.hlrn.de:22)")  # fmt: skip
+        raise UsageError(
+            f"{what}: {text[:60]!r} is not [user@]host[:port] (a login node, e.g. "
+            "login.ai.lrz.de or me@glogin.hlrn.de:22)"
+        )
     return user or None, host, port
 
 

@@ -70,8 +70,14 @@ class SshAccess:
         args += ["-o", "LogLevel=ERROR", "-p", str(self.port)]
         if self.multiplex:  # %C: a hash of host, port and user, short enough for a socket
             paths.private_dir(Path(self.multiplex))  # made at the first use, owner only
-            args += ["-o", "ControlMaster=auto", "-o", f"ControlPath={self.multiplex}/%C",
-                     "-o", "ControlPersist=120"]  # fmt: skip
+            args += [
+                "-o",
+                "ControlMaster=auto",
+                "-o",
+                f"ControlPath={self.multiplex}/%C",
+                "-o",
+                "ControlPersist=120",
+            ]
         if self.key_file:
             args += ["-i", self.key_file]
         args += list(split_options(self.extra_args)[0])
@@ -118,8 +124,9 @@ def call(access: SshAccess, command: str = "true", timeout_s: float = CALL_TIMEO
 def send(access: SshAccess, command: str, data: bytes, timeout_s: float = 120) -> Reply:
     """Run one shell line on the node with `data` on its standard input, bounded."""
     try:
-        proc = subprocess.run([*access.argv(), command], input=data, capture_output=True,
-                              timeout=timeout_s)  # fmt: skip
+        proc = subprocess.run(
+            [*access.argv(), command], input=data, capture_output=True, timeout=timeout_s
+        )
     except subprocess.TimeoutExpired:
         return Reply(problem=f"no answer in {timeout_s:.0f} s")
     except OSError as err:

@@ -39,6 +39,14 @@ from hpcbench.specs import MAX_BATCH, MAX_NODES, MAX_SLOTS
 
 RESULTS_FILE = "results.jsonl"
 LOCK_FILE = ".lock"
+# The version every line carries. History (a reader of version N reads every line
+# written under N; a field is only ever added under one version, and a reader takes
+# its absence as what every earlier run had, METHOD_FIELDS_LATER):
+#   1  2026-11-22  one JSON object per line: runs and probes (f233d13)
+#      2026-11-23  + method fields, convergence records (e135c3d)
+#      2026-11-25  read against RECORD_SCHEMA, a line that does not fit is skipped (a0ee18e)
+#      2026-11-26  + step and decode, written only when not eager/auto (74182f7)
+# A change of a field's meaning or unit is version 2, with a reader for 1.
 SCHEMA = 1
 
 # Fields that name a run configuration; a repeat index completes a run's key.
@@ -58,9 +66,16 @@ CONFIG_FIELDS = (
 # so --resume never counts one for the other and the report never pools them. The values
 # are the ones asked for (auto stays auto), known before the run starts.
 METHOD_FIELDS = (
-    "link_rate", "launcher", "warmup", "windows", "steps", "min_window_s", "device", "amp",
+    "link_rate",
+    "launcher",
+    "warmup",
+    "windows",
+    "steps",
+    "min_window_s",
+    "device",
+    "amp",
     "threads",
-)  # fmt: skip
+)
 
 
 # Method fields added later, with the value every earlier run had: written only when a run
@@ -70,8 +85,11 @@ METHOD_FIELDS_LATER = {"step": "eager", "decode": "auto"}
 
 def method_label(values: dict[str, Any]) -> str:
     """One readable string (a store key and a report line): 'link_rate=1gbit launcher=...'."""
-    later = [f"{f}={values.get(f, usual)}" for f, usual in METHOD_FIELDS_LATER.items()
-             if values.get(f, usual) != usual]  # fmt: skip
+    later = [
+        f"{f}={values.get(f, usual)}"
+        for f, usual in METHOD_FIELDS_LATER.items()
+        if values.get(f, usual) != usual
+    ]
     return " ".join([f"{f}={values.get(f)}" for f in METHOD_FIELDS] + later)
 
 
@@ -102,11 +120,13 @@ _TEXT = {"type": "string"}
 _RUN = {
     # The series' names are text and its sizes whole numbers in every record (a report
     # sorts and joins them): a store whose records mix 3 and "a" has those skipped.
-    "required": ["env", "model", "backend", "batch", "image_size", "data", "nodes", "workers",
-                 "gpus_per_node", "repeat", "status"],
+    "required": [*(f for f in CONFIG_FIELDS if f != "method"), "repeat", "status"],
     "properties": {
         **{f: _SCALAR for f in CONFIG_FIELDS},
-        "env": _TEXT, "model": _TEXT, "backend": _TEXT, "data": _TEXT,
+        "env": _TEXT,
+        "model": _TEXT,
+        "backend": _TEXT,
+        "data": _TEXT,
         "method": {"type": ["string", "null"]},
         "image_size": {"type": "integer", "minimum": 0, "maximum": 1 << 20},
         "gpus_per_node": {**_COUNT, "maximum": MAX_SLOTS},
@@ -123,20 +143,33 @@ _RUN = {
         },
         "rank_window_times": {
             "type": ["array", "null"],
-            "items": {"type": "array", "items": {"type": "number", "minimum": 0,
-                                                 "maximum": _MAX_S}},
+            "items": {
+                "type": "array",
+                "items": {"type": "number", "minimum": 0, "maximum": _MAX_S},
+            },
         },
         "nodes_use": {
             "type": ["object", "null"],
-            "properties": {"per_host": {"type": ["array", "null"], "items": {
-                "type": "object",
-                "properties": {
-                    "cpu_util": {"type": ["number", "null"], "minimum": 0, "maximum": 1e3},
-                    "net": {"type": ["object", "null"], "additionalProperties": {
-                        "properties": {"rx_bytes_per_s": _RATE, "tx_bytes_per_s": _RATE},
-                    }},
-                },
-            }}},
+            "properties": {
+                "per_host": {
+                    "type": ["array", "null"],
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "cpu_util": {"type": ["number", "null"], "minimum": 0, "maximum": 1e3},
+                            "net": {
+                                "type": ["object", "null"],
+                                "additionalProperties": {
+                                    "properties": {
+                                        "rx_bytes_per_s": _RATE,
+                                        "tx_bytes_per_s": _RATE,
+                                    },
+                                },
+                            },
+                        },
+                    },
+                }
+            },
         },
     },
     "if": {"properties": {"status": {"const": "ok"}}},
@@ -149,7 +182,7 @@ _RUN = {
             "allreduce_bytes": {"type": ["number", "null"], "minimum": 0, "maximum": _MAX_BYTES},
         },
     },
-}  # fmt: skip
+}
 _PROBE = {
     "required": ["env", "backend", "nodes", "workers", "status"],
     "properties": {
@@ -159,49 +192,69 @@ _PROBE = {
         "workers": {**_COUNT, "maximum": MAX_NODES * MAX_SLOTS},
         "status": {"type": "string"},
         "cpus": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1e6},
-        # bench/allreduce.py's CPU-work phase on CPU nodes (hpcbench.prediction reads it)
-        "cpu_work": {"type": ["object", "null"], "properties": {
-            "lost_s_per_byte": {"type": ["number", "null"], "maximum": 1.0},
-            "background_share": {"type": ["number", "null"], "maximum": 1e3},
-            "allreduces": {"type": ["integer", "null"], "minimum": 0, "maximum": 10**9},
-            "bytes": _SCALAR,
-            "per_rank": {"type": ["array", "null"], "items": {
-                "type": "object",
-                "properties": {"wall_s": {"type": ["number", "null"], "minimum": 0,
-                                          "maximum": _MAX_S}},
-            }},
-        }},
+        # bench/allreduce.py's CPU-work phase on CPU nodes (hpcbench.allreduce_model reads it)
+        "cpu_work": {
+            "type": ["object", "null"],
+            "properties": {
+                "lost_s_per_byte": {"type": ["number", "null"], "maximum": 1.0},
+                "background_share": {"type": ["number", "null"], "maximum": 1e3},
+                "allreduces": {"type": ["integer", "null"], "minimum": 0, "maximum": 10**9},
+                "bytes": _SCALAR,
+                "per_rank": {
+                    "type": ["array", "null"],
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "wall_s": {"type": ["number", "null"], "minimum": 0, "maximum": _MAX_S}
+                        },
+                    },
+                },
+            },
+        },
     },
     "if": {"properties": {"status": {"const": "ok"}}},
-    "then": {"required": ["results"], "properties": {"results": {
-        "type": "array",
-        "minItems": 1,
-        "items": {
-            "type": "object",
-            "required": ["bytes", "time_s", "busbw"],
-            "properties": {"bytes": {**_BYTES, "minimum": 1}, "time_s": _SECONDS,
-                           "busbw": _BYTES, "algbw": {"type": "number"},
-                           "cpu_s": {"type": "number", "minimum": 0, "maximum": _MAX_S}},
+    "then": {
+        "required": ["results"],
+        "properties": {
+            "results": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "required": ["bytes", "time_s", "busbw"],
+                    "properties": {
+                        "bytes": {**_BYTES, "minimum": 1},
+                        "time_s": _SECONDS,
+                        "busbw": _BYTES,
+                        "algbw": {"type": "number"},
+                        "cpu_s": {"type": "number", "minimum": 0, "maximum": _MAX_S},
+                    },
+                },
+            }
         },
-    }}},
-}  # fmt: skip
+    },
+}
 _CONVERGENCE = {
     "required": ["target_ci", "configs"],
     "properties": {
         "target_ci": _SECONDS,
-        "configs": {"type": "array", "items": {
-            "type": "object",
-            "required": ["label", "stopped", "runs"],
-            "properties": {
-                "label": {"type": "string"},
-                "stopped": {"enum": ["target reached", "max repeats", "budget",
-                                     "node unreachable"]},
-                "runs": {"type": "integer", "minimum": 0},
-                "relative_ci": {"type": ["number", "null"]},
+        "configs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["label", "stopped", "runs"],
+                "properties": {
+                    "label": {"type": "string"},
+                    "stopped": {
+                        "enum": ["target reached", "max repeats", "budget", "node unreachable"]
+                    },
+                    "runs": {"type": "integer", "minimum": 0},
+                    "relative_ci": {"type": ["number", "null"]},
+                },
             },
-        }},
+        },
     },
-}  # fmt: skip
+}
 RECORD_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
@@ -443,8 +496,12 @@ class Store:
                 self._skip(number, "a torn last line")
                 break
             try:
-                record = json.loads(raw.decode("utf-8"), parse_float=_finite,
-                                    parse_int=_integer, parse_constant=lambda _: None)  # fmt: skip
+                record = json.loads(
+                    raw.decode("utf-8"),
+                    parse_float=_finite,
+                    parse_int=_integer,
+                    parse_constant=lambda _: None,
+                )
                 if _SURROGATE_ESCAPE.search(raw):  # "\ud800": text no file can hold if unpaired
                     json.dumps(record, ensure_ascii=False).encode("utf-8")
             except UnicodeDecodeError:

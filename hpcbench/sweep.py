@@ -113,8 +113,13 @@ def plan(
 def workload_args(workload: WorkloadSpec, backend: str, batch: int) -> list[str]:
     """train.py's command line for one run: the batch, the backend, and the workload's
     options as bench/workload_options.py declares them."""
-    return ["--batch", str(batch), "--backend", backend,
-            *workload_options.argv(dataclasses.asdict(workload))]  # fmt: skip
+    return [
+        "--batch",
+        str(batch),
+        "--backend",
+        backend,
+        *workload_options.argv(dataclasses.asdict(workload)),
+    ]
 
 
 def base_record(
@@ -140,9 +145,14 @@ def base_record(
         "launcher": target.launcher.name,
         "seed": seed,
     }
-    asked = {"min_window_s": workload.min_window_s, "device": workload.device,
-             "amp": workload.amp, "threads": workload.threads, "step": workload.step,
-             "decode": workload.decode}  # fmt: skip
+    asked = {
+        "min_window_s": workload.min_window_s,
+        "device": workload.device,
+        "amp": workload.amp,
+        "threads": workload.threads,
+        "step": workload.step,
+        "decode": workload.decode,
+    }
     record["method"] = method_label({**record, **asked})
     return record
 
@@ -186,8 +196,9 @@ def unreached(record: dict, lost: dict[str, str], seconds: float) -> dict:
     record["launched_at"] = time.time()
     record["duration_s"] = seconds
     record["status"] = "failed"
-    record["error"] = "; ".join(f"node {name} is unreachable before launch: {why}"
-                                for name, why in sorted(lost.items()))  # fmt: skip
+    record["error"] = "; ".join(
+        f"node {name} is unreachable before launch: {why}" for name, why in sorted(lost.items())
+    )
     return record
 
 
@@ -218,13 +229,16 @@ def _stop_reason(summary: analysis.ConfigSummary | None, sweep: SweepSpec) -> st
 
 
 def convergence_of(
-    summary: analysis.ConfigSummary | None, sweep: SweepSpec, out_of_budget: bool,
+    summary: analysis.ConfigSummary | None,
+    sweep: SweepSpec,
+    out_of_budget: bool,
     cut_short: str | None = None,
 ) -> dict:
     """Where one configuration's repeats stopped, and why (cut_short: a reason that came
     before the statistics', e.g. UNREACHABLE)."""
-    reason = (_stop_reason(summary, sweep) or cut_short
-              or ("budget" if out_of_budget else "max repeats"))  # fmt: skip
+    reason = (
+        _stop_reason(summary, sweep) or cut_short or ("budget" if out_of_budget else "max repeats")
+    )
     return {
         "runs": summary.runs if summary else 0,
         "relative_ci": summary.relative_ci if summary else None,
@@ -256,17 +270,23 @@ def run(
             "them and run the rest, or choose another --out"
         )
     allowed = (lambda c: True) if sweep.only is None else (lambda c: c.key in sweep.only)
-    todo = [(c, r) for c, r in plan(target, sweep.batches, sweep.repeats, sweep.seed)
-            if allowed(c)]  # fmt: skip
+    todo = [(c, r) for c, r in plan(target, sweep.batches, sweep.repeats, sweep.seed) if allowed(c)]
     done = store.done_keys()
-    todo = [(c, r) for c, r in todo
-            if run_key(base_record(target, workload, sweep.seed, c, r)) not in done]  # fmt: skip
-    configs = [c for c in dict.fromkeys(c for c, _ in plan(target, sweep.batches, 1, sweep.seed))
-               if allowed(c)]  # fmt: skip
+    todo = [
+        (c, r)
+        for c, r in todo
+        if run_key(base_record(target, workload, sweep.seed, c, r)) not in done
+    ]
+    configs = [
+        c
+        for c in dict.fromkeys(c for c, _ in plan(target, sweep.batches, 1, sweep.seed))
+        if allowed(c)
+    ]
     if not todo:
         held_live = analysis.LiveSummary(held)
-        summaries = {c: held_live.of(base_record(target, workload, sweep.seed, c, 0))
-                     for c in configs}  # fmt: skip
+        summaries = {
+            c: held_live.of(base_record(target, workload, sweep.seed, c, 0)) for c in configs
+        }
         if all(_stop_reason(summaries[c], sweep) for c in configs):
             for config in configs if observe else ():
                 observe(config, summaries[config], None, True)  # type: ignore[misc]
@@ -276,8 +296,7 @@ def run(
     if sweep.dry_run:
         for config, repeat in todo:
             spec = run_spec(target, workload, sweep, config)
-            print(f"# {config.label}, repeat {repeat + 1}\n"
-                  f"{target.launcher.describe(spec)}\n")  # fmt: skip
+            print(f"# {config.label}, repeat {repeat + 1}\n{target.launcher.describe(spec)}\n")
         return 0
     store.check_writable()  # before anything is launched, not after the first run
     target.prepare()
@@ -396,8 +415,9 @@ def _measure_all(
     rng = random.Random(sweep.seed + 1)
     out_of_budget = False
     while True:
-        wanted = [c for c in configs
-                  if c not in stopped and _stop_reason(summary_of(c), sweep) is None]  # fmt: skip
+        wanted = [
+            c for c in configs if c not in stopped and _stop_reason(summary_of(c), sweep) is None
+        ]
         rng.shuffle(wanted)  # ties (no interval yet) in a seeded order
         wanted.sort(key=width, reverse=True)
         if not any(fits(c) for c in wanted):
@@ -419,8 +439,12 @@ def _measure_all(
         "max_repeats": sweep.max_repeats,
         "budget_s": sweep.budget_s,
         "configs": [
-            {"label": c.label, **convergence_of(summary_of(c), sweep, out_of_budget,
-                                                 UNREACHABLE if c in stopped else None)}
+            {
+                "label": c.label,
+                **convergence_of(
+                    summary_of(c), sweep, out_of_budget, UNREACHABLE if c in stopped else None
+                ),
+            }
             for c in configs
         ],
     }

@@ -18,22 +18,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 
-from hpcbench import launchers, locks, manifest, paths, reach, schedulers, ssh, testbed
+from hpcbench import launchers, locks, manifest, nodeset, paths, reach, schedulers, ssh
 from hpcbench.errors import UsageError
 from hpcbench.launchers import Launcher, Placement, RunSpec
 from hpcbench.launchers.base import free_port
 from hpcbench.launchers.slurm import SlurmLauncher
+from hpcbench.nodeset import Testbed
 from hpcbench.schedulers import Outcome, Scheduler
 from hpcbench.specs import TargetSpec, TestbedKind, check_node_counts
-from hpcbench.testbed import Testbed
 
 
 def resolve_testbed(spec: TargetSpec) -> Testbed:
     if spec.kind is TestbedKind.HOSTS:
-        return testbed.from_hosts(list(spec.hosts))
+        return nodeset.from_hosts(list(spec.hosts))
     if spec.kind is TestbedKind.SLURM:
-        return testbed.slurm_cluster(spec.gpus_per_node, spec.slurm.python, spec.slurm.bench_dir)
-    return testbed.for_env(spec.env)  # a deployed environment, or localhost
+        return nodeset.slurm_cluster(spec.gpus_per_node, spec.slurm.python, spec.slurm.bench_dir)
+    return nodeset.for_env(spec.env)  # a deployed environment, or localhost
 
 
 @dataclass
@@ -124,7 +124,7 @@ class Target:
         nodes = [reach.Target(p.host, p.access) for p in spec.placements if p.access is not None]
         return reach.unreachable(nodes)
 
-    def remote_nodes(self) -> list[testbed.Node]:
+    def remote_nodes(self) -> list[nodeset.Node]:
         needed = self.testbed.nodes[: max(self.node_counts)]
         unique = {n.name: n for n in needed if n.access is not None}
         return list(unique.values())
@@ -134,10 +134,11 @@ class Target:
         """The testbed for this command alone while it measures: a second sweep or
         probe on it (any --out) is refused in one line, as its runs would spoil these."""
         held: list[int] = []
-        busy = (f"testbed {self.testbed.env} is in use by another sweep or probe: "
-                "wait for it to finish")  # fmt: skip
+        busy = (
+            f"testbed {self.testbed.env} is in use by another sweep or probe: wait for it to finish"
+        )
         try:
-            for path in testbed.lock_files(self.testbed):
+            for path in nodeset.lock_files(self.testbed):
                 held.append(locks.hold(path, busy))
             yield
         finally:
@@ -180,7 +181,6 @@ class Target:
                     f"checkout's bench/ (run make deploy ENV={tb.env})"
                 )
 
-
     def place_on_login(self) -> None:
         """`~/` of --slurm-bench-dir and the job folder resolved on the login node, and
         this checkout's bench/ there (copied when its manifest differs, then checked)."""
@@ -199,9 +199,11 @@ class Target:
         self.launcher.options = dataclasses.replace(opts, bench_dir=bench, job_dir=jobs)
         expected = manifest.compute(paths.BENCH_DIR)
         # The manifest, if the files still match it (sha256sum checks each one).
-        listing = (f"cd {shlex.quote(bench)} 2>/dev/null && sha256sum --check --quiet "
-                   f"{manifest.MANIFEST_FILE} >/dev/null 2>&1 && cat {manifest.MANIFEST_FILE}"
-                   " || true")  # fmt: skip
+        listing = (
+            f"cd {shlex.quote(bench)} 2>/dev/null && sha256sum --check --quiet "
+            f"{manifest.MANIFEST_FILE} >/dev/null 2>&1 && cat {manifest.MANIFEST_FILE}"
+            " || true"
+        )
         first = ssh.call(login, f"mkdir -p {shlex.quote(jobs)}; {listing}")
         if manifest.matches(expected, first.stdout):
             return

@@ -8,8 +8,8 @@ import time
 from typing import Any
 
 from hpcbench import analysis, sweep
+from hpcbench.campaign.campaign_file import Cell, SweepPart, TestbedPlan
 from hpcbench.campaign.console import Console, Stopped
-from hpcbench.campaign.spec import Cell, SweepPart, TestbedPlan
 from hpcbench.errors import UsageError, one_line
 
 
@@ -18,14 +18,20 @@ class CellRecorder:
     cell its journal status, the cells-done count and the ETA's clock. `finished`
     (shared with the runner) holds the cells that got their final status."""
 
-    def __init__(self, console: Console, tb: TestbedPlan, todo: list[Cell],
-                 finished: set[str]) -> None:  # fmt: skip
+    def __init__(
+        self, console: Console, tb: TestbedPlan, todo: list[Cell], finished: set[str]
+    ) -> None:
         self.console, self.tb, self.finished = console, tb, finished
         self.by_config = {c.config.key: c for c in todo}
         self.seconds: dict[str, float] = {}  # each cell's runs so far
 
-    def __call__(self, config: sweep.Config, summary: analysis.ConfigSummary | None,
-                 record: dict[str, Any] | None, done: bool) -> None:  # fmt: skip
+    def __call__(
+        self,
+        config: sweep.Config,
+        summary: analysis.ConfigSummary | None,
+        record: dict[str, Any] | None,
+        done: bool,
+    ) -> None:
         cell = self.by_config.get(config.key)
         if cell is None or cell.id in self.finished:
             return
@@ -34,8 +40,9 @@ class CellRecorder:
         if done:
             self.cell_done(cell, summary)
 
-    def run_landed(self, cell: Cell, summary: analysis.ConfigSummary | None,
-                   record: dict[str, Any]) -> None:  # fmt: skip
+    def run_landed(
+        self, cell: Cell, summary: analysis.ConfigSummary | None, record: dict[str, Any]
+    ) -> None:
         took = float(record.get("duration_s") or 0.0)
         if not self.seconds:  # the sweep's first run: the probe ran before it
             probe = time.monotonic() - self.console.phase_started - took
@@ -43,8 +50,9 @@ class CellRecorder:
         self.seconds[cell.id] = self.seconds.get(cell.id, 0.0) + took
         detail = sweep.progress_detail(record, summary) if summary else ""
         status = "ok" if record.get("status") == "ok" else "FAILED"
-        self.console.say(f"{cell.label}, repeat {int(record.get('repeat', 0)) + 1}: {status} "
-                         f"{detail}")  # fmt: skip
+        self.console.say(
+            f"{cell.label}, repeat {int(record.get('repeat', 0)) + 1}: {status} {detail}"
+        )
 
     def cell_done(self, cell: Cell, summary: analysis.ConfigSummary | None) -> None:
         console, journal = self.console, self.console.journal
@@ -54,8 +62,11 @@ class CellRecorder:
         if summary is not None and summary.runs:
             figures = {}
             if summary.images_per_sec:
-                figures = {"runs": summary.runs, "images_per_s": summary.images_per_sec,
-                           "ci95": summary.ci95}  # fmt: skip
+                figures = {
+                    "runs": summary.runs,
+                    "images_per_s": summary.images_per_sec,
+                    "ci95": summary.ci95,
+                }
             journal.cell(cell, "measured", **figures)
             console.say(f"cell {cell.label}: measured; {console.progress()}")
         else:
@@ -65,8 +76,9 @@ class CellRecorder:
             console.say(f"cell {cell.label}: FAILED ({one_line(why, 200)}); {console.progress()}")
 
 
-def measure_part(console: Console, tb: TestbedPlan, part: SweepPart, todo: list[Cell],
-                 finished: set[str]) -> bool:  # fmt: skip
+def measure_part(
+    console: Console, tb: TestbedPlan, part: SweepPart, todo: list[Cell], finished: set[str]
+) -> bool:
     """One `scale` sweep over the part's cells left; False when a cell failed."""
     recorder = CellRecorder(console, tb, todo, finished)
     spec = dataclasses.replace(part.sweep, only=frozenset(recorder.by_config))

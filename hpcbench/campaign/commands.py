@@ -7,7 +7,7 @@ import argparse
 import json
 import time
 
-from hpcbench.campaign import estimate, report, runner, spec
+from hpcbench.campaign import campaign_file, comparison, estimate, runner
 from hpcbench.campaign.journal import Journal
 from hpcbench.campaign.state import held, state_root, testbed_state
 from hpcbench.errors import UsageError
@@ -19,58 +19,74 @@ def _duration(seconds: float | None) -> str:
     return "unknown" if seconds is None else format_duration(seconds)
 
 
-def plan_lines(campaign: spec.Campaign) -> list[str]:
+def plan_lines(campaign: campaign_file.Campaign) -> list[str]:
     journal = Journal(campaign.out, campaign.name)
     records = journal.records() if journal.store.exists() else []
     states = journal.cell_states(records)
     phase_records = journal.phases(records)
     cells = campaign.cells
-    lines = [f"campaign {campaign.name}: {campaign.path} -> {campaign.out} "
-             f"({len(campaign.testbeds)} testbeds, {len(cells)} cells)"]  # fmt: skip
+    lines = [
+        f"campaign {campaign.name}: {campaign.path} -> {campaign.out} "
+        f"({len(campaign.testbeds)} testbeds, {len(cells)} cells)"
+    ]
     total = total_max = node_h = gpu_h = 0.0
     unknown = False
     for tb in campaign.testbeds:
         est = estimate.testbed(campaign, tb, phase_records)
         device = tb.parts[0].workload.device
-        lines += ["", f"testbed {tb.index}/{len(campaign.testbeds)} {tb.name} ({tb.title}): "
-                  f"{booked_line(est, device)}"]  # fmt: skip
+        lines += [
+            "",
+            f"testbed {tb.index}/{len(campaign.testbeds)} {tb.name} ({tb.title}): "
+            f"{booked_line(est, device)}",
+        ]
         pieces = {**est.phases, **({"probe": est.probe} if est.probe else {})}
-        lines.append("  " + " · ".join(f"{name} {_duration(e.seconds)} ({e.source})"
-                                       for name, e in pieces.items()))  # fmt: skip
+        lines.append(
+            "  "
+            + " · ".join(
+                f"{name} {_duration(e.seconds)} ({e.source})" for name, e in pieces.items()
+            )
+        )
         if est.queue is not None:
-            lines.append(f"  queue wait per job {_duration(est.queue.seconds)} "
-                         f"({est.queue.source})")  # fmt: skip
+            lines.append(
+                f"  queue wait per job {_duration(est.queue.seconds)} ({est.queue.source})"
+            )
         lease = estimate.lease(est)
         if lease is not None:
-            lines.append(f"  lease: {lease.variable} {lease.value or '(default)'} "
-                         f"({lease.source})")  # fmt: skip
+            lines.append(f"  lease: {lease.variable} {lease.value or '(default)'} ({lease.source})")
         lines.append(f"  {'cell':<12}  {'configuration':<40} {'status':<9} estimate")
         for cell, e in est.cells:
             state = states.get(cell.id)
             status = state.status if state else "pending"
-            config = f"{cell.label}" + (f", {cell.gpus_per_node}/node" if len(tb.parts) > 1
-                                        else "")  # fmt: skip
-            lines.append(f"  {cell.id:<12}  {config:<40} {status:<9} "
-                         f"{_duration(e.seconds)} ({e.source})")  # fmt: skip
+            config = f"{cell.label}" + (f", {cell.gpus_per_node}/node" if len(tb.parts) > 1 else "")
+            lines.append(
+                f"  {cell.id:<12}  {config:<40} {status:<9} {_duration(e.seconds)} ({e.source})"
+            )
         wall, most = est.wall_s(), est.wall_max_s()
         unknown |= not est.known or (est.queue is not None and est.queue.seconds is None)
         nodes_h, gpus_h = est.node_hours(), est.gpu_hours(device)
         gpu_text = "GPU-hours unknown" if gpus_h is None else f"{gpus_h:.1f} GPU-hours"
         budget = f" within --budget {_duration(est.budget_s)}" if est.budget_s else ""
-        lines.append(f"  wall about {_duration(wall)} (up to {_duration(most)} if cells take "
-                     f"up to --max-repeats {est.most_repeats}{budget}), "
-                     f"{nodes_h:.1f} node-hours, {gpu_text}")  # fmt: skip
+        lines.append(
+            f"  wall about {_duration(wall)} (up to {_duration(most)} if cells take "
+            f"up to --max-repeats {est.most_repeats}{budget}), "
+            f"{nodes_h:.1f} node-hours, {gpu_text}"
+        )
         if not est.known:
-            lines.append("  cells of unknown length are left out of these sums: give "
-                         "`expect: {images_per_s: N}` (one worker) for this testbed")
+            lines.append(
+                "  cells of unknown length are left out of these sums: give "
+                "`expect: {images_per_s: N}` (one worker) for this testbed"
+            )
         if est.queue is not None and est.queue.seconds is None:
             lines.append("  queue waits are unknown until a job has run, and left out")
         total, total_max = total + wall, total_max + most
         node_h, gpu_h = node_h + nodes_h, gpu_h + (gpus_h or 0.0)
-    lines += ["", f"total: wall about {_duration(total)} (up to {_duration(total_max)}), "
-              f"{node_h:.1f} node-hours, {gpu_h:.1f} GPU-hours"
-              + (" (not counting what is unknown above)" if unknown else ""),
-              "nothing was created; `hpcbench campaign run` runs it"]  # fmt: skip
+    lines += [
+        "",
+        f"total: wall about {_duration(total)} (up to {_duration(total_max)}), "
+        f"{node_h:.1f} node-hours, {gpu_h:.1f} GPU-hours"
+        + (" (not counting what is unknown above)" if unknown else ""),
+        "nothing was created; `hpcbench campaign run` runs it",
+    ]
     return lines
 
 
@@ -86,24 +102,32 @@ def booked_line(est: estimate.TestbedEstimate, device: str) -> str:
     return f"env {tb.env}, {est.nodes} node(s), {booked}"
 
 
-def status_rows(campaign: spec.Campaign) -> list[dict[str, object]]:
+def status_rows(campaign: campaign_file.Campaign) -> list[dict[str, object]]:
     journal = Journal(campaign.out, campaign.name)
     states = journal.cell_states() if journal.store.exists() else {}
     rows: list[dict[str, object]] = []
-    for tb, cell in spec.iter_cells(campaign):
+    for tb, cell in campaign_file.iter_cells(campaign):
         state = states.get(cell.id)
-        rows.append({
-            "testbed": tb.name, "cell": cell.id, "batch": cell.batch, "nodes": cell.nodes,
-            "workers": cell.workers, "gpus_per_node": cell.gpus_per_node,
-            "status": state.status if state else "pending", "why": state.why if state else "",
-            "at": state.at if state else "", "runs": state.runs if state else 0,
-            "images_per_s": state.images_per_s if state else None,
-            "ci95": state.ci95 if state else None,
-        })  # fmt: skip
+        rows.append(
+            {
+                "testbed": tb.name,
+                "cell": cell.id,
+                "batch": cell.batch,
+                "nodes": cell.nodes,
+                "workers": cell.workers,
+                "gpus_per_node": cell.gpus_per_node,
+                "status": state.status if state else "pending",
+                "why": state.why if state else "",
+                "at": state.at if state else "",
+                "runs": state.runs if state else 0,
+                "images_per_s": state.images_per_s if state else None,
+                "ci95": state.ci95 if state else None,
+            }
+        )
     return rows
 
 
-def held_testbeds(campaign: spec.Campaign) -> dict[str, list[str]]:
+def held_testbeds(campaign: campaign_file.Campaign) -> dict[str, list[str]]:
     out = {}
     for tb in (t for t in campaign.testbeds if t.deployed):
         with testbed_state(state_root(campaign, tb)):
@@ -113,13 +137,15 @@ def held_testbeds(campaign: spec.Campaign) -> dict[str, list[str]]:
     return out
 
 
-def status_lines(campaign: spec.Campaign) -> list[str]:
+def status_lines(campaign: campaign_file.Campaign) -> list[str]:
     rows = status_rows(campaign)
     counts: dict[str, int] = {}
     for r in rows:
         counts[str(r["status"])] = counts.get(str(r["status"]), 0) + 1
-    lines = [f"campaign {campaign.name} ({campaign.out}): "
-             + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))]  # fmt: skip
+    lines = [
+        f"campaign {campaign.name} ({campaign.out}): "
+        + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    ]
     lines.append(f"{'testbed':<16} {'cell':<12}  {'configuration':<38} {'status':<9} result")
     for cell, r in zip(campaign.cells, rows, strict=True):
         config = cell.label
@@ -127,8 +153,7 @@ def status_lines(campaign: spec.Campaign) -> list[str]:
         if r["status"] == "measured" and r["images_per_s"] is not None:
             ci = f" ± {r['ci95']:.1f}" if r["ci95"] is not None else ""
             result = f"{r['images_per_s']:.1f}{ci} images/s over {r['runs']} run(s)"
-        lines.append(f"{r['testbed']:<16} {r['cell']:<12}  {config:<38} {r['status']:<9} "
-                     f"{result}")  # fmt: skip
+        lines.append(f"{r['testbed']:<16} {r['cell']:<12}  {config:<38} {r['status']:<9} {result}")
     running = Journal(campaign.out, campaign.name).running()
     if running is not None:
         who = f" (pid {running})" if running else ""
@@ -138,15 +163,18 @@ def status_lines(campaign: spec.Campaign) -> list[str]:
         if name in leases:
             what = [*what, leases[name]]
         if running is not None:  # the run in hand destroys it, or says how
-            lines.append(f"testbed {name} holds {', '.join(what)}, in use by the running "
-                         f"campaign{who}")  # fmt: skip
+            lines.append(
+                f"testbed {name} holds {', '.join(what)}, in use by the running campaign{who}"
+            )
         else:
-            lines.append(f"testbed {name} still holds {', '.join(what)}: `python -m hpcbench "
-                         f"campaign destroy {campaign.path} --testbed {name}` releases it")
+            lines.append(
+                f"testbed {name} still holds {', '.join(what)}: `python -m hpcbench "
+                f"campaign destroy {campaign.path} --testbed {name}` releases it"
+            )
     return lines
 
 
-def lease_ends(campaign: spec.Campaign) -> dict[str, str]:
+def lease_ends(campaign: campaign_file.Campaign) -> dict[str, str]:
     """Per testbed, the lease its last deploy booked and when it ends (journal)."""
     journal = Journal(campaign.out, campaign.name)
     out = {}
@@ -154,15 +182,19 @@ def lease_ends(campaign: spec.Campaign) -> dict[str, str]:
         lease = r.get("lease")
         if r["phase"] == "deploy" and r["status"] == "ok" and isinstance(lease, dict):
             ends = lease.get("ends_at")
-            when = (time.strftime("%Y-%m-%d %H:%M", time.localtime(ends))
-                    if isinstance(ends, int | float) else "unknown")  # fmt: skip
-            out[r["testbed"]] = (f"a lease ({lease.get('variable')} {lease.get('value')}) "
-                                 f"ending about {when}")  # fmt: skip
+            when = (
+                time.strftime("%Y-%m-%d %H:%M", time.localtime(ends))
+                if isinstance(ends, int | float)
+                else "unknown"
+            )
+            out[r["testbed"]] = (
+                f"a lease ({lease.get('variable')} {lease.get('value')}) ending about {when}"
+            )
     return out
 
 
 def plan_main(args: argparse.Namespace) -> int:
-    campaign = spec.load(args.file)
+    campaign = campaign_file.load(args.file)
     try:
         lines = plan_lines(campaign)
     except UsageError as err:  # a plan longer than a testbed's lease allows
@@ -172,34 +204,48 @@ def plan_main(args: argparse.Namespace) -> int:
 
 
 def run_main(args: argparse.Namespace) -> int:
-    campaign = spec.load(args.file)
+    campaign = campaign_file.load(args.file)
     if args.dry_run:
         return runner.dry_run(campaign)
     return runner.run(campaign, args.resume)
 
 
 def status_main(args: argparse.Namespace) -> int:
-    campaign = spec.load(args.file)
+    campaign = campaign_file.load(args.file)
     if args.json:
         running = Journal(campaign.out, campaign.name).running()
-        print(json.dumps({"campaign": campaign.name, "cells": status_rows(campaign),
-                          "held": held_testbeds(campaign), "running": running is not None,
-                          "pid": running or None}, indent=1))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "campaign": campaign.name,
+                    "cells": status_rows(campaign),
+                    "held": held_testbeds(campaign),
+                    "running": running is not None,
+                    "pid": running or None,
+                },
+                indent=1,
+            )
+        )
     else:
         print("\n".join(status_lines(campaign)))
     return 0
 
 
 def report_main(args: argparse.Namespace) -> int:
-    written = report.build(spec.load(args.file))
+    written = comparison.build(campaign_file.load(args.file))
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
 
 
 def destroy_main(args: argparse.Namespace) -> int:
-    return runner.destroy_held(spec.load(args.file), args.testbed)
+    return runner.destroy_held(campaign_file.load(args.file), args.testbed)
 
 
 # By action, for hpcbench/options.py's `campaign` command.
-HANDLERS = {"plan": plan_main, "run": run_main, "status": status_main, "report": report_main,
-            "destroy": destroy_main}  # fmt: skip
+HANDLERS = {
+    "plan": plan_main,
+    "run": run_main,
+    "status": status_main,
+    "report": report_main,
+    "destroy": destroy_main,
+}

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from hpcbench.campaign.campaign_file import Campaign, TestbedPlan
 from hpcbench.campaign.estimate import Clock
 from hpcbench.campaign.journal import Journal
-from hpcbench.campaign.spec import Campaign, TestbedPlan
 from hpcbench.errors import one_line
 from hpcbench.progress import format_duration
 
@@ -73,8 +73,10 @@ class Console:
         if eta is not None:
             about, most = (format_duration(seconds) for seconds in eta)
             eta_text = f", ETA {about}" + (f" (at most {most})" if most != about else "")
-        return (f"cell {self.cells_done} of {self.cells_total} done, "
-                f"{format_duration(elapsed)} elapsed{eta_text}")  # fmt: skip
+        return (
+            f"cell {self.cells_done} of {self.cells_total} done, "
+            f"{format_duration(elapsed)} elapsed{eta_text}"
+        )
 
     def log_path(self, tb: TestbedPlan) -> Path:
         return self.campaign.out / "logs" / f"{tb.name}.log"

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from hpcbench import analysis, paths, prediction
-from hpcbench.campaign.spec import Campaign, Cell, SweepPart, TestbedPlan
+from hpcbench import allreduce_model, analysis, paths
+from hpcbench.campaign.campaign_file import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.errors import UsageError
 from hpcbench.predict import (
     DEFAULT_LATENCY_US,
@@ -98,8 +98,11 @@ class Estimate:
 def phases(tb: TestbedPlan, phase_records: list[dict[str, Any]]) -> dict[str, Estimate]:
     """deploy, verify and destroy: this testbed's earlier ok phases, else the same
     environment's in this campaign, else expect:, else the stated default."""
-    given = {"deploy": tb.expect.deploy_s, "verify": tb.expect.verify_s,
-             "destroy": tb.expect.destroy_s}  # fmt: skip
+    given = {
+        "deploy": tb.expect.deploy_s,
+        "verify": tb.expect.verify_s,
+        "destroy": tb.expect.destroy_s,
+    }
     defaults = DEFAULT_PHASE_S if tb.deployed else {"verify": DEFAULT_CHECK_S}
     out = {}
     for phase, default in defaults.items():
@@ -109,8 +112,9 @@ def phases(tb: TestbedPlan, phase_records: list[dict[str, Any]]) -> dict[str, Es
         if own:
             out[phase] = Estimate(statistics.fmean(own), "measured earlier", max(own) * MARGIN)
         elif same_env:
-            out[phase] = Estimate(statistics.fmean(same_env), f"measured on {tb.env}",
-                                  max(same_env) * MARGIN)  # fmt: skip
+            out[phase] = Estimate(
+                statistics.fmean(same_env), f"measured on {tb.env}", max(same_env) * MARGIN
+            )
         elif given[phase] is not None:
             value = float(given[phase])  # type: ignore[arg-type]
             out[phase] = Estimate(value, "expect:", value * GIVEN_MARGIN)
@@ -125,8 +129,11 @@ def probe_seconds(campaign: Campaign, tb: TestbedPlan) -> Estimate | None:
     if all(part.sweep.probe is None for part in tb.parts):
         return None
     store = Store(campaign.testbed_out(tb))
-    took = [float(r["duration_s"]) for r in (store.probes() if store.exists() else [])
-            if isinstance(r.get("duration_s"), int | float)]  # fmt: skip
+    took = [
+        float(r["duration_s"])
+        for r in (store.probes() if store.exists() else [])
+        if isinstance(r.get("duration_s"), int | float)
+    ]
     if took:
         return Estimate(sum(took), "measured earlier", sum(took) * MARGIN)
     return Estimate(DEFAULT_PROBE_S, "assumed", DEFAULT_PROBE_MOST_S)
@@ -163,18 +170,27 @@ def _layers(model: str, image_size: int) -> tuple[tuple[float, float], ...]:
     return tuple(model_layers(model, image_size))
 
 
-def point_efficiency(part: SweepPart, tb: TestbedPlan, cell: Cell, step_s: float
-                     ) -> tuple[float, float] | None:  # fmt: skip
+def point_efficiency(
+    part: SweepPart, tb: TestbedPlan, cell: Cell, step_s: float
+) -> tuple[float, float] | None:
     """The point prediction of E at the cell's workers over the nominal link, and the
     low end of its band (no overlap), from one worker's step time."""
     rate = link_rate_bits(tb)
     if cell.workers == 1 or rate is None:
         return None
     model, image_size, backend = part.workload.model, part.workload.image_size, part.target.backend
-    plan = Plan(model=model, image_size=image_size, batch=cell.batch,
-                workers=[cell.workers], gpus_per_node=cell.gpus_per_node, step_time_s=step_s,
-                busbw=rate / 8 * TCP_EFFICIENCY, latency_s=DEFAULT_LATENCY_US * 1e-6,
-                backend=backend, grouping=prediction.Grouping(backend, None, None))  # fmt: skip
+    plan = Plan(
+        model=model,
+        image_size=image_size,
+        batch=cell.batch,
+        workers=[cell.workers],
+        gpus_per_node=cell.gpus_per_node,
+        step_time_s=step_s,
+        busbw=rate / 8 * TCP_EFFICIENCY,
+        latency_s=DEFAULT_LATENCY_US * 1e-6,
+        backend=backend,
+        grouping=allreduce_model.Grouping(backend, None, None),
+    )
     try:
         row = predictions(plan, list(_layers(model, image_size)))[0]
     except UsageError:
@@ -194,12 +210,16 @@ def queue_wait(campaign: Campaign, tb: TestbedPlan) -> Estimate | None:
     unknown before any ran (None: not a partition)."""
     if tb.kind is not TestbedKind.SLURM:
         return None
-    waits = [float(r["queue_wait_s"]) for r in _runs(campaign, tb, ok_only=False)
-             if isinstance(r.get("queue_wait_s"), int | float)]  # fmt: skip
+    waits = [
+        float(r["queue_wait_s"])
+        for r in _runs(campaign, tb, ok_only=False)
+        if isinstance(r.get("queue_wait_s"), int | float)
+    ]
     if not waits:
         return Estimate(None, "unknown until a job has run")
-    return Estimate(statistics.fmean(waits), f"mean of {len(waits)} job(s) measured",
-                    max(waits) * MARGIN)  # fmt: skip
+    return Estimate(
+        statistics.fmean(waits), f"mean of {len(waits)} job(s) measured", max(waits) * MARGIN
+    )
 
 
 def cell_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cell) -> Estimate:
@@ -210,27 +230,35 @@ def cell_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cel
     if run.seconds is None or queued is None or queued.seconds is None:
         return run
     repeats = part.sweep.repeats
-    return Estimate(run.seconds + repeats * queued.seconds,
-                    f"{run.source}, + {repeats} x {queued.seconds:.0f} s queue wait",
-                    (run.upper or 0.0) + repeats * (queued.upper or 0.0))  # fmt: skip
+    return Estimate(
+        run.seconds + repeats * queued.seconds,
+        f"{run.source}, + {repeats} x {queued.seconds:.0f} s queue wait",
+        (run.upper or 0.0) + repeats * (queued.upper or 0.0),
+    )
 
 
-def one_run_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cell
-                    ) -> Estimate:  # fmt: skip
+def one_run_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cell) -> Estimate:
     """`repeats` runs of the cell, from its own earlier runs or its testbed's baseline;
     at most: the slowest of them, or the model with its slow ends (see the module)."""
     repeats, workload = part.sweep.repeats, part.workload
     runs = _runs(campaign, tb)
-    same = [float(r.get("duration_s") or 0.0) for r in runs
-            if (r.get("batch"), r.get("nodes"), r.get("workers"),
-                r.get("gpus_per_node")) == (*cell.config.key, cell.gpus_per_node)]  # fmt: skip
+    same = [
+        float(r.get("duration_s") or 0.0)
+        for r in runs
+        if (r.get("batch"), r.get("nodes"), r.get("workers"), r.get("gpus_per_node"))
+        == (*cell.config.key, cell.gpus_per_node)
+    ]
     if same:
         took = statistics.fmean(same)
-        return Estimate(repeats * took, f"{repeats} x {took:.0f} s measured earlier",
-                        repeats * max(same) * MARGIN)  # fmt: skip
+        return Estimate(
+            repeats * took,
+            f"{repeats} x {took:.0f} s measured earlier",
+            repeats * max(same) * MARGIN,
+        )
     base = [r for r in runs if r.get("batch") == cell.batch and r.get("workers") == 1]
-    overheads = [float(r["overhead_s"]) for r in runs
-                 if isinstance(r.get("overhead_s"), int | float)]  # fmt: skip
+    overheads = [
+        float(r["overhead_s"]) for r in runs if isinstance(r.get("overhead_s"), int | float)
+    ]
     overhead = statistics.fmean(overheads) if overheads else DEFAULT_OVERHEAD_S
     overhead_most = max(overheads) * MARGIN if overheads else DEFAULT_OVERHEAD_MOST_S
     if base:
@@ -253,8 +281,7 @@ def one_run_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: 
         source += ", no prediction (no nominal link): no slowdown assumed"
     run_s = run_seconds(workload, step, overhead)
     run_most = run_seconds(workload, step_most, overhead_most)
-    return Estimate(repeats * run_s, f"{repeats} x {run_s:.0f} s from {source}",
-                    repeats * run_most)  # fmt: skip
+    return Estimate(repeats * run_s, f"{repeats} x {run_s:.0f} s from {source}", repeats * run_most)
 
 
 def run_seconds(workload: WorkloadSpec, step: float, overhead: float) -> float:
@@ -286,8 +313,11 @@ class TestbedEstimate:
     def _runs_s(self, cells: list[Cell] | None, most: bool = False) -> float:
         """The cells' runs at --repeats (every cell where cells is None)."""
         wanted = None if cells is None else {c.id for c in cells}
-        return sum((e.upper if most else e.seconds) or 0.0 for c, e in self.cells
-                   if wanted is None or c.id in wanted)  # fmt: skip
+        return sum(
+            (e.upper if most else e.seconds) or 0.0
+            for c, e in self.cells
+            if wanted is None or c.id in wanted
+        )
 
     def _phases_s(self, most: bool = False) -> float:
         pieces = [*self.phases.values(), *([self.probe] if self.probe else [])]
@@ -341,19 +371,29 @@ class TestbedEstimate:
         return (runs + sum(e.seconds or 0.0 for e in self.phases.values())) / 3600
 
 
-def testbed(campaign: Campaign, tb: TestbedPlan, phase_records: list[dict[str, Any]]
-            ) -> TestbedEstimate:  # fmt: skip
+def testbed(
+    campaign: Campaign, tb: TestbedPlan, phase_records: list[dict[str, Any]]
+) -> TestbedEstimate:
     cells = [(c, cell_seconds(campaign, tb, part, c)) for part in tb.parts for c in part.cells]
     first = tb.parts[0].sweep  # the parts differ in gpus_per_node only
-    return TestbedEstimate(tb, phases(tb, phase_records), cells, first.max_repeats,
-                           first.repeats, first.budget_s, queue_wait(campaign, tb),
-                           probe_seconds(campaign, tb))  # fmt: skip
+    return TestbedEstimate(
+        tb,
+        phases(tb, phase_records),
+        cells,
+        first.max_repeats,
+        first.repeats,
+        first.budget_s,
+        queue_wait(campaign, tb),
+        probe_seconds(campaign, tb),
+    )
 
 
 def remaining(
-    campaign: Campaign, records: list[dict[str, Any]], measured: set[str],
+    campaign: Campaign,
+    records: list[dict[str, Any]],
+    measured: set[str],
     todo: list[TestbedPlan],
-) -> tuple[dict[str, dict[str, float]], dict[str, float]]:  # fmt: skip
+) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
     """What the testbeds left will take, for the Clock: per testbed, each phase
     ('deploy', 'verify', 'destroy') and each unmeasured cell (by its id) in seconds,
     and how much longer the testbed may take at most (cells at --max-repeats within
@@ -442,6 +482,9 @@ def lease(est: TestbedEstimate) -> Lease | None:
             "most: split the testbed's cells over two campaigns, or lower --max-repeats "
             "or --budget"
         )
-    return Lease(variable, form.format(minutes), minutes,
-                 f"the plan's most ({math.ceil(bound / 60)} min) x {MARGIN} + "
-                 f"{LEASE_SLACK_S / 60:.0f} min")  # fmt: skip
+    return Lease(
+        variable,
+        form.format(minutes),
+        minutes,
+        f"the plan's most ({math.ceil(bound / 60)} min) x {MARGIN} + {LEASE_SLACK_S / 60:.0f} min",
+    )

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench import locks
-from hpcbench.campaign.spec import Cell, TestbedPlan
+from hpcbench.campaign.campaign_file import Cell, TestbedPlan
 from hpcbench.errors import UsageError, one_line
 from hpcbench.store import Store
 
@@ -49,18 +49,22 @@ def _number(value: Any) -> bool:
 
 def _cell_ok(r: dict[str, Any]) -> bool:
     return (
-        isinstance(r.get("cell"), str) and isinstance(r.get("testbed"), str)
-        and r.get("status") in CELL_STATUSES and isinstance(r.get("why", ""), str)
+        isinstance(r.get("cell"), str)
+        and isinstance(r.get("testbed"), str)
+        and r.get("status") in CELL_STATUSES
+        and isinstance(r.get("why", ""), str)
         and all(isinstance(r.get(k), int) for k in ("batch", "nodes", "workers"))
-    )  # fmt: skip
+    )
 
 
 def _phase_ok(r: dict[str, Any]) -> bool:
     return (
-        isinstance(r.get("testbed"), str) and r.get("phase") in PHASES
-        and r.get("status") in PHASE_STATUSES and _number(r.get("seconds", 0))
+        isinstance(r.get("testbed"), str)
+        and r.get("phase") in PHASES
+        and r.get("status") in PHASE_STATUSES
+        and _number(r.get("seconds", 0))
         and isinstance(r.get("why", ""), str)
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)
@@ -106,8 +110,9 @@ class Journal:
         """The campaign's folder for this run alone; the pid beside the lock tells
         `campaign status` that a run is under way, and whose."""
         if self.path.exists() and not self.path.is_file():
-            raise UsageError(f"{self.path} is not a file: move it away, or give the campaign "
-                             "another `out:`")  # fmt: skip
+            raise UsageError(
+                f"{self.path} is not a file: move it away, or give the campaign another `out:`"
+            )
         self.store.dir.mkdir(parents=True, exist_ok=True)
         self._fd = locks.hold_as_process(
             self.store.lock_path,
@@ -128,21 +133,42 @@ class Journal:
     # ------------------------------------------------------------- writing
     def cell(self, cell: Cell, status: str, why: str = "", **extra: Any) -> None:
         assert status in CELL_STATUSES
-        self.store.append({
-            "kind": "cell", "campaign": self.campaign, "testbed": cell.testbed,
-            "cell": cell.id, "batch": cell.batch, "nodes": cell.nodes, "workers": cell.workers,
-            "gpus_per_node": cell.gpus_per_node, "status": status, "why": why_line(why),
-            "at": now(), **extra,
-        })  # fmt: skip
+        self.store.append(
+            {
+                "kind": "cell",
+                "campaign": self.campaign,
+                "testbed": cell.testbed,
+                "cell": cell.id,
+                "batch": cell.batch,
+                "nodes": cell.nodes,
+                "workers": cell.workers,
+                "gpus_per_node": cell.gpus_per_node,
+                "status": status,
+                "why": why_line(why),
+                "at": now(),
+                **extra,
+            }
+        )
 
-    def phase(self, tb: TestbedPlan, phase: str, status: str, seconds: float,
-              why: str = "", **extra: Any) -> None:  # fmt: skip
+    def phase(
+        self, tb: TestbedPlan, phase: str, status: str, seconds: float, why: str = "", **extra: Any
+    ) -> None:
         assert phase in PHASES and status in PHASE_STATUSES
-        self.store.append({
-            "kind": "phase", "campaign": self.campaign, "testbed": tb.name, "env": tb.env,
-            "fingerprint": tb.fingerprint, "phase": phase, "status": status,
-            "seconds": round(seconds, 3), "why": why_line(why), "at": now(), **extra,
-        })  # fmt: skip
+        self.store.append(
+            {
+                "kind": "phase",
+                "campaign": self.campaign,
+                "testbed": tb.name,
+                "env": tb.env,
+                "fingerprint": tb.fingerprint,
+                "phase": phase,
+                "status": status,
+                "seconds": round(seconds, 3),
+                "why": why_line(why),
+                "at": now(),
+                **extra,
+            }
+        )
 
     # ------------------------------------------------------------- reading
     def cell_states(self, records: list[dict[str, Any]] | None = None) -> dict[str, CellState]:
@@ -154,12 +180,16 @@ class Journal:
             ips = r.get("images_per_s")
             ci = r.get("ci95")
             states[r["cell"]] = CellState(
-                r["status"], r.get("why", ""), str(r.get("at", "")),
+                r["status"],
+                r.get("why", ""),
+                str(r.get("at", "")),
                 r.get("runs") if isinstance(r.get("runs"), int) else 0,
-                ips if _number(ips) else None, ci if _number(ci) else None,
-            )  # fmt: skip
+                ips if _number(ips) else None,
+                ci if _number(ci) else None,
+            )
         return states
 
     def phases(self, records: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-        return [r for r in (records if records is not None else self.records())
-                if r["kind"] == "phase"]  # fmt: skip
+        return [
+            r for r in (records if records is not None else self.records()) if r["kind"] == "phase"
+        ]

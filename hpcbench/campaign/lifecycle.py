@@ -13,11 +13,11 @@ from typing import Any
 import yaml
 
 from hpcbench import leases, paths, readiness
+from hpcbench.campaign.campaign_file import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.campaign.cells import fail, measure_part
 from hpcbench.campaign.console import Console, Stopped
 from hpcbench.campaign.estimate import Lease
 from hpcbench.campaign.journal import Journal
-from hpcbench.campaign.spec import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.campaign.state import held, state_root, testbed_state
 from hpcbench.deploy import DeployRequest, EnvRequest, VerifyRequest, deploy, destroy, verify
 from hpcbench.errors import UsageError
@@ -29,8 +29,15 @@ class TestbedLife:
     """One testbed of the campaign in hand, from deploy to release. `finished` holds
     its cells that got their final status; `still_held` says its destroy failed."""
 
-    def __init__(self, campaign: Campaign, journal: Journal, console: Console, base: Path,
-                 leases: dict[str, Lease | None], tb: TestbedPlan) -> None:  # fmt: skip
+    def __init__(
+        self,
+        campaign: Campaign,
+        journal: Journal,
+        console: Console,
+        base: Path,
+        leases: dict[str, Lease | None],
+        tb: TestbedPlan,
+    ) -> None:
         self.campaign, self.journal, self.console = campaign, journal, console
         self.base, self.leases = base, leases  # the state folders' root; leases by testbed
         self.tb = tb
@@ -49,8 +56,11 @@ class TestbedLife:
                 if pending:
                     failed = not self.measure_testbed(tb, pending)
             except BaseException as err:  # Ctrl-C, a journal that cannot be written, a bug
-                why = ("interrupted" if isinstance(err, KeyboardInterrupt)
-                       else f"stopped by an error ({type(err).__name__}: {err})")  # fmt: skip
+                why = (
+                    "interrupted"
+                    if isinstance(err, KeyboardInterrupt)
+                    else f"stopped by an error ({type(err).__name__}: {err})"
+                )
                 self.say(f"{why}: destroying what this testbed holds")
                 try:  # what it holds goes first; the journal is told after, if it can be
                     self.teardown(tb, keep=False)
@@ -69,8 +79,10 @@ class TestbedLife:
             for cell in cells:
                 self.journal.cell(cell, "pending", f"{why}: `campaign run --resume` runs it")
         except Exception as err:  # the store's own error says where the record was kept
-            self.say(f"the journal could not be written ({err}); `campaign run --resume` "
-                     "measures these cells again")  # fmt: skip
+            self.say(
+                f"the journal could not be written ({err}); `campaign run --resume` "
+                "measures these cells again"
+            )
 
     def measure_testbed(self, tb: TestbedPlan, pending: list[Cell]) -> bool:
         """deploy, verify, sweep; False when a phase failed or a cell did."""
@@ -102,8 +114,9 @@ class TestbedLife:
                 ok = measure_part(console, tb, part, todo, self.finished) and ok
         return ok
 
-    def with_lease(self, tb: TestbedPlan
-                   ) -> tuple[tuple[tuple[str, str], ...], dict[str, Any] | None]:  # fmt: skip
+    def with_lease(
+        self, tb: TestbedPlan
+    ) -> tuple[tuple[tuple[str, str], ...], dict[str, Any] | None]:
         """The testbed's settings with its lease sized from the plan (estimate.lease),
         and what the journal keeps of the lease for `campaign status`."""
         lease = self.leases.get(tb.name)
@@ -113,7 +126,10 @@ class TestbedLife:
         settings = tuple((k, v) for k, v in tb.settings if k != lease.variable)
         ends = time.time() + lease.minutes * 60 if lease.minutes else None
         return (*settings, (lease.variable, lease.value)), {
-            "variable": lease.variable, "value": lease.value, "ends_at": ends}
+            "variable": lease.variable,
+            "value": lease.value,
+            "ends_at": ends,
+        }
 
     def verify_testbed(self, tb: TestbedPlan) -> None:
         """A deployed testbed's testinfra checks; a stack check on one node of the
@@ -121,8 +137,10 @@ class TestbedLife:
         if tb.deployed:
             rc = verify(VerifyRequest(tb.env))
             if rc != 0:
-                raise Stopped(f"verify: the testbed's checks failed (pytest exit {rc}); "
-                              f"see {self.console.log_path(tb)}")  # fmt: skip
+                raise Stopped(
+                    f"verify: the testbed's checks failed (pytest exit {rc}); "
+                    f"see {self.console.log_path(tb)}"
+                )
             return
         part = widest(tb)
         try:
@@ -160,9 +178,11 @@ class TestbedLife:
             return
         if keep:
             self.journal.phase(tb, "keep", "ok", 0.0, "kept on failure for debugging")
-            self.say(f"kept for debugging (keep_on_failure): HPCBENCH_STATE={paths.state_root()} "
-                     f"python -m hpcbench verify --env {tb.env}; `python -m hpcbench campaign "
-                     f"destroy {self.campaign.path} --testbed {tb.name}` removes it")  # fmt: skip
+            self.say(
+                f"kept for debugging (keep_on_failure): HPCBENCH_STATE={paths.state_root()} "
+                f"python -m hpcbench verify --env {tb.env}; `python -m hpcbench campaign "
+                f"destroy {self.campaign.path} --testbed {tb.name}` removes it"
+            )
             return
         try:
             with self.console.phase(tb, "destroy"):
@@ -175,8 +195,9 @@ class TestbedLife:
             states = self.journal.cell_states()
             for cell in tb.cells:  # what was deployed or verified is so no longer
                 if cell.id in states and states[cell.id].status in ("deployed", "verified"):
-                    self.journal.cell(cell, "pending", "its testbed was destroyed before it "
-                                      "was measured")  # fmt: skip
+                    self.journal.cell(
+                        cell, "pending", "its testbed was destroyed before it was measured"
+                    )
         except BaseException:
             self.tell_what_is_held(tb)
             raise
@@ -188,8 +209,10 @@ class TestbedLife:
         lines += [lease.by_hand() for lease in leases.held(paths.env_state(tb.env))]
         if not lines:
             return
-        lines.append(f"to retry: python -m hpcbench campaign destroy {self.campaign.path} "
-                     f"--testbed {tb.name}")  # fmt: skip
+        lines.append(
+            f"to retry: python -m hpcbench campaign destroy {self.campaign.path} "
+            f"--testbed {tb.name}"
+        )
         for line in lines:
             with contextlib.suppress(OSError, ValueError):
                 self.say(line)

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import TextIO
 
 from hpcbench import paths, readiness, sweep
-from hpcbench.campaign import estimate, report
+from hpcbench.campaign import comparison, estimate
+from hpcbench.campaign.campaign_file import Campaign, TestbedPlan
 from hpcbench.campaign.console import Console, Stopped, logged
 from hpcbench.campaign.journal import Journal
 from hpcbench.campaign.lifecycle import TestbedLife, widest
-from hpcbench.campaign.spec import Campaign, TestbedPlan
 from hpcbench.campaign.state import held, state_root, testbed_state
 from hpcbench.deploy import DeployRequest, check
 from hpcbench.errors import UsageError
@@ -74,8 +74,9 @@ class Runner:
         phase_records = self.journal.phases(records)
         for tb in self.campaign.testbeds:
             try:
-                self.leases[tb.name] = estimate.lease(estimate.testbed(self.campaign, tb,
-                                                                       phase_records))  # fmt: skip
+                self.leases[tb.name] = estimate.lease(
+                    estimate.testbed(self.campaign, tb, phase_records)
+                )
             except UsageError as err:
                 raise UsageError(f"{self.campaign.path}: {err}") from None
 
@@ -100,8 +101,10 @@ class Runner:
         console.clock.plan(*estimate.remaining(campaign, records, measured, todo))
         self.preflight(todo)
         left = console.cells_total - console.cells_done
-        self.say(f"{campaign.name}: {len(todo)} testbed(s) to run, {left} cell(s) left; "
-                 f"journal {self.journal.path}")  # fmt: skip
+        self.say(
+            f"{campaign.name}: {len(todo)} testbed(s) to run, {left} cell(s) left; "
+            f"journal {self.journal.path}"
+        )
         for k, tb in enumerate(todo, 1):
             console.tb, console.tb_number = tb, (k, len(todo))
             try:
@@ -120,35 +123,46 @@ class Runner:
             if not cells:
                 continue
             store = Store(self.campaign.testbed_out(tb))
-            held_runs = {(r.get("batch"), r.get("nodes"), r.get("workers"))
-                         for r in (store.runs() if store.exists() else [])
-                         if r.get("status") == "ok"}  # fmt: skip
+            held_runs = {
+                (r.get("batch"), r.get("nodes"), r.get("workers"))
+                for r in (store.runs() if store.exists() else [])
+                if r.get("status") == "ok"
+            }
             for cell in cells:
                 if cell.config.key in held_runs:
                     kept.add(cell.id)
                 else:
-                    self.say(f"{tb.name}: {cell.label} is measured in the journal but "
-                             f"{store.path} holds no run of it: measuring it again")  # fmt: skip
+                    self.say(
+                        f"{tb.name}: {cell.label} is measured in the journal but "
+                        f"{store.path} holds no run of it: measuring it again"
+                    )
         return kept
 
     def _finish(self) -> int:
         states = self.journal.cell_states()
         cells = self.campaign.cells
         failed = [c for c in cells if states.get(c.id) and states[c.id].status == "failed"]
-        left = [c for c in cells
-                if not states.get(c.id) or states[c.id].status not in ("measured", "failed")]
+        left = [
+            c
+            for c in cells
+            if not states.get(c.id) or states[c.id].status not in ("measured", "failed")
+        ]
         try:
-            written = report.build(self.campaign)
+            written = comparison.build(self.campaign)
             self.say(f"report: {written[0]}")
         except UsageError as err:  # nothing measured yet: no report to make
             self.say(f"no report: {err}")
         measured = len(cells) - len(failed) - len(left)
         took = format_duration(time.monotonic() - self.console.started)
-        self.say(f"{measured} of {len(cells)} cells measured, {len(failed)} failed, "
-                 f"{len(left)} not run; {took}")  # fmt: skip
+        self.say(
+            f"{measured} of {len(cells)} cells measured, {len(failed)} failed, "
+            f"{len(left)} not run; {took}"
+        )
         for name in self.still_held:
-            self.say(f"testbed {name} is still held: `python -m hpcbench campaign destroy "
-                     f"{self.campaign.path} --testbed {name}` releases it")  # fmt: skip
+            self.say(
+                f"testbed {name} is still held: `python -m hpcbench campaign destroy "
+                f"{self.campaign.path} --testbed {name}` releases it"
+            )
         return 1 if failed or left or self.still_held else 0
 
     def preflight(self, todo: list[TestbedPlan]) -> None:
@@ -159,8 +173,9 @@ class Runner:
         for k, tb in enumerate(todo, 1):
             where = f"{self.campaign.path}: testbeds[{tb.index - 1}] ({tb.name})"
             if not tb.deployed:
-                self.say(f"checking testbed {k}/{len(todo)} {tb.name}: {tb.where}, nothing "
-                         "submitted")  # fmt: skip
+                self.say(
+                    f"checking testbed {k}/{len(todo)} {tb.name}: {tb.where}, nothing submitted"
+                )
                 try:
                     readiness.preflight(Target.resolve(widest(tb).target))
                 except UsageError as err:
@@ -196,14 +211,18 @@ def dry_run(campaign: Campaign) -> int:
         print(f"## testbed {tb.index}/{len(campaign.testbeds)} {tb.name} ({tb.title})")
         if tb.deployed:
             settings = " ".join(f"{k}={v}" for k, v in tb.settings)
-            print(f"deploy {tb.env} ({settings or 'its defaults'}), verify, measure "
-                  f"{len(tb.cells)} cell(s), destroy; its runs' command lines depend on the "
-                  "deployed nodes (`scale --dry-run` shows them once it is deployed)\n")
+            print(
+                f"deploy {tb.env} ({settings or 'its defaults'}), verify, measure "
+                f"{len(tb.cells)} cell(s), destroy; its runs' command lines depend on the "
+                "deployed nodes (`scale --dry-run` shows them once it is deployed)\n"
+            )
             continue
         part = widest(tb)
         target = Target.resolve(part.target)
-        print(f"# the stack check (verify), {tb.where}\n"
-              f"{target.launcher.describe(readiness.check_spec(target, part.workload))}\n")
+        print(
+            f"# the stack check (verify), {tb.where}\n"
+            f"{target.launcher.describe(readiness.check_spec(target, part.workload))}\n"
+        )
         for part in tb.parts:
             only = frozenset(c.config.key for c in part.cells)
             spec = dataclasses.replace(part.sweep, dry_run=True, only=only)

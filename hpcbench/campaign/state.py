@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from hpcbench import leases, paths
-from hpcbench.campaign.spec import Campaign, TestbedPlan
+from hpcbench.campaign.campaign_file import Campaign, TestbedPlan
 from hpcbench.terraform import TerraformEnv
 
 

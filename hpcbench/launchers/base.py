@@ -27,26 +27,51 @@ LEASH_SCRIPT = "leash.py"
 # horovodrun writes every variable it has onto each rank's command line, where
 # /proc/<pid>/cmdline shows it (horovod 0.28.1, horovod/runner/gloo_run.py:96-100:
 # `'{shell} {horovod_env} {env} {run_command}'` over all of os.environ).
-LAUNCH_ENV_NAMES = frozenset({
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR",
-    "LD_LIBRARY_PATH", "VIRTUAL_ENV", "XDG_CACHE_HOME",
-    "SSH_AUTH_SOCK",  # ssh to the nodes, and horovodrun's ssh between them
-    "SLURM_CONF",  # sbatch's cluster configuration
-    # Python's own, by name: not the PYTHON prefix, which let PYTHONINSPECT (a rank
-    # waiting at a prompt after its script), PYTHONSTARTUP, PYTHONHOME (another
-    # interpreter's library), PYTHONBREAKPOINT or a PYTHON_*_TOKEN through.
-    "PYTHONPATH",  # where a checkout that is not installed finds its modules
-    "PYTHONUNBUFFERED",  # rank output reaches the harness's echo and error tail as written
-    "PYTHONHASHSEED",  # a run repeated with the same hash seed
-    "PYTHONFAULTHANDLER",  # a rank that dies in C code prints its threads' stacks
-})  # fmt: skip
+LAUNCH_ENV_NAMES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TERM",
+        "TMPDIR",
+        "LD_LIBRARY_PATH",
+        "VIRTUAL_ENV",
+        "XDG_CACHE_HOME",
+        "SSH_AUTH_SOCK",  # ssh to the nodes, and horovodrun's ssh between them
+        "SLURM_CONF",  # sbatch's cluster configuration
+        # Python's own, by name: not the PYTHON prefix, which let PYTHONINSPECT (a rank
+        # waiting at a prompt after its script), PYTHONSTARTUP, PYTHONHOME (another
+        # interpreter's library), PYTHONBREAKPOINT or a PYTHON_*_TOKEN through.
+        "PYTHONPATH",  # where a checkout that is not installed finds its modules
+        "PYTHONUNBUFFERED",  # rank output reaches the harness's echo and error tail as written
+        "PYTHONHASHSEED",  # a run repeated with the same hash seed
+        "PYTHONFAULTHANDLER",  # a rank that dies in C code prints its threads' stacks
+    }
+)
 LAUNCH_ENV_PREFIXES = (
     "LC_",  # locale
-    "CUDA_", "NCCL_", "GLOO_", "HOROVOD_", "TORCH_", "TORCHELASTIC_", "PYTORCH_", "NVIDIA_",
-    "OMP_", "MKL_", "KMP_", "OPENBLAS_",  # CPU threads
-    "OMPI_MCA_", "PMIX_MCA_", "UCX_",  # Horovod over MPI
+    "CUDA_",
+    "NCCL_",
+    "GLOO_",
+    "HOROVOD_",
+    "TORCH_",
+    "TORCHELASTIC_",
+    "PYTORCH_",
+    "NVIDIA_",
+    "OMP_",
+    "MKL_",
+    "KMP_",
+    "OPENBLAS_",  # CPU threads
+    "OMPI_MCA_",
+    "PMIX_MCA_",
+    "UCX_",  # Horovod over MPI
     "SBATCH_",  # sbatch's defaults (account, partition)
-)  # fmt: skip
+)
 
 
 def free_port() -> int:
@@ -61,9 +86,10 @@ def launch_environ(extra: dict[str, str] | None = None) -> dict[str, str]:
     process's, less any name that looks like a secret (a TORCH_HUB_TOKEN matches a
     prefix), then `extra` (what the harness sets for the run)."""
     kept = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if (k in LAUNCH_ENV_NAMES or k.startswith(LAUNCH_ENV_PREFIXES)) and not looks_secret(k)
-    }  # fmt: skip
+    }
     return {**kept, **(extra or {})}
 
 
@@ -125,8 +151,12 @@ class RunSpec:
     def on(self, placement: Placement, argv: list[str]) -> Command:
         """One command run on a placement's node, in bench/, pinned to the
         testbed interface and on the leash."""
-        return Command(tuple(self.leashed(argv)), env=self.network_env(), cwd=self.workdir,
-                       access=placement.access)  # fmt: skip
+        return Command(
+            tuple(self.leashed(argv)),
+            env=self.network_env(),
+            cwd=self.workdir,
+            access=placement.access,
+        )
 
     def tool(self, name: str) -> str:
         """A console script installed beside the nodes' python (horovodrun, torchrun)."""

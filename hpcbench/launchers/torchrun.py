@@ -56,6 +56,18 @@ def here(nproc: int) -> list[str]:
     """torchrun for `nproc` ranks on this machine by this Python, at the same static
     rendezvous (127.0.0.1, a free port) as a run's, for the GPU checks and tests that
     start ranks themselves."""
-    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--node-rank", "0",
-            "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-            "--nproc-per-node", str(nproc)]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--node-rank",
+        "0",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(free_port()),
+        "--nproc-per-node",
+        str(nproc),
+    ]

@@ -139,16 +139,19 @@ class SlurmScheduler(Scheduler):
         part = self.options.partition
         if part:
             try:
-                proc = self._control(f"sinfo --noheader --partition={shlex.quote(part)} "
-                                     "--format='%P %a %D %G'")  # fmt: skip
+                proc = self._control(
+                    f"sinfo --noheader --partition={shlex.quote(part)} --format='%P %a %D %G'"
+                )
             except (subprocess.SubprocessError, OSError) as err:
                 raise UsageError(f"slurm on {where}: {_why(err, 'sinfo')}") from None
             rows = [line.split() for line in proc.stdout.splitlines() if line.strip()]
             if proc.returncode != 0 or not rows:
                 why = (proc.stderr or "").strip().splitlines()
-                raise UsageError(f"partition {part!r} does not exist on {where}"
-                                 + (f" ({why[-1]})" if why else "")
-                                 + ": `sinfo -s` lists the partitions")  # fmt: skip
+                raise UsageError(
+                    f"partition {part!r} does not exist on {where}"
+                    + (f" ({why[-1]})" if why else "")
+                    + ": `sinfo -s` lists the partitions"
+                )
             if rows[0][1] != "up":
                 raise UsageError(f"partition {part!r} on {where} is {rows[0][1]}, not up")
         script = self.launcher.script(spec, "hpcbench-preflight")
@@ -238,13 +241,25 @@ class SlurmScheduler(Scheduler):
         except (RuntimeError, subprocess.SubprocessError, OSError) as err:
             # A timed-out sbatch may still have queued the job: cancel it by its name.
             self.cancel(job_name)
-            return Outcome([1], [], [_why(err, "sbatch")], launched_at,
-                           time.monotonic() - start, argv=[["sbatch", script]])  # fmt: skip
+            return Outcome(
+                [1],
+                [],
+                [_why(err, "sbatch")],
+                launched_at,
+                time.monotonic() - start,
+                argv=[["sbatch", script]],
+            )
         try:
             result = self.wait(spec, job, job_name, timeout_s)
         except (subprocess.SubprocessError, OSError) as err:  # wait() has cancelled the job
-            return Outcome([1], [], [f"slurm job {job}: {_why(err, 'squeue')}"], launched_at,
-                           time.monotonic() - start, argv=[["sbatch", f"job {job}"]])  # fmt: skip
+            return Outcome(
+                [1],
+                [],
+                [f"slurm job {job}: {_why(err, 'squeue')}"],
+                launched_at,
+                time.monotonic() - start,
+                argv=[["sbatch", f"job {job}"]],
+            )
         if echo:
             print("\n".join(result.lines), flush=True)
         tail = [f"slurm job {job}: {result.state}"]

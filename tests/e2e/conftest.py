@@ -35,12 +35,31 @@ E2E_VARS = {
     "enable_slurm": "true",
     "node_link_rates": '{"node3":"200mbit"}',
     "slurm_partitions": '[{"name":"fast","nodes":["node1","node2"]},'
-                        '{"name":"slow","nodes":["node1","node3"]}]',
+    '{"name":"slow","nodes":["node1","node3"]}]',
 }
 # A training run small enough for a 2-core machine.
-TINY_RUN = ["--model", "resnet18", "--image-size", "32", "--batch", "4", "--warmup", "1",
-            "--windows", "2", "--steps", "2", "--repeats", "1", "--data-workers", "0",
-            "--device", "cpu", "--timeout", "300"]
+TINY_RUN = [
+    "--model",
+    "resnet18",
+    "--image-size",
+    "32",
+    "--batch",
+    "4",
+    "--warmup",
+    "1",
+    "--windows",
+    "2",
+    "--steps",
+    "2",
+    "--repeats",
+    "1",
+    "--data-workers",
+    "0",
+    "--device",
+    "cpu",
+    "--timeout",
+    "300",
+]
 
 
 @dataclass
@@ -49,16 +68,30 @@ class DeployedTestbed:
     environ: dict[str, str]
 
     def hpcbench(self, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "hpcbench", *args], cwd=REPO, env=self.environ,
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [sys.executable, "-m", "hpcbench", *args],
+            cwd=REPO,
+            env=self.environ,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def docker_names(self, kind: str) -> list[str]:
         listing = ["docker", kind, "ls", *(["-a"] if kind == "container" else [])]
-        out = subprocess.run([*listing, "--filter", f"name={E2E_VARS['name']}",
-                              "--format", "{{.Name}}" if kind != "container" else "{{.Names}}"],
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [
+                *listing,
+                "--filter",
+                f"name={E2E_VARS['name']}",
+                "--format",
+                "{{.Name}}" if kind != "container" else "{{.Names}}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         return [n for n in out.split() if n.startswith(E2E_VARS["name"])]
-
 
     def remove_leftovers(self) -> None:
         """A run killed before its teardown leaves its containers (they restart with
@@ -70,16 +103,27 @@ class DeployedTestbed:
                 subprocess.run(rm, capture_output=True, check=True)
 
 
-def campaign_run(file: Path, args: tuple[str, ...], environ: dict[str, str], log: Path,
-                 interrupt: Callable[[], bool]) -> int:  # fmt: skip
+def campaign_run(
+    file: Path,
+    args: tuple[str, ...],
+    environ: dict[str, str],
+    log: Path,
+    interrupt: Callable[[], bool],
+) -> int:
     """`campaign run FILE ARGS` as from a terminal, its output in `log`; `interrupt()` is
     asked every second (bounded: 40 minutes) and True presses Ctrl-C (SIGINT to its
     process group). Its exit status."""
     with log.open("w") as sink:
-        proc = subprocess.Popen([sys.executable, "-m", "hpcbench", "campaign", "run", str(file),
-                                 *args], cwd=REPO, env=environ, stdout=sink,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                                preexec_fn=as_from_a_terminal)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hpcbench", "campaign", "run", str(file), *args],
+            cwd=REPO,
+            env=environ,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+            preexec_fn=as_from_a_terminal,
+        )
     try:
         deadline = time.monotonic() + 2400
         while proc.poll() is None:
@@ -138,5 +182,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     deploy = at("test_deploy_creates_and_configures_every_node", 0)
     destroy = at("test_destroy_leaves_nothing", len(rest))
     if first or last or partitions:
-        items[:] = (rest[:deploy] + first + rest[deploy:deploy + 1] + partitions
-                    + rest[deploy + 1:destroy] + last + rest[destroy:])  # fmt: skip
+        items[:] = (
+            rest[:deploy]
+            + first
+            + rest[deploy : deploy + 1]
+            + partitions
+            + rest[deploy + 1 : destroy]
+            + last
+            + rest[destroy:]
+        )

@@ -39,7 +39,7 @@ import pytest
 import yaml
 
 from hpcbench import analysis
-from hpcbench.campaign import spec
+from hpcbench.campaign import campaign_file
 from hpcbench.campaign.state import state_root
 from tests.e2e.conftest import campaign_run
 
@@ -58,27 +58,50 @@ ENDED = ("CANCELLED", "FAILED", "FINISHED")  # a GPULab job in one of these hold
 # Where each testbed's phase begins in its log (runner.Runner.phase).
 PHASE = re.compile(r"^==== \d{4}-\d\d-\d\d \d\d:\d\d:\d\d ([a-z0-9-]+): (\w+)$", re.M)
 sys.path.insert(0, str(GPULAB))
-gpulab_cli = pytest.importorskip("gpulab_cli", reason="the stand-in needs click, docker and "
-                                 "imecilabt-gpulab-common (pip install '.[test]')")  # fmt: skip
+gpulab_cli = pytest.importorskip(
+    "gpulab_cli",
+    reason="the stand-in needs click, docker and imecilabt-gpulab-common (pip install '.[test]')",
+)
 
 # conftest.TINY_RUN; the all-reduce probe (which the report's predictions need) up
 # to 1 MiB messages: its default 64M took 35 s a slice at 1 Gbit/s.
-SWEEP = {"model": "resnet18", "image_size": 32, "batch": [4], "nodes": [1, 2], "repeats": 1,
-         "warmup": 1, "windows": 2, "steps": 2, "data_workers": 0, "device": "cpu",
-         "timeout": 300, "probe_max_bytes": "1M"}  # fmt: skip
+SWEEP = {
+    "model": "resnet18",
+    "image_size": 32,
+    "batch": [4],
+    "nodes": [1, 2],
+    "repeats": 1,
+    "warmup": 1,
+    "windows": 2,
+    "steps": 2,
+    "data_workers": 0,
+    "device": "cpu",
+    "timeout": 300,
+    "probe_max_bytes": "1M",
+}
 GPULAB_SIZE = {"cpus_per_gpu": 1, "memory_gb_per_gpu": 2, "start_timeout": 300}
 
 
 def _jfed(name: str, capacity: int, cidr: str, pem: Path, jar: Path) -> dict:
     return {
-        "name": name, "env": "virtualwall", "title": f"jFed stand-in, {capacity // 1000} Gbit/s",
-        "settings": {"project": "hpcbench", "pem_path": str(pem), "jfed_cli_jar": str(jar),
-                     "disk_image": STACK_URN, "node_count": 2, "slice_name": f"hpcbench-c{name}",
-                     "lan_cidr": cidr, "link_capacity_mbps": capacity, "bootstrap_wait_min": 3,
-                     "experiment_iface": "eth1"},
+        "name": name,
+        "env": "virtualwall",
+        "title": f"jFed stand-in, {capacity // 1000} Gbit/s",
+        "settings": {
+            "project": "hpcbench",
+            "pem_path": str(pem),
+            "jfed_cli_jar": str(jar),
+            "disk_image": STACK_URN,
+            "node_count": 2,
+            "slice_name": f"hpcbench-c{name}",
+            "lan_cidr": cidr,
+            "link_capacity_mbps": capacity,
+            "bootstrap_wait_min": 3,
+            "experiment_iface": "eth1",
+        },
         # The stand-in's nodes boot an image that holds the stack (its group_vars.yml).
         "ansible": yaml.safe_load((JFED / "group_vars.yml").read_text()),
-    }  # fmt: skip
+    }
 
 
 def _read(path: Path) -> bytes:
@@ -103,16 +126,22 @@ class Campaign:
     def env_state(self, testbed: str) -> Path:
         """The testbed's state folder (campaign.state.state_root), holding its leases."""
         env = "virtualwall" if testbed.startswith("vw-") else "gpulab"
-        campaign = spec.load(self.file)
+        campaign = campaign_file.load(self.file)
         return state_root(campaign, campaign.testbed(testbed), self.root / "state") / env
 
     def hpcbench(self, *args: str, timeout: float = 2400) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "hpcbench", *args], cwd=REPO,
-                              env=self.environ, capture_output=True, text=True,
-                              timeout=timeout)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "hpcbench", *args],
+            cwd=REPO,
+            env=self.environ,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
-    def run(self, *args: str, stop: Callable[[dict[str, dict]], bool] | None = None
-            ) -> tuple[int, str]:  # fmt: skip
+    def run(
+        self, *args: str, stop: Callable[[dict[str, dict]], bool] | None = None
+    ) -> tuple[int, str]:
         """`campaign run` as from a terminal, looking at each testbed once it is deployed;
         Ctrl-C (SIGINT to its process group) once `stop` says so of the cell states."""
         log = self.root / f"run-{len(list(self.root.glob('run-*.out')))}.out"
@@ -141,14 +170,28 @@ class Campaign:
         prefix = f"jfedsi-hpcbench-c{testbed}-"  # the stand-in's container names
 
         def on_node(node: str, *cmd: str) -> str:
-            proc = subprocess.run(["docker", "exec", f"{prefix}{node}", *cmd],
-                                  capture_output=True, text=True, timeout=60)  # fmt: skip
+            proc = subprocess.run(
+                ["docker", "exec", f"{prefix}{node}", *cmd],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             return proc.stdout.strip() if proc.returncode == 0 else f"(failed: {proc.stderr})"
 
         seen["nodes"] = subprocess.run(
-            ["docker", "ps", "-a", "--filter", f"label={JFED_LABEL}=hpcbench/hpcbench-c{testbed}",
-             "--format", "{{.Names}}"], capture_output=True, text=True, check=True,
-        ).stdout.split()  # fmt: skip
+            [
+                "docker",
+                "ps",
+                "-a",
+                "--filter",
+                f"label={JFED_LABEL}=hpcbench/hpcbench-c{testbed}",
+                "--format",
+                "{{.Names}}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
         for node in ("node0", "node1"):
             seen[f"{node} startup owner"] = on_node(node, "stat", "-c", "%U", STARTUP)
             seen[f"{node} bootstrap.done"] = on_node(node, "cat", BOOTSTRAP_DONE)
@@ -158,16 +201,20 @@ class Campaign:
     def jobs(self) -> dict[str, str]:
         """Every job the GPULab stand-in knows: id -> status."""
         jobs = self.root / "standin" / "jobs"
-        return {p.stem: json.loads(p.read_text())["job"]["state"]["status"]
-                for p in jobs.glob("*.json")}  # fmt: skip
+        return {
+            p.stem: json.loads(p.read_text())["job"]["state"]["status"] for p in jobs.glob("*.json")
+        }
 
     def log(self, testbed: str, phase: str) -> list[str]:
         """The output of each time the testbed ran `phase`, from its log."""
         text = (self.out / "logs" / f"{testbed}.log").read_text()
         heads = list(PHASE.finditer(text))
         ends = [h.start() for h in heads[1:]] + [len(text)]
-        return [text[h.end() : end] for h, end in zip(heads, ends, strict=True)
-                if h.group(1) == testbed and h.group(2) == phase]  # fmt: skip
+        return [
+            text[h.end() : end]
+            for h, end in zip(heads, ends, strict=True)
+            if h.group(1) == testbed and h.group(2) == phase
+        ]
 
     def journal(self) -> list[dict]:
         path = self.out / "results.jsonl"
@@ -197,8 +244,10 @@ class Campaign:
         def containers(*flags: str) -> list[str]:
             return subprocess.run(
                 ["docker", "ps", *flags, "--format", "{{.Names}} {{.Labels}}"],
-                capture_output=True, text=True, check=True,
-            ).stdout.splitlines()  # fmt: skip
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.splitlines()
 
         # A job's container stays once it ended (as GPULab keeps it); a slice's nodes
         # are removed by DELETE.
@@ -230,35 +279,74 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
     # What a user brings: a Fed4FIRE login PEM (certificate + encrypted key) and
     # jFed's CLI folder with experimenter-cli2.jar in it.
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-days", "2", "-subj", "/CN=e2e",
-         "-keyout", str(root / "key.pem"), "-out", str(root / "cert.pem"),
-         "-passout", f"pass:{PASSWORD}"], check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=e2e",
+            "-keyout",
+            str(root / "key.pem"),
+            "-out",
+            str(root / "cert.pem"),
+            "-passout",
+            f"pass:{PASSWORD}",
+        ],
+        check=True,
+        capture_output=True,
+    )
     pem = root / "login.pem"
     pem.write_text((root / "cert.pem").read_text() + (root / "key.pem").read_text())
     pem.chmod(0o600)
     jar = root / "jfed_cli" / "experimenter-cli2.jar"
     jar.parent.mkdir()
     jar.write_text("")
-    gpulab = {"env": "gpulab", "settings": {"project": "e2eproj", "pem_path": str(pem),
-                                            "stack_image": "hpcbench/stack:latest",
-                                            **GPULAB_SIZE}}  # fmt: skip
+    gpulab = {
+        "env": "gpulab",
+        "settings": {
+            "project": "e2eproj",
+            "pem_path": str(pem),
+            "stack_image": "hpcbench/stack:latest",
+            **GPULAB_SIZE,
+        },
+    }
     spec = {
         "name": "e2e",
         "out": str(root / "results"),
         "sweep": SWEEP,
         "testbeds": [
-            {**gpulab, "name": "gpulab-1x2", "title": "GPULab 1 job x 2",
-             "settings": {**gpulab["settings"], "topology": "1x2"}, "sweep": {"nodes": 1}},
+            {
+                **gpulab,
+                "name": "gpulab-1x2",
+                "title": "GPULab 1 job x 2",
+                "settings": {**gpulab["settings"], "topology": "1x2"},
+                "sweep": {"nodes": 1},
+            },
             _jfed("vw-1g", 1000, "172.30.91.0/24", pem, jar),
-            {**gpulab, "name": "broken", "title": "GPULab, an image without sshd",
-             "settings": {**gpulab["settings"], "topology": "1x1",
-                          "stack_image": "debian:bookworm-slim"}, "sweep": {"nodes": 1}},
-            {**gpulab, "name": "gpulab-2x1", "title": "GPULab 2 jobs x 1",
-             "settings": {**gpulab["settings"], "topology": "2x1"}},
+            {
+                **gpulab,
+                "name": "broken",
+                "title": "GPULab, an image without sshd",
+                "settings": {
+                    **gpulab["settings"],
+                    "topology": "1x1",
+                    "stack_image": "debian:bookworm-slim",
+                },
+                "sweep": {"nodes": 1},
+            },
+            {
+                **gpulab,
+                "name": "gpulab-2x1",
+                "title": "GPULab 2 jobs x 1",
+                "settings": {**gpulab["settings"], "topology": "2x1"},
+            },
             _jfed("vw-10g", 10000, "172.30.92.0/24", pem, jar),
         ],
-    }  # fmt: skip
+    }
     file = root / "e2e.yaml"
     file.write_text(yaml.safe_dump(spec, sort_keys=False))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_VAR_", "GPULAB_"))}
@@ -279,13 +367,23 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
     for slice_name in ("hpcbench-cvw-1g", "hpcbench-cvw-10g"):  # a run killed before teardown
         for kind in ("container", "network"):
             ids = subprocess.run(
-                ["docker", kind, "ls", *(["-a"] if kind == "container" else []), "-q",
-                 "--filter", f"label={JFED_LABEL}=hpcbench/{slice_name}"],
-                capture_output=True, text=True,
-            ).stdout.split()  # fmt: skip
+                [
+                    "docker",
+                    kind,
+                    "ls",
+                    *(["-a"] if kind == "container" else []),
+                    "-q",
+                    "--filter",
+                    f"label={JFED_LABEL}=hpcbench/{slice_name}",
+                ],
+                capture_output=True,
+                text=True,
+            ).stdout.split()
             if ids:
-                subprocess.run(["docker", kind, "rm", *(["-f"] if kind == "container" else []),
-                                *ids], capture_output=True)  # fmt: skip
+                subprocess.run(
+                    ["docker", kind, "rm", *(["-f"] if kind == "container" else []), *ids],
+                    capture_output=True,
+                )
 
 
 def test_plan_lists_every_cell_and_creates_nothing(campaign: Campaign) -> None:
@@ -321,8 +419,9 @@ def test_resume_runs_what_is_left_past_a_failed_testbed(campaign: Campaign) -> N
     rc, output = campaign.run("--resume")
     assert rc == 1, output[-5000:]  # one testbed failed
     assert "[testbed 1/4 vw-1g]" in output  # gpulab-1x2 was done: not re-entered
-    assert not any(line.startswith("[testbed") and " gpulab-1x2]" in line
-                   for line in output.splitlines())  # fmt: skip
+    assert not any(
+        line.startswith("[testbed") and " gpulab-1x2]" in line for line in output.splitlines()
+    )
     # No finished cell ran again: gpulab-1x2's store is as it was, vw-1g gained only
     # the runs of the cell that was interrupted.
     assert campaign.runs("gpulab-1x2") == before["gpulab-1x2"]
@@ -335,8 +434,11 @@ def test_resume_runs_what_is_left_past_a_failed_testbed(campaign: Campaign) -> N
     broken = [s for s in states.values() if s["testbed"] == "broken"]
     assert broken and all(s["status"] == "failed" for s in broken)
     assert "deploy" in broken[0]["why"] and "FAILED" in broken[0]["why"], broken[0]
-    phases = {(r["testbed"], r["phase"], r["status"]) for r in campaign.journal()
-              if r.get("kind") == "phase"}  # fmt: skip
+    phases = {
+        (r["testbed"], r["phase"], r["status"])
+        for r in campaign.journal()
+        if r.get("kind") == "phase"
+    }
     for tb, nodes in (("gpulab-1x2", 1), ("vw-1g", 2), ("gpulab-2x1", 2), ("vw-10g", 2)):
         cells = [s for s in states.values() if s["testbed"] == tb]
         assert len(cells) == 2 and all(s["status"] == "measured" for s in cells), (tb, cells)
@@ -409,16 +511,19 @@ def test_jfed_deploy_waits_for_the_boot_script_then_configures(
 
 def test_one_report_compares_every_testbed(campaign: Campaign) -> None:
     html = (campaign.out / "report.html").read_text()
-    for title in ("GPULab 1 job x 2", "GPULab 2 jobs x 1", "jFed stand-in, 1 Gbit/s",
-                  "jFed stand-in, 10 Gbit/s"):  # fmt: skip
+    for title in (
+        "GPULab 1 job x 2",
+        "GPULab 2 jobs x 1",
+        "jFed stand-in, 1 Gbit/s",
+        "jFed stand-in, 10 Gbit/s",
+    ):
         assert title in html
     assert "Failed cells" in html and "broken" in html
     for name in ("throughput.png", "efficiency.png"):
         assert (campaign.out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     systems = json.loads((campaign.out / "systems.json").read_text())
     assert {s["testbed"] for s in systems} == {"gpulab-1x2", "vw-1g", "gpulab-2x1", "vw-10g"}
-    assert all(s["number_of_nodes"] >= 1 and s["framework"].startswith("PyTorch")
-               for s in systems)  # fmt: skip
+    assert all(s["number_of_nodes"] >= 1 and s["framework"].startswith("PyTorch") for s in systems)
     status = campaign.hpcbench("campaign", "status", str(campaign.file), "--json", timeout=300)
     table = json.loads(status.stdout)
     assert sorted({c["status"] for c in table["cells"]}) == ["failed", "measured"]

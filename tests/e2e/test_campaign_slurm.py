@@ -23,42 +23,80 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpcbench import analysis, testbed
+from hpcbench import analysis, nodeset
 from tests.e2e.conftest import E2E_VARS, DeployedTestbed, campaign_run
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-SWEEP = {"model": "resnet18", "image_size": 32, "batch": [4], "nodes": [1, 2], "repeats": 1,
-         "warmup": 1, "windows": 2, "steps": 2, "data_workers": 0, "device": "cpu",
-         "timeout": 300, "probe_max_bytes": "1M", "backend": "ddp"}  # fmt: skip
+SWEEP = {
+    "model": "resnet18",
+    "image_size": 32,
+    "batch": [4],
+    "nodes": [1, 2],
+    "repeats": 1,
+    "warmup": 1,
+    "windows": 2,
+    "steps": 2,
+    "data_workers": 0,
+    "device": "cpu",
+    "timeout": 300,
+    "probe_max_bytes": "1M",
+    "backend": "ddp",
+}
 # The campaign's own local testbed: a name, subnet and ports of its own, one node.
-BUILT = {"name": "hpcbench-e2ec", "subnet": "172.30.19.0/24", "ssh_port_base": 22960,
-         "jupyter_port": 28989, "node_count": 1, "cpus_per_node": 0.6,
-         "link_rate": "1gbit"}  # fmt: skip
+BUILT = {
+    "name": "hpcbench-e2ec",
+    "subnet": "172.30.19.0/24",
+    "ssh_port_base": 22960,
+    "jupyter_port": 28989,
+    "node_count": 1,
+    "cpus_per_node": 0.6,
+    "link_rate": "1gbit",
+}
 
 
-def head(bed: DeployedTestbed) -> testbed.Node:
-    return testbed.load_inventory(bed.state / "local" / "inventory.yml").head_node()
+def head(bed: DeployedTestbed) -> nodeset.Node:
+    return nodeset.load_inventory(bed.state / "local" / "inventory.yml").head_node()
 
 
 def partition(bed: DeployedTestbed, name: str) -> dict:
     """A testbed of the campaign file: a partition of the e2e testbed over SSH."""
     access = head(bed).access
     assert access is not None
-    return {"name": name, "title": f"e2e Slurm, partition {name}", "slurm": {
-        "partition": name, "nodes": 2, "login": f"{access.user}@{access.host}:{access.port}",
-        "ssh_key": access.key_file, "known_hosts": access.known_hosts,
-        "python": "/opt/hpcbench/venv/bin/python", "bench_dir": "/opt/hpcbench/bench",
-        "time": "10m", "queue_wait": "10m"}}  # fmt: skip
+    return {
+        "name": name,
+        "title": f"e2e Slurm, partition {name}",
+        "slurm": {
+            "partition": name,
+            "nodes": 2,
+            "login": f"{access.user}@{access.host}:{access.port}",
+            "ssh_key": access.key_file,
+            "known_hosts": access.known_hosts,
+            "python": "/opt/hpcbench/venv/bin/python",
+            "bench_dir": "/opt/hpcbench/bench",
+            "time": "10m",
+            "queue_wait": "10m",
+        },
+    }
 
 
 def campaign_file(bed: DeployedTestbed, tmp: Path, *partitions: str) -> Path:
-    data = {"name": "mixed", "out": str(tmp / "results"), "sweep": SWEEP, "testbeds": [
-        *(partition(bed, p) for p in partitions),
-        {"name": "built", "env": "local", "title": "local, deployed by the campaign",
-         "settings": BUILT, "sweep": {"nodes": 1}},
-    ]}  # fmt: skip
+    data = {
+        "name": "mixed",
+        "out": str(tmp / "results"),
+        "sweep": SWEEP,
+        "testbeds": [
+            *(partition(bed, p) for p in partitions),
+            {
+                "name": "built",
+                "env": "local",
+                "title": "local, deployed by the campaign",
+                "settings": BUILT,
+                "sweep": {"nodes": 1},
+            },
+        ],
+    }
     path = tmp / "mixed.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -66,16 +104,23 @@ def campaign_file(bed: DeployedTestbed, tmp: Path, *partitions: str) -> Path:
 
 def squeue(bed: DeployedTestbed) -> list[str]:
     """The job names Slurm holds, running or queued."""
-    proc = subprocess.run(["docker", "exec", f"{E2E_VARS['name']}-node1", "squeue", "--noheader",
-                           "--format=%j"], capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        ["docker", "exec", f"{E2E_VARS['name']}-node1", "squeue", "--noheader", "--format=%j"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split()
 
 
 def built_containers() -> list[str]:
-    return subprocess.run(["docker", "ps", "-a", "--filter", f"name={BUILT['name']}",
-                           "--format", "{{.Names}}"], capture_output=True, text=True,
-                          check=True).stdout.split()  # fmt: skip
+    return subprocess.run(
+        ["docker", "ps", "-a", "--filter", f"name={BUILT['name']}", "--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
 
 
 def journal(tmp: Path) -> list[dict]:
@@ -83,14 +128,16 @@ def journal(tmp: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
 
 
-def run(bed: DeployedTestbed, tmp: Path, path: Path, *args: str, stop_when=None
-        ) -> tuple[int, str, float]:  # fmt: skip
+def run(
+    bed: DeployedTestbed, tmp: Path, path: Path, *args: str, stop_when=None
+) -> tuple[int, str, float]:
     """`campaign run` as from a terminal; Ctrl-C once `stop_when(journal)` says so. Its
     exit status, output and wall time."""
     log = tmp / f"run-{len(list(tmp.glob('run-*.out')))}.out"
     started = time.monotonic()
-    code = campaign_run(path, args, bed.environ, log,
-                        lambda: stop_when is not None and stop_when(journal(tmp)))  # fmt: skip
+    code = campaign_run(
+        path, args, bed.environ, log, lambda: stop_when is not None and stop_when(journal(tmp))
+    )
     return code, log.read_text(), time.monotonic() - started
 
 
@@ -101,8 +148,10 @@ def test_a_partition_that_does_not_exist_stops_the_campaign_before_anything_runs
     proc = testbed.hpcbench("campaign", "run", str(path), timeout=600)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     err = proc.stderr.strip().splitlines()
-    assert err[-1].startswith(f"hpcbench: error: {path}: testbeds[1] (nosuch): partition "
-                              "'nosuch' does not exist on 127.0.0.1"), err  # fmt: skip
+    assert err[-1].startswith(
+        f"hpcbench: error: {path}: testbeds[1] (nosuch): partition "
+        "'nosuch' does not exist on 127.0.0.1"
+    ), err
     # Nothing measured, submitted or deployed: the stores, Slurm's queue, Docker.
     assert not [p for p in (tmp_path / "results").glob("*/results.jsonl")]
     assert not [j for j in squeue(testbed) if j.startswith("hpcbench")]
@@ -115,8 +164,10 @@ def test_two_partitions_and_a_deployed_testbed_in_one_report(
     path = campaign_file(testbed, tmp_path, "fast", "slow")
 
     def fast_cell_measured(records: list[dict]) -> bool:
-        return any(r.get("kind") == "cell" and r.get("testbed") == "fast"
-                   and r.get("status") == "measured" for r in records)  # fmt: skip
+        return any(
+            r.get("kind") == "cell" and r.get("testbed") == "fast" and r.get("status") == "measured"
+            for r in records
+        )
 
     rc, out, _ = run(testbed, tmp_path, path, stop_when=fast_cell_measured)
     assert rc == 130, out[-4000:]
@@ -146,13 +197,19 @@ def test_two_partitions_and_a_deployed_testbed_in_one_report(
     report = tmp_path / "results"
     systems = {s["testbed"]: s for s in json.loads((report / "systems.json").read_text())}
     assert {k: s["kind"] for k, s in systems.items()} == {
-        "fast": "slurm", "slow": "slurm", "built": "deployed"}  # fmt: skip
+        "fast": "slurm",
+        "slow": "slurm",
+        "built": "deployed",
+    }
     assert systems["fast"]["where"].startswith("partition fast via root@127.0.0.1")
     assert systems["fast"]["queue_wait_per_job"].startswith("median ")
     assert "GB/s" in systems["slow"]["measured_bus_bandwidth"]  # probed, not assumed
     text = (report / "report.md").read_text()
-    for title in ("e2e Slurm, partition fast", "e2e Slurm, partition slow",
-                  "local, deployed by the campaign"):  # fmt: skip
+    for title in (
+        "e2e Slurm, partition fast",
+        "e2e Slurm, partition slow",
+        "local, deployed by the campaign",
+    ):
         assert title in text
 
     def two_node_rate(name: str) -> float:

@@ -75,10 +75,16 @@ class Watched:
 
     def __init__(self, argv: list[str], env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hpcbench", *argv], cwd=REPO, env=env, text=True,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, preexec_fn=as_from_a_terminal,
-        )  # fmt: skip
+            [sys.executable, "-m", "hpcbench", *argv],
+            cwd=REPO,
+            env=env,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=as_from_a_terminal,
+        )
         self.out: list[str] = []
         self.err: list[str] = []
         self.readers = [
@@ -206,8 +212,9 @@ def interrupted_deploy(
         deploy.kill()
 
 
-def assert_stopped_cleanly(testbed: DeployedTestbed, deploy: Watched, code: int | None,
-                           tag: str) -> None:  # fmt: skip
+def assert_stopped_cleanly(
+    testbed: DeployedTestbed, deploy: Watched, code: int | None, tag: str
+) -> None:
     assert code == 130, (code, deploy.tail())
     assert deploy.err == ["hpcbench: interrupted"], deploy.err  # one line, no traceback
     assert not any(line.startswith("hpcbench: deployed") for line in deploy.out)
@@ -255,8 +262,11 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
         pytest.skip("mounting a tmpfs needs root")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "hpcbench-fault", str(mnt)],
-                   check=True, timeout=60)  # fmt: skip
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "hpcbench-fault", str(mnt)],
+        check=True,
+        timeout=60,
+    )
     try:
         yield mnt
     finally:
@@ -264,8 +274,9 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
 
 
 def remount_read_only(mnt: Path) -> None:
-    proc = subprocess.run(["mount", "-o", "remount,ro", str(mnt)], capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        ["mount", "-o", "remount,ro", str(mnt)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, f"mount -o remount,ro {mnt}: {proc.stderr.strip()}"
 
 
@@ -285,8 +296,17 @@ def fill(mnt: Path) -> None:
 
 def localhost_sweep(out: Path) -> list[str]:
     """A sweep of one run, on this machine's processes, into `out`."""
-    return ["scale", "--env", "localhost", "--nodes", "1", *TINY_RUN, "--no-probe",
-            "--out", str(out)]  # fmt: skip
+    return [
+        "scale",
+        "--env",
+        "localhost",
+        "--nodes",
+        "1",
+        *TINY_RUN,
+        "--no-probe",
+        "--out",
+        str(out),
+    ]
 
 
 @pytest.mark.parametrize("fault", ["read-only", "full"])
@@ -298,8 +318,9 @@ def test_a_results_folder_that_fails_mid_sweep_is_one_line_and_the_run_is_kept(
     sweep = Watched(localhost_sweep(out), {**testbed.environ, "TMPDIR": str(kept)})
     try:
         # The store is locked once the checks passed, just before the run is launched.
-        assert bounded_wait(lambda: (out / ".lock").exists() or sweep.proc.poll() is not None,
-                            120, 0.05), "the sweep never locked its store"  # fmt: skip
+        assert bounded_wait(
+            lambda: (out / ".lock").exists() or sweep.proc.poll() is not None, 120, 0.05
+        ), "the sweep never locked its store"
         assert sweep.proc.poll() is None, sweep.tail()
         remount_read_only(tmpfs) if fault == "read-only" else fill(tmpfs)
         code = sweep.finish(300)
@@ -360,10 +381,14 @@ def deployed(testbed: DeployedTestbed, request: pytest.FixtureRequest) -> Deploy
 
 def ranks(container: str, batch: int | None = None) -> list[str]:
     """The workload's processes on a node (of the run of one batch size)."""
-    out = subprocess.run(["docker", "top", container, "-eo", "pid,args"],
-                         capture_output=True, text=True, timeout=60).stdout  # fmt: skip
-    return [line for line in out.splitlines()[1:] if " train.py " in line
-            and (batch is None or f" --batch {batch} " in line)]  # fmt: skip
+    out = subprocess.run(
+        ["docker", "top", container, "-eo", "pid,args"], capture_output=True, text=True, timeout=60
+    ).stdout
+    return [
+        line
+        for line in out.splitlines()[1:]
+        if " train.py " in line and (batch is None or f" --batch {batch} " in line)
+    ]
 
 
 def ranks_left(batch: int) -> dict[str, list[str]]:
@@ -380,13 +405,19 @@ def assert_no_rank_left(batch: int) -> None:
 
 def running_batches() -> set[int]:
     """The batch sizes whose runs have ranks on node1 and on node2."""
-    on = [{int(b) for b in re.findall(r" --batch (\d+) ", "\n".join(ranks(node(n))))}
-          for n in (1, 2)]  # fmt: skip
+    on = [
+        {int(b) for b in re.findall(r" --batch (\d+) ", "\n".join(ranks(node(n))))} for n in (1, 2)
+    ]
     return on[0] & on[1]
 
 
-def seeded_store(tb: DeployedTestbed, out: Path, argv: list[str], batches: tuple[int, ...],
-                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def seeded_store(
+    tb: DeployedTestbed,
+    out: Path,
+    argv: list[str],
+    batches: tuple[int, ...],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The store `argv` (a sweep with --resume) writes to, holding the 1-worker baselines
     of `batches` as if measured already: the sweep goes straight to its 2-node runs."""
     out.mkdir()
@@ -398,21 +429,49 @@ def test_a_second_sweep_or_a_probe_on_a_busy_testbed_is_refused_and_the_first_go
     deployed: DeployedTestbed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "first"
-    argv = ["scale", "--env", "local", "--nodes", "2", *TINY_RUN, "--no-probe", "--resume",
-            "--out", str(out)]  # fmt: skip
+    argv = [
+        "scale",
+        "--env",
+        "local",
+        "--nodes",
+        "2",
+        *TINY_RUN,
+        "--no-probe",
+        "--resume",
+        "--out",
+        str(out),
+    ]
     seeded_store(deployed, out, argv, (4,), monkeypatch)
     first = Watched(argv, deployed.environ)
     try:
         # The first holds the testbed and its store from now until its run is stored.
-        assert bounded_wait(lambda: (out / ".lock").exists() or first.proc.poll() is not None,
-                            RUN_START_S, 0.1), "the first sweep never locked its store"  # fmt: skip
+        assert bounded_wait(
+            lambda: (out / ".lock").exists() or first.proc.poll() is not None, RUN_START_S, 0.1
+        ), "the first sweep never locked its store"
         assert first.proc.poll() is None, first.tail()
         seconds = {
-            "scale": deployed.hpcbench("scale", "--env", "local", "--nodes", "1", *TINY_RUN,
-                                       "--out", str(tmp_path / "second"), timeout=120),
-            "probe": deployed.hpcbench("probe", "--env", "local", "--nodes", "2",
-                                       "--out", str(tmp_path / "probe"), timeout=120),
-        }  # fmt: skip
+            "scale": deployed.hpcbench(
+                "scale",
+                "--env",
+                "local",
+                "--nodes",
+                "1",
+                *TINY_RUN,
+                "--out",
+                str(tmp_path / "second"),
+                timeout=120,
+            ),
+            "probe": deployed.hpcbench(
+                "probe",
+                "--env",
+                "local",
+                "--nodes",
+                "2",
+                "--out",
+                str(tmp_path / "probe"),
+                timeout=120,
+            ),
+        }
         assert first.proc.poll() is None, "the first sweep ended before the others came back"
         code = first.finish(RUN_START_S)
     finally:
@@ -434,8 +493,19 @@ class FaultSweep:
     """One sweep of FAULT_BATCHES' 2-node runs, which the tests below hit in turn."""
 
     def __init__(self, tb: DeployedTestbed, out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        argv = ["scale", "--env", "local", "--nodes", "2", *FAULT_RUN, "--resume",
-                "--batch", ",".join(map(str, FAULT_BATCHES)), "--out", str(out)]  # fmt: skip
+        argv = [
+            "scale",
+            "--env",
+            "local",
+            "--nodes",
+            "2",
+            *FAULT_RUN,
+            "--resume",
+            "--batch",
+            ",".join(map(str, FAULT_BATCHES)),
+            "--out",
+            str(out),
+        ]
         seeded_store(tb, out, argv, FAULT_BATCHES, monkeypatch)
         self.out = out
         self.seen: list[int] = []
@@ -456,7 +526,7 @@ class FaultSweep:
         started = bounded_wait(
             lambda: (running_batches() - set(self.seen)) or self.sweep.proc.poll() is not None,
             RUN_START_S,
-        )  # fmt: skip
+        )
         assert isinstance(started, set) and started, f"no new run started: {self.sweep.tail()}"
         [batch] = started
         self.seen.append(batch)
@@ -465,8 +535,12 @@ class FaultSweep:
     def wait_training(self) -> None:
         """Until TRAINING_BYTES went through node2's testbed interface (from the host:
         the container's network namespace, no process in the node needed)."""
-        pid = subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", node(2)],
-                             capture_output=True, text=True, timeout=60).stdout.strip()  # fmt: skip
+        pid = subprocess.run(
+            ["docker", "inspect", "-f", "{{.State.Pid}}", node(2)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout.strip()
 
         def moved() -> int:
             lines = Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]
@@ -499,8 +573,10 @@ class FaultSweep:
         cause = record["error"].splitlines()[0]
         assert re.fullmatch(r"timed out after \d+ s|exit status \[.*\]", cause), record["error"]
         assert record["duration_s"] <= FAULT_TIMEOUT_S + MARGIN_S, record["duration_s"]
-        print(f"batch {batch}: '{cause}' after {record['duration_s']:.0f} s, {took:.0f} s "
-              "after the fault")  # fmt: skip
+        print(
+            f"batch {batch}: '{cause}' after {record['duration_s']:.0f} s, {took:.0f} s "
+            "after the fault"
+        )
         return record
 
     def hit(self, inject: Callable[[], object], undo: Callable[[], object] = lambda: None) -> None:
@@ -547,15 +623,35 @@ def test_a_paused_node_fails_its_run_in_time_and_the_sweep_goes_on(
 
 def root_qdisc(container: str) -> dict:
     """The tbf qdisc that shapes the node's testbed interface (the link_shaping role's)."""
-    out = subprocess.run(["docker", "exec", container, "tc", "-j", "qdisc", "show"],
-                         capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        ["docker", "exec", container, "tc", "-j", "qdisc", "show"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     [tbf] = [q for q in json.loads(out) if q.get("root") and q["kind"] == "tbf"]
     return tbf
 
 
 def shape(container: str, dev: str, rate: str, burst: int, latency: str) -> None:
-    docker("exec", container, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
-           "rate", rate, "burst", str(burst), "latency", latency)  # fmt: skip
+    docker(
+        "exec",
+        container,
+        "tc",
+        "qdisc",
+        "replace",
+        "dev",
+        dev,
+        "root",
+        "tbf",
+        "rate",
+        rate,
+        "burst",
+        str(burst),
+        "latency",
+        latency,
+    )
 
 
 def test_a_node_cut_to_8_kbits_fails_its_run_in_time_and_the_sweep_goes_on(

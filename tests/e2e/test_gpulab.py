@@ -37,8 +37,10 @@ PASSWORD = "e2e pass"
 
 pytestmark = pytest.mark.e2e
 sys.path.insert(0, str(STANDIN))
-gpulab_cli = pytest.importorskip("gpulab_cli", reason="the stand-in needs click, docker and "
-                                 "imecilabt-gpulab-common (pip install '.[test]')")  # fmt: skip
+gpulab_cli = pytest.importorskip(
+    "gpulab_cli",
+    reason="the stand-in needs click, docker and imecilabt-gpulab-common (pip install '.[test]')",
+)
 
 
 @dataclass
@@ -51,22 +53,38 @@ class Bed:
         return self.root / "state" / "gpulab"
 
     def hpcbench(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "hpcbench", *args], cwd=REPO,
-                              env={**self.environ, **env}, capture_output=True, text=True,
-                              timeout=1200)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "hpcbench", *args],
+            cwd=REPO,
+            env={**self.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
 
     def jobs(self) -> dict[str, str]:
         """Every job the stand-in knows: id -> status."""
         d = self.root / "standin" / "jobs"
-        return {p.stem: json.loads(p.read_text())["job"]["state"]["status"]
-                for p in d.glob("*.json")} if d.is_dir() else {}  # fmt: skip
+        return (
+            {p.stem: json.loads(p.read_text())["job"]["state"]["status"] for p in d.glob("*.json")}
+            if d.is_dir()
+            else {}
+        )
 
     def running_containers(self) -> list[str]:
         out = subprocess.run(
-            ["docker", "ps", "--filter", f"label={gpulab_cli.LABEL}="
-             f"{gpulab_cli.standin_id(self.root / 'standin')}", "--format", "{{.Names}}"],
-            capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
+            [
+                "docker",
+                "ps",
+                "--filter",
+                f"label={gpulab_cli.LABEL}={gpulab_cli.standin_id(self.root / 'standin')}",
+                "--format",
+                "{{.Names}}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         return out.split()
 
 
@@ -75,27 +93,46 @@ def bed(tmp_path: Path) -> Iterator[Bed]:
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
         pytest.fail("no Docker engine answers: `make tools` starts one")
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-days", "2", "-subj", "/CN=e2e",
-         "-keyout", str(tmp_path / "key.pem"), "-out", str(tmp_path / "cert.pem"),
-         "-passout", f"pass:{PASSWORD}"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=e2e",
+            "-keyout",
+            str(tmp_path / "key.pem"),
+            "-out",
+            str(tmp_path / "cert.pem"),
+            "-passout",
+            f"pass:{PASSWORD}",
+        ],
+        check=True,
+        capture_output=True,
+    )
     pem = tmp_path / "login.pem"
     pem.write_text((tmp_path / "cert.pem").read_text() + (tmp_path / "key.pem").read_text())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_VAR_", "GPULAB_"))}
-    bed = Bed(tmp_path, {
-        **env,
-        # The stand-in first on PATH, as `pip install imecilabt-gpulab-cli` would put the real one.
-        "PATH": f"{STANDIN / 'bin'}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}"
-                f"{env['PATH']}",
-        "HPCBENCH_STATE": str(tmp_path / "state"),
-        "GPULAB_STANDIN_DIR": str(tmp_path / "standin"),
-        # What the user exports (docs/testbeds.md).
-        "TF_VAR_project": "e2eproj",
-        "TF_VAR_pem_path": str(pem),
-        "TF_VAR_stack_image": "hpcbench/stack:latest",
-        "HPCBENCH_PEM_PASSWORD": PASSWORD,
-    })  # fmt: skip
+    bed = Bed(
+        tmp_path,
+        {
+            **env,
+            # The stand-in first on PATH, as `pip install imecilabt-gpulab-cli` would put
+            # the real one.
+            "PATH": f"{STANDIN / 'bin'}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}"
+            f"{env['PATH']}",
+            "HPCBENCH_STATE": str(tmp_path / "state"),
+            "GPULAB_STANDIN_DIR": str(tmp_path / "standin"),
+            # What the user exports (docs/testbeds.md).
+            "TF_VAR_project": "e2eproj",
+            "TF_VAR_pem_path": str(pem),
+            "TF_VAR_stack_image": "hpcbench/stack:latest",
+            "HPCBENCH_PEM_PASSWORD": PASSWORD,
+        },
+    )
     yield bed
     bed.hpcbench("destroy", "--env", "gpulab")
     still = gpulab_cli.purge(tmp_path / "standin")
@@ -110,8 +147,16 @@ def test_a_job_that_dies_fails_the_deploy_naming_its_state(bed: Bed) -> None:
     """Point 3: an image without sshd makes the job exit at once. `submit
     --wait-run` would have returned 0; the deploy names the state and the exit
     code in one line and keeps nothing running."""
-    proc = bed.hpcbench("deploy", "--env", "gpulab", "--var", "topology=1x1", *SIZE,
-                        "--var", "stack_image=debian:bookworm-slim")  # fmt: skip
+    proc = bed.hpcbench(
+        "deploy",
+        "--env",
+        "gpulab",
+        "--var",
+        "topology=1x1",
+        *SIZE,
+        "--var",
+        "stack_image=debian:bookworm-slim",
+    )
     assert proc.returncode != 0
     lines = [x for x in proc.stdout.splitlines() + proc.stderr.splitlines() if "GPULab job" in x]
     assert lines and "is FAILED (exit code 127), not RUNNING" in lines[0], one_line(proc)
@@ -121,9 +166,17 @@ def test_a_job_that_dies_fails_the_deploy_naming_its_state(bed: Bed) -> None:
     assert not list((bed.state / "leases").glob("*.json"))
     # The real client's --wait-run on the same job: exit 0 (what gpulab.sh no longer trusts).
     (job_id,) = bed.jobs()
-    wait = subprocess.run(["gpulab-cli", "wait", "--wait-run", job_id], env={
-        **bed.environ, "GPULAB_CERT": bed.environ["TF_VAR_pem_path"],
-        "GPULAB_PASSWORD": PASSWORD}, capture_output=True, text=True, timeout=60)  # fmt: skip
+    wait = subprocess.run(
+        ["gpulab-cli", "wait", "--wait-run", job_id],
+        env={
+            **bed.environ,
+            "GPULAB_CERT": bed.environ["TF_VAR_pem_path"],
+            "GPULAB_PASSWORD": PASSWORD,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert wait.returncode == 0 and "Job is now running" in wait.stderr
 
 
@@ -132,11 +185,25 @@ def test_ctrl_c_while_queued_then_destroy_leaves_no_job(bed: Bed) -> None:
     to the process group, as a terminal sends it), then destroy."""
     full = {"GPULAB_STANDIN_SLOTS": "0"}
     deploy = subprocess.Popen(
-        [sys.executable, "-m", "hpcbench", "deploy", "--env", "gpulab", "--var", "topology=2x1",
-         *SIZE], cwd=REPO, env={**bed.environ, **full}, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "hpcbench",
+            "deploy",
+            "--env",
+            "gpulab",
+            "--var",
+            "topology=2x1",
+            *SIZE,
+        ],
+        cwd=REPO,
+        env={**bed.environ, **full},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
         preexec_fn=as_from_a_terminal,
-    )  # fmt: skip
+    )
     leases = bed.state / "leases"
     deadline = time.monotonic() + 300
     while len(list(leases.glob("*.json"))) < 2:

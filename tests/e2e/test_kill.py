@@ -38,10 +38,29 @@ KILL_VARS = {
     "enable_slurm": "false",
 }
 # Warm-up long enough that the run is still in its steps when it is killed.
-HANGING_RUN = ["--model", "resnet18", "--image-size", "32", "--batch", "4",
-               "--warmup", "100000", "--windows", "1", "--steps", "1", "--repeats", "1",
-               "--data-workers", "0", "--device", "cpu", "--no-probe",
-               "--timeout", "900"]  # fmt: skip
+HANGING_RUN = [
+    "--model",
+    "resnet18",
+    "--image-size",
+    "32",
+    "--batch",
+    "4",
+    "--warmup",
+    "100000",
+    "--windows",
+    "1",
+    "--steps",
+    "1",
+    "--repeats",
+    "1",
+    "--data-workers",
+    "0",
+    "--device",
+    "cpu",
+    "--no-probe",
+    "--timeout",
+    "900",
+]
 RANKS_START_S = 300  # torch's import on 0.6 of a core per node
 RANKS_GONE_S = 30
 
@@ -49,15 +68,19 @@ RANKS_GONE_S = 30
 def containers(prefix: str) -> list[str]:
     out = subprocess.run(
         ["docker", "ps", "-a", "--filter", f"name={prefix}", "--format", "{{.Names}}"],
-        capture_output=True, text=True, check=True, timeout=60,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     return [n for n in out.split() if n.startswith(f"{prefix}-")]
 
 
 def ranks(container: str) -> list[str]:
     """The workload's processes in a node container (docker top: no tools needed inside)."""
-    out = subprocess.run(["docker", "top", container, "-eo", "pid,args"],
-                         capture_output=True, text=True, timeout=60).stdout  # fmt: skip
+    out = subprocess.run(
+        ["docker", "top", container, "-eo", "pid,args"], capture_output=True, text=True, timeout=60
+    ).stdout
     return [line for line in out.splitlines()[1:] if "train.py" in line]
 
 
@@ -111,7 +134,9 @@ def baseline_record(tb: DeployedTestbed, argv: list[str], monkeypatch: pytest.Mo
 
 @pytest.mark.parametrize("backend", ["horovod", "ddp"])
 def test_a_killed_sweep_leaves_no_rank_on_any_node(
-    bed: tuple[DeployedTestbed, str], tmp_path: Path, backend: str,
+    bed: tuple[DeployedTestbed, str],
+    tmp_path: Path,
+    backend: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     tb, prefix = bed
@@ -120,14 +145,29 @@ def test_a_killed_sweep_leaves_no_rank_on_any_node(
     nodes = containers(prefix)
     out = tmp_path / "out"
     out.mkdir()
-    argv = ["scale", "--env", "local", "--nodes", "2", "--backend", backend, *HANGING_RUN,
-            "--out", str(out), "--resume"]  # fmt: skip
+    argv = [
+        "scale",
+        "--env",
+        "local",
+        "--nodes",
+        "2",
+        "--backend",
+        backend,
+        *HANGING_RUN,
+        "--out",
+        str(out),
+        "--resume",
+    ]
     (out / "results.jsonl").write_text(json.dumps(baseline_record(tb, argv, monkeypatch)) + "\n")
     sweep = subprocess.Popen(
         [sys.executable, "-m", "hpcbench", *argv],
-        cwd=REPO, env=tb.environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        start_new_session=True, text=True,
-    )  # fmt: skip
+        cwd=REPO,
+        env=tb.environ,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + RANKS_START_S
         while time.monotonic() < deadline and len(running(nodes)) < 2:

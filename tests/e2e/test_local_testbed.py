@@ -65,8 +65,9 @@ def test_second_deploy_changes_nothing(testbed: DeployedTestbed) -> None:
 
 def test_sweep_on_the_testbed_lands_in_the_store_and_the_report(testbed: DeployedTestbed) -> None:
     out = testbed.state / "results"
-    proc = testbed.hpcbench("scale", "--env", "local", "--nodes", "1,3", *TINY_RUN,
-                            "--out", str(out))
+    proc = testbed.hpcbench(
+        "scale", "--env", "local", "--nodes", "1,3", *TINY_RUN, "--out", str(out)
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     runs = {r["nodes"]: r for r in records if r.get("status") == "ok"}
@@ -85,9 +86,23 @@ def test_sweep_through_sbatch_lands_in_the_store_and_report(
     testbed: DeployedTestbed, backend: str
 ) -> None:
     out = testbed.state / f"results-slurm-{backend}"
-    proc = testbed.hpcbench("scale", "--env", "local", "--launcher", "slurm", "--nodes", "1-2",
-                            "--backend", backend, "--no-probe", *TINY_RUN,
-                            "--slurm-queue-wait", "300", "--out", str(out))
+    proc = testbed.hpcbench(
+        "scale",
+        "--env",
+        "local",
+        "--launcher",
+        "slurm",
+        "--nodes",
+        "1-2",
+        "--backend",
+        backend,
+        "--no-probe",
+        *TINY_RUN,
+        "--slurm-queue-wait",
+        "300",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
     runs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     runs = [r for r in runs if r["kind"] == "run"]

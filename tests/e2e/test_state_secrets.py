@@ -29,8 +29,14 @@ IMAGE = "urn:publicid:IDN+wall2.ilabt.iminds.be+image+emulab-ops:UBUNTU22-64-STD
 
 
 def hpcbench(environ: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hpcbench", *args], cwd=REPO, env=environ,
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "hpcbench", *args],
+        cwd=REPO,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_no_secret_under_state_dir_after_a_failed_virtualwall_deploy(tmp_path: Path) -> None:
@@ -48,10 +54,22 @@ def test_no_secret_under_state_dir_after_a_failed_virtualwall_deploy(tmp_path: P
         "HPCBENCH_PEM_PASSWORD": PASSWORD,
         "TF_VAR_pem_password": PASSWORD,  # what the old docs told users to export
     }
-    args = ["deploy", "--env", "virtualwall", "--skip-ansible",
-            "--var", "project=myproj", "--var", f"pem_path={pem}",
-            "--var", f"disk_image={IMAGE}", "--var", "node_count=2",
-            "--var", f"jfed_cli_jar={tmp_path / 'no-jfed' / 'experimenter-cli2.jar'}"]  # fmt: skip
+    args = [
+        "deploy",
+        "--env",
+        "virtualwall",
+        "--skip-ansible",
+        "--var",
+        "project=myproj",
+        "--var",
+        f"pem_path={pem}",
+        "--var",
+        f"disk_image={IMAGE}",
+        "--var",
+        "node_count=2",
+        "--var",
+        f"jfed_cli_jar={tmp_path / 'no-jfed' / 'experimenter-cli2.jar'}",
+    ]
     proc = hpcbench(environ, *args)
     out = proc.stdout + proc.stderr
     assert PASSWORD not in out

@@ -184,7 +184,22 @@ class Stranger:
         if where != "host":
             net = ["--network", self.network, "--ip", self.ip]
         name = f"{self.network}-stranger-{uuid.uuid4().hex[:8]}"
-        cmd = ["timeout", "120", "docker", "run", "--rm", "--name", name, *net, "--entrypoint",
-               "/bin/bash", self.image, "-c", script, "stranger", *args]  # fmt: skip
+        cmd = [
+            "timeout",
+            "120",
+            "docker",
+            "run",
+            "--rm",
+            "--name",
+            name,
+            *net,
+            "--entrypoint",
+            "/bin/bash",
+            self.image,
+            "-c",
+            script,
+            "stranger",
+            *args,
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
         return out.stdout + out.stderr

@@ -58,8 +58,10 @@ def listener(testbed, head):
     marker = f"hpcbench-fw-{uuid.uuid4().hex[:8]}"
     node.run(
         "setsid -f timeout 120 python3 -c %s %s %s </dev/null >/dev/null 2>&1",
-        LISTENER, str(port), marker,
-    )  # fmt: skip
+        LISTENER,
+        str(port),
+        marker,
+    )
     for _ in range(40):  # bounded: 20 s
         if node.socket(f"tcp://0.0.0.0:{port}").is_listening:
             break
@@ -174,13 +176,22 @@ def test_a_host_routing_the_testbed_subnet_through_here_reaches_nothing(testbed,
             ["ip", "-n", ns, "addr", "add", f"{lan}.2/30", "dev", inner],
             ["ip", "-n", ns, "link", "set", inner, "up"],
             ["ip", "-n", ns, "route", "add", subnet, "via", f"{lan}.1"],
-        ):  # fmt: skip
+        ):
             made = sh(*cmd)
             assert made.returncode == 0, f"{' '.join(cmd)}: {made.stderr}"
         before = _dropped(node)
         for target in (22, port):
-            got = sh("ip", "netns", "exec", ns, "timeout", "5", "bash", "-c",
-                     f"exec 3<>/dev/tcp/{address}/{target}")  # fmt: skip
+            got = sh(
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "timeout",
+                "5",
+                "bash",
+                "-c",
+                f"exec 3<>/dev/tcp/{address}/{target}",
+            )
             assert got.returncode != 0, f"a LAN host {lan}.2 reaches {address}:{target} on {head}"
         assert _dropped(node) > before, (
             f"no packet from {lan}.2 reached {head}: the refusals above prove nothing"

@@ -44,13 +44,19 @@ RUNNING = {"LoadState": "loaded", "ActiveState": "active", "NeedDaemonReload": "
         ({**RUNNING, "ActiveEnterTimestampMonotonic": "100000000"}, {"/c": 1099.0}, False),
         ({**RUNNING, "ActiveEnterTimestampMonotonic": "100000000"}, {"/c": 1100.5}, True),
         ({**RUNNING, "ActiveEnterTimestampMonotonic": "100000000"}, {}, False),
-        ({**RUNNING, "ActiveState": "inactive", "ActiveEnterTimestampMonotonic": "0"},
-         {"/c": 2000.0}, False),
+        (
+            {**RUNNING, "ActiveState": "inactive", "ActiveEnterTimestampMonotonic": "0"},
+            {"/c": 2000.0},
+            False,
+        ),
         ({**RUNNING, "LoadState": "not-found"}, {"/c": 2000.0}, False),
-        ({**RUNNING, "ActiveEnterTimestampMonotonic": "100000000", "NeedDaemonReload": "yes"},
-         {}, True),
+        (
+            {**RUNNING, "ActiveEnterTimestampMonotonic": "100000000", "NeedDaemonReload": "yes"},
+            {},
+            True,
+        ),
     ],
-)  # fmt: skip
+)
 def test_staleness(props: dict[str, str], mtimes: dict[str, float], stale: bool) -> None:
     assert _module().staleness(props, mtimes, 1000.0)[0] is stale
 
@@ -85,18 +91,27 @@ def converge_play(conf: Path, interrupt: bool) -> dict:
             },
             {
                 "name": "Write the configuration",
-                "ansible.builtin.copy": {"content": "setting = 2\n", "dest": str(conf),
-                                         "mode": "0644"},
+                "ansible.builtin.copy": {
+                    "content": "setting = 2\n",
+                    "dest": str(conf),
+                    "mode": "0644",
+                },
                 "notify": "Restart fake",
             },
-            {"name": "Interrupted here", "ansible.builtin.fail": {"msg": "interrupted"},
-             "when": interrupt},
+            {
+                "name": "Interrupted here",
+                "ansible.builtin.fail": {"msg": "interrupted"},
+                "when": interrupt,
+            },
         ],
         "handlers": [
-            {"name": "Restart fake", "ansible.builtin.command": "systemctl restart fake.service",
-             "changed_when": True},
+            {
+                "name": "Restart fake",
+                "ansible.builtin.command": "systemctl restart fake.service",
+                "changed_when": True,
+            },
         ],
-    }  # fmt: skip
+    }
 
 
 def recap_changed(stdout: str) -> int:
@@ -125,8 +140,15 @@ def test_a_restart_lost_to_an_interrupted_run_happens_on_the_next(
         book = tmp_path / "play.yml"
         book.write_text(yaml.safe_dump([converge_play(conf, interrupt)], sort_keys=False))
         ansible_playbook = str(Path(sys.executable).parent / "ansible-playbook")
-        argv = [ansible_playbook, "-i", "localhost,", "-e",
-                f"ansible_python_interpreter={sys.executable}", *extra, str(book)]  # fmt: skip
+        argv = [
+            ansible_playbook,
+            "-i",
+            "localhost,",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            *extra,
+            str(book),
+        ]
         proc = subprocess.run(argv, capture_output=True, text=True, env=ansible_env(), timeout=300)
         return proc.returncode, proc.stdout + proc.stderr
 
@@ -197,12 +219,16 @@ def restart_pairs() -> tuple[set[tuple[str, str, str]], set[tuple[str, str, str]
     written, checked = set(), set()
     for role in sorted(p for p in ROLES.iterdir() if p.is_dir()):
         handlers = _restart_handlers(role)
-        tasks = [t for f in sorted((role / "tasks").glob("*.yml"))
-                 for t in _tasks(yaml.safe_load(f.read_text()))]  # fmt: skip
+        tasks = [
+            t
+            for f in sorted((role / "tasks").glob("*.yml"))
+            for t in _tasks(yaml.safe_load(f.read_text()))
+        ]
         for t in tasks:
             if "stale_service" in t:
-                checked |= {(role.name, p, h) for h in _notified(t)
-                            for p in t["stale_service"]["paths"]}  # fmt: skip
+                checked |= {
+                    (role.name, p, h) for h in _notified(t) for p in t["stale_service"]["paths"]
+                }
             path = _written_path(t)
             written |= {(role.name, path, h) for h in _notified(t) if path and h in handlers}
     return written, checked
@@ -218,8 +244,11 @@ def test_every_restart_handler_survives_an_interrupted_run() -> None:
         ("slurm", "{{ slurm_conf_dir }}/slurm.conf", "Restart slurmd"),
     } <= written, "the check reads the roles"
     uncovered = [
-        (role, path, handler) for role, path, handler in written
-        if not any(r == role and h == handler and fnmatch.fnmatchcase(path, pattern)
-                   for r, pattern, h in checked)
-    ]  # fmt: skip
+        (role, path, handler)
+        for role, path, handler in written
+        if not any(
+            r == role and h == handler and fnmatch.fnmatchcase(path, pattern)
+            for r, pattern, h in checked
+        )
+    ]
     assert sorted(uncovered) == []

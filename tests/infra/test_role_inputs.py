@@ -226,7 +226,7 @@ CASES: list[tuple[str, str, dict, str | None]] = [
             PARTITION_NAME_MSG,
         )
         for i, v in enumerate(["a b", "fast\nNodeName=evil", "DEFAULT", "default", "", "-x", "a,b"])
-    ],  # fmt: skip
+    ],
     (
         "slurm",
         "same_name",

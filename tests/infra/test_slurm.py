@@ -61,8 +61,10 @@ def test_each_partition_is_up_with_its_nodes(testbed, slurm):
         assert len(shown) == 1 and next(iter(shown)).endswith("*"), out
         expected = {next(iter(shown)): set(slurm["nodes"])}
     else:
-        expected = {p["name"] + ("*" if i == 0 else ""): set(p["nodes"])
-                    for i, p in enumerate(slurm["partitions"])}  # fmt: skip
+        expected = {
+            p["name"] + ("*" if i == 0 else ""): set(p["nodes"])
+            for i, p in enumerate(slurm["partitions"])
+        }
     assert shown == expected, out
     assert all(avail[p] == {"up"} for p in shown), out
 

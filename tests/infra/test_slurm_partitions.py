@@ -141,12 +141,16 @@ SINFO = {
     "sound": (SOUND, None),
     "node_missing": ([r for r in SOUND if r != "slow up node3"], "partition slow should be up"),
     "extra_node": ([*SOUND, "fast* up node3"], "partition fast* should be up"),
-    "down": ([r.replace(" up ", " down ") if r.startswith("slow") else r for r in SOUND],
-             "availability down"),
-    "default_elsewhere": ([r.replace("fast*", "fast").replace("slow", "slow*") for r in SOUND],
-                          "partition fast* should be up"),
+    "down": (
+        [r.replace(" up ", " down ") if r.startswith("slow") else r for r in SOUND],
+        "availability down",
+    ),
+    "default_elsewhere": (
+        [r.replace("fast*", "fast").replace("slow", "slow*") for r in SOUND],
+        "partition fast* should be up",
+    ),
     "no_partitions": ([], "no such partition"),
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module")
@@ -183,8 +187,13 @@ def verify_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[
             }
         }
     )
-    play = {"name": "verify", "hosts": "localhost", "connection": "local", "gather_facts": False,
-            "tasks": tasks}  # fmt: skip
+    play = {
+        "name": "verify",
+        "hosts": "localhost",
+        "connection": "local",
+        "gather_facts": False,
+        "tasks": tasks,
+    }
     result = playbook(tmp, [play])
     assert result.returncode == 0 and out.is_file(), result.stdout[-3000:]
     return json.loads(out.read_text())

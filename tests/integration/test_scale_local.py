@@ -23,8 +23,10 @@ from hpcbench import analysis
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-SMALL = ("--model mobilenet_v3_small --image-size 32 --batch 8 --warmup 2 --windows 3 "
-         "--steps 3 --probe-max-bytes 1M --timeout 300")  # fmt: skip
+SMALL = (
+    "--model mobilenet_v3_small --image-size 32 --batch 8 --warmup 2 --windows 3 "
+    "--steps 3 --probe-max-bytes 1M --timeout 300"
+)
 
 
 def _need(module: str, hint: str) -> None:
@@ -39,8 +41,13 @@ def _stack() -> None:
 
 
 def hpcbench(command: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hpcbench", *shlex.split(command)], cwd=REPO,
-                          text=True, capture_output=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "hpcbench", *shlex.split(command)],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def records(out: Path, kind: str) -> list[dict]:
@@ -53,8 +60,9 @@ def test_horovodrun_sweep_makes_results_and_report(tmp_path):
     if shutil.which("horovodrun", path=str(Path(sys.executable).parent)) is None:
         pytest.skip("horovodrun is not beside this python")
     out = tmp_path / "hvd"
-    proc = hpcbench(f"scale --env localhost --nodes 1-2 --backend horovod --repeats 2 "
-                    f"--out {out} {SMALL}")  # fmt: skip
+    proc = hpcbench(
+        f"scale --env localhost --nodes 1-2 --backend horovod --repeats 2 --out {out} {SMALL}"
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "4 runs in" in proc.stderr and "0 failed" in proc.stderr
 
@@ -114,8 +122,10 @@ def _image_folder(root: Path, classes: int = 2, per_class: int = 12) -> Path:
 def test_torchrun_sweep_on_real_data_with_resume(tmp_path):
     data = _image_folder(tmp_path / "imagenet")
     out = tmp_path / "ddp"
-    common = (f"--env localhost --nodes 2 --backend ddp --data {data} --data-workers 1 "
-              f"--out {out} {SMALL}")  # fmt: skip
+    common = (
+        f"--env localhost --nodes 2 --backend ddp --data {data} --data-workers 1 "
+        f"--out {out} {SMALL}"
+    )
     proc = hpcbench(f"scale --repeats 1 --no-probe {common}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = records(out, "run")
@@ -142,8 +152,10 @@ def test_torchrun_sweep_on_real_data_with_resume(tmp_path):
 def test_a_failed_run_is_recorded_and_the_sweep_goes_on(tmp_path):
     out = tmp_path / "failing"
     # Two seconds is too short to even import torch here: every run times out.
-    proc = hpcbench(f"scale --env localhost --nodes 2 --backend ddp --repeats 1 --no-probe "
-                    f"--out {out} {SMALL} --timeout 2")  # fmt: skip
+    proc = hpcbench(
+        f"scale --env localhost --nodes 2 --backend ddp --repeats 1 --no-probe "
+        f"--out {out} {SMALL} --timeout 2"
+    )
     assert proc.returncode == 1
     assert "2 runs in" in proc.stderr and "2 failed" in proc.stderr
     runs = records(out, "run")

@@ -30,7 +30,6 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 PUBKEY = FIXTURES / "id_ed25519.pub"
 
 
-
 def env_root(env: str) -> tuple[str, list[str]]:
     """The folder an environment plans in (relative to the repository) and the
     -var-file arguments of a variant, as hpcbench deploy resolves them."""

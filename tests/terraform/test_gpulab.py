@@ -106,11 +106,26 @@ def login_pem(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A login PEM as the portal gives it: certificate + encrypted RSA key."""
     d = tmp_path_factory.mktemp("pem")
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-days", "2", "-subj", "/CN=standin",
-         "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem"),
-         "-passout", f"pass:{PASSWORD}"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=standin",
+            "-keyout",
+            str(d / "key.pem"),
+            "-out",
+            str(d / "cert.pem"),
+            "-passout",
+            f"pass:{PASSWORD}",
+        ],
+        check=True,
+        capture_output=True,
+    )
     pem = d / "login.pem"
     pem.write_text((d / "cert.pem").read_text() + (d / "key.pem").read_text())
     return pem
@@ -136,21 +151,29 @@ def standin(tmp_path: Path, login_pem: Path) -> dict[str, str]:
 
 def job_file(tmp_path: Path) -> Path:
     job = tmp_path / "gpulab-job0.json"
-    job.write_text(json.dumps({
-        "name": "hpcbench-1x1-job0",
-        "request": {
-            "resources": {"gpus": 1, "cpus": 1, "cpuMemoryGb": 1},
-            "docker": {"image": "hpcbench/node:latest", "command": ["/bin/true"]},
-            "scheduling": {"maxDuration": "10m"},
-        },
-    }))  # fmt: skip
+    job.write_text(
+        json.dumps(
+            {
+                "name": "hpcbench-1x1-job0",
+                "request": {
+                    "resources": {"gpus": 1, "cpus": 1, "cpuMemoryGb": 1},
+                    "docker": {"image": "hpcbench/node:latest", "command": ["/bin/true"]},
+                    "scheduling": {"maxDuration": "10m"},
+                },
+            }
+        )
+    )
     return job
 
 
 def standin_status(env: dict[str, str], job_id: str) -> str:
-    proc = subprocess.run(["gpulab-cli", "jobs", job_id, "--raw"], env={
-        **env, "GPULAB_PASSWORD": PASSWORD, "https_proxy": ""}, capture_output=True, text=True,
-        timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        ["gpulab-cli", "jobs", job_id, "--raw"],
+        env={**env, "GPULAB_PASSWORD": PASSWORD, "https_proxy": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)["state"]["status"]
 
@@ -179,8 +202,11 @@ def test_queued_past_deadline_fails_in_one_line_and_cancels(tmp_path: Path, stan
     lease = tmp_path / "leases" / "gpulab-job0.json"
     proc = subprocess.run(
         [str(GPULAB_SH), "submit", str(job_file(tmp_path)), str(lease), str(tmp_path / "s.json")],
-        env={**standin, "GPULAB_RUN_DEADLINE": "3"}, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        env={**standin, "GPULAB_RUN_DEADLINE": "3"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1, proc.stderr
     failure = [line for line in proc.stderr.splitlines() if line.startswith("GPULab job ")]
     assert len(failure) == 1 and "still QUEUED after 3 s" in failure[0], proc.stderr
@@ -196,9 +222,13 @@ def test_ctrl_c_while_queued_cancels_the_job(tmp_path: Path, standin) -> None:
     lease = tmp_path / "leases" / "gpulab-job0.json"
     proc = subprocess.Popen(
         [str(GPULAB_SH), "submit", str(job_file(tmp_path)), str(lease), str(tmp_path / "s.json")],
-        env=standin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True, preexec_fn=as_from_a_terminal,
-    )  # fmt: skip
+        env=standin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=as_from_a_terminal,
+    )
     wait_for(lease)
     job_id = lease_of(lease)["what"].split()[-1]
     assert standin_status(standin, job_id) == "QUEUED"
@@ -217,8 +247,11 @@ def test_killed_while_queued_leaves_a_lease_that_cancels(tmp_path: Path, standin
     lease = tmp_path / "leases" / "gpulab-job0.json"
     proc = subprocess.Popen(
         [str(GPULAB_SH), "submit", str(job_file(tmp_path)), str(lease), str(tmp_path / "s.json")],
-        env=standin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        env=standin,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     wait_for(lease)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
@@ -233,8 +266,9 @@ def test_killed_while_queued_leaves_a_lease_that_cancels(tmp_path: Path, standin
     assert standin_status(standin, job_id) == "CANCELLED"
     assert not lease.exists()
     # The destroy-time provisioner runs the same argv; no lease: nothing to do.
-    again = subprocess.run([str(GPULAB_SH), "cancel", str(lease)], env=env, capture_output=True,
-                           text=True, timeout=60)  # fmt: skip
+    again = subprocess.run(
+        [str(GPULAB_SH), "cancel", str(lease)], env=env, capture_output=True, text=True, timeout=60
+    )
     assert again.returncode == 0, again.stderr
 
 
@@ -243,8 +277,11 @@ def test_failed_cancel_keeps_the_lease(tmp_path: Path, standin) -> None:
     lease = tmp_path / "leases" / "gpulab-job0.json"
     proc = subprocess.Popen(
         [str(GPULAB_SH), "submit", str(job_file(tmp_path)), str(lease), str(tmp_path / "s.json")],
-        env=standin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        env=standin,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     wait_for(lease)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
@@ -268,8 +305,11 @@ def test_encrypted_pem_without_password_stops_before_submitting(tmp_path: Path, 
     lease = tmp_path / "leases" / "gpulab-job0.json"
     proc = subprocess.run(
         [str(GPULAB_SH), "submit", str(job_file(tmp_path)), str(lease), str(tmp_path / "s.json")],
-        env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"login PEM {standin['GPULAB_CERT']} is encrypted: "
@@ -296,8 +336,11 @@ def test_password_goes_by_environment_never_argv(tmp_path: Path, standin) -> Non
     lease = tmp_path / "leases" / "gpulab-job0.json"
     proc = subprocess.run(
         [str(GPULAB_SH), "submit", str(job_file(tmp_path)), str(lease), str(tmp_path / "s.json")],
-        env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "still QUEUED" in proc.stderr, proc.stderr  # it got past the login
     calls = log.read_text()
     assert calls.startswith("submit --project myproj ")

@@ -83,24 +83,41 @@ def test_each_node_gets_its_own_rate_as_the_checks_read_it(
     common and local group_vars with ansible-inventory: testbed.var("link_rate",
     node) is what tests/infra/test_link_shaping.py compares each node with."""
     nodes = [
-        {"name": f"node{i}", "address": f"172.30.0.{10 + i}", "ssh_host": "127.0.0.1",
-         "ssh_port": 22200 + i, "ssh_user": "root", "role": "head" if i == 1 else "worker",
-         "gpus": 0, "kind": "container"}
+        {
+            "name": f"node{i}",
+            "address": f"172.30.0.{10 + i}",
+            "ssh_host": "127.0.0.1",
+            "ssh_port": 22200 + i,
+            "ssh_user": "root",
+            "role": "head" if i == 1 else "worker",
+            "gpus": 0,
+            "kind": "container",
+        }
         for i in range(1, 5)
-    ]  # fmt: skip
+    ]
     partitions = [
         {"name": "fast", "nodes": ["node1", "node2"]},
         {"name": "slow", "nodes": ["node3", "node4"]},
     ]
     tfvars = tmp_path / "vars.tfvars.json"
-    tfvars.write_text(json.dumps({
-        "env": "local", "ssh_private_key_file": "/nonexistent/id_ed25519", "nodes": nodes,
-        "node_link_rates": {"node3": "200mbit", "node4": "200mbit"},
-        "deploy_vars": {"hpcbench_state_dir": str(tmp_path / "state"),
-                        "stack_image": "hpcbench/stack:latest", "hpcbench_iface": "eth0",
-                        "link_rate": "1gbit", "enable_slurm": True,
-                        "slurm_partitions": partitions},
-    }))  # fmt: skip
+    tfvars.write_text(
+        json.dumps(
+            {
+                "env": "local",
+                "ssh_private_key_file": "/nonexistent/id_ed25519",
+                "nodes": nodes,
+                "node_link_rates": {"node3": "200mbit", "node4": "200mbit"},
+                "deploy_vars": {
+                    "hpcbench_state_dir": str(tmp_path / "state"),
+                    "stack_image": "hpcbench/stack:latest",
+                    "hpcbench_iface": "eth0",
+                    "link_rate": "1gbit",
+                    "enable_slurm": True,
+                    "slurm_partitions": partitions,
+                },
+            }
+        )
+    )
     runner = tf("terraform/modules/inventory")
     plan = tmp_path / "plan"
     result = runner("plan", "-input=false", "-lock=false", f"-var-file={tfvars}", f"-out={plan}")

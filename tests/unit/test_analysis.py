@@ -2,7 +2,7 @@ import statistics
 
 import pytest
 
-from hpcbench import analysis, prediction
+from hpcbench import allreduce_model, analysis
 
 
 def test_t_quantiles_and_ci():
@@ -24,11 +24,25 @@ def test_jitter_is_robust_to_one_outlier():
 
 
 def _run(nodes, workers, window_times, repeat=0, batch=8, steps=10, **extra):
-    return {"kind": "run", "status": "ok", "env": "e", "model": "m", "backend": "ddp",
-            "batch": batch, "image_size": 32, "data": "synthetic", "gpus_per_node": 1,
-            "nodes": nodes, "workers": workers, "repeat": repeat, "steps": steps,
-            "window_times": window_times, "weights_in_sync": True, "allreduce_bytes": 4e6,
-            **extra}  # fmt: skip
+    return {
+        "kind": "run",
+        "status": "ok",
+        "env": "e",
+        "model": "m",
+        "backend": "ddp",
+        "batch": batch,
+        "image_size": 32,
+        "data": "synthetic",
+        "gpus_per_node": 1,
+        "nodes": nodes,
+        "workers": workers,
+        "repeat": repeat,
+        "steps": steps,
+        "window_times": window_times,
+        "weights_in_sync": True,
+        "allreduce_bytes": 4e6,
+        **extra,
+    }
 
 
 def test_run_stats_use_the_slowest_rank_window_times():
@@ -79,10 +93,17 @@ def test_single_repeat_uses_window_ci_and_internode_base_is_a_full_node():
 
 
 def test_prediction_band_uses_probe_baseline_step_time_and_gradient_bytes():
-    probe_model = prediction.LinkModel(2, 0.0, 1e8)
-    probe = {"kind": "probe", "status": "ok", "env": "e", "backend": "ddp", "workers": 2,
-             "results": [{"bytes": s, "time_s": probe_model.allreduce_time(s),
-                          "busbw": 1e8} for s in (1 << 26,)]}  # fmt: skip
+    probe_model = allreduce_model.LinkModel(2, 0.0, 1e8)
+    probe = {
+        "kind": "probe",
+        "status": "ok",
+        "env": "e",
+        "backend": "ddp",
+        "workers": 2,
+        "results": [
+            {"bytes": s, "time_s": probe_model.allreduce_time(s), "busbw": 1e8} for s in (1 << 26,)
+        ],
+    }
     runs = [_run(1, 1, [1.0]), _run(2, 2, [1.0])]  # T1 = 0.1 s per step
     s = {x.workers: x for x in analysis.summarise(runs, [probe])}
     t_ar = 4e6 / 1e8  # ring factor 1 for 2 workers
@@ -103,10 +124,17 @@ def test_series_are_separate():
 
 
 def test_live_summary_added_run_by_run_equals_the_whole_store():
-    probe_model = prediction.LinkModel(2, 1e-3, 1e8)
-    probe = {"kind": "probe", "status": "ok", "env": "e", "backend": "ddp", "workers": 2,
-             "results": [{"bytes": 1 << 26, "time_s": probe_model.allreduce_time(1 << 26),
-                          "busbw": 1e8}]}  # fmt: skip
+    probe_model = allreduce_model.LinkModel(2, 1e-3, 1e8)
+    probe = {
+        "kind": "probe",
+        "status": "ok",
+        "env": "e",
+        "backend": "ddp",
+        "workers": 2,
+        "results": [
+            {"bytes": 1 << 26, "time_s": probe_model.allreduce_time(1 << 26), "busbw": 1e8}
+        ],
+    }
     runs = [
         _run(2, 2, [1.25, 1.2], repeat=0),  # before its baseline: no efficiency yet
         _run(1, 1, [1.0, 1.0], repeat=0),
@@ -150,8 +178,11 @@ def test_outlier_windows_are_flagged_and_a_single_run_uses_the_median_then():
 
 
 def test_noise_floor_is_the_baselines_relative_interval():
-    runs = [_run(1, 1, [1.0, 1.0], repeat=0), _run(1, 1, [1.1, 1.1], repeat=1),
-            _run(2, 2, [1.0, 1.0])]  # fmt: skip
+    runs = [
+        _run(1, 1, [1.0, 1.0], repeat=0),
+        _run(1, 1, [1.1, 1.1], repeat=1),
+        _run(2, 2, [1.0, 1.0]),
+    ]
     series = analysis.summarise(runs)
     base = series[0]
     assert analysis.noise_floor(series) == pytest.approx(base.ci95 / base.images_per_sec)
@@ -159,12 +190,27 @@ def test_noise_floor_is_the_baselines_relative_interval():
 
 
 def test_off_the_band_names_the_likeliest_causes():
-    s = analysis.ConfigSummary(env="e", model="m", backend="ddp", batch=8, image_size=32,
-                               data="synthetic", gpus_per_node=1, nodes=4, workers=4, runs=2,
-                               failed=0, efficiency=0.2, efficiency_ci95=0.02,
-                               predicted_efficiency_low=0.5, predicted_efficiency_high=0.9,
-                               cpu_util=0.97, net_bytes_per_s=100e6, straggler_lead=0.05,
-                               straggler="n2")  # fmt: skip
+    s = analysis.ConfigSummary(
+        env="e",
+        model="m",
+        backend="ddp",
+        batch=8,
+        image_size=32,
+        data="synthetic",
+        gpus_per_node=1,
+        nodes=4,
+        workers=4,
+        runs=2,
+        failed=0,
+        efficiency=0.2,
+        efficiency_ci95=0.02,
+        predicted_efficiency_low=0.5,
+        predicted_efficiency_high=0.9,
+        cpu_util=0.97,
+        net_bytes_per_s=100e6,
+        straggler_lead=0.05,
+        straggler="n2",
+    )
     why = analysis.off_prediction(s, nominal_bytes_per_s=125e6)
     assert why.startswith("below the band:")
     assert "CPU (nodes at 97% of their limit)" in why and "network (link at 80%)" in why
@@ -178,15 +224,31 @@ def test_off_the_band_names_the_likeliest_causes():
 def test_off_the_point_inside_the_band_says_so_with_the_cause():
     # 1 Gbit/s on half-core nodes: inside the band 0.77-1.00 (with its interval) but far
     # below the point 0.997; the CPU is saturated while the link is mostly idle.
-    s = analysis.ConfigSummary(env="e", model="m", backend="horovod", batch=64, image_size=64,
-                               data="synthetic", gpus_per_node=1, nodes=2, workers=2, runs=3,
-                               failed=0, efficiency=0.730, efficiency_ci95=0.083,
-                               predicted_efficiency_low=0.766, predicted_efficiency_high=1.0,
-                               predicted_efficiency=0.997, cpu_util=1.0,
-                               net_bytes_per_s=11.5e6)  # fmt: skip
+    s = analysis.ConfigSummary(
+        env="e",
+        model="m",
+        backend="horovod",
+        batch=64,
+        image_size=64,
+        data="synthetic",
+        gpus_per_node=1,
+        nodes=2,
+        workers=2,
+        runs=3,
+        failed=0,
+        efficiency=0.730,
+        efficiency_ci95=0.083,
+        predicted_efficiency_low=0.766,
+        predicted_efficiency_high=1.0,
+        predicted_efficiency=0.997,
+        cpu_util=1.0,
+        net_bytes_per_s=11.5e6,
+    )
     why = analysis.off_prediction(s, nominal_bytes_per_s=125e6)
-    assert why == ("below the point 1.00: CPU (nodes at 100% of their limit while the link "
-                   "carries 9% of its rate)")  # fmt: skip
+    assert why == (
+        "below the point 1.00: CPU (nodes at 100% of their limit while the link "
+        "carries 9% of its rate)"
+    )
     s.efficiency = 0.97  # within 0.05 of the point once its interval counts: agrees
     s.efficiency_ci95 = 0.0
     assert analysis.off_prediction(s, 125e6) is None
@@ -197,10 +259,17 @@ def test_off_the_point_inside_the_band_says_so_with_the_cause():
 
 
 def test_point_prediction_replays_the_baselines_gradient_timeline():
-    probe_model = prediction.LinkModel(2, 0.0, 1e8)
-    probe = {"kind": "probe", "status": "ok", "env": "e", "backend": "ddp", "workers": 2,
-             "results": [{"bytes": s, "time_s": probe_model.allreduce_time(s),
-                          "busbw": 1e8} for s in (1 << 26,)]}  # fmt: skip
+    probe_model = allreduce_model.LinkModel(2, 0.0, 1e8)
+    probe = {
+        "kind": "probe",
+        "status": "ok",
+        "env": "e",
+        "backend": "ddp",
+        "workers": 2,
+        "results": [
+            {"bytes": s, "time_s": probe_model.allreduce_time(s), "busbw": 1e8} for s in (1 << 26,)
+        ],
+    }
     # 4 MB of gradients, all ready 0.09 s into a 0.1 s step: two buckets (DDP's first
     # closes at 1 MiB) queue on a 100 MB/s link, 0.04 s in all, all of it past the last
     # gradient: the step takes 0.14 s.
@@ -208,8 +277,7 @@ def test_point_prediction_replays_the_baselines_gradient_timeline():
     s = {x.workers: x for x in analysis.summarise([base, _run(2, 2, [1.0])], [probe])}
     assert s[2].predicted_efficiency == pytest.approx(0.1 / 0.14)
     # Without a timeline: the band only.
-    s = {x.workers: x for x in analysis.summarise([_run(1, 1, [1.0]), _run(2, 2, [1.0])],
-                                                  [probe])}  # fmt: skip
+    s = {x.workers: x for x in analysis.summarise([_run(1, 1, [1.0]), _run(2, 2, [1.0])], [probe])}
     assert s[2].predicted_efficiency is None and s[2].predicted_efficiency_low is not None
 
 

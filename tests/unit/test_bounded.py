@@ -58,9 +58,12 @@ def test_a_second_ctrl_c_in_the_grace_period_still_kills_the_child(tmp_path):
     signals = tmp_path / "child.pid.signals"
     harness = subprocess.Popen(
         [sys.executable, "-c", HARNESS.format(code=STUBBORN, pid_file=str(pid_file))],
-        cwd=paths.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=paths.REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         preexec_fn=as_from_a_terminal,
-    )  # fmt: skip
+    )
     child = 0
     try:
         assert _until(lambda: pid_file.exists() and pid_file.read_text().strip()), "no child"

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from hpcbench import analysis, cli, paths, sweep
-from hpcbench.campaign import commands, estimate, lifecycle, runner, spec
+from hpcbench.campaign import campaign_file, commands, estimate, lifecycle, runner
 from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
 from hpcbench.store import Store
@@ -69,12 +69,12 @@ def base(tmp_path: Path, **changes: Any) -> Path:
 # ------------------------------------------------------------------ the file
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_shipped_campaigns_load(path: Path) -> None:
-    campaign = spec.load(path)
+    campaign = campaign_file.load(path)
     assert campaign.cells and len({c.id for c in campaign.cells}) == len(campaign.cells)
 
 
 def test_slices_is_the_seeds_matrix() -> None:
-    campaign = spec.load(REPO / "campaigns/slices.yaml")
+    campaign = campaign_file.load(REPO / "campaigns/slices.yaml")
     by_tb = {tb.name: tb for tb in campaign.testbeds}
     assert list(by_tb) == ["vwall-1g", "vwall-10g", "gpulab-1x10", "gpulab-10x1"]
     assert by_tb["vwall-10g"].env == "virtualwall-10g"
@@ -88,35 +88,48 @@ def test_slices_is_the_seeds_matrix() -> None:
 
 
 def test_local_fits_two_testbeds_of_two_one_core_nodes() -> None:
-    campaign = spec.load(REPO / "campaigns/local.yaml")
+    campaign = campaign_file.load(REPO / "campaigns/local.yaml")
     assert [dict(tb.settings)["link_rate"] for tb in campaign.testbeds] == ["200mbit", "1gbit"]
     names = [dict(tb.settings)["name"] for tb in campaign.testbeds]
     assert len(set(names)) == 2 and "hpcbench-local" not in names  # never `make deploy`'s
 
 
 def test_identity_follows_what_is_measured_not_how_long_it_may_take(tmp_path: Path) -> None:
-    ids = [c.id for c in spec.load(base(tmp_path)).cells]
-    assert ids == [c.id for c in spec.load(base(tmp_path)).cells]  # stable
+    ids = [c.id for c in campaign_file.load(base(tmp_path)).cells]
+    assert ids == [c.id for c in campaign_file.load(base(tmp_path)).cells]  # stable
     same = {"sweep.budget": "2h", "sweep.timeout": 99}
-    assert ids == [c.id for c in spec.load(base(tmp_path, **same)).cells]
-    for change in ({"sweep.warmup": 3}, {"testbeds.0.settings.link_rate": "10gbit"},
-                   {"testbeds.0.ansible": {"stack_mode": "image"}}):  # fmt: skip
-        other = [c.id for c in spec.load(base(tmp_path, **change)).cells]
+    assert ids == [c.id for c in campaign_file.load(base(tmp_path, **same)).cells]
+    for change in (
+        {"sweep.warmup": 3},
+        {"testbeds.0.settings.link_rate": "10gbit"},
+        {"testbeds.0.ansible": {"stack_mode": "image"}},
+    ):
+        other = [c.id for c in campaign_file.load(base(tmp_path, **change)).cells]
         assert other != ids, change
     # Only testbed a's cells change with a's settings.
-    changed = spec.load(base(tmp_path, **{"testbeds.0.settings.link_rate": "10gbit"}))
-    assert [c.id for c in changed.testbeds[1].cells] == ids[len(changed.testbeds[0].cells):]
+    changed = campaign_file.load(base(tmp_path, **{"testbeds.0.settings.link_rate": "10gbit"}))
+    assert [c.id for c in changed.testbeds[1].cells] == ids[len(changed.testbeds[0].cells) :]
 
 
 def test_exclusions_and_gpus_per_node_make_the_cells(tmp_path: Path) -> None:
-    path = base(tmp_path, **{
-        "testbeds.0.settings": {"topology": "1x4"}, "testbeds.0.env": "gpulab",
-        "testbeds.0.sweep": {"nodes": 1, "gpus_per_node": [1, 2, 4]},
-        "testbeds.1.exclude": [{"batch": 8, "nodes": 2}],
-    })  # fmt: skip
-    a, b = spec.load(path).testbeds
+    path = base(
+        tmp_path,
+        **{
+            "testbeds.0.settings": {"topology": "1x4"},
+            "testbeds.0.env": "gpulab",
+            "testbeds.0.sweep": {"nodes": 1, "gpus_per_node": [1, 2, 4]},
+            "testbeds.1.exclude": [{"batch": 8, "nodes": 2}],
+        },
+    )
+    a, b = campaign_file.load(path).testbeds
     assert [(c.batch, c.nodes, c.workers) for c in a.cells] == [
-        (4, 1, 1), (8, 1, 1), (4, 1, 2), (8, 1, 2), (4, 1, 4), (8, 1, 4)]  # fmt: skip
+        (4, 1, 1),
+        (8, 1, 1),
+        (4, 1, 2),
+        (8, 1, 2),
+        (4, 1, 4),
+        (8, 1, 4),
+    ]
     assert [p.gpus_per_node for p in a.parts] == [1, 2, 4]
     assert [(c.batch, c.nodes) for c in b.cells] == [(4, 1), (4, 2), (8, 1)]
 
@@ -131,14 +144,22 @@ BAD = [
     ("testbeds[0].env", {"testbeds.0.env": "nosuch"}, "unknown environment"),
     ("testbeds[1].name", {"testbeds.1.name": "a"}, "used twice"),
     ("testbeds[0].name", {"testbeds.0.name": "Bad Name"}, "not a label"),
-    ("testbeds[0].settings.pem_password", {"testbeds.0.settings.pem_password": "x"},
-     "looks like a secret"),
+    (
+        "testbeds[0].settings.pem_password",
+        {"testbeds.0.settings.pem_password": "x"},
+        "looks like a secret",
+    ),
     ("testbeds[0].settings.Node", {"testbeds.0.settings.Node": 2}, "variable name"),
-    ("testbeds[0].sweep.nodes", {"testbeds.0.sweep": {"nodes": "1-4"}},
-     "the settings give 2"),
-    ("testbeds[0].sweep.gpus_per_node", {"testbeds.0.env": "gpulab",
-     "testbeds.0.settings": {"topology": "2x1"}, "testbeds.0.sweep": {"gpus_per_node": 2}},
-     "more than the 1 GPUs"),
+    ("testbeds[0].sweep.nodes", {"testbeds.0.sweep": {"nodes": "1-4"}}, "the settings give 2"),
+    (
+        "testbeds[0].sweep.gpus_per_node",
+        {
+            "testbeds.0.env": "gpulab",
+            "testbeds.0.settings": {"topology": "2x1"},
+            "testbeds.0.sweep": {"gpus_per_node": 2},
+        },
+        "more than the 1 GPUs",
+    ),
     ("testbeds[0].exclude", {"testbeds.0.exclude": [{"nodes": "1-2"}]}, "leaves no cell"),
     ("testbeds[0].exclude[0].rack", {"testbeds.0.exclude": [{"rack": 1}]}, "unknown key"),
     ("testbeds[0].expect.deploy", {"testbeds.0.expect": {"deploy": "soon"}}, "duration"),
@@ -146,7 +167,7 @@ BAD = [
     ("sweep.max_repeats", {"sweep.max_repeats": 1, "sweep.repeats": 3}, "below --repeats"),
     ("testbeds", {"testbeds": []}, "list of testbeds"),
     ("colour", {"colour": "red"}, "unknown key"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("where", "change", "says"), BAD, ids=[b[0] for b in BAD])
@@ -162,36 +183,46 @@ def test_bad_campaign_is_one_line_naming_the_key_and_creates_nothing(
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    ("name: t\nname: u\n", "key 'name' is given twice"),
-    ("testbeds: [\n", "not valid YAML (line"),
-    ("- a\n- b\n", "must be a mapping"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("name: t\nname: u\n", "key 'name' is given twice"),
+        ("testbeds: [\n", "not valid YAML (line"),
+        ("- a\n- b\n", "must be a mapping"),
+    ],
+)
 def test_unreadable_files_say_why(tmp_path: Path, text: str, says: str) -> None:
     with pytest.raises(UsageError, match=r".*") as err:
-        spec.load(write(tmp_path, text))
+        campaign_file.load(write(tmp_path, text))
     assert says in str(err.value)
     with pytest.raises(UsageError, match="no such campaign file"):
-        spec.load(tmp_path / "missing.yaml")
+        campaign_file.load(tmp_path / "missing.yaml")
 
 
 def test_a_campaign_from_before_new_options_keeps_its_cell_ids(tmp_path: Path) -> None:
     # Ids computed by the code of stop 26, before --step, --decode and the Slurm login
     # options existed: --resume of a journal from then must find the same cells.
-    path = write(tmp_path, """\
+    path = write(
+        tmp_path,
+        """\
         name: pinned
         out: /tmp/pinned-out
         sweep: {model: resnet18, image_size: 32, batch: [4, 8], nodes: [1, 2], repeats: 1}
         testbeds:
           - {name: a, env: local, settings: {node_count: 2, link_rate: 1gbit}}
-        """)
-    assert [c.id for c in spec.load(path).cells] == [
-        "5322118a34c2", "6664d6ee3cb4", "70a946352bfa", "9b6517117507"]  # fmt: skip
+        """,
+    )
+    assert [c.id for c in campaign_file.load(path).cells] == [
+        "5322118a34c2",
+        "6664d6ee3cb4",
+        "70a946352bfa",
+        "9b6517117507",
+    ]
 
 
 def test_yaml_on_off_reads_as_written(tmp_path: Path) -> None:
     path = base(tmp_path, **{"sweep.amp": True})  # YAML 1.1 reads `amp: on` as true
-    assert spec.load(path).testbeds[0].parts[0].workload.amp == "on"
+    assert campaign_file.load(path).testbeds[0].parts[0].workload.amp == "on"
 
 
 # ------------------------------------------------------------------ the plan
@@ -207,22 +238,44 @@ def test_plan_estimates_from_expect_and_earlier_results_and_creates_nothing(
     assert "unknown" in out and "give `expect: {images_per_s: N}`" in out  # testbed b
     assert not (tmp_path / "out").exists()
     # An earlier run of a cell: its measured length replaces the guess.
-    campaign = spec.load(path)
+    campaign = campaign_file.load(path)
     cell = campaign.testbeds[0].cells[0]
     Store(campaign.testbed_out(campaign.testbeds[0])).append(
-        fake_run("local", cell.batch, 1, 1, 1, duration_s=42.0))
+        fake_run("local", cell.batch, 1, 1, 1, duration_s=42.0)
+    )
     assert cli.main(["campaign", "plan", str(path)]) == 0
     assert "1 x 42 s measured earlier" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- the runner
-def fake_run(env: str, batch: int, nodes: int, workers: int, gpus_per_node: int,
-             duration_s: float = 1.0, repeat: int = 0) -> dict[str, Any]:  # fmt: skip
-    return {"kind": "run", "env": env, "model": "resnet18", "backend": "horovod",
-            "batch": batch, "image_size": 32, "data": "synthetic", "nodes": nodes,
-            "workers": workers, "gpus_per_node": gpus_per_node, "method": "m",
-            "repeat": repeat, "status": "ok", "steps": 2, "window_times": [1.0, 1.1],
-            "duration_s": duration_s, "weights_in_sync": True}  # fmt: skip
+def fake_run(
+    env: str,
+    batch: int,
+    nodes: int,
+    workers: int,
+    gpus_per_node: int,
+    duration_s: float = 1.0,
+    repeat: int = 0,
+) -> dict[str, Any]:
+    return {
+        "kind": "run",
+        "env": env,
+        "model": "resnet18",
+        "backend": "horovod",
+        "batch": batch,
+        "image_size": 32,
+        "data": "synthetic",
+        "nodes": nodes,
+        "workers": workers,
+        "gpus_per_node": gpus_per_node,
+        "method": "m",
+        "repeat": repeat,
+        "status": "ok",
+        "steps": 2,
+        "window_times": [1.0, 1.1],
+        "duration_s": duration_s,
+        "weights_in_sync": True,
+    }
 
 
 class Fakes:
@@ -303,18 +356,28 @@ def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fakes:
 
 
 def states(path: Path) -> dict[tuple[str, int, int], str]:
-    campaign = spec.load(path)
-    return {(r["testbed"], r["batch"], r["workers"]): r["status"]
-            for r in commands.status_rows(campaign)}  # fmt: skip
+    campaign = campaign_file.load(path)
+    return {
+        (r["testbed"], r["batch"], r["workers"]): r["status"]
+        for r in commands.status_rows(campaign)
+    }
 
 
 def test_each_testbed_deploy_verify_sweep_destroy_in_order(tmp_path: Path, fakes: Fakes) -> None:
     path = base(tmp_path)
     assert cli.main(["campaign", "run", str(path)]) == 0
-    assert fakes.calls == [("check", "local"), ("check", "local"),  # planned before any deploy
-                           ("deploy", "a"), ("verify", "a"), ("sweep", "a"), ("destroy", "a"),
-                           ("deploy", "b"), ("verify", "b"), ("sweep", "b"),
-                           ("destroy", "b")]  # fmt: skip
+    assert fakes.calls == [
+        ("check", "local"),
+        ("check", "local"),  # planned before any deploy
+        ("deploy", "a"),
+        ("verify", "a"),
+        ("sweep", "a"),
+        ("destroy", "a"),
+        ("deploy", "b"),
+        ("verify", "b"),
+        ("sweep", "b"),
+        ("destroy", "b"),
+    ]
     assert set(states(path).values()) == {"measured"}
     assert fakes.held() == []
     assert (tmp_path / "out" / "report.html").is_file()
@@ -333,7 +396,9 @@ def test_the_report_holds_every_configurations_numbers_as_json_and_csv(
     document = json.loads((out / "configurations.json").read_text())
     assert document["schema"] == "hpcbench.configurations/1" and document["method"]
     configs = document["configurations"]
-    measured = [r for r in commands.status_rows(spec.load(path)) if r["status"] == "measured"]
+    measured = [
+        r for r in commands.status_rows(campaign_file.load(path)) if r["status"] == "measured"
+    ]
     assert sorted((c["testbed"], c["batch"], c["workers"]) for c in configs) == sorted(
         (r["testbed"], r["batch"], r["workers"]) for r in measured
     )
@@ -354,7 +419,7 @@ def test_a_failed_deploy_is_recorded_and_the_next_testbed_runs(
     assert cli.main(["campaign", "run", str(path)]) == 1
     assert ("sweep", "a") not in fakes.calls and ("sweep", "b") in fakes.calls
     assert ("destroy", "a") in fakes.calls  # what a failed create may hold is released
-    rows = commands.status_rows(spec.load(path))
+    rows = commands.status_rows(campaign_file.load(path))
     a = [r for r in rows if r["testbed"] == "a"]
     assert {r["status"] for r in a} == {"failed"}
     assert all("deploy: GPULab job 1 is FAILED" in str(r["why"]) for r in a)
@@ -372,9 +437,11 @@ def test_the_eta_on_the_next_testbed_is_its_own_plan(
     # no time: the fastest pace the clock believes, a quarter). The sweep phase once
     # told the clock its cells' estimates a second time: "ETA 0s" with 8 minutes left.
     expect = {"images_per_s": 10, "deploy": "2m", "verify": "1m", "destroy": "30s"}
-    path = base(tmp_path, **{"testbeds.0.expect": expect, "testbeds.1.expect": expect,
-                             "sweep.max_repeats": 3})  # fmt: skip
-    campaign = spec.load(path)
+    path = base(
+        tmp_path,
+        **{"testbeds.0.expect": expect, "testbeds.1.expect": expect, "sweep.max_repeats": 3},
+    )
+    campaign = campaign_file.load(path)
     b = estimate.testbed(campaign, campaign.testbeds[1], [])  # as planned: nothing run yet
     left = b.wall_s() - b.phases["deploy"].seconds
     most = b.wall_max_s() - b.phases["deploy"].seconds
@@ -382,17 +449,20 @@ def test_the_eta_on_the_next_testbed_is_its_own_plan(
     if fail:
         fakes.fail[fail] = "it broke"
     assert cli.main(["campaign", "run", str(path)]) == (1 if fail else 0)
-    line = next(x for x in capfd.readouterr().err.splitlines()
-                if x.startswith("[testbed 2/2 b] deploy ok"))  # fmt: skip
-    assert line.endswith(f"ETA {format_duration(left / 4)} (at most "
-                         f"{format_duration(most / 4)})"), line  # fmt: skip
+    line = next(
+        x for x in capfd.readouterr().err.splitlines() if x.startswith("[testbed 2/2 b] deploy ok")
+    )
+    assert line.endswith(
+        f"ETA {format_duration(left / 4)} (at most {format_duration(most / 4)})"
+    ), line
 
 
 def test_the_eta_tells_each_piece_once_and_drops_what_a_testbed_left() -> None:
     clock = estimate.Clock()
     assert clock.eta() is None
-    clock.plan({"a": {"deploy": 100.0, "cell1": 500.0}, "b": {"deploy": 100.0}},
-               {"a": 900.0, "b": 0.0})  # fmt: skip
+    clock.plan(
+        {"a": {"deploy": 100.0, "cell1": 500.0}, "b": {"deploy": 100.0}}, {"a": 900.0, "b": 0.0}
+    )
     assert clock.eta() == (700.0, 1600.0)
     clock.finished("a", "deploy", 200.0)  # twice as slow as planned
     assert clock.eta() == (1200.0, 3000.0)
@@ -409,7 +479,7 @@ def test_the_longest_a_testbed_may_take_is_capped_by_the_sweeps_budget(
     expect = {"images_per_s": 10, "deploy": "1m", "verify": "1m", "destroy": "1m"}
 
     def first(**changes: Any) -> estimate.TestbedEstimate:
-        campaign = spec.load(base(tmp_path, **{"testbeds.0.expect": expect, **changes}))
+        campaign = campaign_file.load(base(tmp_path, **{"testbeds.0.expect": expect, **changes}))
         return estimate.testbed(campaign, campaign.testbeds[0], [])
 
     est = first(**{"sweep.max_repeats": 6})
@@ -427,8 +497,10 @@ def test_the_longest_a_testbed_may_take_is_capped_by_the_sweeps_budget(
     path = base(tmp_path, **{"testbeds.0.expect": expect, **budget})
     assert cli.main(["campaign", "plan", str(path)]) == 0
     budget_s = format_duration(round(3 * runs))
-    assert (f"up to {format_duration(capped)} if cells take up to "
-            f"--max-repeats 6 within --budget {budget_s})") in capsys.readouterr().out
+    assert (
+        f"up to {format_duration(capped)} if cells take up to "
+        f"--max-repeats 6 within --budget {budget_s})"
+    ) in capsys.readouterr().out
     # A budget shorter than the repeats every cell runs anyway bounds nothing.
     est = first(**{"sweep.budget": "1s"})
     assert est.wall_max_s() == pytest.approx(phases + runs)
@@ -440,14 +512,16 @@ def test_a_runs_bound_holds_however_fast_the_host(tmp_path: Path) -> None:
     # than the bound, and the bound is no shorter than what the windows alone take.
     from hpcbench.specs import WorkloadSpec
 
-    workload = WorkloadSpec(model="resnet18", image_size=64, warmup=3, windows=4, steps=3,
-                            min_window_s=12.0)  # fmt: skip
+    workload = WorkloadSpec(
+        model="resnet18", image_size=64, warmup=3, windows=4, steps=3, min_window_s=12.0
+    )
     for ips in (40.0, 157.0, 1000.0):
         step = 64 / ips
         real = estimate.run_seconds(workload, step, overhead=30.0)
         assert real >= 4 * 12.0  # the windows' floor, whatever the rate
-        bound = estimate.run_seconds(workload, 64 / (40.0 / estimate.GIVEN_MARGIN),
-                                     estimate.DEFAULT_OVERHEAD_MOST_S)  # fmt: skip
+        bound = estimate.run_seconds(
+            workload, 64 / (40.0 / estimate.GIVEN_MARGIN), estimate.DEFAULT_OVERHEAD_MOST_S
+        )
         assert real <= bound, (ips, real, bound)
 
 
@@ -482,7 +556,11 @@ def test_ctrl_c_destroys_the_testbed_in_hand_and_resume_runs_only_what_is_left(
     fakes.interrupt_after = None
     assert cli.main(["campaign", "run", str(path), "--resume"]) == 0
     assert [c for c in fakes.calls if c[0] != "check"] == [
-        ("deploy", "b"), ("verify", "b"), ("sweep", "b"), ("destroy", "b")]  # fmt: skip
+        ("deploy", "b"),
+        ("verify", "b"),
+        ("sweep", "b"),
+        ("destroy", "b"),
+    ]
     assert len(Store(tmp_path / "out" / "a").runs()) == runs_before["a"]  # a: untouched
     assert len(Store(tmp_path / "out" / "b").runs()) == runs_before["b"] + 3  # b: 3 left
     assert set(states(path).values()) == {"measured"}
@@ -512,18 +590,27 @@ def test_one_campaign_per_folder_and_no_silent_rerun(
     capfd.readouterr()
     assert cli.main(["campaign", "run", str(path)]) == 2  # the journal holds it: --resume
     assert "add --resume" in capfd.readouterr().err
-    other = write(tmp_path, BASE.format(out=tmp_path / "out").replace("name: t", "name: u"),
-                  "u.yaml")
+    other = write(
+        tmp_path, BASE.format(out=tmp_path / "out").replace("name: t", "name: u"), "u.yaml"
+    )
     assert cli.main(["campaign", "run", str(other), "--resume"]) == 2
     assert "holds campaign 't'" in capfd.readouterr().err
     # A folder in use by a running campaign: the second is refused in one line.
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import fcntl, os, time
-        fd = os.open({str(tmp_path / 'out' / '.lock')!r}, os.O_RDWR | os.O_CREAT)
+        fd = os.open({str(tmp_path / "out" / ".lock")!r}, os.O_RDWR | os.O_CREAT)
         fcntl.flock(fd, fcntl.LOCK_EX)
         print('locked', flush=True)
         time.sleep(60)
-    """)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         assert cli.main(["campaign", "run", str(path), "--resume"]) == 2
@@ -560,12 +647,13 @@ def test_a_journal_that_cannot_be_written_still_releases_the_testbed(
 
 
 def test_two_campaigns_of_one_name_in_two_folders_keep_apart(tmp_path: Path) -> None:
-    one = spec.load(base(tmp_path))
-    other = spec.load(write(tmp_path, BASE.format(out=tmp_path / "elsewhere"), "o.yaml"))
+    one = campaign_file.load(base(tmp_path))
+    other = campaign_file.load(write(tmp_path, BASE.format(out=tmp_path / "elsewhere"), "o.yaml"))
     assert one.name == other.name == "t"
     tb = one.testbeds[0]
-    assert runner.state_root(one, tb, tmp_path) != runner.state_root(other, other.testbeds[0],
-                                                                    tmp_path)  # fmt: skip
+    assert runner.state_root(one, tb, tmp_path) != runner.state_root(
+        other, other.testbeds[0], tmp_path
+    )
     # A state folder by the name alone (hpcbench before) is still found and released.
     legacy = tmp_path / "campaigns" / "t" / "a"
     legacy.mkdir(parents=True)
@@ -584,7 +672,11 @@ def test_resume_measures_again_what_the_journal_says_but_the_store_lost(
     capfd.readouterr()
     assert cli.main(["campaign", "run", str(path), "--resume"]) == 0
     assert [c for c in fakes.calls if c[0] != "check"] == [
-        ("deploy", "b"), ("verify", "b"), ("sweep", "b"), ("destroy", "b")]  # fmt: skip
+        ("deploy", "b"),
+        ("verify", "b"),
+        ("sweep", "b"),
+        ("destroy", "b"),
+    ]
     assert "is measured in the journal but" in capfd.readouterr().err
     assert len(Store(tmp_path / "out" / "b").runs()) == 4
 
@@ -604,20 +696,19 @@ def test_a_journal_path_that_is_a_folder_and_an_out_that_is_a_file_are_refused(
     assert len(err) == 1 and "out: " in err[0] and "is a file" in err[0]
 
 
-def test_status_tells_a_running_campaign_from_a_stopped_one(
-    tmp_path: Path, fakes: Fakes
-) -> None:
+def test_status_tells_a_running_campaign_from_a_stopped_one(tmp_path: Path, fakes: Fakes) -> None:
     from hpcbench import locks
 
     path = base(tmp_path)
     fakes.destroy_rc = 1  # a's and b's leases stay held
     assert cli.main(["campaign", "run", str(path)]) == 1
-    campaign = spec.load(path)
+    campaign = campaign_file.load(path)
     stopped = commands.status_lines(campaign)
     assert any("still holds" in line and "campaign destroy" in line for line in stopped)
     assert not any("running now" in line for line in stopped)
     journal = __import__("hpcbench.campaign.journal", fromlist=["J"]).Journal(
-        campaign.out, campaign.name)
+        campaign.out, campaign.name
+    )
     fd = locks.hold_as_process(journal.store.lock_path, "busy")
     try:
         running = commands.status_lines(campaign)
@@ -632,20 +723,31 @@ def test_status_tells_a_running_campaign_from_a_stopped_one(
 def test_a_gpulab_job_is_booked_for_the_plans_bound_and_status_says_when_it_ends(
     tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = base(tmp_path, **{
-        "testbeds": [{"name": "g", "env": "gpulab", "settings": {"topology": "2x1"},
-                      "expect": {"images_per_s": 10, "deploy": "5m", "verify": "2m",
-                                 "destroy": "1m"}}]})  # fmt: skip
+    path = base(
+        tmp_path,
+        **{
+            "testbeds": [
+                {
+                    "name": "g",
+                    "env": "gpulab",
+                    "settings": {"topology": "2x1"},
+                    "expect": {"images_per_s": 10, "deploy": "5m", "verify": "2m", "destroy": "1m"},
+                }
+            ]
+        },
+    )
     asked: list[dict[str, str]] = []
     deploy = fakes.deploy
-    monkeypatch.setattr(lifecycle, "deploy", lambda req: asked.append(dict(req.overrides)) or
-                        deploy(req))  # fmt: skip
-    campaign = spec.load(path)
+    monkeypatch.setattr(
+        lifecycle, "deploy", lambda req: asked.append(dict(req.overrides)) or deploy(req)
+    )
+    campaign = campaign_file.load(path)
     est = estimate.testbed(campaign, campaign.testbeds[0], [])
     lease = estimate.lease(est)
     assert lease is not None and lease.variable == "max_duration"
-    assert lease.minutes == math.ceil((est.wall_max_s() * estimate.MARGIN
-                                       + estimate.LEASE_SLACK_S) / 60)  # fmt: skip
+    assert lease.minutes == math.ceil(
+        (est.wall_max_s() * estimate.MARGIN + estimate.LEASE_SLACK_S) / 60
+    )
     fakes.destroy_rc = 1  # held after the run: status shows the lease
     assert cli.main(["campaign", "run", str(path)]) == 1
     assert asked[0]["max_duration"] == f"{lease.minutes}m"
@@ -656,16 +758,27 @@ def test_a_gpulab_job_is_booked_for_the_plans_bound_and_status_says_when_it_ends
 def test_a_lease_the_settings_give_is_kept_and_a_plan_too_long_for_one_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    given = base(tmp_path, **{"testbeds.0.env": "gpulab", "testbeds.0.settings":
-                              {"topology": "2x1", "max_duration": "90m"},
-                              "testbeds.0.expect": {"images_per_s": 10}})  # fmt: skip
-    campaign = spec.load(given)
+    given = base(
+        tmp_path,
+        **{
+            "testbeds.0.env": "gpulab",
+            "testbeds.0.settings": {"topology": "2x1", "max_duration": "90m"},
+            "testbeds.0.expect": {"images_per_s": 10},
+        },
+    )
+    campaign = campaign_file.load(given)
     lease = estimate.lease(estimate.testbed(campaign, campaign.testbeds[0], []))
     assert lease is not None and (lease.value, lease.source) == ("90m", "given in settings:")
     # A week of Virtual Wall is its longest slice: more is refused before anything runs.
-    long = base(tmp_path, **{"testbeds.0.env": "virtualwall", "testbeds.0.settings":
-                             {"node_count": 2}, "testbeds.0.expect": {"images_per_s": 0.01},
-                             "sweep.max_repeats": 50})  # fmt: skip
+    long = base(
+        tmp_path,
+        **{
+            "testbeds.0.env": "virtualwall",
+            "testbeds.0.settings": {"node_count": 2},
+            "testbeds.0.expect": {"images_per_s": 0.01},
+            "sweep.max_repeats": 50,
+        },
+    )
     for action in ("plan", "run"):
         assert cli.main(["campaign", action, str(long)]) == 2
         err = capsys.readouterr().err.strip().splitlines()

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from hpcbench import cli, readiness, sweep
-from hpcbench.campaign import lifecycle, runner, spec
+from hpcbench.campaign import campaign_file, lifecycle, runner
 from hpcbench.errors import UsageError
 from hpcbench.specs import TestbedKind
 from hpcbench.store import Store
@@ -53,10 +53,13 @@ def write(tmp_path: Path, text: str = MIXED, **fill: Any) -> Path:
 
 
 def test_a_partition_hosts_and_a_deployed_testbed_in_one_file(tmp_path):
-    campaign = spec.load(write(tmp_path))
+    campaign = campaign_file.load(write(tmp_path))
     fast, mine, built = campaign.testbeds
-    assert (fast.kind, mine.kind, built.kind) == (TestbedKind.SLURM, TestbedKind.HOSTS,
-                                                  TestbedKind.DEPLOYED)  # fmt: skip
+    assert (fast.kind, mine.kind, built.kind) == (
+        TestbedKind.SLURM,
+        TestbedKind.HOSTS,
+        TestbedKind.DEPLOYED,
+    )
     assert not fast.deployed and not mine.deployed and built.deployed
     target = fast.parts[0].target
     assert target.env == "slurm" and target.slurm.partition == "fast"
@@ -71,45 +74,61 @@ def test_a_partition_hosts_and_a_deployed_testbed_in_one_file(tmp_path):
 
 
 def test_a_partitions_identity_is_what_it_measures_not_how_long_it_may_wait(tmp_path):
-    ids = [c.id for c in spec.load(write(tmp_path)).testbeds[0].cells]
+    ids = [c.id for c in campaign_file.load(write(tmp_path)).testbeds[0].cells]
     waited = MIXED.replace("time: 10m", "time: 20m, queue_wait: 2h")
-    assert [c.id for c in spec.load(write(tmp_path, waited)).testbeds[0].cells] == ids
+    assert [c.id for c in campaign_file.load(write(tmp_path, waited)).testbeds[0].cells] == ids
     other = MIXED.replace("partition: fast", "partition: other")
-    assert [c.id for c in spec.load(write(tmp_path, other)).testbeds[0].cells] != ids
+    assert [c.id for c in campaign_file.load(write(tmp_path, other)).testbeds[0].cells] != ids
 
 
 def test_a_partitions_key_and_known_hosts_go_with_its_login(tmp_path):
-    keyed = MIXED.replace("login: me@login.example.org,", "login: me@login.example.org, "
-                          f"ssh_key: {tmp_path / 'key'}, known_hosts: {tmp_path / 'kh'},")
-    target = spec.load(write(tmp_path, keyed)).testbeds[0].parts[0].target
+    keyed = MIXED.replace(
+        "login: me@login.example.org,",
+        "login: me@login.example.org, "
+        f"ssh_key: {tmp_path / 'key'}, known_hosts: {tmp_path / 'kh'},",
+    )
+    target = campaign_file.load(write(tmp_path, keyed)).testbeds[0].parts[0].target
     login = target.slurm.login
     assert login is not None and login.key_file == str(tmp_path / "key")
     assert login.known_hosts == str(tmp_path / "kh")
 
 
 BAD = [
-    ("testbeds[0]", "- name: fast\n", "- name: fast\n    env: local\n", None,
-     "give one of env:"),
+    ("testbeds[0]", "- name: fast\n", "- name: fast\n    env: local\n", None, "give one of env:"),
     ("testbeds[0].slurm.partition", "partition: fast, ", "", None, "name the partition"),
-    ("testbeds[0].slurm.login", "login: me@login.example.org", "login: 'me@bad host'", None,
-     "is not [user@]host[:port]"),
+    (
+        "testbeds[0].slurm.login",
+        "login: me@login.example.org",
+        "login: 'me@bad host'",
+        None,
+        "is not [user@]host[:port]",
+    ),
     ("testbeds[0].slurm.colour", "nodes: 2,", "nodes: 2, colour: red,", None, "unknown key"),
-    ("testbeds[0].slurm", "python: /opt/py/bin/python,", "", None,
-     "needs --slurm-python"),
+    ("testbeds[0].slurm", "python: /opt/py/bin/python,", "", None, "needs --slurm-python"),
     ("testbeds[0].slurm.time", "time: 10m", "time: soon", None, "duration"),
-    ("testbeds[0].sweep.nodes", "nodes: 2, login", "nodes: 1, login", None,
-     "slurm: nodes gives 1"),
-    ("testbeds[0].slurm", "login: me@login.example.org,", "ssh_key: /k, known_hosts: /kh,",
-     None, "is for --slurm-login: give both, or neither"),
+    ("testbeds[0].sweep.nodes", "nodes: 2, login", "nodes: 1, login", None, "slurm: nodes gives 1"),
+    (
+        "testbeds[0].slurm",
+        "login: me@login.example.org,",
+        "ssh_key: /k, known_hosts: /kh,",
+        None,
+        "is for --slurm-login: give both, or neither",
+    ),
     ("testbeds[1].hosts", "[h1:1, h2:1]", "[h1:1, h1:1]", None, "listed twice"),
-    ("testbeds[1].settings", "hosts: [h1:1, h2:1]", "hosts: [h1:1, h2:1]\n    settings: {{a: 1}}",
-     None, "is for testbeds hpcbench deploys"),
-]  # fmt: skip
+    (
+        "testbeds[1].settings",
+        "hosts: [h1:1, h2:1]",
+        "hosts: [h1:1, h2:1]\n    settings: {{a: 1}}",
+        None,
+        "is for testbeds hpcbench deploys",
+    ),
+]
 
 
 @pytest.mark.parametrize(("where", "old", "new", "_", "says"), BAD, ids=[b[0] for b in BAD])
-def test_a_bad_partition_or_host_list_is_one_line_naming_the_key(tmp_path, capsys, where, old,
-                                                                 new, _, says):  # fmt: skip
+def test_a_bad_partition_or_host_list_is_one_line_naming_the_key(
+    tmp_path, capsys, where, old, new, _, says
+):
     assert old in MIXED
     path = write(tmp_path, MIXED.replace(old, new, 1))
     assert cli.main(["campaign", "plan", str(path)]) == 2
@@ -130,14 +149,29 @@ def test_the_plan_books_a_partitions_jobs_and_learns_its_queue_wait(tmp_path, ca
     assert "hosts h1:1,h2:1: your own machines, nothing booked" in out
     assert "verify 2m00s (assumed)" in out and "deploy" not in out.split("testbed 3/3")[0]
     # Jobs that ran: their waits replace the unknown, and every cell's estimate pays them.
-    campaign = spec.load(path)
+    campaign = campaign_file.load(path)
     store = Store(campaign.testbed_out(campaign.testbeds[0]))
     for wait in (30.0, 90.0):
-        store.append({"kind": "run", "env": "slurm", "model": "resnet18", "backend": "ddp",
-                      "batch": 4, "image_size": 32, "data": "synthetic", "nodes": 1,
-                      "workers": 1, "gpus_per_node": 1, "method": "m", "repeat": 0,
-                      "status": "failed", "error": "x", "duration_s": 5.0,
-                      "queue_wait_s": wait})  # fmt: skip
+        store.append(
+            {
+                "kind": "run",
+                "env": "slurm",
+                "model": "resnet18",
+                "backend": "ddp",
+                "batch": 4,
+                "image_size": 32,
+                "data": "synthetic",
+                "nodes": 1,
+                "workers": 1,
+                "gpus_per_node": 1,
+                "method": "m",
+                "repeat": 0,
+                "status": "failed",
+                "error": "x",
+                "duration_s": 5.0,
+                "queue_wait_s": wait,
+            }
+        )
     assert cli.main(["campaign", "plan", str(path)]) == 0
     out = capsys.readouterr().out
     assert "queue wait per job 1m00s (mean of 2 job(s) measured)" in out
@@ -145,8 +179,9 @@ def test_the_plan_books_a_partitions_jobs_and_learns_its_queue_wait(tmp_path, ca
 
 
 @pytest.mark.parametrize("name", ["lrz.yaml", "gwdg.yaml"])
-def test_the_shipped_cluster_campaigns_dry_run_without_a_cluster(name, tmp_path, capsys,
-                                                                 monkeypatch):  # fmt: skip
+def test_the_shipped_cluster_campaigns_dry_run_without_a_cluster(
+    name, tmp_path, capsys, monkeypatch
+):
     data = yaml.safe_load((REPO / "campaigns" / name).read_text())
     data["out"] = str(tmp_path / "out")
     path = tmp_path / name
@@ -155,14 +190,15 @@ def test_the_shipped_cluster_campaigns_dry_run_without_a_cluster(name, tmp_path,
     capsys.readouterr()
     assert cli.main(["campaign", "run", "--dry-run", str(path)]) == 0
     out = capsys.readouterr().out
-    campaign = spec.load(path)
+    campaign = campaign_file.load(path)
     repeats = campaign.testbeds[0].parts[0].sweep.repeats
     checks = len(campaign.testbeds)
     assert out.count("#!/bin/bash\n") == checks + repeats * len(campaign.cells)
     for tb in campaign.testbeds:
         assert f"#SBATCH --partition={tb.parts[0].target.slurm.partition}\n" in out
-    assert out.rstrip().endswith("nothing was checked, created or submitted; `campaign run` "
-                                 "runs it")  # fmt: skip
+    assert out.rstrip().endswith(
+        "nothing was checked, created or submitted; `campaign run` runs it"
+    )
     assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
 
 
@@ -187,6 +223,7 @@ class Cluster:
     def forbidden(self, name: str) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
             raise AssertionError(f"{name} called for a testbed hpcbench does not deploy")
+
         return call
 
     def preflight(self, target: Any) -> None:
@@ -207,13 +244,27 @@ class Cluster:
         store = Store(spec_.out)
         live = analysis.LiveSummary(store.runs())
         for batch, nodes, workers in sorted(spec_.only):
-            record = {"kind": "run", "env": target.kind.value, "model": "resnet18",
-                      "backend": "ddp",
-                      "batch": batch, "image_size": 32, "data": "synthetic", "nodes": nodes,
-                      "workers": workers, "gpus_per_node": 1, "method": "m", "repeat": 0,
-                      "status": "ok", "steps": 2, "window_times": [1.0, 1.1],
-                      "duration_s": 1.0, "weights_in_sync": True, "queue_wait_s": 4.0,
-                      "gpu": {"util_mean": 90.0, "mem_used_max_mib": 1000.0}}  # fmt: skip
+            record = {
+                "kind": "run",
+                "env": target.kind.value,
+                "model": "resnet18",
+                "backend": "ddp",
+                "batch": batch,
+                "image_size": 32,
+                "data": "synthetic",
+                "nodes": nodes,
+                "workers": workers,
+                "gpus_per_node": 1,
+                "method": "m",
+                "repeat": 0,
+                "status": "ok",
+                "steps": 2,
+                "window_times": [1.0, 1.1],
+                "duration_s": 1.0,
+                "weights_in_sync": True,
+                "queue_wait_s": 4.0,
+                "gpu": {"util_mean": 90.0, "mem_used_max_mib": 1000.0},
+            }
             store.append(record)
             observe(sweep.Config(batch, nodes, workers), live.add(record), record, True)
         return 0
@@ -222,14 +273,20 @@ class Cluster:
 CLUSTERS_ONLY = MIXED.split("  - name: built")[0]
 
 
-def test_a_partition_and_hosts_are_checked_first_then_verified_and_swept(tmp_path, monkeypatch,
-                                                                         capfd):  # fmt: skip
+def test_a_partition_and_hosts_are_checked_first_then_verified_and_swept(
+    tmp_path, monkeypatch, capfd
+):
     cluster = Cluster(monkeypatch)
     path = write(tmp_path, CLUSTERS_ONLY)
     assert cli.main(["campaign", "run", str(path)]) == 0
-    assert cluster.calls == [("preflight", "slurm"), ("preflight", "hosts"),
-                             ("check", "slurm"), ("sweep", "slurm"),
-                             ("check", "hosts"), ("sweep", "hosts")]  # fmt: skip
+    assert cluster.calls == [
+        ("preflight", "slurm"),
+        ("preflight", "hosts"),
+        ("check", "slurm"),
+        ("sweep", "slurm"),
+        ("check", "hosts"),
+        ("sweep", "hosts"),
+    ]
     err = capfd.readouterr().err
     assert "check job waited 2s in the queue" in err
     assert (tmp_path / "out" / "report.html").is_file()
@@ -247,15 +304,16 @@ def test_a_partition_and_hosts_are_checked_first_then_verified_and_swept(tmp_pat
     assert "holds nothing" in capfd.readouterr().err
 
 
-def test_a_refused_partition_stops_the_campaign_before_anything_runs(tmp_path, monkeypatch,
-                                                                    capfd):  # fmt: skip
+def test_a_refused_partition_stops_the_campaign_before_anything_runs(tmp_path, monkeypatch, capfd):
     cluster = Cluster(monkeypatch)
     cluster.refuse = "partition 'fast' does not exist on login.example.org: `sinfo -s` lists"
     path = write(tmp_path, CLUSTERS_ONLY)
     assert cli.main(["campaign", "run", str(path)]) == 2
     err = capfd.readouterr().err.strip().splitlines()
-    assert err[-1] == (f"hpcbench: error: {path}: testbeds[0] (fast): partition 'fast' does "
-                       "not exist on login.example.org: `sinfo -s` lists")  # fmt: skip
+    assert err[-1] == (
+        f"hpcbench: error: {path}: testbeds[0] (fast): partition 'fast' does "
+        "not exist on login.example.org: `sinfo -s` lists"
+    )
     assert cluster.calls == [("preflight", "slurm")]
     assert not (tmp_path / "out" / "fast").exists()
 
@@ -267,7 +325,11 @@ def test_a_failed_stack_check_fails_the_partitions_cells_and_the_next_testbed_ru
     cluster.check_fails = "GPUs and driver: 0 CUDA device(s) visible, 1 wanted"
     path = write(tmp_path, CLUSTERS_ONLY)
     assert cli.main(["campaign", "run", str(path)]) == 1
-    rows = {r["testbed"]: r for r in __import__("hpcbench.campaign.commands",
-                                                fromlist=["x"]).status_rows(spec.load(path))}
+    rows = {
+        r["testbed"]: r
+        for r in __import__("hpcbench.campaign.commands", fromlist=["x"]).status_rows(
+            campaign_file.load(path)
+        )
+    }
     assert rows["fast"]["status"] == "failed" and "0 CUDA device(s)" in rows["fast"]["why"]
     assert ("sweep", "slurm") not in cluster.calls

@@ -18,27 +18,52 @@ from hpcbench import cli
 
 BASE: dict[str, Any] = {
     "name": "fuzz",
-    "sweep": {"model": "resnet18", "image_size": 32, "batch": [4, 8], "nodes": [1, 2],
-              "repeats": 1, "budget": "10m"},
+    "sweep": {
+        "model": "resnet18",
+        "image_size": 32,
+        "batch": [4, 8],
+        "nodes": [1, 2],
+        "repeats": 1,
+        "budget": "10m",
+    },
     "testbeds": [
-        {"name": "a", "env": "local", "settings": {"node_count": 2, "link_rate": "1gbit"},
-         "expect": {"images_per_s": 10, "deploy": "1m"}, "exclude": [{"batch": 8}]},
-        {"name": "b", "slurm": {"partition": "p", "nodes": 2, "gpus_per_node": 1,
-                                "time": "10m", "sbatch": ["--exclusive"]}},
+        {
+            "name": "a",
+            "env": "local",
+            "settings": {"node_count": 2, "link_rate": "1gbit"},
+            "expect": {"images_per_s": 10, "deploy": "1m"},
+            "exclude": [{"batch": 8}],
+        },
+        {
+            "name": "b",
+            "slurm": {
+                "partition": "p",
+                "nodes": 2,
+                "gpus_per_node": 1,
+                "time": "10m",
+                "sbatch": ["--exclusive"],
+            },
+        },
         {"name": "c", "hosts": ["h1:1", "h2:1"]},
     ],
-}  # fmt: skip
+}
 # Values a file may hold in any place: the YAML types at their extremes.
 SCALARS = st.one_of(
-    st.none(), st.booleans(),
+    st.none(),
+    st.booleans(),
     st.integers(min_value=-(10**400), max_value=10**400),
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from([1e308, -1e308, 5e-324, 0.0, -0.0, 2**63, -(2**63) - 1]),
-    st.text(max_size=40), st.sampled_from(["", " ", "-x", "1-0", "a\nb", "\x00", "ü" * 300]),
-)  # fmt: skip
-VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
-    max_leaves=12)  # fmt: skip
+    st.text(max_size=40),
+    st.sampled_from(["", " ", "-x", "1-0", "a\nb", "\x00", "ü" * 300]),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 
 
 def paths_of(node: Any, prefix: tuple = ()) -> list[tuple]:
@@ -90,8 +115,12 @@ def outcome(tmp: Path, text: str, capsys: pytest.CaptureFixture[str]) -> None:
             assert out.out.strip()
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(mutated())
 def test_a_generated_campaign_file_gives_a_plan_or_one_line(tmp_path, capsys, monkeypatch, doc):
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
@@ -101,42 +130,62 @@ def test_a_generated_campaign_file_gives_a_plan_or_one_line(tmp_path, capsys, mo
     assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
 
 
-@pytest.mark.parametrize("text", [
-    # Recursive: a list that holds itself.
-    "name: x\nsweep: &s {model: resnet18, x: *s}\ntestbeds: [{name: a, env: local}]\n",
-    "name: x\ntestbeds: &t [{name: a, env: local, settings: {node_count: *t}}]\n",
-    # Exponential (a "billion laughs"): 9^12 strings behind a few aliases.
-    "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
-    "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
-    "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
-    "f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n"
-    "name: x\nsweep: {model: resnet18}\ntestbeds: [{name: a, env: local, settings: {v: *g}}]\n",
-    "\xff\xfe not utf-8",
-    "name: x\ntestbeds: [{name: a, env: local}]\n" + "sweep: {}\n" * 2,
-    "!!python/object/apply:os.system ['touch PWNED']\n",
-    "[" * 5000 + "]" * 5000,
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Recursive: a list that holds itself.
+        "name: x\nsweep: &s {model: resnet18, x: *s}\ntestbeds: [{name: a, env: local}]\n",
+        "name: x\ntestbeds: &t [{name: a, env: local, settings: {node_count: *t}}]\n",
+        # Exponential (a "billion laughs"): 9^12 strings behind a few aliases.
+        "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+        "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+        "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+        "f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n"
+        "name: x\nsweep: {model: resnet18}\ntestbeds: [{name: a, env: local, settings: {v: *g}}]\n",
+        "\xff\xfe not utf-8",
+        "name: x\ntestbeds: [{name: a, env: local}]\n" + "sweep: {}\n" * 2,
+        "!!python/object/apply:os.system ['touch PWNED']\n",
+        "[" * 5000 + "]" * 5000,
+    ],
+)
 def test_hostile_yaml_is_one_line(tmp_path, capsys, monkeypatch, text):
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
     outcome(tmp_path, text, capsys)
     assert not (tmp_path / "PWNED").exists() and not Path("PWNED").exists()
 
 
-RECORD = st.fixed_dictionaries({}, optional={
-    "kind": st.sampled_from(["cell", "phase", "run", "x"]) | VALUES,
-    "campaign": st.just("fuzz") | VALUES, "testbed": st.sampled_from(["a", "b"]) | VALUES,
-    "cell": VALUES, "batch": VALUES, "nodes": VALUES, "workers": VALUES,
-    "status": st.sampled_from(["pending", "measured", "failed", "ok"]) | VALUES,
-    "phase": st.sampled_from(["deploy", "verify", "sweep"]) | VALUES, "seconds": VALUES,
-    "why": VALUES, "images_per_s": VALUES, "ci95": VALUES, "runs": VALUES, "lease": VALUES,
-})  # fmt: skip
+RECORD = st.fixed_dictionaries(
+    {},
+    optional={
+        "kind": st.sampled_from(["cell", "phase", "run", "x"]) | VALUES,
+        "campaign": st.just("fuzz") | VALUES,
+        "testbed": st.sampled_from(["a", "b"]) | VALUES,
+        "cell": VALUES,
+        "batch": VALUES,
+        "nodes": VALUES,
+        "workers": VALUES,
+        "status": st.sampled_from(["pending", "measured", "failed", "ok"]) | VALUES,
+        "phase": st.sampled_from(["deploy", "verify", "sweep"]) | VALUES,
+        "seconds": VALUES,
+        "why": VALUES,
+        "images_per_s": VALUES,
+        "ci95": VALUES,
+        "runs": VALUES,
+        "lease": VALUES,
+    },
+)
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(st.lists(RECORD, max_size=6), st.lists(st.binary(max_size=60), max_size=2))
-def test_a_generated_journal_gives_a_status_or_one_line(tmp_path, capsys, monkeypatch, records,
-                                                        junk):  # fmt: skip
+def test_a_generated_journal_gives_a_status_or_one_line(
+    tmp_path, capsys, monkeypatch, records, junk
+):
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
     doc = copy.deepcopy(BASE)
     doc["out"] = str(tmp_path / "out")

@@ -49,10 +49,21 @@ HOSTILE = [
 ]
 # Names and paths that go into batch scripts and command lines: plain words of any
 # length (a partition called 'nan' is a partition; '' leaves the option unset).
-NAME_OPTIONS = {"--partition", "--account", "--qos", "--slurm-mpi", "--container-image",
-                "--container-mounts", "--container-python", "--slurm-job-dir", "--slurm-login",
-                "--slurm-ssh-key", "--slurm-known-hosts", "--slurm-python",
-                "--slurm-bench-dir"}  # fmt: skip
+NAME_OPTIONS = {
+    "--partition",
+    "--account",
+    "--qos",
+    "--slurm-mpi",
+    "--container-image",
+    "--container-mounts",
+    "--container-python",
+    "--slurm-job-dir",
+    "--slurm-login",
+    "--slurm-ssh-key",
+    "--slurm-known-hosts",
+    "--slurm-python",
+    "--slurm-bench-dir",
+}
 NAME_HOSTILE = [" ", "a\nb", "\x1b[31mred", *SHELL, "-1", "-Fevil", "--x", "üñí४🙂", "d/" * 2100]
 # Options that take any file name: only what no path may hold is refused there
 # (a folder called '$(x)' or '-1' is a folder; no shell ever sees it).
@@ -62,21 +73,62 @@ ACCEPTED = {
     "--sbatch": {"-1", "--x", "-Fevil", "-inf"},  # verbatim #SBATCH options: one line, a dash
     "--hosts": {"9" * 40, "1e309", "nan"},  # host names
     # The user's own shell line on their cluster: anything on one line.
-    "--slurm-setup": {"", " ", "n" * 300, *SHELL, "-1", "-Fevil", "--x", "9" * 40, "1e309",
-                      "nan", "-inf", "üñí४🙂", "../../../etc"},  # fmt: skip
+    "--slurm-setup": {
+        "",
+        " ",
+        "n" * 300,
+        *SHELL,
+        "-1",
+        "-Fevil",
+        "--x",
+        "9" * 40,
+        "1e309",
+        "nan",
+        "-inf",
+        "üñí४🙂",
+        "../../../etc",
+    },
 }
 
-FAKE_TOOLS = ["horovodrun", "torchrun", "ssh", "sbatch", "srun", "scancel", "squeue",
-              "terraform", "tofu", "ansible-playbook", "docker", "mpirun"]  # fmt: skip
+FAKE_TOOLS = [
+    "horovodrun",
+    "torchrun",
+    "ssh",
+    "sbatch",
+    "srun",
+    "scancel",
+    "squeue",
+    "terraform",
+    "tofu",
+    "ansible-playbook",
+    "docker",
+    "mpirun",
+]
 
-RUN = {"kind": "run", "env": "local", "model": "resnet18", "backend": "ddp", "batch": 8,
-       "image_size": 32, "data": "synthetic", "nodes": 1, "workers": 1, "gpus_per_node": 1,
-       "repeat": 0, "status": "ok", "steps": 2, "window_times": [1.0, 1.1]}  # fmt: skip
+RUN = {
+    "kind": "run",
+    "env": "local",
+    "model": "resnet18",
+    "backend": "ddp",
+    "batch": 8,
+    "image_size": 32,
+    "data": "synthetic",
+    "nodes": 1,
+    "workers": 1,
+    "gpus_per_node": 1,
+    "repeat": 0,
+    "status": "ok",
+    "steps": 2,
+    "window_times": [1.0, 1.1],
+}
 
 
 # A campaign of one local testbed: `campaign plan` on it creates nothing.
-CAMPAIGN = {"name": "fuzz", "sweep": {"model": "resnet18", "batch": [8], "nodes": [1, 2]},
-            "testbeds": [{"name": "one", "env": "local", "settings": {"node_count": 2}}]}
+CAMPAIGN = {
+    "name": "fuzz",
+    "sweep": {"model": "resnet18", "batch": [8], "nodes": [1, 2]},
+    "testbeds": [{"name": "one", "env": "local", "settings": {"node_count": 2}}],
+}
 
 
 def baselines(tmp: Path) -> dict[str, list[str]]:
@@ -90,8 +142,10 @@ def baselines(tmp: Path) -> dict[str, list[str]]:
     campaign = tmp / "campaign.yaml"
     campaign.write_text(json.dumps({**CAMPAIGN, "out": str(tmp / "campaign-out")}))
     return {
-        **{f"campaign {action}": [str(campaign)] for action in ("plan", "run", "status",
-                                                               "report", "destroy")},
+        **{
+            f"campaign {action}": [str(campaign)]
+            for action in ("plan", "run", "status", "report", "destroy")
+        },
         "scale": [
             "--env",
             "localhost",
@@ -103,7 +157,7 @@ def baselines(tmp: Path) -> dict[str, list[str]]:
             "--dry-run",
             "--out",
             str(tmp / "out"),
-        ],  # fmt: skip
+        ],
         "probe": ["--env", "localhost", "--nodes", "2", "--out", str(tmp / "out")],
         "report": ["--out", stores[0]],
         "compare": [*stores],
@@ -169,8 +223,15 @@ def command_line(base: dict[str, list[str]], command: str, name: str, value: str
         if name in ("--env", "--hosts") and exclusive in argv:
             i = argv.index(exclusive)
             del argv[i : i + 2]
-    if name in ("--resume", "--no-probe", "--dry-run", "--verbose", "--fp16-allreduce",
-                "--skip-ansible", "--json"):  # fmt: skip
+    if name in (
+        "--resume",
+        "--no-probe",
+        "--dry-run",
+        "--verbose",
+        "--fp16-allreduce",
+        "--skip-ansible",
+        "--json",
+    ):
         return [*words, *argv, name, value]
     return [*words, *argv, f"{name}={value}"]
 

@@ -114,12 +114,14 @@ def files_under(folder: Path) -> list[Path]:
 INVENTORY_OK = yaml.safe_dump(
     {
         "all": {
-            "vars": {"testbed_nodes": [{"name": "node1", "address": "10.0.0.1"}],
-                     "testbed_head": "node1"},
+            "vars": {
+                "testbed_nodes": [{"name": "node1", "address": "10.0.0.1"}],
+                "testbed_head": "node1",
+            },
             "hosts": {"node1": {"ansible_host": "127.0.0.1", "ansible_port": 22901}},
         }
     }
-)  # fmt: skip
+)
 
 
 # --- secrets -----------------------------------------------------------------
@@ -270,10 +272,15 @@ def test_ctrl_c_while_terraform_applies_stops_it_and_leaves_nothing_running(
     from tests.interrupt import as_from_a_terminal
 
     fake_tf.scenario({"apply": "hang"})
-    proc = subprocess.Popen([sys.executable, "-m", "hpcbench", "deploy", "--env", "local",
-                             "--skip-ansible"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, preexec_fn=as_from_a_terminal,
-                            cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcbench", "deploy", "--env", "local", "--skip-ansible"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=as_from_a_terminal,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     try:
         for _ in range(600):  # bounded: 60 s for the apply to start
             applies = [c for c in fake_tf.calls() if c["argv"][0] == "apply"]
@@ -333,11 +340,12 @@ def test_ansible_ssh_masters_are_ended_with_the_run(
     stopping the group (Ctrl-C, a timeout) would leave them: each run gets a control
     folder of its own, and each master in it is told to exit when the run ends."""
     log = _fake_ansible(
-        tmp_path, monkeypatch,
+        tmp_path,
+        monkeypatch,
         'touch "$ANSIBLE_SSH_CONTROL_PATH_DIR/0123456789"\n'
         + ("exec sleep 600" if ends == "hangs" else "exit 0"),
         f'echo "$@" >> {tmp_path / "ssh.log"}',
-    )  # fmt: skip
+    )
     monkeypatch.setenv("HPCBENCH_ANSIBLE_TIMEOUT_S", "1")
     if ends == "hangs":
         with pytest.raises(deploy.bounded.Timeout):
@@ -355,14 +363,18 @@ def test_a_second_ctrl_c_while_the_masters_are_ended_comes_after_them(
 ) -> None:
     # Each `ssh -O exit` meets a Ctrl-C (to this process) first.
     log = _fake_ansible(
-        tmp_path, monkeypatch, 'cd "$ANSIBLE_SSH_CONTROL_PATH_DIR" && touch a b c',
+        tmp_path,
+        monkeypatch,
+        'cd "$ANSIBLE_SSH_CONTROL_PATH_DIR" && touch a b c',
         f'kill -INT $PPID\nsleep 0.2\necho "$@" >> {tmp_path / "ssh.log"}',
-    )  # fmt: skip
+    )
     with pytest.raises(KeyboardInterrupt):
         deploy.run_ansible("local")
     assert sorted(line.split("/")[-1].split()[0] for line in log.read_text().splitlines()) == [
-        "a", "b", "c",
-    ]  # fmt: skip
+        "a",
+        "b",
+        "c",
+    ]
 
 
 # --- bad input: one line, exit 2, nothing launched -------------------------------
@@ -493,8 +505,7 @@ def _lease(state: Path, name: str, cancel: list[str], what: str = "GPULab job 42
     folder = state / "leases"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = folder / f"{name}.json"
-    path.write_text(json.dumps({"what": what, "created": "2026-11-23T07:00:00Z",
-                                "cancel": cancel}))  # fmt: skip
+    path.write_text(json.dumps({"what": what, "created": "2026-11-23T07:00:00Z", "cancel": cancel}))
     path.chmod(0o600)
     return path
 
@@ -588,9 +599,21 @@ def test_a_failed_module_script_is_named_by_its_own_last_line(tmp_path: Path) ->
     env = {**os.environ, "TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1"}
     env.pop("TF_CLI_CONFIG_FILE", None)
     tf = find_binary()
-    subprocess.run([tf, "init", "-no-color"], cwd=tmp_path, env=env, capture_output=True,
-                   check=True, timeout=120)  # fmt: skip
-    out = subprocess.run([tf, "apply", "-auto-approve", "-no-color"], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [tf, "init", "-no-color"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    out = subprocess.run(
+        [tf, "apply", "-auto-approve", "-no-color"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode != 0
     assert summarize_error(out.stdout + out.stderr) == said

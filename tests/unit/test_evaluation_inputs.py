@@ -24,9 +24,18 @@ def test_bench_links_refuses_hostile_rates_and_envs(tmp_path, argv, message):
     marker = tmp_path / "ran"
     argv = [a.format(marker=marker) for a in argv]
     proc = subprocess.run(
-        [sys.executable, str(REPO / "evaluation" / "bench_testbed_links.py"), *argv,
-         "--reshape", f"touch {marker}", "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(REPO / "evaluation" / "testbed_links.py"),
+            *argv,
+            "--reshape",
+            f"touch {marker}",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and message in proc.stderr
     assert not marker.exists() and not (tmp_path / "out").exists()

@@ -47,8 +47,9 @@ def test_json_follows_the_schema_and_holds_what_the_report_shows(tmp_path, capsy
 def test_csv_has_every_field_and_the_same_rows(tmp_path, capsys):
     store = _store(tmp_path)
     document = json.loads(_printed(capsys, "--out", str(store.dir), "--format", "json"))
-    rows = list(csv.DictReader(io.StringIO(_printed(capsys, "--out", str(store.dir),
-                                                    "--format", "csv"))))  # fmt: skip
+    rows = list(
+        csv.DictReader(io.StringIO(_printed(capsys, "--out", str(store.dir), "--format", "csv")))
+    )
     record = SCHEMA["properties"]["configurations"]["items"]
     assert list(rows[0]) == list(export.FIELDS) == record["required"]
     assert len(rows) == len(document["configurations"])
@@ -72,9 +73,21 @@ def test_every_field_is_documented():
 
 
 def test_a_figure_that_is_not_a_number_is_null():
-    summary = ConfigSummary(env="e", model="m", backend="ddp", batch=8, image_size=32,
-                            data="synthetic", gpus_per_node=1, nodes=1, workers=1, runs=1,
-                            failed=0, images_per_sec=float("nan"), ci95=float("inf"))  # fmt: skip
+    summary = ConfigSummary(
+        env="e",
+        model="m",
+        backend="ddp",
+        batch=8,
+        image_size=32,
+        data="synthetic",
+        gpus_per_node=1,
+        nodes=1,
+        workers=1,
+        runs=1,
+        failed=0,
+        images_per_sec=float("nan"),
+        ci95=float("inf"),
+    )
     document = json.loads(export.as_json([export.configuration(summary)]))
     jsonschema.validate(document, SCHEMA)
     assert document["configurations"][0]["images_per_sec"] is None
@@ -93,23 +106,64 @@ def test_a_store_with_nothing_usable_says_how_many_lines_and_why(tmp_path, capsy
 # Text a spreadsheet would run, and text around it: names and titles come from files.
 _TEXT = st.one_of(
     st.text(max_size=30),
-    st.builds(lambda c, t: c + t, st.sampled_from([*export.FORMULA_START, "'", " ", "\0"]),
-              st.text(max_size=20)),
-    st.sampled_from(["=HYPERLINK(\"http://x\")", "@SUM(A1)", "+1+cmd|' /C calc'!A0", "-2+3",
-                     "=1", "\t=1", "\r=1", "-", "'=already"]),
-)  # fmt: skip
+    st.builds(
+        lambda c, t: c + t,
+        st.sampled_from([*export.FORMULA_START, "'", " ", "\0"]),
+        st.text(max_size=20),
+    ),
+    st.sampled_from(
+        [
+            '=HYPERLINK("http://x")',
+            "@SUM(A1)",
+            "+1+cmd|' /C calc'!A0",
+            "-2+3",
+            "=1",
+            "\t=1",
+            "\r=1",
+            "-",
+            "'=already",
+        ]
+    ),
+)
 _NUMBER = st.one_of(
     st.integers(-(10**30), 10**30), st.floats(allow_nan=False, allow_infinity=False)
 )
-_TEXT_FIELDS = ("env", "model", "backend", "data", "method", "ci_method", "straggler",
-                "cpu_limit", "link_rate")  # fmt: skip
-_NUMBER_FIELDS = ("batch", "image_size", "gpus_per_node", "nodes", "workers", "runs", "failed",
-                  "images_per_sec", "ci95", "efficiency", "speedup", "exposed_comm_s")  # fmt: skip
+_TEXT_FIELDS = (
+    "env",
+    "model",
+    "backend",
+    "data",
+    "method",
+    "ci_method",
+    "straggler",
+    "cpu_limit",
+    "link_rate",
+)
+_NUMBER_FIELDS = (
+    "batch",
+    "image_size",
+    "gpus_per_node",
+    "nodes",
+    "workers",
+    "runs",
+    "failed",
+    "images_per_sec",
+    "ci95",
+    "efficiency",
+    "speedup",
+    "exposed_comm_s",
+)
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, database=None)
-@given(st.fixed_dictionaries({**{f: _TEXT for f in _TEXT_FIELDS + ("testbed", "title")},
-                              **{f: _NUMBER for f in _NUMBER_FIELDS}}))  # fmt: skip
+@given(
+    st.fixed_dictionaries(
+        {
+            **{f: _TEXT for f in _TEXT_FIELDS + ("testbed", "title")},
+            **{f: _NUMBER for f in _NUMBER_FIELDS},
+        }
+    )
+)
 def test_no_text_cell_a_spreadsheet_would_run_and_numbers_stay_numbers(values) -> None:
     summary = ConfigSummary(**{k: v for k, v in values.items() if k not in ("testbed", "title")})
     record = export.configuration(summary, testbed=values["testbed"], title=values["title"])

@@ -15,11 +15,25 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 
 def point(n: int, e: float, low: float, high: float, at: float) -> ConfigSummary:
-    return ConfigSummary(env="e", model="m", backend="ddp", batch=8, image_size=32,
-                         data="synthetic", gpus_per_node=1, nodes=n, workers=n, runs=2, failed=0,
-                         images_per_sec=10.0 * n * e, efficiency=e, efficiency_ci95=0.05,
-                         predicted_efficiency_low=low, predicted_efficiency_high=high,
-                         predicted_efficiency=at)  # fmt: skip
+    return ConfigSummary(
+        env="e",
+        model="m",
+        backend="ddp",
+        batch=8,
+        image_size=32,
+        data="synthetic",
+        gpus_per_node=1,
+        nodes=n,
+        workers=n,
+        runs=2,
+        failed=0,
+        images_per_sec=10.0 * n * e,
+        efficiency=e,
+        efficiency_ci95=0.05,
+        predicted_efficiency_low=low,
+        predicted_efficiency_high=high,
+        predicted_efficiency=at,
+    )
 
 
 CURVE = figures.Curve("a", "C0", [point(1, 1.0, 1.0, 1.0, 1.0), point(4, 0.6, 0.5, 0.7, 0.65)])
@@ -27,9 +41,11 @@ CURVE = figures.Curve("a", "C0", [point(1, 1.0, 1.0, 1.0, 1.0), point(4, 0.6, 0.
 
 @pytest.mark.parametrize(
     ("point_prediction", "labels"),
-    [(False, {"a measured", "a predicted", "ideal"}),
-     (True, {"a measured", "a predicted (band shaded)", "ideal"})],
-)  # fmt: skip
+    [
+        (False, {"a measured", "a predicted", "ideal"}),
+        (True, {"a measured", "a predicted (band shaded)", "ideal"}),
+    ],
+)
 def test_the_panel_shows_measured_band_and_ideal(point_prediction: bool, labels: set[str]):
     fig, ax = plt.subplots()
     figures.efficiency_panel(ax, [CURVE], "workers", point_prediction=point_prediction)

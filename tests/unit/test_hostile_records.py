@@ -35,23 +35,53 @@ class Raw(str):
 HOSTILE_RAW = [
     Raw("1" + "0" * 400),  # 10**400: an int no float holds
     Raw("-" + "9" * 5000),  # more digits than int() reads by default
-    Raw("1e400"), Raw("-1e400"), Raw("NaN"), Raw("Infinity"), Raw("-Infinity"),
-    Raw("1.7976931348623157e308"), Raw("5e-324"), Raw("-0.0"),
+    Raw("1e400"),
+    Raw("-1e400"),
+    Raw("NaN"),
+    Raw("Infinity"),
+    Raw("-Infinity"),
+    Raw("1.7976931348623157e308"),
+    Raw("5e-324"),
+    Raw("-0.0"),
     Raw("[" * 3000 + "]" * 3000),  # deeper than the parser's recursion
     Raw('"\\ud800"'),  # a lone surrogate: no UTF-8 encodes it
     Raw('{"a": ' * 200 + "1" + "}" * 200),
-]  # fmt: skip
+]
 HOSTILE = st.one_of(
     st.sampled_from(HOSTILE_RAW),
-    st.sampled_from([None, True, False, 0, -1, 2**63, 1e308, -1e308, 1e-308, "", "0", "nan",
-                     "\u202e\u0000\x1b[31m", [], {}, [[]], [None], {"": None}]),
+    st.sampled_from(
+        [
+            None,
+            True,
+            False,
+            0,
+            -1,
+            2**63,
+            1e308,
+            -1e308,
+            1e-308,
+            "",
+            "0",
+            "nan",
+            "\u202e\u0000\x1b[31m",
+            [],
+            {},
+            [[]],
+            [None],
+            {"": None},
+        ]
+    ),
     st.integers(),
     st.floats(),
     st.text(max_size=8),
-    st.recursive(st.none() | st.integers() | st.text(max_size=3),
-                 lambda inner: st.lists(inner, max_size=3)
-                 | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=6),
-)  # fmt: skip
+    st.recursive(
+        st.none() | st.integers() | st.text(max_size=3),
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+        ),
+        max_leaves=6,
+    ),
+)
 
 
 def _dump(value: Any) -> str:
@@ -75,29 +105,45 @@ def run_record(draw: st.DrawFn) -> dict[str, Any]:
     nodes = draw(st.integers(1, 4))
     workers = nodes * draw(st.integers(1, 2))
     record: dict[str, Any] = {
-        "kind": "run", "env": draw(_NAME), "model": draw(st.sampled_from(["resnet50", "m"])),
+        "kind": "run",
+        "env": draw(_NAME),
+        "model": draw(st.sampled_from(["resnet50", "m"])),
         "backend": draw(st.sampled_from(["ddp", "horovod"])),
-        "batch": draw(st.sampled_from([8, 32])), "image_size": 224, "data": "synthetic",
-        "gpus_per_node": 1, "nodes": nodes, "workers": workers,
-        "method": "link_rate=1gbit launcher=torchrun", "repeat": draw(st.integers(0, 2)),
+        "batch": draw(st.sampled_from([8, 32])),
+        "image_size": 224,
+        "data": "synthetic",
+        "gpus_per_node": 1,
+        "nodes": nodes,
+        "workers": workers,
+        "method": "link_rate=1gbit launcher=torchrun",
+        "repeat": draw(st.integers(0, 2)),
         "link_rate": "1gbit",
-    }  # fmt: skip
+    }
     if draw(st.booleans()):
         record |= {"status": "failed", "error": draw(st.sampled_from(["timed out\nlast", ""]))}
         return record
     record |= {
-        "status": "ok", "steps": draw(st.integers(1, 20)), "window_times": draw(_TIMES),
+        "status": "ok",
+        "steps": draw(st.integers(1, 20)),
+        "window_times": draw(_TIMES),
         "data_time_fraction": draw(st.none() | st.floats(0, 1)),
         "allreduce_bytes": draw(st.sampled_from([None, 4.0, 102e6])),
         "weights_in_sync": draw(st.sampled_from([True, False, None])),
         "rank_window_times": draw(st.lists(_TIMES, min_size=workers, max_size=workers)),
         "fingerprint": {"hosts": [f"n{i}" for i in range(workers)], "torch": "2.5"},
-        "grad_timeline": draw(st.lists(st.tuples(st.floats(0, 1), st.integers(0, 10**8)).map(
-            list), max_size=3)),
-        "nodes_use": {"per_host": [{"cpu_util": draw(st.floats(0, 1)), "cpu_limit": "1 core",
-                                    "net": {"eth0": {"rx_bytes_per_s": 1e6,
-                                                     "tx_bytes_per_s": 2e6}}}]},
-    }  # fmt: skip
+        "grad_timeline": draw(
+            st.lists(st.tuples(st.floats(0, 1), st.integers(0, 10**8)).map(list), max_size=3)
+        ),
+        "nodes_use": {
+            "per_host": [
+                {
+                    "cpu_util": draw(st.floats(0, 1)),
+                    "cpu_limit": "1 core",
+                    "net": {"eth0": {"rx_bytes_per_s": 1e6, "tx_bytes_per_s": 2e6}},
+                }
+            ]
+        },
+    }
     return record
 
 
@@ -105,19 +151,45 @@ def run_record(draw: st.DrawFn) -> dict[str, Any]:
 def probe_record(draw: st.DrawFn) -> dict[str, Any]:
     sizes = draw(st.lists(st.sampled_from([4096, 1 << 20, 1 << 26]), min_size=1, max_size=3))
     return {
-        "kind": "probe", "env": draw(_NAME), "backend": draw(st.sampled_from(["ddp", "horovod"])),
-        "nodes": 2, "workers": draw(st.sampled_from([2, 4])), "status": "ok",
-        "results": [{"bytes": s, "time_s": draw(st.floats(1e-5, 2)), "busbw": 1e8, "algbw": 1e8,
-                     "cpu_s": 0.001} for s in sizes],
-        "cpu_work": {"lost_s_per_byte": 1e-9, "background_share": 0.1, "allreduces": 4,
-                     "bytes": sizes[0], "per_rank": [{"wall_s": 0.5}]},
-    }  # fmt: skip
+        "kind": "probe",
+        "env": draw(_NAME),
+        "backend": draw(st.sampled_from(["ddp", "horovod"])),
+        "nodes": 2,
+        "workers": draw(st.sampled_from([2, 4])),
+        "status": "ok",
+        "results": [
+            {
+                "bytes": s,
+                "time_s": draw(st.floats(1e-5, 2)),
+                "busbw": 1e8,
+                "algbw": 1e8,
+                "cpu_s": 0.001,
+            }
+            for s in sizes
+        ],
+        "cpu_work": {
+            "lost_s_per_byte": 1e-9,
+            "background_share": 0.1,
+            "allreduces": 4,
+            "bytes": sizes[0],
+            "per_rank": [{"wall_s": 0.5}],
+        },
+    }
 
 
 def convergence_record() -> dict[str, Any]:
-    return {"kind": "convergence", "target_ci": 0.05, "configs": [
-        {"label": "batch 8, 1 node(s), 1 worker(s)", "stopped": "max repeats", "runs": 2,
-         "relative_ci": 0.1}]}  # fmt: skip
+    return {
+        "kind": "convergence",
+        "target_ci": 0.05,
+        "configs": [
+            {
+                "label": "batch 8, 1 node(s), 1 worker(s)",
+                "stopped": "max repeats",
+                "runs": 2,
+                "relative_ci": 0.1,
+            }
+        ],
+    }
 
 
 # ---------------------------------------------------------------------- mutations
@@ -156,15 +228,21 @@ def mutated(draw: st.DrawFn, record: dict[str, Any]) -> dict[str, Any]:
 
 
 # Values whose type differs between records: each record picks one for the same field.
-MIXED = {"env": ["a", 3, 2.5, None, True], "model": ["m", 7, None],
-         "image_size": [224, "224", None], "gpus_per_node": [1, "1", None],
-         "method": ["x", 1, None], "data": ["synthetic", 0, None]}  # fmt: skip
+MIXED = {
+    "env": ["a", 3, 2.5, None, True],
+    "model": ["m", 7, None],
+    "image_size": [224, "224", None],
+    "gpus_per_node": [1, "1", None],
+    "method": ["x", 1, None],
+    "data": ["synthetic", 0, None],
+}
 
 
 @st.composite
 def line(draw: st.DrawFn) -> bytes:
-    record = draw(st.one_of(run_record(), run_record(), probe_record(),
-                            st.builds(convergence_record)))  # fmt: skip
+    record = draw(
+        st.one_of(run_record(), run_record(), probe_record(), st.builds(convergence_record))
+    )
     if record["kind"] == "run" and draw(st.booleans()):
         field = draw(st.sampled_from(sorted(MIXED)))
         record[field] = draw(st.sampled_from(MIXED[field]))
@@ -220,17 +298,27 @@ def _check(folder: Path, fmt: str, rc: int, out: str, err: str) -> None:
     assert all(x.startswith("hpcbench: ") for x in lines), err
 
 
-_SETTINGS = settings(max_examples=80, deadline=None, derandomize=True, database=None,
-                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                            HealthCheck.function_scoped_fixture])  # fmt: skip
+_SETTINGS = settings(
+    max_examples=80,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 
 
 @_SETTINGS
 @given(store_bytes(), st.sampled_from(["json", "json", "csv"]))
 def test_report_on_hostile_records_exits_0_or_2_never_a_traceback(
-    tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str],
-    data: bytes, fmt: str,
-) -> None:  # fmt: skip
+    tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+    data: bytes,
+    fmt: str,
+) -> None:
     folder = tmp_path_factory.mktemp("store")
     (folder / RESULTS_FILE).write_bytes(data)
     _check(folder, fmt, *_report(folder, fmt, capsys))
@@ -247,9 +335,23 @@ def test_the_html_report_on_hostile_records_exits_0_or_2(
 
 
 def _good_run(**changes: Any) -> dict[str, Any]:
-    run = {"schema": 1, "kind": "run", "env": "vw", "model": "m", "backend": "ddp", "batch": 8,
-           "image_size": 224, "data": "synthetic", "gpus_per_node": 1, "nodes": 1, "workers": 1,
-           "repeat": 0, "status": "ok", "steps": 10, "window_times": [1.0, 1.1]}  # fmt: skip
+    run = {
+        "schema": 1,
+        "kind": "run",
+        "env": "vw",
+        "model": "m",
+        "backend": "ddp",
+        "batch": 8,
+        "image_size": 224,
+        "data": "synthetic",
+        "gpus_per_node": 1,
+        "nodes": 1,
+        "workers": 1,
+        "repeat": 0,
+        "status": "ok",
+        "steps": 10,
+        "window_times": [1.0, 1.1],
+    }
     return {**run, **changes}
 
 
@@ -265,12 +367,22 @@ NAMED_CASES = {
     "deep nesting": _dump(_good_run(window_times=Raw("[" * 5000 + "]" * 5000))),
     "not UTF-8": _dump(_good_run()).replace('"vw"', '"v\udcffw"'),
     "a lone surrogate": _dump(_good_run(model=Raw('"\\ud800"'))),
-    "a probe's time of zero": _dump({"schema": 1, "kind": "probe", "env": "vw", "backend": "ddp",
-                                     "nodes": 2, "workers": 2, "status": "ok", "results": [
-                                         {"bytes": 4, "time_s": 1e-320, "busbw": 1e308}]}),
-    "a key that breaks the line": _dump(_good_run(nodes_use={"per_host": [
-        {"net": {"eth0\n\x1b[31mX": {"rx_bytes_per_s": "x"}}}]})),
-}  # fmt: skip
+    "a probe's time of zero": _dump(
+        {
+            "schema": 1,
+            "kind": "probe",
+            "env": "vw",
+            "backend": "ddp",
+            "nodes": 2,
+            "workers": 2,
+            "status": "ok",
+            "results": [{"bytes": 4, "time_s": 1e-320, "busbw": 1e308}],
+        }
+    ),
+    "a key that breaks the line": _dump(
+        _good_run(nodes_use={"per_host": [{"net": {"eth0\n\x1b[31mX": {"rx_bytes_per_s": "x"}}}]})
+    ),
+}
 
 
 @pytest.mark.parametrize("case", sorted(NAMED_CASES))
@@ -289,8 +401,11 @@ def test_a_named_hostile_line_is_skipped_and_counted(
 def test_a_failed_run_without_an_error_text_is_a_failed_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    lines = [_dump(_good_run()), _dump(_good_run(repeat=1, status="failed")),
-             _dump(_good_run(repeat=2, status="failed", error=""))]  # fmt: skip
+    lines = [
+        _dump(_good_run()),
+        _dump(_good_run(repeat=1, status="failed")),
+        _dump(_good_run(repeat=2, status="failed", error="")),
+    ]
     (tmp_path / RESULTS_FILE).write_text("\n".join(lines) + "\n")
     rc, _, err = _report(tmp_path, "html", capsys)
     assert rc == 0, err
@@ -314,8 +429,12 @@ def test_a_gradient_timeline_whose_sums_overflow_is_not_used(
 def test_a_convergence_record_without_its_interval_reads_as_no_interval(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    convergence = {"schema": 1, "kind": "convergence", "target_ci": 0.05, "configs": [
-        {"label": "batch 8", "stopped": "max repeats", "runs": 1}]}  # fmt: skip
+    convergence = {
+        "schema": 1,
+        "kind": "convergence",
+        "target_ci": 0.05,
+        "configs": [{"label": "batch 8", "stopped": "max repeats", "runs": 1}],
+    }
     (tmp_path / RESULTS_FILE).write_text(f"{_dump(_good_run())}\n{_dump(convergence)}\n")
     rc, _, err = _report(tmp_path, "html", capsys)
     assert rc == 0, err

@@ -43,8 +43,9 @@ def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([node.module] if node.module else []))
             # `from pkg import mod` imports pkg.mod when that is a module, else pkg.
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
-                       for a in node.names]  # fmt: skip
+            targets = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names
+            ]
         else:
             continue
         edges.update(t for t in targets if t in known and t != name)

@@ -51,8 +51,9 @@ def test_auto_decodes_on_the_device_only_with_cuda(monkeypatch) -> None:
     monkeypatch.setattr(inputs, "device_decode_works", lambda d: "decode_jpeg on cuda failed: x")
     decoder, note = inputs.choose_decoder("auto", gpu)
     assert decoder == "workers" and note.startswith("decode_jpeg on cuda failed: x; ")
-    with pytest.raises(SystemExit, match="--decode device: decode_jpeg on cuda failed: x; "
-                                         "use --decode workers"):  # fmt: skip
+    with pytest.raises(
+        SystemExit, match="--decode device: decode_jpeg on cuda failed: x; use --decode workers"
+    ):
         inputs.choose_decoder("device", gpu)
 
 
@@ -62,15 +63,16 @@ def _folder(root: Path, colours: list[tuple[int, int, int]], fmt: str = "JPEG") 
         folder.mkdir(parents=True)
         for i in range(3):
             Image.new("RGB", (60 + 7 * i, 40 + 5 * i), colour).save(
-                folder / f"{i}.JPEG", fmt, quality=95)
+                folder / f"{i}.JPEG", fmt, quality=95
+            )
     return root
 
 
 def _batches(root: Path, decode: str, batch: int = 4) -> inputs.Batches:
-    args = argparse.Namespace(data=str(root), decode=decode, batch=batch, image_size=16,
-                              seed=0, data_workers=0)  # fmt: skip
-    return inputs.Batches(args, rank=0, size=1, device=CPU,
-                          memory_format=torch.channels_last)  # fmt: skip
+    args = argparse.Namespace(
+        data=str(root), decode=decode, batch=batch, image_size=16, seed=0, data_workers=0
+    )
+    return inputs.Batches(args, rank=0, size=1, device=CPU, memory_format=torch.channels_last)
 
 
 @pytest.mark.parametrize("decode", ["device", "workers"])

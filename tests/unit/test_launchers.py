@@ -209,12 +209,26 @@ def test_every_command_starts_on_the_leash_with_the_time_limit(launcher, remote)
 def test_the_launch_environment_passes_named_variables_only(monkeypatch) -> None:
     from hpcbench.launchers.base import launch_environ
 
-    kept = {"PATH": "/bin", "PYTHONPATH": "/src", "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": "0",
-            "NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": "2", "LC_ALL": "C.UTF-8"}  # fmt: skip
-    dropped = {"PYTHONSTARTUP": "/tmp/s.py", "PYTHONINSPECT": "1", "PYTHONHOME": "/elsewhere",
-               "PYTHONBREAKPOINT": "pdb.set_trace", "PYTHON_KEYRING_PASSWORD": "s3cret",
-               "TORCH_HUB_TOKEN": "s3cret", "NCCL_API_KEY": "s3cret",
-               "HPCBENCH_PEM_PASSWORD": "s3cret", "AWS_SECRET_ACCESS_KEY": "s3cret"}  # fmt: skip
+    kept = {
+        "PATH": "/bin",
+        "PYTHONPATH": "/src",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONHASHSEED": "0",
+        "NCCL_DEBUG": "INFO",
+        "OMP_NUM_THREADS": "2",
+        "LC_ALL": "C.UTF-8",
+    }
+    dropped = {
+        "PYTHONSTARTUP": "/tmp/s.py",
+        "PYTHONINSPECT": "1",
+        "PYTHONHOME": "/elsewhere",
+        "PYTHONBREAKPOINT": "pdb.set_trace",
+        "PYTHON_KEYRING_PASSWORD": "s3cret",
+        "TORCH_HUB_TOKEN": "s3cret",
+        "NCCL_API_KEY": "s3cret",
+        "HPCBENCH_PEM_PASSWORD": "s3cret",
+        "AWS_SECRET_ACCESS_KEY": "s3cret",
+    }
     for name in list(os.environ):
         monkeypatch.delenv(name)
     for name, value in {**kept, **dropped}.items():

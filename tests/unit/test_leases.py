@@ -71,10 +71,14 @@ def test_hanging_cancel_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.parametrize(
     "body",
-    ["{broken", json.dumps({"what": "x"}), json.dumps({"what": "x", "cancel": []}),
-     json.dumps({"what": "x", "cancel": "gpulab-cli cancel 1"})],
+    [
+        "{broken",
+        json.dumps({"what": "x"}),
+        json.dumps({"what": "x", "cancel": []}),
+        json.dumps({"what": "x", "cancel": "gpulab-cli cancel 1"}),
+    ],
     ids=["syntax", "no-cancel", "empty", "string"],
-)  # fmt: skip
+)
 def test_unreadable_lease_counts_as_held(tmp_path: Path, body: str) -> None:
     folder = leases.lease_dir(tmp_path)
     folder.mkdir()

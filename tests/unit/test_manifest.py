@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from hpcbench import manifest, paths, specs, ssh, testbed
+from hpcbench import manifest, nodeset, paths, specs, ssh
 from hpcbench.errors import UsageError
 from hpcbench.launchers import get
 from hpcbench.ssh import SshAccess
@@ -38,8 +38,13 @@ def test_rendered_like_sha256sum_and_parsed_back(bench):
     assert text.splitlines()[1].endswith("  train.py")
     assert manifest.parse(text) == manifest.compute(bench)
     if shutil.which("sha256sum"):  # the role's tool, run as it would on a node
-        out = subprocess.run(["sha256sum", "models/a.json", "train.py"], cwd=bench,
-                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        out = subprocess.run(
+            ["sha256sum", "models/a.json", "train.py"],
+            cwd=bench,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert out == text
 
 
@@ -54,19 +59,19 @@ def test_a_manifest_matches_only_the_same_files_and_contents(bench):
     assert not manifest.matches(expected, text.splitlines()[0] + "\n")
 
 
-def _deployed(nodes: int = 2) -> testbed.Testbed:
-    return testbed.Testbed(
+def _deployed(nodes: int = 2) -> nodeset.Testbed:
+    return nodeset.Testbed(
         env="local",
         nodes=[
-            testbed.Node(f"n{i}", f"10.0.0.{i}", 0, SshAccess("127.0.0.1", 2220 + i))
+            nodeset.Node(f"n{i}", f"10.0.0.{i}", 0, SshAccess("127.0.0.1", 2220 + i))
             for i in range(nodes)
-        ],  # fmt: skip
+        ],
         head="n0",
         bench_dir="/opt/hpcbench/bench",
     )
 
 
-def _target(tb: testbed.Testbed) -> Target:
+def _target(tb: nodeset.Testbed) -> Target:
     return Target(tb, [len(tb.nodes)], None, "horovod", get("auto", "horovod"))
 
 
@@ -103,10 +108,10 @@ def test_prepare_passes_matching_nodes_and_names_unreachable_ones(bench, monkeyp
 def test_hosts_on_a_shared_file_system_skip_the_manifest(monkeypatch):
     calls = []
     monkeypatch.setattr(ssh, "call", lambda a, c, timeout_s=30: calls.append(c) or ssh.Reply())
-    tb = testbed.from_hosts([testbed.HostSlots("h0", 1), testbed.HostSlots("h1", 1)])
+    tb = nodeset.from_hosts([nodeset.HostSlots("h0", 1), nodeset.HostSlots("h1", 1)])
     assert tb.kind is specs.TestbedKind.HOSTS
     _target(tb).prepare()
     assert calls == ["true", "true"]
     calls.clear()
-    _target(testbed.localhost(cores=2)).prepare()  # nothing to reach
+    _target(nodeset.localhost(cores=2)).prepare()  # nothing to reach
     assert calls == []

@@ -90,16 +90,39 @@ def test_bytes_per_interface_leave_loopback_out(tmp_path) -> None:
 
 
 def test_report_figures_from_node_use_and_rank_windows() -> None:
-    run = {"kind": "run", "status": "ok", "env": "e", "model": "m", "backend": "ddp",
-           "batch": 8, "image_size": 32, "data": "synthetic", "gpus_per_node": 1, "nodes": 2,
-           "workers": 2, "repeat": 0, "steps": 10, "window_times": [2.0, 2.0],
-           "rank_window_times": [[1.0, 2.0], [2.0, 1.0], [1.0, 1.0]],
-           "fingerprint": {"hosts": ["a", "b", "c"]},
-           "nodes_use": {"per_host": [
-               {"host": "a", "cpu_util": 0.5, "cpu_limit": "cgroup quota 50000/100000 us",
-                "net": {"eth0": {"rx_bytes_per_s": 10.0, "tx_bytes_per_s": 30.0}}},
-               {"host": "b", "cpu_util": 0.7,
-                "net": {"eth0": {"rx_bytes_per_s": 50.0, "tx_bytes_per_s": 1.0}}}]}}  # fmt: skip
+    run = {
+        "kind": "run",
+        "status": "ok",
+        "env": "e",
+        "model": "m",
+        "backend": "ddp",
+        "batch": 8,
+        "image_size": 32,
+        "data": "synthetic",
+        "gpus_per_node": 1,
+        "nodes": 2,
+        "workers": 2,
+        "repeat": 0,
+        "steps": 10,
+        "window_times": [2.0, 2.0],
+        "rank_window_times": [[1.0, 2.0], [2.0, 1.0], [1.0, 1.0]],
+        "fingerprint": {"hosts": ["a", "b", "c"]},
+        "nodes_use": {
+            "per_host": [
+                {
+                    "host": "a",
+                    "cpu_util": 0.5,
+                    "cpu_limit": "cgroup quota 50000/100000 us",
+                    "net": {"eth0": {"rx_bytes_per_s": 10.0, "tx_bytes_per_s": 30.0}},
+                },
+                {
+                    "host": "b",
+                    "cpu_util": 0.7,
+                    "net": {"eth0": {"rx_bytes_per_s": 50.0, "tx_bytes_per_s": 1.0}},
+                },
+            ]
+        },
+    }
     [s] = analysis.summarise([run])
     assert s.straggler_lead == 1.0  # each window: slowest 2 s, median 1 s
     assert s.straggler in ("a", "b")

@@ -80,8 +80,11 @@ def test_awkward_cells_are_text_in_html():
 
 def test_titles_headings_paragraphs_items_and_alt_texts_are_escaped_in_both():
     name = "<b>x</b> & [a](javascript:alert(1))"
-    doc = Page(name, [Section(name, [Paragraph(name), Bullets([name]), Image("p.png", name)])],
-               html_title=name)  # fmt: skip
+    doc = Page(
+        name,
+        [Section(name, [Paragraph(name), Bullets([name]), Image("p.png", name)])],
+        html_title=name,
+    )
     parsed = Parsed(page.to_html(doc))
     assert "b" not in parsed.tags and "a" not in parsed.tags
     assert parsed.text["title"] == parsed.text["h1"] == parsed.text["h2"] == [name]
@@ -92,14 +95,24 @@ def test_titles_headings_paragraphs_items_and_alt_texts_are_escaped_in_both():
 
 
 def test_markdown_blocks_stay_what_they_are():
-    blocks = [Paragraph("# not a heading"), Paragraph("1. not a list"), Paragraph("    not code"),
-              Bullets(["- one item", "```"]),
-              Paragraph("paragraph\n\n## not a heading either")]  # fmt: skip
+    blocks = [
+        Paragraph("# not a heading"),
+        Paragraph("1. not a list"),
+        Paragraph("    not code"),
+        Bullets(["- one item", "```"]),
+        Paragraph("paragraph\n\n## not a heading either"),
+    ]
     doc = Page("t #", [Section("h", blocks)])
     md = page.to_markdown(doc)
     assert md.startswith("# t \\#\n")  # a closing '#' would be dropped from the heading
-    for line in ("\\# not a heading", "1\\. not a list", "not code", "- \\- one item",
-                 "- \\```", "paragraph  ## not a heading either"):  # fmt: skip
+    for line in (
+        "\\# not a heading",
+        "1\\. not a list",
+        "not code",
+        "- \\- one item",
+        "- \\```",
+        "paragraph  ## not a heading either",
+    ):
         assert f"\n{line}\n" in md, line
 
 
@@ -120,16 +133,32 @@ def test_image_paths_are_links_to_the_file_in_both():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.text(), min_size=3, max_size=3), min_size=1, max_size=4),
-       st.lists(st.text(), min_size=3, max_size=3))  # fmt: skip
+@given(
+    st.lists(st.lists(st.text(), min_size=3, max_size=3), min_size=1, max_size=4),
+    st.lists(st.text(), min_size=3, max_size=3),
+)
 def test_generated_text_keeps_the_columns_and_never_makes_a_tag(rows, header):
     doc = one_table(header, rows)
     md_lines = md_rows(page.to_markdown(doc))
     assert len(md_lines) == 2 + len(rows) and all(columns(line) == 3 for line in md_lines)
     assert not re.search(r"[<>]", page.to_markdown(doc))
     parsed = Parsed(page.to_html(doc))
-    structure = ["html", "head", "meta", "title", "style", "body", "h1", "h2", "table", "thead",
-                 "tr", *["th"] * 3, "tbody", *(["tr"] + ["td"] * 3) * len(rows)]  # fmt: skip
+    structure = [
+        "html",
+        "head",
+        "meta",
+        "title",
+        "style",
+        "body",
+        "h1",
+        "h2",
+        "table",
+        "thead",
+        "tr",
+        *["th"] * 3,
+        "tbody",
+        *(["tr"] + ["td"] * 3) * len(rows),
+    ]
     assert parsed.tags == structure
 
 

@@ -6,61 +6,60 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import cli, predict, prediction
-from hpcbench.prediction import Message
+from hpcbench import allreduce_model, cli, predict
+from hpcbench.allreduce_model import Message
 from hpcbench.store import Store
 
 
 def test_gradients_are_ready_in_reverse_layer_order_by_flops():
     # Three layers; the last one's backward runs first.
-    grads = prediction.gradient_timeline([(4.0, 1.0), (0.0, 2.0), (8.0, 1.0)], backward_s=4.0)
+    grads = allreduce_model.gradient_timeline([(4.0, 1.0), (0.0, 2.0), (8.0, 1.0)], backward_s=4.0)
     assert grads == [Message(8.0, 1.0), Message(4.0, 4.0)]  # the middle one has no weights
 
 
 def test_ddp_buckets_fill_to_the_cap_with_a_small_first_bucket():
     mib = 1024**2
     grads = [Message(0.6 * mib, t) for t in (1, 2, 3, 4, 5)]
-    buckets = prediction.ddp_buckets(grads, cap=1.5 * mib, first_cap=1 * mib)
-    assert [(round(b.bytes / mib, 1), b.ready_s) for b in buckets] == [
-        (1.2, 2), (1.8, 5)]  # fmt: skip
+    buckets = allreduce_model.ddp_buckets(grads, cap=1.5 * mib, first_cap=1 * mib)
+    assert [(round(b.bytes / mib, 1), b.ready_s) for b in buckets] == [(1.2, 2), (1.8, 5)]
 
 
 def test_horovod_fuses_what_is_ready_in_one_cycle_up_to_the_threshold():
     grads = [Message(10, 0.0001), Message(10, 0.0002), Message(10, 0.0015), Message(30, 0.0016)]
-    fused = prediction.Grouping("horovod", message_bytes=35, cycle_s=1e-3)(grads)
+    fused = allreduce_model.Grouping("horovod", message_bytes=35, cycle_s=1e-3)(grads)
     assert [(m.bytes, m.ready_s) for m in fused] == [(20, 1e-3), (10, 2e-3), (30, 2e-3)]
-    alone = prediction.Grouping("horovod", message_bytes=0, cycle_s=1e-3)(grads)
+    alone = allreduce_model.Grouping("horovod", message_bytes=0, cycle_s=1e-3)(grads)
     assert [(m.bytes, m.ready_s) for m in alone] == [(10, 1e-3), (10, 1e-3), (10, 2e-3), (30, 2e-3)]
 
 
 def test_replay_queues_messages_on_one_link():
-    link = prediction.LinkModel(2, 0.0, 10.0)  # ring factor 1: 10 bytes per second
-    assert prediction.replay([Message(10, 0.0), Message(10, 0.5)], link) == 2.0
-    assert prediction.replay([Message(10, 0.0), Message(10, 5.0)], link) == 6.0
+    link = allreduce_model.LinkModel(2, 0.0, 10.0)  # ring factor 1: 10 bytes per second
+    assert allreduce_model.replay([Message(10, 0.0), Message(10, 0.5)], link) == 2.0
+    assert allreduce_model.replay([Message(10, 0.0), Message(10, 5.0)], link) == 6.0
 
 
 def test_point_lies_in_the_band_when_messages_add_no_latency():
     layers = [(4e6, 1.0)] * 25  # 100 MB in 25 equal layers
-    link = prediction.LinkModel(8, 0.0, 1e9)
-    p = prediction.predict_point(0.3, layers, link, "ddp")
+    link = allreduce_model.LinkModel(8, 0.0, 1e9)
+    p = allreduce_model.predict_point(0.3, layers, link, "ddp")
     assert p.efficiency_low <= p.efficiency <= p.efficiency_high
     assert p.step_s == pytest.approx(0.3 + p.exposed_s)
     # Backward is 0.2 s; all-reduce of 100 MB on 8 workers takes 0.175 s, and the last
     # bucket can only start when backward ends: some communication stays exposed.
     assert p.allreduce_s == pytest.approx(1.75 * 100e6 / 1e9)
     assert 0 < p.exposed_s < p.allreduce_s
-    alone = prediction.predict_point(0.3, layers, prediction.LinkModel(1, 0, 1), "ddp")
+    alone = allreduce_model.predict_point(0.3, layers, allreduce_model.LinkModel(1, 0, 1), "ddp")
     assert alone.efficiency == 1 and alone.exposed_s == 0
 
 
 def test_least_squares_fit_uses_every_size():
-    truth = prediction.LinkModel(4, 30e-6, 2e9)
+    truth = allreduce_model.LinkModel(4, 30e-6, 2e9)
     sizes = [4096, 1 << 16, 1 << 20, 1 << 24]
     results = []
     for i, s in enumerate(sizes):  # +-5% noise, alternating
         t = truth.allreduce_time(s) * (1.05 if i % 2 else 0.95)
-        results.append({"bytes": s, "time_s": t, "busbw": prediction.busbw(s, t, 4)})
-    fitted = prediction.link_model({"workers": 4, "results": results})
+        results.append({"bytes": s, "time_s": t, "busbw": allreduce_model.busbw(s, t, 4)})
+    fitted = allreduce_model.link_model({"workers": 4, "results": results})
     assert fitted.busbw == pytest.approx(2e9, rel=0.08)
     assert fitted.latency_s == pytest.approx(30e-6, rel=0.15)
 
@@ -74,14 +73,31 @@ def test_resnet50_layers_from_the_meta_device():
 
 
 def test_predict_json(capsys):
-    argv = ["predict", "--model", "resnet18", "--workers", "1,2,8", "--gpus-per-node", "2",
-            "--step-time", "0.1", "--link", "10gbit", "--json"]  # fmt: skip
+    argv = [
+        "predict",
+        "--model",
+        "resnet18",
+        "--workers",
+        "1,2,8",
+        "--gpus-per-node",
+        "2",
+        "--step-time",
+        "0.1",
+        "--link",
+        "10gbit",
+        "--json",
+    ]
     assert cli.main(argv) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["workers"] for r in rows] == [1, 2, 8]
     for r in rows:
-        assert {"workers", "efficiency", "efficiency_low", "efficiency_high",
-                "allreduce_s"} <= r.keys()  # fmt: skip
+        assert {
+            "workers",
+            "efficiency",
+            "efficiency_low",
+            "efficiency_high",
+            "allreduce_s",
+        } <= r.keys()
     assert rows[0]["efficiency"] == 1.0
     # One node: the intra-node link only (PCIe 3 by default), far faster than the network.
     assert 0.97 < rows[1]["efficiency"] < 1.0 and rows[1]["allreduce_s"] < 0.01
@@ -98,12 +114,22 @@ def test_predict_json(capsys):
         (["--step-time", "nan", "--link", "1gbit"], "--step-time: 'nan' is not a number"),
         (["--step-time", "0.1", "--link", "fast"], "--link 'fast': write a line rate"),
         (["--step-time", "0.1", "--link", "0gbit"], "out of range"),
-        (["--step-time", "0.1", "--busbw", "0", ], "--busbw: 0 is out of range"),
+        (
+            [
+                "--step-time",
+                "0.1",
+                "--busbw",
+                "0",
+            ],
+            "--busbw: 0 is out of range",
+        ),
         (["--step-time", "0.1", "--link", "1gbit", "--workers", "1-10000000000"], "out of range"),
         (["--step-time", "0.1", "--link", "1gbit", "--model", "nosuch"], "not a torchvision"),
         (["--step-time", "0.1", "--link", "1gbit", "--batch", "0"], "--batch: 0 is out of range"),
-        (["--step-time", "0.1", "--busbw", "1", "--link-efficiency", "0.5"],
-         "--link-efficiency scales --link"),
+        (
+            ["--step-time", "0.1", "--busbw", "1", "--link-efficiency", "0.5"],
+            "--link-efficiency scales --link",
+        ),
         (["--step-time", "0.1", "--link", "1gbit", "--link-efficiency", "1.5"], "out of range"),
         (["--step-time", "0.1", "--link", "1gbit", "--interference", "2"], "out of range"),
     ],
@@ -118,24 +144,31 @@ def test_grouping_follows_the_frameworks_settings():
     mib = 1024**2
     # 30 MiB within 3 ms, none on a cycle's boundary
     grads = [Message(mib, 0.0001 * i - 0.00005) for i in range(1, 31)]
-    assert len(prediction.Grouping("horovod")(grads)) == 3  # one message per 1 ms cycle
-    assert len(prediction.Grouping("horovod", cycle_s=5e-3)(grads)) == 1
-    assert len(prediction.Grouping("horovod", message_bytes=0)(grads)) == 30
-    assert len(prediction.Grouping("horovod", 10 * mib, 5e-3)(grads)) == 3
-    assert [m.bytes / mib for m in prediction.Grouping("ddp")(grads)] == [1, 25, 4]
-    assert [m.bytes / mib for m in prediction.Grouping("ddp", 10 * mib)(grads)] == [1, 10, 10, 9]
-    alone = prediction.Grouping("horovod", 0, 5e-3)
+    assert len(allreduce_model.Grouping("horovod")(grads)) == 3  # one message per 1 ms cycle
+    assert len(allreduce_model.Grouping("horovod", cycle_s=5e-3)(grads)) == 1
+    assert len(allreduce_model.Grouping("horovod", message_bytes=0)(grads)) == 30
+    assert len(allreduce_model.Grouping("horovod", 10 * mib, 5e-3)(grads)) == 3
+    assert [m.bytes / mib for m in allreduce_model.Grouping("ddp")(grads)] == [1, 25, 4]
+    assert [m.bytes / mib for m in allreduce_model.Grouping("ddp", 10 * mib)(grads)] == [
+        1,
+        10,
+        10,
+        9,
+    ]
+    alone = allreduce_model.Grouping("horovod", 0, 5e-3)
     assert alone.describe() == "Horovod, each tensor alone every 5 ms"
-    assert prediction.Grouping("ddp").describe() == "DDP buckets of 25 MiB"
+    assert allreduce_model.Grouping("ddp").describe() == "DDP buckets of 25 MiB"
 
 
 def test_one_message_per_tensor_pays_the_latency_per_tensor():
     layers = [(4e5, 1.0)] * 100  # 40 MB in 100 tensors, ready within 33 ms of backward
-    link = prediction.LinkModel(32, 50e-6, 1e9)  # 2(N-1) a = 3.1 ms per all-reduce
-    grads = prediction.gradient_timeline(layers, 0.05 * prediction.BACKWARD_SHARE)
-    messages = len(prediction.Grouping("horovod")(grads))
-    fused = prediction.predict_point(0.05, layers, link, prediction.Grouping("horovod"))
-    alone = prediction.predict_point(0.05, layers, link, prediction.Grouping("horovod", 0))
+    link = allreduce_model.LinkModel(32, 50e-6, 1e9)  # 2(N-1) a = 3.1 ms per all-reduce
+    grads = allreduce_model.gradient_timeline(layers, 0.05 * allreduce_model.BACKWARD_SHARE)
+    messages = len(allreduce_model.Grouping("horovod")(grads))
+    fused = allreduce_model.predict_point(0.05, layers, link, allreduce_model.Grouping("horovod"))
+    alone = allreduce_model.predict_point(
+        0.05, layers, link, allreduce_model.Grouping("horovod", 0)
+    )
     assert messages < 100
     # Both queues run past backward; fused, they carry at most `messages` latencies (fewer:
     # what became ready while the link was busy travels together), alone 100.
@@ -143,25 +176,28 @@ def test_one_message_per_tensor_pays_the_latency_per_tensor():
 
 
 def test_horovod_fuses_what_became_ready_while_the_link_was_busy():
-    link = prediction.LinkModel(2, 0.05, 10.0)  # 0.1 s per message + 1 s per 10 bytes
+    link = allreduce_model.LinkModel(2, 0.05, 10.0)  # 0.1 s per message + 1 s per 10 bytes
     grads = [Message(10, 0.0001), Message(10, 0.0002), Message(10, 0.5), Message(10, 0.6)]
-    fusion = prediction.Grouping("horovod", message_bytes=1e9, cycle_s=1e-3)
+    fusion = allreduce_model.Grouping("horovod", message_bytes=1e9, cycle_s=1e-3)
     # The first cycle (1 ms) takes the first two: 2.1 s on the link. The other two became
     # ready meanwhile and go together at once: 2.1 s more. Fused per cycle beforehand they
     # would be three messages, ending at 4.301.
-    dynamic = prediction.replay(grads, link, fusion=fusion)
+    dynamic = allreduce_model.replay(grads, link, fusion=fusion)
     assert dynamic == pytest.approx(0.001 + 2.1 + 2.1)
-    static = prediction.replay(fusion(grads), link)
+    static = allreduce_model.replay(fusion(grads), link)
     assert static == pytest.approx(4.301)
-    alone = prediction.replay(grads, link, fusion=prediction.Grouping("horovod", 0, 1e-3))
+    alone = allreduce_model.replay(grads, link, fusion=allreduce_model.Grouping("horovod", 0, 1e-3))
     assert alone == pytest.approx(0.001 + 4 * 1.1)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--backend", "ddp", "--fusion-threshold-mb", "64"], "--fusion-threshold-mb is Horovod's"),
-    (["--backend", "horovod", "--bucket-cap-mb", "25"], "--bucket-cap-mb is DDP's"),
-    (["--backend", "ddp", "--cycle-time-ms", "5"], "--cycle-time-ms is Horovod's"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--backend", "ddp", "--fusion-threshold-mb", "64"], "--fusion-threshold-mb is Horovod's"),
+        (["--backend", "horovod", "--bucket-cap-mb", "25"], "--bucket-cap-mb is DDP's"),
+        (["--backend", "ddp", "--cycle-time-ms", "5"], "--cycle-time-ms is Horovod's"),
+    ],
+)
 def test_framework_settings_of_the_other_backend_are_refused(argv, message, capsys):
     base = ["predict", "--model", "resnet18", "--step-time", "0.1", "--link", "1gbit"]
     assert cli.main([*base, *argv]) == 2
@@ -176,38 +212,46 @@ def test_published_rows_reproduce_with_their_quoted_numbers():
     for row in data["rows"]:
         quotes = " ".join(data["sources"][row["source"]]["quotes"]).replace(",", "")
         for key in ("single_ips", "multi_ips"):
-            assert f"{row[key]:g}" in quotes or f"{row[key]:.2f}" in quotes or \
-                f"{row[key]:.3f}" in quotes, (row, key)  # fmt: skip
+            assert (
+                f"{row[key]:g}" in quotes
+                or f"{row[key]:.2f}" in quotes
+                or f"{row[key]:.3f}" in quotes
+            ), (row, key)
 
 
 def test_two_level_link_charges_each_level_its_own_alpha_and_beta():
-    one_node = prediction.TwoLevelLink(4, 1, 50e-6, 1e9, 5e-6, 10e9)
+    one_node = allreduce_model.TwoLevelLink(4, 1, 50e-6, 1e9, 5e-6, 10e9)
     # Inside a node: 2(N-1) intra steps and the intra bandwidth.
     assert one_node.allreduce_time(1e6) == pytest.approx(6 * 5e-6 + 1.5 * 1e6 / 10e9)
     # 2 nodes x 4: each of 14 steps waits for the NIC; each NIC carries 2(N-1)/N x S.
-    ring = prediction.TwoLevelLink(8, 2, 50e-6, 1e9, 5e-6, 10e9)
+    ring = allreduce_model.TwoLevelLink(8, 2, 50e-6, 1e9, 5e-6, 10e9)
     assert ring.allreduce_time(1e8) == pytest.approx(14 * 50e-6 + 1.75 * 1e8 / 1e9)
     # A slow intra-node link bounds the ring too.
-    assert prediction.TwoLevelLink(8, 2, 0.0, 1e9, 0.0, 0.5e9).allreduce_time(1e8) == (
-        pytest.approx(1.75 * 1e8 / 0.5e9))  # fmt: skip
+    assert allreduce_model.TwoLevelLink(8, 2, 0.0, 1e9, 0.0, 0.5e9).allreduce_time(1e8) == (
+        pytest.approx(1.75 * 1e8 / 0.5e9)
+    )
     # NCCL's tree: log2(nodes) steps across nodes, so it wins on small messages only.
-    wide = dict(workers=64, nodes=16, latency_s=50e-6, busbw=1e9, intra_latency_s=5e-6,
-                intra_busbw=10e9)  # fmt: skip
-    flat, nccl = prediction.TwoLevelLink(**wide), prediction.TwoLevelLink(**wide, tree=True)
+    wide = dict(
+        workers=64, nodes=16, latency_s=50e-6, busbw=1e9, intra_latency_s=5e-6, intra_busbw=10e9
+    )
+    flat, nccl = (
+        allreduce_model.TwoLevelLink(**wide),
+        allreduce_model.TwoLevelLink(**wide, tree=True),
+    )
     small, large = 4096, 1e8
     assert nccl.allreduce_time(small) == pytest.approx(nccl.tree_time(small))
     assert nccl.allreduce_time(small) < flat.allreduce_time(small) / 5
     # On 2 nodes the ring's bandwidth term (2(N-1)/N S, not 2 S) wins a large message.
-    pair = prediction.TwoLevelLink(8, 2, 50e-6, 1e9, 5e-6, 10e9, tree=True)
+    pair = allreduce_model.TwoLevelLink(8, 2, 50e-6, 1e9, 5e-6, 10e9, tree=True)
     assert pair.allreduce_time(large) == pytest.approx(pair.ring_time(large))
     assert pair.ring_time(large) < pair.tree_time(large)
 
 
 def test_interference_slows_backward_by_its_share_of_the_overlapped_communication():
     layers = [(4e6, 1.0)] * 25  # 100 MB in 25 layers; backward 0.2 s
-    link = prediction.LinkModel(8, 0.0, 1e9)
-    free = prediction.predict_point(0.3, layers, link, "ddp")
-    taxed = prediction.predict_point(0.3, layers, link, "ddp", interference=0.5)
+    link = allreduce_model.LinkModel(8, 0.0, 1e9)
+    free = allreduce_model.predict_point(0.3, layers, link, "ddp")
+    taxed = allreduce_model.predict_point(0.3, layers, link, "ddp", interference=0.5)
     assert free.slowdown_s == 0 and taxed.slowdown_s > 0
     assert taxed.exposed_s == pytest.approx(free.exposed_s)  # first order: the queue stays
     assert taxed.step_s == pytest.approx(free.step_s + taxed.slowdown_s)
@@ -239,11 +283,25 @@ def _store(tmp_path, efficiencies: dict[int, float], link_rate: str = "1gbit"):
     store = Store(tmp_path)
     for nodes, e in {1: 1.0, **efficiencies}.items():
         step = 0.5 / e
-        store.append({"kind": "run", "env": "local", "model": "resnet18", "backend": "ddp",
-                      "batch": 8, "image_size": 32, "data": "synthetic", "nodes": nodes,
-                      "workers": nodes, "gpus_per_node": 1, "repeat": 0, "status": "ok",
-                      "steps": 2, "window_times": [2 * step, 2 * step],
-                      "link_rate": link_rate})  # fmt: skip
+        store.append(
+            {
+                "kind": "run",
+                "env": "local",
+                "model": "resnet18",
+                "backend": "ddp",
+                "batch": 8,
+                "image_size": 32,
+                "data": "synthetic",
+                "nodes": nodes,
+                "workers": nodes,
+                "gpus_per_node": 1,
+                "repeat": 0,
+                "status": "ok",
+                "steps": 2,
+                "window_times": [2 * step, 2 * step],
+                "link_rate": link_rate,
+            }
+        )
     return store
 
 
@@ -251,10 +309,18 @@ def test_calibrate_recovers_the_parameters_that_made_the_runs(tmp_path, capsys):
     truth = {}
     for nodes in (2, 4):
         plan = predict.Plan(
-            model="resnet18", image_size=32, batch=8, workers=[nodes], gpus_per_node=1,
-            step_time_s=0.5, busbw=1e9 / 8, latency_s=50e-6, backend="ddp",
-            grouping=prediction.Grouping("ddp"), nccl=True,
-        )  # fmt: skip
+            model="resnet18",
+            image_size=32,
+            batch=8,
+            workers=[nodes],
+            gpus_per_node=1,
+            step_time_s=0.5,
+            busbw=1e9 / 8,
+            latency_s=50e-6,
+            backend="ddp",
+            grouping=allreduce_model.Grouping("ddp"),
+            nccl=True,
+        )
         truth[nodes] = predict.case_point(predict.Case(plan, 1e9, 0.0), 0.4, 0.3)
     _store(tmp_path, truth)
     assert cli.main(["predict", "--calibrate", str(tmp_path), "--json"]) == 0
@@ -275,27 +341,28 @@ def test_calibrate_needs_two_node_counts_and_a_store(tmp_path, capsys):
         (["--calibrate", str(tmp_path / "one")], "two node counts or more"),
         (["--calibrate", str(tmp_path / "none")], "no results store there"),
         (["--calibrate", "a\nb"], "no results store there"),
-    ]:  # fmt: skip
+    ]:
         assert cli.main(["predict", *argv]) == 2
         err = capsys.readouterr().err.strip()
         assert message in err and "\n" not in err
 
 
 def test_a_third_of_the_published_rows_is_held_out_and_never_fitted(monkeypatch):
-    """bench_published.py --fit sees the rows not held out, and only those."""
+    """published.py --fit sees the rows not held out, and only those."""
     evaluation = Path(__file__).parents[2] / "evaluation"
     monkeypatch.syspath_prepend(str(evaluation))
-    import bench_published
+    import published
 
     data = json.loads((evaluation / "published.json").read_text())
     held = [r for r in data["rows"] if r["held_out"]]
     assert 0.3 <= len(held) / len(data["rows"]) <= 0.4
     assert {r["source"] for r in held} >= {"horovod-readme-2017", "hkbu-ddl-benchmarks-2020"}
     seen = []
-    monkeypatch.setattr(predict, "fit", lambda cases: seen.extend(cases) or predict.Fit(
-        {"tcp": 0.5}, 0.1, 0.0))  # fmt: skip
-    assert bench_published.main(["--fit"]) == 0
+    monkeypatch.setattr(
+        predict, "fit", lambda cases: seen.extend(cases) or predict.Fit({"tcp": 0.5}, 0.1, 0.0)
+    )
+    assert published.main(["--fit"]) == 0
     fitted = [r for r in data["rows"] if not r["held_out"]]
-    assert sorted(k.measured for k in seen) == sorted(bench_published.measured_e(r) for r in fitted)
-    for name in ("bench_published", "cli"):  # evaluation's, not hpcbench's
+    assert sorted(k.measured for k in seen) == sorted(published.measured_e(r) for r in fitted)
+    for name in ("published", "cli"):  # evaluation's, not hpcbench's
         sys.modules.pop(name, None)

@@ -127,8 +127,9 @@ def test_background_share_is_the_core_the_running_backend_takes(duty):
     compute = allreduce._threads()
     with Background(duty) as backend:
         comm = OneRank(_waits)
-        result = allreduce.measure_cpu_work(comm, {"bytes": SIZE, "time_s": WORK_S},
-                                            seconds=2 * WORK_S, compute=compute)  # fmt: skip
+        result = allreduce.measure_cpu_work(
+            comm, {"bytes": SIZE, "time_s": WORK_S}, seconds=2 * WORK_S, compute=compute
+        )
     [rank] = result["per_rank"]
     assert len(rank["background_cpus"]) == 2 and rank["cores"] == 1.0
     assert result["background_share"] == rank["background"]
@@ -141,8 +142,9 @@ def test_background_share_is_taken_against_the_cores_the_computation_has():
     compute = allreduce._threads()
     with Background(0.3) as backend:
         largest = {"bytes": SIZE, "time_s": WORK_S}
-        result = allreduce.measure_cpu_work(OneRank(_waits), largest, seconds=2 * WORK_S,
-                                            compute=compute, cores=0.5)  # fmt: skip
+        result = allreduce.measure_cpu_work(
+            OneRank(_waits), largest, seconds=2 * WORK_S, compute=compute, cores=0.5
+        )
     [rank] = result["per_rank"]
     # Half a core for the computation: what the backend takes of a core, twice that of it.
     assert result["background_share"] == pytest.approx(2 * backend.took, abs=0.08)

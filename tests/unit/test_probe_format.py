@@ -5,10 +5,14 @@ from __future__ import annotations
 from hpcbench import probe
 
 RECORD = {
-    "workers": 2, "nodes": 2, "backend": "horovod", "status": "ok",
-    "results": [{"bytes": 67108864, "time_s": 0.563, "algbw": 1.19e8, "busbw": 1.19e8,
-                 "cpu_s": 0.558}],
-}  # fmt: skip
+    "workers": 2,
+    "nodes": 2,
+    "backend": "horovod",
+    "status": "ok",
+    "results": [
+        {"bytes": 67108864, "time_s": 0.563, "algbw": 1.19e8, "busbw": 1.19e8, "cpu_s": 0.558}
+    ],
+}
 WORK = {"allreduces": 5, "bytes": 67108864, "lost_s_per_byte": 1.04e-9}
 
 

@@ -152,8 +152,7 @@ def test_ranks_die_with_a_harness_killed_outright(tmp_path, over_ssh):
     )
     harness = tmp_path / "harness.py"
     harness.write_text(HARNESS.format(rank=rank, bench=str(paths.BENCH_DIR), ssh=over_ssh))
-    env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}",
-           "PYTHONPATH": str(paths.REPO)}  # fmt: skip
+    env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "PYTHONPATH": str(paths.REPO)}
     proc = subprocess.Popen([sys.executable, str(harness)], env=env, stderr=subprocess.DEVNULL)
     pids: list[int] = []
     try:
@@ -184,12 +183,19 @@ def test_a_command_that_cannot_start_is_a_failed_run():
 
 
 # The user's shell, as docs/testbeds.md has it: the PEM password exported, and more.
-SECRETS = {"HPCBENCH_PEM_PASSWORD": "pem-s3cret", "OS_PASSWORD": "os-s3cret",
-           "GITHUB_TOKEN": "ghp-s3cret"}  # fmt: skip
+SECRETS = {
+    "HPCBENCH_PEM_PASSWORD": "pem-s3cret",
+    "OS_PASSWORD": "os-s3cret",
+    "GITHUB_TOKEN": "ghp-s3cret",
+}
 # Variables of the controller's shell that match a kept prefix or Python's own but are no
 # business of a rank: PYTHONINSPECT would leave each rank at a prompt after its script.
-UNRELATED = {"PYTHONSTARTUP": "/tmp/startup.py", "PYTHONINSPECT": "1",
-             "PYTHON_KEYRING_PASSWORD": "kr-s3cret", "TORCH_HUB_TOKEN": "hub-s3cret"}  # fmt: skip
+UNRELATED = {
+    "PYTHONSTARTUP": "/tmp/startup.py",
+    "PYTHONINSPECT": "1",
+    "PYTHON_KEYRING_PASSWORD": "kr-s3cret",
+    "TORCH_HUB_TOKEN": "hub-s3cret",
+}
 # What horovodrun makes of its environment: every variable onto each rank's command
 # line (horovod 0.28.1, horovod/runner/gloo_run.py:96-100); the fake prints that line.
 FAKE_LAUNCHER = """
@@ -212,8 +218,14 @@ def test_a_launcher_gets_what_training_needs_and_no_secret(tmp_path, monkeypatch
     fake = bin_dir / tool  # beside the nodes' python, where RunSpec.tool looks
     fake.write_text(f"#!{sys.executable}\n{FAKE_LAUNCHER}")
     fake.chmod(0o755)
-    spec = RunSpec(script="train.py", args=(), python=str(bin_dir / "python"), iface="lo",
-                   workdir=str(tmp_path), placements=(Placement("localhost", 2),))  # fmt: skip
+    spec = RunSpec(
+        script="train.py",
+        args=(),
+        python=str(bin_dir / "python"),
+        iface="lo",
+        workdir=str(tmp_path),
+        placements=(Placement("localhost", 2),),
+    )
     out = ProcessScheduler(launchers.get(tool, backend)).run(spec, timeout_s=30)
     assert out.ok, out.error()
     rank_argv = out.records[0]["rank_argv"]

@@ -32,11 +32,13 @@ SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").is_fi
 def inventory(path: Path, host: dict[str, object]) -> Path:
     data = {
         "all": {
-            "vars": {"testbed_nodes": [{"name": "node1", "address": "10.0.0.1"}],
-                     "testbed_head": "node1"},
+            "vars": {
+                "testbed_nodes": [{"name": "node1", "address": "10.0.0.1"}],
+                "testbed_head": "node1",
+            },
             "hosts": {"node1": host},
         }
-    }  # fmt: skip
+    }
     path.write_text(yaml.safe_dump(data))
     return path
 
@@ -83,11 +85,16 @@ def listener() -> Iterator[Listener]:
 
 
 def test_argv_carries_the_inventory_proxy(tmp_path: Path) -> None:
-    inv = inventory(tmp_path / "inv.yml", {
-        "ansible_host": "10.2.0.5", "ansible_port": 2222, "ansible_user": "hpc",
-        "ansible_ssh_private_key_file": "/k/id",
-        "ansible_ssh_common_args": "-o ProxyJump=me@bastion.example:22",
-    })  # fmt: skip
+    inv = inventory(
+        tmp_path / "inv.yml",
+        {
+            "ansible_host": "10.2.0.5",
+            "ansible_port": 2222,
+            "ansible_user": "hpc",
+            "ansible_ssh_private_key_file": "/k/id",
+            "ansible_ssh_common_args": "-o ProxyJump=me@bastion.example:22",
+        },
+    )
     [target] = reach.targets(inv)
     argv = reach.argv(target.access, tmp_path / "known_hosts")
     assert argv[0] == "ssh" and argv[-3:] == ["--", "hpc@10.2.0.5", "true"]
@@ -99,10 +106,13 @@ def test_argv_carries_the_inventory_proxy(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "host",
-    [{"ansible_host": "127.0.0.1", "ansible_port": "abc"}, ["a", "list"],
-     {"ansible_host": "127.0.0.1", "ansible_port": 2222, "ansible_ssh_common_args": "-o 'x"}],
+    [
+        {"ansible_host": "127.0.0.1", "ansible_port": "abc"},
+        ["a", "list"],
+        {"ansible_host": "127.0.0.1", "ansible_port": 2222, "ansible_ssh_common_args": "-o 'x"},
+    ],
     ids=["port", "entry", "args"],
-)  # fmt: skip
+)
 def test_malformed_inventory_is_a_usage_error(tmp_path: Path, host: object) -> None:
     with pytest.raises(UsageError, match="inv.yml"):
         reach.targets(inventory(tmp_path / "inv.yml", host))  # type: ignore[arg-type]
@@ -113,10 +123,15 @@ def test_reach_goes_through_the_proxy_jump(
 ) -> None:
     # The node's own address answers nothing; only the bastion can be contacted.
     monkeypatch.setenv("HPCBENCH_REACH_TIMEOUT_S", "3")
-    inv = inventory(tmp_path / "inv.yml", {
-        "ansible_host": "node1.invalid", "ansible_port": 22, "ansible_user": "hpc",
-        "ansible_ssh_common_args": f"-o ProxyJump=jump@127.0.0.1:{listener.port}",
-    })  # fmt: skip
+    inv = inventory(
+        tmp_path / "inv.yml",
+        {
+            "ansible_host": "node1.invalid",
+            "ansible_port": 22,
+            "ansible_user": "hpc",
+            "ansible_ssh_common_args": f"-o ProxyJump=jump@127.0.0.1:{listener.port}",
+        },
+    )
     with pytest.raises(bounded.Timeout, match="ssh to node1") as err:
         reach.wait(inv, tmp_path / "known_hosts")
     assert "HPCBENCH_REACH_TIMEOUT_S" in str(err.value)
@@ -130,10 +145,15 @@ def test_reach_goes_through_the_proxy_command(
     relay = tmp_path / "relay.py"  # what `ssh -W` or `nc` would be: stdio <-> TCP
     relay.write_text(RELAY)
     command = f"{sys.executable} {relay} 127.0.0.1 {listener.port}"
-    inv = inventory(tmp_path / "inv.yml", {
-        "ansible_host": "node1.invalid", "ansible_port": 22, "ansible_user": "hpc",
-        "ansible_ssh_common_args": f"-o ProxyCommand={shlex.quote(command)}",
-    })  # fmt: skip
+    inv = inventory(
+        tmp_path / "inv.yml",
+        {
+            "ansible_host": "node1.invalid",
+            "ansible_port": 22,
+            "ansible_user": "hpc",
+            "ansible_ssh_common_args": f"-o ProxyCommand={shlex.quote(command)}",
+        },
+    )
     with pytest.raises(bounded.Timeout):
         reach.wait(inv, tmp_path / "known_hosts")
     assert listener.seen and listener.seen[0].startswith(b"SSH-2.0-OpenSSH")
@@ -163,18 +183,33 @@ class Sshd:
         self.client_key = folder / "id_ed25519"
         host_key = folder / "host_key"
         for key in (self.client_key, host_key):
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
-                           check=True, timeout=30)  # fmt: skip
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                check=True,
+                timeout=30,
+            )
         shutil.copy(f"{self.client_key}.pub", folder / "authorized_keys")
         self.log = folder / "sshd.log"
         config = folder / "sshd_config"
-        config.write_text("\n".join([
-            f"Port {self.port}", "ListenAddress 127.0.0.1", f"HostKey {host_key}",
-            f"AuthorizedKeysFile {folder / 'authorized_keys'}", "StrictModes no",
-            "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
-            "PermitRootLogin prohibit-password", "AllowTcpForwarding yes",
-            f"PidFile {folder / 'sshd.pid'}", "LogLevel DEBUG1",
-        ]) + "\n")  # fmt: skip
+        config.write_text(
+            "\n".join(
+                [
+                    f"Port {self.port}",
+                    "ListenAddress 127.0.0.1",
+                    f"HostKey {host_key}",
+                    f"AuthorizedKeysFile {folder / 'authorized_keys'}",
+                    "StrictModes no",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "UsePAM no",
+                    "PermitRootLogin prohibit-password",
+                    "AllowTcpForwarding yes",
+                    f"PidFile {folder / 'sshd.pid'}",
+                    "LogLevel DEBUG1",
+                ]
+            )
+            + "\n"
+        )
         assert SSHD is not None
         with self.log.open("w") as log:
             argv = [SSHD, "-D", "-e", "-f", str(config)]
@@ -217,23 +252,43 @@ def test_reach_logs_in_through_a_jump_host(tmp_path: Path, sshd: Sshd) -> None:
     # The inventory module's form for a bastion with its own key: ProxyCommand
     # `ssh -i KEY -W %h:%p bastion`. The target name resolves on the bastion only.
     known = tmp_path / "known_hosts"
-    jump = shlex.join([
-        "ssh", "-i", str(sshd.client_key), "-p", str(sshd.port), "-o", "BatchMode=yes",
-        "-o", "StrictHostKeyChecking=accept-new", "-o", f"UserKnownHostsFile={known}",
-        "-W", "%h:%p", f"{sshd.user}@127.0.0.1",
-    ])  # fmt: skip
-    inv = inventory(tmp_path / "inv.yml", {
-        "ansible_host": "localhost", "ansible_port": sshd.port,
-        "ansible_user": sshd.user,
-        "ansible_ssh_private_key_file": str(sshd.client_key),
-        "ansible_ssh_common_args": f"-o ProxyCommand={shlex.quote(jump)}",
-    })  # fmt: skip
+    jump = shlex.join(
+        [
+            "ssh",
+            "-i",
+            str(sshd.client_key),
+            "-p",
+            str(sshd.port),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=accept-new",
+            "-o",
+            f"UserKnownHostsFile={known}",
+            "-W",
+            "%h:%p",
+            f"{sshd.user}@127.0.0.1",
+        ]
+    )
+    inv = inventory(
+        tmp_path / "inv.yml",
+        {
+            "ansible_host": "localhost",
+            "ansible_port": sshd.port,
+            "ansible_user": sshd.user,
+            "ansible_ssh_private_key_file": str(sshd.client_key),
+            "ansible_ssh_common_args": f"-o ProxyCommand={shlex.quote(jump)}",
+        },
+    )
     reach.wait(inv, known)
     log = sshd.log.read_text()
     assert "direct-tcpip" in log or "direct_tcpip" in log  # the bastion forwarded the login
     # Learned on first contact (ssh may hash the names: ask ssh-keygen).
-    found = subprocess.run(["ssh-keygen", "-F", f"[localhost]:{sshd.port}", "-f", str(known)],
-                           capture_output=True, timeout=30)  # fmt: skip
+    found = subprocess.run(
+        ["ssh-keygen", "-F", f"[localhost]:{sshd.port}", "-f", str(known)],
+        capture_output=True,
+        timeout=30,
+    )
     assert found.returncode == 0
 
 
@@ -243,11 +298,15 @@ def test_reach_fails_on_a_refused_key_with_sshs_words(
     monkeypatch.setenv("HPCBENCH_REACH_TIMEOUT_S", "3")
     other = tmp_path / "other_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
-    inv = inventory(tmp_path / "inv.yml", {
-        "ansible_host": "127.0.0.1", "ansible_port": sshd.port,
-        "ansible_user": sshd.user,
-        "ansible_ssh_private_key_file": str(other),
-    })  # fmt: skip
+    inv = inventory(
+        tmp_path / "inv.yml",
+        {
+            "ansible_host": "127.0.0.1",
+            "ansible_port": sshd.port,
+            "ansible_user": sshd.user,
+            "ansible_ssh_private_key_file": str(other),
+        },
+    )
     with pytest.raises(bounded.Timeout, match="Permission denied"):
         reach.wait(inv, tmp_path / "known_hosts")
 

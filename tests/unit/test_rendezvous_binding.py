@@ -37,8 +37,9 @@ PINNED = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo", "HOROVOD_GLOO_
     ("launcher", "backend"), [("torchrun", "ddp"), ("local", "ddp"), ("horovodrun", "horovod")]
 )
 def test_a_run_on_this_machine_pins_gloo_and_nccl_to_loopback(launcher: str, backend: str) -> None:
-    target = Target.resolve(TargetSpec(env="localhost", node_counts=(2,), backend=backend,
-                                       launcher=launcher))  # fmt: skip
+    target = Target.resolve(
+        TargetSpec(env="localhost", node_counts=(2,), backend=backend, launcher=launcher)
+    )
     spec = target.spec("train.py", [], 2, target.workers(2))
     assert spec.iface == "lo" and spec.master_addr == "127.0.0.1"
     for command in target.launcher.commands(spec):
@@ -72,9 +73,15 @@ def test_a_one_node_torchrun_run_meets_at_its_master_port_statically(tmp_path: P
         pytest.skip("no torchrun beside this python")
     shutil.copy(paths.BENCH_DIR / "leash.py", tmp_path)
     (tmp_path / "worker.py").write_text(WORKER)
-    spec = RunSpec(script="worker.py", args=(), python=sys.executable, workdir=str(tmp_path),
-                   placements=(Placement("localhost", 1),), master_port=free_port(),
-                   iface="lo")  # fmt: skip
+    spec = RunSpec(
+        script="worker.py",
+        args=(),
+        python=sys.executable,
+        workdir=str(tmp_path),
+        placements=(Placement("localhost", 1),),
+        master_port=free_port(),
+        iface="lo",
+    )
     out = ProcessScheduler(TorchrunLauncher()).run(spec, timeout_s=120)
     assert out.ok, out.error()
     assert out.records == [{"port": str(spec.master_port), "addr": "127.0.0.1"}]
@@ -112,12 +119,20 @@ def _tcp_sockets(pid: int) -> list[tuple[str, int, str]]:
 
 def test_gloo_under_a_local_runs_environment_listens_on_loopback_only(tmp_path: Path) -> None:
     pytest.importorskip("torch.distributed")
-    target = Target.resolve(TargetSpec(env="localhost", node_counts=(2,), backend="ddp",
-                                       launcher="local"))  # fmt: skip
+    target = Target.resolve(
+        TargetSpec(env="localhost", node_counts=(2,), backend="ddp", launcher="local")
+    )
     [command, _] = LocalLauncher().commands(target.spec("train.py", [], 2, 2))
-    ranks = [subprocess.Popen([sys.executable, "-c", RANK, str(tmp_path / "store"), str(rank)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                              env=command.environ()) for rank in (0, 1)]  # fmt: skip
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", RANK, str(tmp_path / "store"), str(rank)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=command.environ(),
+        )
+        for rank in (0, 1)
+    ]
     try:
         for rank in ranks:
             assert rank.stdout is not None and rank.stdout.readline().strip() == "ready"

@@ -2,7 +2,7 @@ import io
 
 import pytest
 
-from hpcbench import cli, prediction, report
+from hpcbench import allreduce_model, cli, report
 from hpcbench.errors import UsageError
 from hpcbench.progress import Progress, format_duration
 from hpcbench.store import Store
@@ -39,7 +39,7 @@ def _run(workers, times, batch=32, repeat=0, env="vw", status="ok", **extra):
 
 def _store(tmp_path, env="vw", slow=1.0):
     store = Store(tmp_path / env)
-    link = prediction.LinkModel(4, 50e-6, 117e6)
+    link = allreduce_model.LinkModel(4, 50e-6, 117e6)
     store.append(
         {
             "kind": "probe",
@@ -53,7 +53,7 @@ def _store(tmp_path, env="vw", slow=1.0):
                     "bytes": s,
                     "time_s": link.allreduce_time(s),
                     "algbw": 0,
-                    "busbw": prediction.busbw(s, link.allreduce_time(s), 4),
+                    "busbw": allreduce_model.busbw(s, link.allreduce_time(s), 4),
                 }
                 for s in (4096, 1 << 26)
             ],
@@ -79,8 +79,10 @@ def test_report_tables_plots_and_html(tmp_path):
     assert "ResNet-50 has about 25.6 M parameters" in md  # context for the model measured
     pngs = sorted((store.dir / "plots").glob("*.png"))
     # Throughput and efficiency; where the time went (stacked bars per node count).
-    assert [p.name for p in pngs] == ["00-vw-resnet50-horovod-time.png",
-                                      "00-vw-resnet50-horovod.png"]  # fmt: skip
+    assert [p.name for p in pngs] == [
+        "00-vw-resnet50-horovod-time.png",
+        "00-vw-resnet50-horovod.png",
+    ]
     assert all(p.stat().st_size > 10_000 for p in pngs)
     html = html_path.read_text()
     assert html.startswith("<!doctype html>") and "<table>" in html
@@ -189,8 +191,11 @@ def test_report_states_the_noise_floor_and_compare_says_what_is_beyond_it(tmp_pa
 
 def test_where_the_time_went(tmp_path):
     md = report.build_report(str(_store(tmp_path).dir))[0].read_text()
-    rows = [line.split("|")[1:-1] for line in md.splitlines()
-            if line.startswith("| 4 | 4 |") and "repeats" not in line]  # fmt: skip
+    rows = [
+        line.split("|")[1:-1]
+        for line in md.splitlines()
+        if line.startswith("| 4 | 4 |") and "repeats" not in line
+    ]
     step, compute, data, exposed, overlapped = (float(c) for c in rows[0][4:9])
     # T1 = 101 ms, T4 = 165 ms: 64 ms exposed; the probe's T_ar (1.31 s) would hide more
     # than the whole computation, so the overlap is capped at the 101 ms of compute.
@@ -200,8 +205,9 @@ def test_where_the_time_went(tmp_path):
 
 def test_a_point_outside_its_band_names_the_likeliest_cause(tmp_path):
     md = report.build_report(str(_store(tmp_path).dir))[0].read_text()
-    rows = [line for line in md.splitlines()
-            if line.startswith("| 4 | 4 |") and "repeats" not in line]  # fmt: skip
+    rows = [
+        line for line in md.splitlines() if line.startswith("| 4 | 4 |") and "repeats" not in line
+    ]
     # E = 0.61 against a band of 0.07-0.08: above it, and nothing in the run explains it
     # (no data time, no straggler or node figures recorded).
     assert all("above the band: no cause stands out" in r for r in rows)
@@ -221,8 +227,14 @@ def _crafted(tmp_path, **fields):
     return out
 
 
-_PROBE = {"kind": "probe", "status": "ok", "backend": "horovod", "nodes": 4, "workers": 4,
-          "results": [{"bytes": 4096, "time_s": 1e-4, "algbw": 1.0, "busbw": 1.0}]}  # fmt: skip
+_PROBE = {
+    "kind": "probe",
+    "status": "ok",
+    "backend": "horovod",
+    "nodes": 4,
+    "workers": 4,
+    "results": [{"bytes": 4096, "time_s": 1e-4, "algbw": 1.0, "busbw": 1.0}],
+}
 UNFIT = {
     "nodes_use as text": _run(4, [1.6, 1.7], repeat=7, nodes_use="busy"),
     "rank_window_times flat": _run(4, [1.6, 1.7], repeat=7, rank_window_times=[1.6, 1.7]),
@@ -254,7 +266,8 @@ def test_awkward_names_are_reported_as_written(tmp_path, field, value):
     store = _crafted(tmp_path, **{field: value})
     assert cli.main(["report", "--out", str(store.dir)]) == 0
     plots = sorted((store.dir / "plots").iterdir())
-    assert plots and all(len(p.name.encode()) <= 255 and p.parent == store.dir / "plots"
-                         for p in plots)  # fmt: skip
+    assert plots and all(
+        len(p.name.encode()) <= 255 and p.parent == store.dir / "plots" for p in plots
+    )
     md = (store.dir / "report.md").read_text()
     assert value in md

@@ -33,8 +33,11 @@ def test_a_signal_stops_the_command_like_ctrl_c(tmp_path, sig, argv):
     argv = [*argv, "--out", str(tmp_path / "out")]
     proc = subprocess.run(
         [sys.executable, "-c", CODE.format(sig=sig, argv=argv)],
-        capture_output=True, text=True, timeout=60, cwd=paths.REPO,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=paths.REPO,
+    )
     assert proc.returncode == 130, (proc.returncode, proc.stderr)
     assert proc.stderr.strip() == "hpcbench: interrupted"
     assert proc.returncode != -getattr(signal, sig)

@@ -44,25 +44,52 @@ def test_anything_else_is_refused_in_one_line(text):
 
 
 def _scale(tmp_path: Path, *extra: str) -> int:
-    argv = ["scale", "--env", "slurm", "--nodes", "1", "--batch", "8", "--model", "resnet18",
-            "--backend", "ddp", "--repeats", "1", "--no-probe", "--out", str(tmp_path / "out"),
-            "--dry-run", *extra]  # fmt: skip
+    argv = [
+        "scale",
+        "--env",
+        "slurm",
+        "--nodes",
+        "1",
+        "--batch",
+        "8",
+        "--model",
+        "resnet18",
+        "--backend",
+        "ddp",
+        "--repeats",
+        "1",
+        "--no-probe",
+        "--out",
+        str(tmp_path / "out"),
+        "--dry-run",
+        *extra,
+    ]
     return cli.main(argv)
 
 
 def test_a_login_node_without_container_or_python_is_refused(tmp_path, capsys):
     assert _scale(tmp_path, "--slurm-login", "login.example.org") == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["hpcbench: error: --slurm-login without --container-image needs "
-                   "--slurm-python: the stack's Python on the cluster (a venv or conda "
-                   "environment)"]  # fmt: skip
+    assert err == [
+        "hpcbench: error: --slurm-login without --container-image needs "
+        "--slurm-python: the stack's Python on the cluster (a venv or conda "
+        "environment)"
+    ]
     assert not (tmp_path / "out").exists()
 
 
 def test_the_dry_run_shows_sbatch_on_the_login_node_with_the_clusters_paths(tmp_path, capsys):
-    code = _scale(tmp_path, "--slurm-login", "me@login.example.org", "--slurm-python",
-                  "/home/me/envs/hb/bin/python", "--slurm-setup", "module load anaconda3",
-                  "--partition", "grete")  # fmt: skip
+    code = _scale(
+        tmp_path,
+        "--slurm-login",
+        "me@login.example.org",
+        "--slurm-python",
+        "/home/me/envs/hb/bin/python",
+        "--slurm-setup",
+        "module load anaconda3",
+        "--partition",
+        "grete",
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "# sbatch on login.example.org:" in out
@@ -91,8 +118,12 @@ class LoginHere:
 
     def run(self, command: str, data: bytes | None = None) -> Reply:
         self.commands.append(command)
-        proc = subprocess.run(["bash", "-c", command], input=data, capture_output=True,
-                              env={"HOME": str(self.home), "PATH": "/usr/bin:/bin"})  # fmt: skip
+        proc = subprocess.run(
+            ["bash", "-c", command],
+            input=data,
+            capture_output=True,
+            env={"HOME": str(self.home), "PATH": "/usr/bin:/bin"},
+        )
         out = proc.stdout.decode()
         return Reply(out) if proc.returncode == 0 else Reply(out, proc.stderr.decode())
 
@@ -103,8 +134,19 @@ def _target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Target, Lo
     monkeypatch.setattr(ssh, "call", lambda access, command, **kw: login.run(command))
     monkeypatch.setattr(ssh, "send", lambda access, command, data, **kw: login.run(command, data))
     args = options.scale_parser().parse_args(
-        ["--env", "slurm", "--nodes", "1", "--slurm-login", "me@login", "--container-image",
-         "nvcr.io#nvidia/pytorch:24.05-py3", "--out", str(tmp_path / "out")])  # fmt: skip
+        [
+            "--env",
+            "slurm",
+            "--nodes",
+            "1",
+            "--slurm-login",
+            "me@login",
+            "--container-image",
+            "nvcr.io#nvidia/pytorch:24.05-py3",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     spec: TargetSpec = options.target_spec(args)
     return Target.resolve(spec), login
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import cli, testbed
+from hpcbench import cli, nodeset
 from hpcbench.launchers import Placement, RunSpec, slurm
 from hpcbench.launchers.slurm import SlurmLauncher, SlurmOptions, sbatch_script, task_command
 from hpcbench.schedulers import Outcome, SlurmScheduler
@@ -437,7 +437,7 @@ def test_env_slurm_refuses_another_launcher(tmp_path, capsys):
 
 
 def test_python_of_the_controller_without_a_container():
-    tb = testbed.slurm_cluster(4)
+    tb = nodeset.slurm_cluster(4)
     assert tb.python == sys.executable and tb.nodes[0].gpus == 4 and tb.on_controller
 
 
@@ -501,8 +501,11 @@ def test_the_gloo_rendezvous_listens_on_the_first_node_only(tmp_path):
     assert tail[0] == "$MASTER_PORT" and tail[2:] == ["1", "$MASTER_ADDR"]
     out = subprocess.run(
         [sys.executable, "-c", slurm.RENDEZVOUS_PY, "29511", "node1,node2", "1", "10.0.0.7"],
-        capture_output=True, text=True, timeout=30, env={"PYTHONPATH": str(tmp_path)},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PYTHONPATH": str(tmp_path)},
+    )
     assert out.stdout.strip() == "('10.0.0.7', 29511)", out.stderr
     assert "0.0.0.0" not in script
 
@@ -537,8 +540,11 @@ def test_hostile_values_stay_values_in_the_batch_script(tmp_path):
 @pytest.mark.parametrize(
     ("text", "wait"),
     [
-        ("JobId=7 SubmitTime=2026-11-26T10:00:00 EligibleTime=2026-11-26T10:00:00 "
-         "StartTime=2026-11-26T10:01:30 EndTime=Unknown", 90.0),
+        (
+            "JobId=7 SubmitTime=2026-11-26T10:00:00 EligibleTime=2026-11-26T10:00:00 "
+            "StartTime=2026-11-26T10:01:30 EndTime=Unknown",
+            90.0,
+        ),
         ("2026-11-26T10:00:00|2026-11-26T10:00:07\n", 7.0),  # sacct --parsable2
         ("JobId=7 SubmitTime=2026-11-26T10:00:00 StartTime=Unknown", None),  # still queued
         ("2026-11-26T10:00:00|Unknown", None),

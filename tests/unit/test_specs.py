@@ -83,13 +83,35 @@ def _args(command: str, *argv: str):
 
 
 def test_target_spec_from_the_command_line(tmp_path):
-    spec = options.target_spec(_args("scale", "--env", "slurm", "--nodes", "1-2",
-                                     "--gpus-per-node", "4", "--out", str(tmp_path)))  # fmt: skip
+    spec = options.target_spec(
+        _args(
+            "scale",
+            "--env",
+            "slurm",
+            "--nodes",
+            "1-2",
+            "--gpus-per-node",
+            "4",
+            "--out",
+            str(tmp_path),
+        )
+    )
     assert spec.kind is specs.TestbedKind.SLURM and spec.node_counts == (1, 2)
     assert spec.slurm.gpus_per_node == 4 and not spec.slurm.pin_nodes
     assert spec.slurm.job_dir == str(tmp_path.resolve() / "slurm")
-    cpu = options.target_spec(_args("probe", "--hosts", "a:2,b:2", "--gpus-per-node", "2",
-                                    "--device", "cpu", "--horovod-controller", "mpi"))  # fmt: skip
+    cpu = options.target_spec(
+        _args(
+            "probe",
+            "--hosts",
+            "a:2,b:2",
+            "--gpus-per-node",
+            "2",
+            "--device",
+            "cpu",
+            "--horovod-controller",
+            "mpi",
+        )
+    )
     assert cpu.kind is specs.TestbedKind.HOSTS
     assert cpu.hosts == (HostSlots("a", 2), HostSlots("b", 2))
     assert cpu.slurm.gpus_per_node == 0 and cpu.slurm.mpi == "pmix" and cpu.slurm.pin_nodes
@@ -124,8 +146,19 @@ def test_node_counts_bounded_by_the_resolved_testbed():
 
 
 def test_nothing_below_the_cli_takes_the_namespace():
-    below = ["sweep", "probe", "target", "testbed", "specs", "ssh", "manifest", "progress",
-             "fingerprint", "launchers", "schedulers"]  # fmt: skip
+    below = [
+        "sweep",
+        "probe",
+        "target",
+        "testbed",
+        "specs",
+        "ssh",
+        "manifest",
+        "progress",
+        "fingerprint",
+        "launchers",
+        "schedulers",
+    ]
     for name in below:
         root = paths.REPO / "hpcbench" / name
         files = sorted(root.rglob("*.py")) if root.is_dir() else [root.with_suffix(".py")]
@@ -135,15 +168,38 @@ def test_nothing_below_the_cli_takes_the_namespace():
 
 def test_real_slurm_values_pass_the_checks(tmp_path):
     """What sites actually write: checked, and passed on unchanged."""
-    args = _args("scale", "--env", "slurm", "--nodes", "1-2", "--out", str(tmp_path),
-                 "--container-image", "nvcr.io#nvidia/pytorch:23.10-py3",
-                 "--container-mounts", "/data:/data,/scratch/u1:/scratch:ro",
-                 "--partition", "gpu,gpu-long", "--account", "proj-1_x", "--qos", "normal",
-                 "--slurm-mpi", "pmix_v3", "--sbatch=--exclusive", "--sbatch=--mem=0",
-                 "--slurm-job-dir", "/home/u1/jobs")  # fmt: skip
+    args = _args(
+        "scale",
+        "--env",
+        "slurm",
+        "--nodes",
+        "1-2",
+        "--out",
+        str(tmp_path),
+        "--container-image",
+        "nvcr.io#nvidia/pytorch:23.10-py3",
+        "--container-mounts",
+        "/data:/data,/scratch/u1:/scratch:ro",
+        "--partition",
+        "gpu,gpu-long",
+        "--account",
+        "proj-1_x",
+        "--qos",
+        "normal",
+        "--slurm-mpi",
+        "pmix_v3",
+        "--sbatch=--exclusive",
+        "--sbatch=--mem=0",
+        "--slurm-job-dir",
+        "/home/u1/jobs",
+    )
     slurm = options.target_spec(args).slurm
     assert slurm.container_image == "nvcr.io#nvidia/pytorch:23.10-py3"
     assert slurm.container_mounts == ("/data:/data", "/scratch/u1:/scratch:ro")
     assert (slurm.partition, slurm.account, slurm.qos, slurm.mpi) == (
-        "gpu,gpu-long", "proj-1_x", "normal", "pmix_v3")  # fmt: skip
+        "gpu,gpu-long",
+        "proj-1_x",
+        "normal",
+        "pmix_v3",
+    )
     assert slurm.extra == ("--exclusive", "--mem=0") and slurm.job_dir == "/home/u1/jobs"

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from hpcbench import testbed
+from hpcbench import nodeset
 from hpcbench.errors import UsageError
 from hpcbench.ssh import SshAccess, split_options
 
@@ -27,10 +27,13 @@ def effective(access: SshAccess) -> dict[str, str]:
 
 
 def _inventory(tmp_path, **host_vars):
-    host = {"ansible_host": "127.0.0.1", "ansible_port": 22901, "ansible_user": "hpc",
-            **host_vars}  # fmt: skip
-    data = {"all": {"vars": {"testbed_head": "n1", "testbed_nodes": [{"name": "n1"}]},
-                    "hosts": {"n1": host}}}  # fmt: skip
+    host = {"ansible_host": "127.0.0.1", "ansible_port": 22901, "ansible_user": "hpc", **host_vars}
+    data = {
+        "all": {
+            "vars": {"testbed_head": "n1", "testbed_nodes": [{"name": "n1"}]},
+            "hosts": {"n1": host},
+        }
+    }
     path = tmp_path / "inventory.yml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -44,7 +47,7 @@ def test_the_inventory_known_hosts_is_used_and_checked_strictly(tmp_path):
         "-o StrictHostKeyChecking=accept-new",
         ansible_ssh_common_args="-o ProxyJump=jump@bastion",
     )
-    [node] = testbed.load_inventory(path).nodes
+    [node] = nodeset.load_inventory(path).nodes
     config = effective(node.access)
     assert config["stricthostkeychecking"] == "true"
     assert config["userknownhostsfile"] == "/state/ssh/known_hosts"
@@ -53,7 +56,7 @@ def test_the_inventory_known_hosts_is_used_and_checked_strictly(tmp_path):
 
 
 def test_without_ansible_arguments_the_state_folder_known_hosts_is_used(tmp_path):
-    [node] = testbed.load_inventory(_inventory(tmp_path)).nodes
+    [node] = nodeset.load_inventory(_inventory(tmp_path)).nodes
     config = effective(node.access)
     assert config["userknownhostsfile"] == str(tmp_path / "ssh" / "known_hosts")
     assert config["stricthostkeychecking"] == "true"
@@ -66,8 +69,9 @@ def test_ad_hoc_hosts_use_the_users_known_hosts_strictly():
 
 
 def test_extra_arguments_cannot_turn_checking_off():
-    access = SshAccess(host="n", extra_args=("-oStrictHostKeyChecking=no", "-o",
-                                             "UserKnownHostsFile /dev/null"))  # fmt: skip
+    access = SshAccess(
+        host="n", extra_args=("-oStrictHostKeyChecking=no", "-o", "UserKnownHostsFile /dev/null")
+    )
     config = effective(access)
     assert (
         config["stricthostkeychecking"] == "true"
@@ -81,8 +85,9 @@ def test_the_host_is_never_an_option():
 
 
 def test_split_options():
-    assert split_options(("-o", "UserKnownHostsFile=/k", "-p", "2", "-oStrictHostKeyChecking no"))\
-        == (("-p", "2"), {"userknownhostsfile": "/k", "stricthostkeychecking": "no"})  # fmt: skip
+    assert split_options(
+        ("-o", "UserKnownHostsFile=/k", "-p", "2", "-oStrictHostKeyChecking no")
+    ) == (("-p", "2"), {"userknownhostsfile": "/k", "stricthostkeychecking": "no"})
 
 
 @pytest.mark.parametrize(
@@ -96,7 +101,7 @@ def test_split_options():
 )
 def test_a_malformed_inventory_is_one_line(tmp_path, host_vars, message):
     with pytest.raises(UsageError, match=message):
-        testbed.load_inventory(_inventory(tmp_path, **host_vars))
+        nodeset.load_inventory(_inventory(tmp_path, **host_vars))
 
 
 @pytest.mark.parametrize(
@@ -114,11 +119,11 @@ def test_a_malformed_inventory_entry_is_one_line(tmp_path, text):
     path = tmp_path / "inventory.yml"
     path.write_text(text)
     with pytest.raises(UsageError):
-        testbed.load_inventory(path)
+        nodeset.load_inventory(path)
 
 
 def test_an_inventory_that_is_not_utf8_is_one_line(tmp_path):
     path = tmp_path / "inventory.yml"
     path.write_bytes(b"all: \xff\xfe\n")
     with pytest.raises(UsageError, match="not valid YAML"):
-        testbed.load_inventory(path)
+        nodeset.load_inventory(path)

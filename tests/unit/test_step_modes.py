@@ -25,21 +25,48 @@ import runtime  # noqa: E402
 import steps  # noqa: E402
 
 TRAIN = str(REPO / "bench" / "train.py")
-TINY = ["--model", "resnet18", "--image-size", "32", "--batch", "2", "--warmup", "1",
-        "--windows", "2", "--steps", "2", "--threads", "1", "--device", "cpu"]  # fmt: skip
+TINY = [
+    "--model",
+    "resnet18",
+    "--image-size",
+    "32",
+    "--batch",
+    "2",
+    "--warmup",
+    "1",
+    "--windows",
+    "2",
+    "--steps",
+    "2",
+    "--threads",
+    "1",
+    "--device",
+    "cpu",
+]
 # aot_eager: forward and backward traced and run as torch.compile does, without the
 # minutes TorchInductor's code generation takes on two cores (steps.compile_backend).
 QUICK_COMPILE = {steps.COMPILE_BACKEND_VARIABLE: "aot_eager"}
 
 
 def _one_rank() -> dict[str, str]:
-    return {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(free_port())}  # fmt: skip
+    return {
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "LOCAL_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+    }
 
 
 def _run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=REPO,
-                          env={**os.environ, **(env or {})})  # fmt: skip
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def _record(argv: list[str], env: dict[str, str] | None = None) -> dict:
@@ -80,8 +107,24 @@ def test_graph_mode_on_the_cpu_is_one_line_and_status_2() -> None:
 
 def test_the_harness_refuses_graph_mode_on_the_cpu_before_anything_runs(tmp_path) -> None:
     out = tmp_path / "out"
-    proc = _run([sys.executable, "-m", "hpcbench", "scale", "--env", "localhost", "--nodes",
-                 "1", "--device", "cpu", "--step", "graph", "--out", str(out)])  # fmt: skip
+    proc = _run(
+        [
+            sys.executable,
+            "-m",
+            "hpcbench",
+            "scale",
+            "--env",
+            "localhost",
+            "--nodes",
+            "1",
+            "--device",
+            "cpu",
+            "--step",
+            "graph",
+            "--out",
+            str(out),
+        ]
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "hpcbench: error: --step graph needs CUDA (CUDA graphs): drop --device cpu, or use "
@@ -151,15 +194,33 @@ def test_the_compressor_gives_back_the_gradient_in_its_own_layout() -> None:
         assert torch.allclose(safe.decompress(sent, ctx), flat, atol=tolerance)
 
 
-@pytest.mark.skipif(not shutil.which("horovodrun", path=str(Path(sys.executable).parent)),
-                    reason="horovodrun is not installed in this venv")
+@pytest.mark.skipif(
+    not shutil.which("horovodrun", path=str(Path(sys.executable).parent)),
+    reason="horovodrun is not installed in this venv",
+)
 @pytest.mark.parametrize("compress", [[], ["--fp16-allreduce"]])
 def test_horovod_trains_nhwc_on_two_ranks(compress) -> None:
     # Before steps.ChannelsLastSafe, the first broadcast_parameters failed with "Tensor is
     # required to be contiguous" (seen on an H100), so Horovod trained NCHW only.
     horovodrun = str(Path(sys.executable).parent / "horovodrun")
-    rec = _record([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", sys.executable,
-                   TRAIN, *TINY, "--backend", "horovod", "--channels-last", "on", *compress])
+    rec = _record(
+        [
+            horovodrun,
+            "-np",
+            "2",
+            "-H",
+            "localhost:2",
+            "--gloo",
+            sys.executable,
+            TRAIN,
+            *TINY,
+            "--backend",
+            "horovod",
+            "--channels-last",
+            "on",
+            *compress,
+        ]
+    )
     assert rec["channels_last"] is True and rec["workers"] == 2
     # Each rank trains on its own batch: equal weights mean the gradients were summed.
     assert rec["weights_in_sync"] is True
@@ -167,8 +228,9 @@ def test_horovod_trains_nhwc_on_two_ranks(compress) -> None:
 
 def test_the_compiled_step_trains_what_the_eager_step_trains() -> None:
     eager = _record([sys.executable, TRAIN, *TINY], _one_rank())
-    compiled = _record([sys.executable, TRAIN, *TINY, "--step", "compile"],
-                       {**_one_rank(), **QUICK_COMPILE})  # fmt: skip
+    compiled = _record(
+        [sys.executable, TRAIN, *TINY, "--step", "compile"], {**_one_rank(), **QUICK_COMPILE}
+    )
     assert (eager["step"], compiled["step"]) == ("eager", "compile")
     assert compiled["compile_backend"] == "aot_eager" and eager["compile_backend"] is None
     assert eager["graph_capture"] is None and compiled["graph_capture"] is None
@@ -180,6 +242,7 @@ def test_the_compiled_step_trains_what_the_eager_step_trains() -> None:
 
 
 def test_ddp_compiled_around_the_wrapper_keeps_the_ranks_in_step() -> None:
-    rec = _record([*torchrun.here(2), TRAIN, *TINY, "--backend", "ddp", "--step", "compile"],
-                  QUICK_COMPILE)  # fmt: skip
+    rec = _record(
+        [*torchrun.here(2), TRAIN, *TINY, "--backend", "ddp", "--step", "compile"], QUICK_COMPILE
+    )
     assert rec["step"] == "compile" and rec["workers"] == 2 and rec["weights_in_sync"] is True

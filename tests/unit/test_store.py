@@ -36,8 +36,17 @@ def test_append_and_read_back(tmp_path):
     store = Store(tmp_path / "out")
     store.append(_record(0))
     store.append(_record(1, status="failed", error="boom"))
-    store.append({"kind": "probe", "env": "localhost", "backend": "ddp", "nodes": 2,
-                  "workers": 2, "status": "failed", "error": "timed out"})  # fmt: skip
+    store.append(
+        {
+            "kind": "probe",
+            "env": "localhost",
+            "backend": "ddp",
+            "nodes": 2,
+            "workers": 2,
+            "status": "failed",
+            "error": "timed out",
+        }
+    )
     runs = store.runs()
     assert [r["repeat"] for r in runs] == [0, 1]
     assert all(r["schema"] == 1 for r in runs)
@@ -218,8 +227,7 @@ def _break_the_write_of(marker: bytes, monkeypatch, how: str) -> None:
 
 @pytest.mark.parametrize("how", ["raise", "short", "fsync"])
 @pytest.mark.parametrize("torn", [False, True])
-def test_a_failed_append_leaves_the_store_byte_for_byte_as_it_was(tmp_path, monkeypatch, how,
-                                                                  torn):  # fmt: skip
+def test_a_failed_append_leaves_the_store_byte_for_byte_as_it_was(tmp_path, monkeypatch, how, torn):
     store = Store(tmp_path)
     store.append(_record(0))
     if torn:  # a torn last line from before: the append would start a fresh line
@@ -250,9 +258,27 @@ def test_the_edges_of_real_measurements_fit_the_schema(tmp_path):
     """Bounds keep sums finite, not real figures out: an idle interface's 0 bytes/s,
     no data wait, a probe's microsecond all-reduce."""
     store = Store(tmp_path)
-    store.append(_record(0, data_time_fraction=0.0, allreduce_bytes=0, nodes_use={"per_host": [
-        {"cpu_util": 0.0, "net": {"ifb1": {"rx_bytes_per_s": 0.0, "tx_bytes_per_s": 0}}}]}))
-    store.append({"kind": "probe", "env": "localhost", "backend": "ddp", "nodes": 2,
-                  "workers": 2, "status": "ok", "results": [
-                      {"bytes": 4, "time_s": 2e-6, "busbw": 2e6, "algbw": 2e6}]})  # fmt: skip
+    store.append(
+        _record(
+            0,
+            data_time_fraction=0.0,
+            allreduce_bytes=0,
+            nodes_use={
+                "per_host": [
+                    {"cpu_util": 0.0, "net": {"ifb1": {"rx_bytes_per_s": 0.0, "tx_bytes_per_s": 0}}}
+                ]
+            },
+        )
+    )
+    store.append(
+        {
+            "kind": "probe",
+            "env": "localhost",
+            "backend": "ddp",
+            "nodes": 2,
+            "workers": 2,
+            "status": "ok",
+            "results": [{"bytes": 4, "time_s": 2e-6, "busbw": 2e6, "algbw": 2e6}],
+        }
+    )
     assert len(store.runs()) == 1 and len(store.probes()) == 1 and store.skipped == []

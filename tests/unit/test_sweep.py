@@ -7,19 +7,19 @@ import time
 import pytest
 import yaml
 
-from hpcbench import cli, launchers, sweep, testbed
+from hpcbench import cli, launchers, nodeset, sweep
 from hpcbench.specs import HostSlots, WorkloadSpec
 from hpcbench.target import Target
 
 
 @pytest.fixture(autouse=True)
 def _own_state(tmp_path, monkeypatch):
-    """Testbed locks (hpcbench.testbed.lock_files) in the test's folder, not the checkout's."""
+    """Testbed locks (hpcbench.nodeset.lock_files) in the test's folder, not the checkout's."""
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
 
 
 def _target(nodes=(1, 2, 4), per_node=None, tb=None):
-    tb = tb or testbed.from_hosts([HostSlots(f"h{i}", 2) for i in range(4)])
+    tb = tb or nodeset.from_hosts([HostSlots(f"h{i}", 2) for i in range(4)])
     return Target(tb, list(nodes), per_node, "horovod", launchers.get("auto", "horovod"))
 
 
@@ -47,7 +47,7 @@ def test_one_worker_per_node_has_one_baseline():
 
 
 def test_localhost_nodes_are_processes_on_one_host():
-    target = _target(nodes=(1, 2), tb=testbed.localhost(cores=2))
+    target = _target(nodes=(1, 2), tb=nodeset.localhost(cores=2))
     assert target.workers(2) == 2
     assert [(p.host, p.slots) for p in target.placements(2, 2)] == [("localhost", 2)]
     spec = target.spec("train.py", [], 2, 2)
@@ -95,7 +95,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys, argv, message):
 def _deploy_local(tmp_path, monkeypatch) -> None:
     """A deployed 'local' testbed of four nodes, as its inventory has it."""
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
-    monkeypatch.setattr(testbed.paths, "environments", lambda: ["local"])
+    monkeypatch.setattr(nodeset.paths, "environments", lambda: ["local"])
     (tmp_path / "state" / "local").mkdir(parents=True)
     nodes = [{"name": f"n{i}", "address": f"10.0.0.{i}", "gpus": 0} for i in range(4)]
     hosts = {n["name"]: {"ansible_host": "127.0.0.1", "ansible_port": 1} for n in nodes}
@@ -111,10 +111,22 @@ def test_more_nodes_than_the_deployed_testbed(tmp_path, capsys, monkeypatch):
 
 def _held_run() -> dict:
     """A run record the store accepts (it skips records analysis cannot use)."""
-    return {"kind": "run", "status": "ok", "env": "localhost", "model": "resnet18",
-            "backend": "horovod", "batch": 32, "image_size": 224, "data": "synthetic",
-            "nodes": 1, "workers": 1, "gpus_per_node": 1, "repeat": 0, "steps": 20,
-            "window_times": [1.0, 1.1]}  # fmt: skip
+    return {
+        "kind": "run",
+        "status": "ok",
+        "env": "localhost",
+        "model": "resnet18",
+        "backend": "horovod",
+        "batch": 32,
+        "image_size": 224,
+        "data": "synthetic",
+        "nodes": 1,
+        "workers": 1,
+        "gpus_per_node": 1,
+        "repeat": 0,
+        "steps": 20,
+        "window_times": [1.0, 1.1],
+    }
 
 
 def test_a_full_store_needs_resume(tmp_path, capsys):
@@ -201,8 +213,21 @@ def _held_like_this_sweep(tmp_path, **workload) -> None:
 )
 def test_resume_never_counts_a_run_made_another_way(tmp_path, capsys, extra, todo):
     _held_like_this_sweep(tmp_path)
-    argv = ["--env", "localhost", "--nodes", "1", "--batch", "32", "--repeats", "1",
-            "--backend", "horovod", "--resume", "--dry-run", *extra]  # fmt: skip
+    argv = [
+        "--env",
+        "localhost",
+        "--nodes",
+        "1",
+        "--batch",
+        "32",
+        "--repeats",
+        "1",
+        "--backend",
+        "horovod",
+        "--resume",
+        "--dry-run",
+        *extra,
+    ]
     assert _scale(tmp_path, *argv) == 0
     out = capsys.readouterr()
     assert ("nothing to do" in out.err) is (not todo), out
@@ -250,19 +275,34 @@ class _FakeRuns:
 
 def _adaptive(tmp_path, monkeypatch, times, *extra):
     fake = _FakeRuns(times)
-    monkeypatch.setattr(Target, "run", lambda self, spec, timeout_s, echo=False:
-                        fake(spec, timeout_s, echo))  # fmt: skip
+    monkeypatch.setattr(
+        Target, "run", lambda self, spec, timeout_s, echo=False: fake(spec, timeout_s, echo)
+    )
     monkeypatch.setattr(Target, "prepare", lambda self: None)
-    code = _scale(tmp_path, "--env", "localhost", "--nodes", "1-2", "--batch", "8",
-                  "--backend", "ddp", "--no-probe", "--repeats", "2", *extra)  # fmt: skip
+    code = _scale(
+        tmp_path,
+        "--env",
+        "localhost",
+        "--nodes",
+        "1-2",
+        "--batch",
+        "8",
+        "--backend",
+        "ddp",
+        "--no-probe",
+        "--repeats",
+        "2",
+        *extra,
+    )
     records = list(sweep.Store(tmp_path / "out").records())
     return code, fake, records
 
 
 def test_adaptive_repeats_stop_at_the_target_or_the_maximum(tmp_path, monkeypatch, capsys):
     # One worker: identical runs (converged after --repeats); two: alternating 1 s / 2 s.
-    code, fake, records = _adaptive(tmp_path, monkeypatch, {1: [1.0], 2: [1.0, 2.0]},
-                                    "--max-repeats", "6", "--target-ci", "5%")  # fmt: skip
+    code, fake, records = _adaptive(
+        tmp_path, monkeypatch, {1: [1.0], 2: [1.0, 2.0]}, "--max-repeats", "6", "--target-ci", "5%"
+    )
     assert code == 0
     assert fake.calls == {1: 2, 2: 6}
     [conv] = [r for r in records if r["kind"] == "convergence"]
@@ -280,8 +320,9 @@ def test_no_extra_repeats_without_max_repeats(tmp_path, monkeypatch, capsys):
 def test_budget_stops_extra_repeats(tmp_path, monkeypatch, capsys):
     clock = iter(range(0, 10**6, 100))  # every reading of the clock: 100 s later
     monkeypatch.setattr(sweep.time, "monotonic", lambda: next(clock))
-    code, fake, records = _adaptive(tmp_path, monkeypatch, {1: [1.0], 2: [1.0, 2.0]},
-                                    "--max-repeats", "50", "--budget", "30m")  # fmt: skip
+    code, fake, records = _adaptive(
+        tmp_path, monkeypatch, {1: [1.0], 2: [1.0, 2.0]}, "--max-repeats", "50", "--budget", "30m"
+    )
     assert code == 0 and 2 < fake.calls[2] < 50
     [conv] = [r for r in records if r["kind"] == "convergence"]
     assert "budget" in {c["stopped"] for c in conv["configs"]}
@@ -308,9 +349,24 @@ def test_budget_judges_an_extra_repeat_by_its_own_configurations_length(tmp_path
     # 2 + 2 runs (1320 s) a 1500 s budget has room for three more 60 s runs, though not
     # for one run of the sweep's mean length (330 s).
     fake = _timed(monkeypatch, {1: [1.0, 2.0], 2: [1.0]}, {1: 60.0, 2: 600.0})
-    code = _scale(tmp_path, "--env", "localhost", "--nodes", "1-2", "--batch", "8",
-                  "--backend", "ddp", "--no-probe", "--repeats", "2", "--max-repeats", "50",
-                  "--budget", "1500s")  # fmt: skip
+    code = _scale(
+        tmp_path,
+        "--env",
+        "localhost",
+        "--nodes",
+        "1-2",
+        "--batch",
+        "8",
+        "--backend",
+        "ddp",
+        "--no-probe",
+        "--repeats",
+        "2",
+        "--max-repeats",
+        "50",
+        "--budget",
+        "1500s",
+    )
     assert code == 0
     assert fake.calls == {1: 5, 2: 2}
 
@@ -320,9 +376,24 @@ def test_a_run_too_long_for_the_budget_leaves_room_for_shorter_ones(tmp_path, mo
     # 1500 s budget has no room for a 2-worker run but for three 1-worker ones, whichever
     # comes first in the round.
     fake = _timed(monkeypatch, {1: [1.0, 2.0], 2: [1.0, 2.0]}, {1: 60.0, 2: 600.0})
-    code = _scale(tmp_path, "--env", "localhost", "--nodes", "1-2", "--batch", "8",
-                  "--backend", "ddp", "--no-probe", "--repeats", "2", "--max-repeats", "50",
-                  "--budget", "1500s")  # fmt: skip
+    code = _scale(
+        tmp_path,
+        "--env",
+        "localhost",
+        "--nodes",
+        "1-2",
+        "--batch",
+        "8",
+        "--backend",
+        "ddp",
+        "--no-probe",
+        "--repeats",
+        "2",
+        "--max-repeats",
+        "50",
+        "--budget",
+        "1500s",
+    )
     assert code == 0
     assert fake.calls == {1: 5, 2: 2}
     [conv] = [r for r in sweep.Store(tmp_path / "out").records() if r["kind"] == "convergence"]
@@ -335,9 +406,28 @@ def test_the_budgets_last_run_goes_to_the_widest_interval(tmp_path, monkeypatch,
     # (an interval of about 31%); two: 1 and 2 s (over 100%): the extra run is the
     # two-worker one whatever the seed's shuffle.
     fake = _timed(monkeypatch, {1: [1.0, 1.05], 2: [1.0, 2.0]}, {1: 60.0, 2: 60.0})
-    code = _scale(tmp_path, "--env", "localhost", "--nodes", "1-2", "--batch", "8",
-                  "--backend", "ddp", "--no-probe", "--repeats", "2", "--max-repeats", "50",
-                  "--target-ci", "1%", "--budget", "300s", "--seed", seed)  # fmt: skip
+    code = _scale(
+        tmp_path,
+        "--env",
+        "localhost",
+        "--nodes",
+        "1-2",
+        "--batch",
+        "8",
+        "--backend",
+        "ddp",
+        "--no-probe",
+        "--repeats",
+        "2",
+        "--max-repeats",
+        "50",
+        "--target-ci",
+        "1%",
+        "--budget",
+        "300s",
+        "--seed",
+        seed,
+    )
     assert code == 0
     assert fake.calls == {1: 2, 2: 3}
 
@@ -385,8 +475,9 @@ def _unwritable_out(tmp_path, how):
 
 
 @pytest.mark.parametrize("command", ["scale", "probe"])
-@pytest.mark.parametrize("how", ["a file", "a file's child", "results file is a folder",
-                                 "an unwritable folder"])  # fmt: skip
+@pytest.mark.parametrize(
+    "how", ["a file", "a file's child", "results file is a folder", "an unwritable folder"]
+)
 def test_an_out_no_record_could_go_to_is_refused_before_launching(
     tmp_path, capsys, no_launch, command, how
 ):
@@ -429,8 +520,20 @@ def test_a_store_that_fails_mid_sweep_is_one_line_and_keeps_the_run(
 
     monkeypatch.setattr(Target, "run", run)
     monkeypatch.setattr(Target, "prepare", lambda self: None)
-    code = _scale(tmp_path, "--env", "localhost", "--nodes", "1", "--batch", "8",
-                  "--backend", "ddp", "--no-probe", "--repeats", "2")  # fmt: skip
+    code = _scale(
+        tmp_path,
+        "--env",
+        "localhost",
+        "--nodes",
+        "1",
+        "--batch",
+        "8",
+        "--backend",
+        "ddp",
+        "--no-probe",
+        "--repeats",
+        "2",
+    )
     captured = capsys.readouterr()
     failure = [line for line in captured.err.splitlines() if line.startswith("hpcbench:")]
     assert code == 1 and len(failure) == 1 and "Traceback" not in captured.err
@@ -473,16 +576,51 @@ def test_a_second_sweep_or_probe_on_a_busy_testbed_is_refused(
         return fake(spec, timeout_s, echo)
 
     monkeypatch.setattr(Target, "run", run)
-    assert _scale(tmp_path, "--env", env, "--nodes", "1", "--batch", "8",
-                  "--backend", "ddp", "--no-probe", "--repeats", "1") == 0  # fmt: skip
+    assert (
+        _scale(
+            tmp_path,
+            "--env",
+            env,
+            "--nodes",
+            "1",
+            "--batch",
+            "8",
+            "--backend",
+            "ddp",
+            "--no-probe",
+            "--repeats",
+            "1",
+        )
+        == 0
+    )
     [(code, err)] = seconds
     assert code == 2 and err.count("\n") == 1
     assert err.startswith(f"hpcbench: error: testbed {env} is in use by another sweep")
     assert fake.calls[1] == 1 and not other.exists()  # the second launched nothing
     # Once the first is done, the testbed is free again.
-    assert cli.main(["scale", "--out", str(other), "--model", "resnet18", "--env", env,
-                     "--nodes", "1", "--batch", "8", "--backend", "ddp", "--no-probe",
-                     "--repeats", "1"]) == 0  # fmt: skip
+    assert (
+        cli.main(
+            [
+                "scale",
+                "--out",
+                str(other),
+                "--model",
+                "resnet18",
+                "--env",
+                env,
+                "--nodes",
+                "1",
+                "--batch",
+                "8",
+                "--backend",
+                "ddp",
+                "--no-probe",
+                "--repeats",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert fake.calls[1] == 2
 
 
@@ -515,12 +653,26 @@ def test_a_run_needing_a_dead_node_fails_in_seconds_and_its_configurations_stop(
 ):
     _deploy_with_a_dead_node(tmp_path, monkeypatch)
     fake = _FakeRuns({1: [1.0], 2: [1.0], 3: [1.0], 4: [1.0]})
-    monkeypatch.setattr(Target, "run", lambda self, spec, timeout_s, echo=False:
-                        fake(spec, timeout_s, echo))  # fmt: skip
+    monkeypatch.setattr(
+        Target, "run", lambda self, spec, timeout_s, echo=False: fake(spec, timeout_s, echo)
+    )
     started = time.monotonic()
-    code = _scale(tmp_path, "--env", "local", "--nodes", "1-4", "--batch", "8",
-                  "--backend", "ddp", "--no-probe", "--repeats", "3",
-                  "--timeout", "300")  # fmt: skip
+    code = _scale(
+        tmp_path,
+        "--env",
+        "local",
+        "--nodes",
+        "1-4",
+        "--batch",
+        "8",
+        "--backend",
+        "ddp",
+        "--no-probe",
+        "--repeats",
+        "3",
+        "--timeout",
+        "300",
+    )
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err
     # One run found n2 gone, in about the check's bound, not --timeout; nothing waited more.
@@ -532,8 +684,10 @@ def test_a_run_needing_a_dead_node_fails_in_seconds_and_its_configurations_stop(
     # The configurations on n0 and n1 made every run; those that need n2 none after it.
     assert fake.calls == {1: 3, 2: 3}
     for workers in (3, 4):
-        assert (f"batch 8, {workers} node(s), {workers} worker(s): no further run, node n2 "
-                "is unreachable (no answer in 1 s)") in err  # fmt: skip
+        assert (
+            f"batch 8, {workers} node(s), {workers} worker(s): no further run, node n2 "
+            "is unreachable (no answer in 1 s)"
+        ) in err
     [conv] = [r for r in records if r["kind"] == "convergence"]
     stopped = {c["label"]: c["stopped"] for c in conv["configs"]}
     assert stopped["batch 8, 3 node(s), 3 worker(s)"] == "node unreachable"
@@ -545,5 +699,5 @@ def test_nodes_that_are_processes_here_are_not_probed(monkeypatch):
         raise AssertionError("probed a node of --env localhost")
 
     monkeypatch.setattr("hpcbench.bounded.run", no_ssh)
-    target = _target(nodes=(1, 2), tb=testbed.localhost(cores=2))
+    target = _target(nodes=(1, 2), tb=nodeset.localhost(cores=2))
     assert target.unreachable(target.spec("train.py", [], 2, 2)) == {}

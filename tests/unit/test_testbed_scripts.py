@@ -86,9 +86,10 @@ def test_jfed_delete_takes_password_from_the_environment(tmp_path: Path) -> None
 def files_holding(root: Path, secret: bytes) -> list[Path]:
     """Every regular file under root whose bytes contain secret (links not followed)."""
     return [
-        p for p in root.rglob("*")
+        p
+        for p in root.rglob("*")
         if p.is_file() and not p.is_symlink() and secret in p.read_bytes()
-    ]  # fmt: skip
+    ]
 
 
 def start_and_sigkill_when(cmd: list[str], env: dict[str, str], mark: Path) -> subprocess.Popen:
@@ -97,9 +98,12 @@ def start_and_sigkill_when(cmd: list[str], env: dict[str, str], mark: Path) -> s
     runs. The caller kills the group (the client) when done."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("TF_VAR_", "GPULAB_"))}
     proc = subprocess.Popen(
-        cmd, env={**clean, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cmd,
+        env={**clean, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
-    )  # fmt: skip
+    )
     deadline = time.monotonic() + 30
     while not mark.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -141,10 +145,14 @@ exec sleep 60
     jar.write_text("")
     proc = start_and_sigkill_when(
         [str(JFED_SH), str(action)],
-        {"JFED_JAVA": str(java), "JFED_JAR": str(jar), "HPCBENCH_PEM_PASSWORD": password,
-         "TMPDIR": str(tmp)},
+        {
+            "JFED_JAVA": str(java),
+            "JFED_JAR": str(jar),
+            "HPCBENCH_PEM_PASSWORD": password,
+            "TMPDIR": str(tmp),
+        },
         marks / "java.pid",
-    )  # fmt: skip
+    )
     try:
         assert (marks / "read1").read_text() == "1\n" == (marks / "read2").read_text()
         assert files_holding(tmp_path, password.encode()) == [], "while jFed still runs"
@@ -167,10 +175,15 @@ def test_gpulab_missing_cli_says_what_to_do(tmp_path: Path) -> None:
     job = tmp_path / "job0.json"
     job.write_text("{}")
     proc = run(
-        [str(GPULAB_SH), "submit", str(job), str(tmp_path / "leases" / "job0.json"),
-         str(tmp_path / "job0.state.json")],
+        [
+            str(GPULAB_SH),
+            "submit",
+            str(job),
+            str(tmp_path / "leases" / "job0.json"),
+            str(tmp_path / "job0.state.json"),
+        ],
         {"GPULAB_CLI": "no-such-gpulab-cli", "GPULAB_CERT": str(job)},
-    )  # fmt: skip
+    )
     assert proc.returncode == 2
     assert "pip install imecilabt-gpulab-cli" in proc.stderr
 
@@ -200,12 +213,22 @@ esac
     pem = tmp_path / "login.pem"
     pem.write_text("-----BEGIN ENCRYPTED PRIVATE KEY-----\n")
     proc = start_and_sigkill_when(
-        [str(GPULAB_SH), "submit", str(job), str(tmp_path / "leases" / "job0.json"),
-         str(tmp_path / "job0.state.json")],
-        {"GPULAB_CLI": str(cli), "GPULAB_CERT": str(pem), "GPULAB_PROJECT": "p",
-         "HPCBENCH_PEM_PASSWORD": password, "TMPDIR": str(tmp_path)},
+        [
+            str(GPULAB_SH),
+            "submit",
+            str(job),
+            str(tmp_path / "leases" / "job0.json"),
+            str(tmp_path / "job0.state.json"),
+        ],
+        {
+            "GPULAB_CLI": str(cli),
+            "GPULAB_CERT": str(pem),
+            "GPULAB_PROJECT": "p",
+            "HPCBENCH_PEM_PASSWORD": password,
+            "TMPDIR": str(tmp_path),
+        },
         marks / "cli.pid",
-    )  # fmt: skip
+    )
     try:
         assert (marks / "env").read_text() == "yes\n", "the CLI got the password"
         assert (tmp_path / "leases" / "job0.json").is_file()

@@ -25,10 +25,15 @@ def test_providers_refuse_a_module_zip_that_does_not_match_its_pinned_sha256(tmp
     try:
         proc = subprocess.run(
             ["bash", str(REPO / "tools" / "providers.sh")],
-            env={"PATH": "/usr/local/go/bin:/usr/bin:/bin", "TOOLS_DIR": str(tmp_path / "tools"),
-                 "GOPROXY_URL": f"http://127.0.0.1:{server.server_port}"},
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            env={
+                "PATH": "/usr/local/go/bin:/usr/bin:/bin",
+                "TOOLS_DIR": str(tmp_path / "tools"),
+                "GOPROXY_URL": f"http://127.0.0.1:{server.server_port}",
+            },
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         server.shutdown()
     assert proc.returncode != 0

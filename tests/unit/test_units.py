@@ -13,9 +13,17 @@ import units  # noqa: E402
 
 @pytest.mark.parametrize(
     "text, size",
-    [("64M", 64 << 20), ("64MiB", 64 << 20), ("64MB", 64 << 20), ("4K", 4096), ("4096", 4096),
-     ("1G", 1 << 30), (" 4k ", 4096), ("4G", 4 << 30)],
-)  # fmt: skip
+    [
+        ("64M", 64 << 20),
+        ("64MiB", 64 << 20),
+        ("64MB", 64 << 20),
+        ("4K", 4096),
+        ("4096", 4096),
+        ("1G", 1 << 30),
+        (" 4k ", 4096),
+        ("4G", 4 << 30),
+    ],
+)
 def test_sizes(text, size):
     assert units.parse_size(text) == size
 

@@ -1,4 +1,4 @@
-"""The GPU path's logic, on the CPU: what the H100 run (evaluation/bench_gpu.py) found
+"""The GPU path's logic, on the CPU: what the H100 run (evaluation/gpu_steps.py) found
 and what its checks decide. The GPU itself is exercised by `make bench-gpu`."""
 
 from __future__ import annotations
@@ -20,12 +20,28 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "evaluation"))
 torch = pytest.importorskip("torch")
 
-import bench_gpu  # noqa: E402
+import gpu_steps  # noqa: E402
 import runtime  # noqa: E402
 import train  # noqa: E402
 
-TINY = ["--model", "resnet18", "--image-size", "32", "--batch", "2", "--warmup", "1",
-        "--windows", "2", "--steps", "1", "--threads", "1", "--device", "cpu"]
+TINY = [
+    "--model",
+    "resnet18",
+    "--image-size",
+    "32",
+    "--batch",
+    "2",
+    "--warmup",
+    "1",
+    "--windows",
+    "2",
+    "--steps",
+    "1",
+    "--threads",
+    "1",
+    "--device",
+    "cpu",
+]
 
 
 def test_nhwc_with_amp_on_cuda_under_both_backends() -> None:
@@ -58,52 +74,92 @@ def test_slowest_rank_per_window() -> None:
 
 
 def test_timing_check_flags_a_disagreement() -> None:
-    assert bench_gpu.timing_faults([0.10, 0.20], [0.0999, 0.1995]) == []
-    assert "differ by 10.0%" in bench_gpu.timing_faults([0.10, 0.20], [0.09, 0.20])[0]
-    assert bench_gpu.timing_faults([0.1], None)
+    assert gpu_steps.timing_faults([0.10, 0.20], [0.0999, 0.1995]) == []
+    assert "differ by 10.0%" in gpu_steps.timing_faults([0.10, 0.20], [0.09, 0.20])[0]
+    assert gpu_steps.timing_faults([0.1], None)
 
 
 def test_a_gpu_record_without_its_gpu_fields_fails_the_check() -> None:
-    record = {"fingerprint": {"gpu": "H100", "cuda": "13.0", "nccl": "2.28.9", "driver": ""},
-              "gpu": {"skipped": "NVML unavailable"}, "loss": float("nan"),
-              "weights_in_sync": False, "window_times": [0.1], "device_window_times": [0.1]}
-    faults = " | ".join(bench_gpu.workload_faults(record))
+    record = {
+        "fingerprint": {"gpu": "H100", "cuda": "13.0", "nccl": "2.28.9", "driver": ""},
+        "gpu": {"skipped": "NVML unavailable"},
+        "loss": float("nan"),
+        "weights_in_sync": False,
+        "window_times": [0.1],
+        "device_window_times": [0.1],
+    }
+    faults = " | ".join(gpu_steps.workload_faults(record))
     for what in ("no driver", "NVML unavailable", "loss is nan", "weights differ"):
         assert what in faults
 
 
 def _record(argv: list[str], env: dict[str, str] | None = None) -> dict:
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+    )
     lines = [ln for ln in proc.stdout.splitlines() if runtime.RESULT_MARKER in ln]
     assert proc.returncode == 0 and lines, proc.stderr[-2000:]
     return json.loads(lines[-1].split(runtime.RESULT_MARKER, 1)[1])
 
 
 def test_wrap_on_runs_ddp_at_world_size_one() -> None:
-    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(free_port())}
+    env = {
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "LOCAL_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+    }
     plain = _record([sys.executable, str(REPO / "bench" / "train.py"), *TINY], env)
     env["MASTER_PORT"] = str(free_port())
-    wrapped = _record([sys.executable, str(REPO / "bench" / "train.py"), *TINY, "--wrap", "on"],
-                      env)
+    wrapped = _record(
+        [sys.executable, str(REPO / "bench" / "train.py"), *TINY, "--wrap", "on"], env
+    )
     assert (plain["wrapped"], wrapped["wrapped"]) == (False, True)
     assert wrapped["dist_backend"] == "gloo" and wrapped["device_window_times"] is None
 
 
-@pytest.mark.skipif(not shutil.which("horovodrun", path=str(Path(sys.executable).parent)),
-                    reason="horovodrun is not installed in this venv")
+@pytest.mark.skipif(
+    not shutil.which("horovodrun", path=str(Path(sys.executable).parent)),
+    reason="horovodrun is not installed in this venv",
+)
 def test_wrap_on_runs_horovods_optimizer_at_world_size_one() -> None:
     horovodrun = str(Path(sys.executable).parent / "horovodrun")
-    rec = _record([horovodrun, "-np", "1", "-H", "localhost:1", "--gloo", sys.executable,
-                   str(REPO / "bench" / "train.py"), *TINY, "--backend", "horovod",
-                   "--wrap", "on", "--amp", "off"])
+    rec = _record(
+        [
+            horovodrun,
+            "-np",
+            "1",
+            "-H",
+            "localhost:1",
+            "--gloo",
+            sys.executable,
+            str(REPO / "bench" / "train.py"),
+            *TINY,
+            "--backend",
+            "horovod",
+            "--wrap",
+            "on",
+            "--amp",
+            "off",
+        ]
+    )
     assert rec["wrapped"] is True and rec["weights_in_sync"] is True
 
 
 def test_the_single_worker_records_when_each_gradient_is_ready() -> None:
-    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(free_port())}
+    env = {
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "LOCAL_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+    }
     rec = _record([sys.executable, str(REPO / "bench" / "train.py"), *TINY], env)
     timeline = rec["grad_timeline"]
     assert sum(b for _, b in timeline) == rec["grad_bytes"]
@@ -120,11 +176,23 @@ def test_the_workload_reads_back_every_value_the_harness_passes() -> None:
     from hpcbench.specs import WorkloadSpec
 
     spec = WorkloadSpec(
-        model="resnet34", image_size=48, data="/tmp/imagenet", data_workers=3, warmup=2,
-        windows=4, steps=7, min_window_s=1.5, device="cpu", threads=2, amp="off",
-        step="compile", decode="workers", fp16_allreduce=True, fusion_threshold_mb=8.0,
+        model="resnet34",
+        image_size=48,
+        data="/tmp/imagenet",
+        data_workers=3,
+        warmup=2,
+        windows=4,
+        steps=7,
+        min_window_s=1.5,
+        device="cpu",
+        threads=2,
+        amp="off",
+        step="compile",
+        decode="workers",
+        fp16_allreduce=True,
+        fusion_threshold_mb=8.0,
         bucket_cap_mb=5.0,
-    )  # fmt: skip
+    )
     args = train.parse_args(sweep.workload_args(spec, "horovod", 16))
     for field in dataclasses.fields(spec):
         assert getattr(args, field.name) == getattr(spec, field.name), field.name

@@ -1,6 +1,6 @@
 """Harness overhead per configuration: from launch to the first timed step.
 
-    python evaluation/bench_overhead.py [--repeats 3] [--backends horovod,ddp]
+    python evaluation/overhead.py [--repeats 3] [--backends horovod,ddp]
 
 Runs real localhost sweeps (1 and 2 workers) and splits each run's launch
 cost with the workload's timeline: launcher (launch -> process start),

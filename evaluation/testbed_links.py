@@ -1,6 +1,6 @@
 """Measured scaling efficiency vs the predicted band, at several link rates.
 
-    python evaluation/bench_testbed_links.py --env local --rates 1gbit,100mbit \
+    python evaluation/testbed_links.py --env local --rates 1gbit,100mbit \
         --reshape "make deploy ENV=local NODES=4 LINK_RATE={rate}"
 
 Needs a deployed testbed (4 nodes by default). For each rate it reshapes the
@@ -24,7 +24,7 @@ from pathlib import Path
 from cli import REPO, hpcbench
 
 sys.path.insert(0, str(REPO))
-from hpcbench import analysis, prediction, testbed  # noqa: E402  (run as a script from evaluation/)
+from hpcbench import allreduce_model, analysis, nodeset  # noqa: E402  (run as a script from evaluation/)
 from hpcbench.store import Store  # noqa: E402
 
 CLOSE = analysis.POINT_CLOSE
@@ -33,7 +33,7 @@ CLOSE = analysis.POINT_CLOSE
 def table(rate: str, out: Path) -> list[str]:
     store = Store(out)
     summaries = analysis.summarise(store.runs(), store.probes())
-    nominal = prediction.nominal_bytes_per_s(rate)
+    nominal = allreduce_model.nominal_bytes_per_s(rate)
     lines = []
     for s in summaries:
         if s.workers == 1:
@@ -83,17 +83,20 @@ def main() -> int:
     rates = args.rates.split(",")
     # Rates and env reach a command line: refuse anything but a rate and an env name first,
     # and run the reshape without a shell.
-    bad = [r for r in rates if prediction.nominal_bytes_per_s(r) is None]
+    bad = [r for r in rates if allreduce_model.nominal_bytes_per_s(r) is None]
     if bad or not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,62}", args.env):
-        p.error(f"--rates {bad[0]!r}: write rates like 1gbit,100mbit" if bad else
-                f"--env {args.env!r}: not an environment name")  # fmt: skip
+        p.error(
+            f"--rates {bad[0]!r}: write rates like 1gbit,100mbit"
+            if bad
+            else f"--env {args.env!r}: not an environment name"
+        )
     rows = []
     for rate in rates:
         if args.reshape:
             command = [t.format(env=args.env, rate=rate) for t in shlex.split(args.reshape)]
             print(f"$ {shlex.join(command)}", flush=True)
             subprocess.run(command, cwd=REPO, check=True, timeout=3600)
-            shaped = testbed.for_env(args.env).link_rate
+            shaped = nodeset.for_env(args.env).link_rate
             if shaped != rate:
                 raise SystemExit(
                     f"the inventory says link_rate {shaped!r} after reshaping, not {rate!r}"
@@ -136,8 +139,10 @@ def main() -> int:
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
-    for column, what in ((8, "inside the predicted band (band widened by E's CI95)"),
-                         (10, f"within {CLOSE} of the point prediction")):  # fmt: skip
+    for column, what in (
+        (8, "inside the predicted band (band widened by E's CI95)"),
+        (10, f"within {CLOSE} of the point prediction"),
+    ):
         cells = [r.split("|")[column].strip() for r in rows]
         print(f"{cells.count('yes')} of {sum(c in ('yes', 'NO') for c in cells)} points {what}")
     if len(rates) >= 2:

@@ -185,8 +185,9 @@ def for_env(env: str) -> Testbed:
     paths.env_dir(env)  # unknown names: UsageError listing the known ones
     inventory = paths.inventory_path(env)
     if not inventory.is_file():
-        raise UsageError(f"environment {env} is not deployed ({inventory} missing): "
-                         f"run make deploy ENV={env}")  # fmt: skip
+        raise UsageError(
+            f"environment {env} is not deployed ({inventory} missing): run make deploy ENV={env}"
+        )
     testbed = load_inventory(inventory)
     testbed.env = testbed.env or env
     return testbed
@@ -197,9 +198,12 @@ def localhost(cores: int | None = None) -> Testbed:
     cores = cores or os.cpu_count() or 1
     nodes = [Node(LOCALHOST, "127.0.0.1", 0, None) for _ in range(cores)]
     return Testbed(
-        env=TestbedKind.LOCALHOST.value, nodes=nodes, head=LOCALHOST,
-        kind=TestbedKind.LOCALHOST, iface="lo",
-    )  # fmt: skip
+        env=TestbedKind.LOCALHOST.value,
+        nodes=nodes,
+        head=LOCALHOST,
+        kind=TestbedKind.LOCALHOST,
+        iface="lo",
+    )
 
 
 def from_hosts(hosts: list[HostSlots], user: str | None = None) -> Testbed:
@@ -209,10 +213,14 @@ def from_hosts(hosts: list[HostSlots], user: str | None = None) -> Testbed:
     (a shared file system, as on most clusters).
     """
     nodes = [
-        Node(h.name, h.name, h.slots,
-             None if h.name == LOCALHOST else SshAccess(host=h.name, user=user))
+        Node(
+            h.name,
+            h.name,
+            h.slots,
+            None if h.name == LOCALHOST else SshAccess(host=h.name, user=user),
+        )
         for h in hosts
-    ]  # fmt: skip
+    ]
     return Testbed(
         env=TestbedKind.HOSTS.value, nodes=nodes, head=hosts[0].name, kind=TestbedKind.HOSTS
     )
@@ -225,6 +233,10 @@ def slurm_cluster(gpus_per_node: int | None, python: str = "", bench_dir: str = 
     the container's Python."""
     nodes = [Node(f"slurm{i}", "", gpus_per_node or 0, None) for i in range(CLUSTER_NODES)]
     return Testbed(
-        env=TestbedKind.SLURM.value, nodes=nodes, head=nodes[0].name, kind=TestbedKind.SLURM,
-        python=python or sys.executable, bench_dir=bench_dir or str(paths.BENCH_DIR),
-    )  # fmt: skip
+        env=TestbedKind.SLURM.value,
+        nodes=nodes,
+        head=nodes[0].name,
+        kind=TestbedKind.SLURM,
+        python=python or sys.executable,
+        bench_dir=bench_dir or str(paths.BENCH_DIR),
+    )

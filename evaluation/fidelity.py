@@ -1,8 +1,8 @@
 """Fidelity: the harness's per-worker images/s with one worker vs a plain loop.
 
-    python evaluation/bench_fidelity.py [--rounds 3] [--max-rounds 20] \
+    python evaluation/fidelity.py [--rounds 3] [--max-rounds 20] \
         [--model resnet18 --image-size 64]
-    python evaluation/bench_fidelity.py --device cuda --amp on --model resnet50 \
+    python evaluation/fidelity.py --device cuda --amp on --model resnet50 \
         --image-size 224 --batch 96 --threads 8       (on one GPU)
 
 Same model, batch, input size, thread count and step count on this machine;
@@ -34,9 +34,24 @@ HERE = Path(__file__).resolve().parent
 
 def workload(args: argparse.Namespace) -> list[str]:
     """The same model, input, batch, steps and threads for both variants."""
-    return ["--model", args.model, "--image-size", str(args.image_size), "--batch",
-            str(args.batch), "--warmup", str(args.warmup), "--windows", str(args.windows),
-            "--steps", str(args.steps), "--threads", str(args.threads), "--step", args.step]
+    return [
+        "--model",
+        args.model,
+        "--image-size",
+        str(args.image_size),
+        "--batch",
+        str(args.batch),
+        "--warmup",
+        str(args.warmup),
+        "--windows",
+        str(args.windows),
+        "--steps",
+        str(args.steps),
+        "--threads",
+        str(args.threads),
+        "--step",
+        args.step,
+    ]
 
 
 def plain(args: argparse.Namespace) -> float:
@@ -131,8 +146,9 @@ def main() -> int:
                 (directory / "results.jsonl").unlink()
             rate = plain(args) if v == "plain" else harness(args, v, directory)
             rates[v].append(rate)
-            print(f"round {round_ + 1} (of {args.rounds}-{last}) {v}: {rate:.2f} images/s",
-                  flush=True)  # fmt: skip
+            print(
+                f"round {round_ + 1} (of {args.rounds}-{last}) {v}: {rate:.2f} images/s", flush=True
+            )
         # Paired: each round's variants ran back to back, so a per-round ratio cancels
         # load drift between rounds that the ratio of medians would absorb.
         verdicts = {v: analysis.settled(paired(rates, v), *FIDELITY) for v in backends}
@@ -159,7 +175,7 @@ def main() -> int:
         f"\n{args.model} {args.image_size} px batch {args.batch}, {args.threads} threads, "
         f"{rounds} rounds ({stopped})"
     )
-    print(f"command: {shlex.join(['python', 'evaluation/bench_fidelity.py', *sys.argv[1:]])}")
+    print(f"command: {shlex.join(['python', 'evaluation/fidelity.py', *sys.argv[1:]])}")
     print(
         "| variant | images/s (median) | rounds | ratio of medians | paired ratio: median "
         "| paired ratio: mean +- 95% CI | within 0.97-1.03 |"

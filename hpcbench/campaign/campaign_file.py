@@ -69,21 +69,46 @@ MAX_TESTBEDS = 64
 MAX_CELLS = 10_000  # a typo such as nodes: 1-4000, before any work is planned
 SETTING_MAX = 4096  # as `deploy --var`
 TOP_KEYS = ("name", "description", "out", "keep_on_failure", "sweep", "testbeds")
-TESTBED_KEYS = ("name", "env", "slurm", "hosts", "title", "settings", "ansible", "sweep",
-                "exclude", "keep_on_failure", "expect")  # fmt: skip
+TESTBED_KEYS = (
+    "name",
+    "env",
+    "slurm",
+    "hosts",
+    "title",
+    "settings",
+    "ansible",
+    "sweep",
+    "exclude",
+    "keep_on_failure",
+    "expect",
+)
 # A Slurm partition's keys, and the `scale` option each becomes (--env slurm).
 SLURM_KEYS = {
-    "partition": "--partition", "account": "--account", "qos": "--qos",
-    "gpus_per_node": "--slurm-gpus", "time": "--slurm-time", "sbatch": "--sbatch",
-    "login": "--slurm-login", "ssh_key": "--slurm-ssh-key", "known_hosts": "--slurm-known-hosts",
-    "container_image": "--container-image", "container_mounts": "--container-mounts",
-    "container_python": "--container-python", "python": "--slurm-python",
-    "bench_dir": "--slurm-bench-dir", "job_dir": "--slurm-job-dir", "setup": "--slurm-setup",
-    "queue_wait": "--slurm-queue-wait", "nodes": None,
-}  # fmt: skip
+    "partition": "--partition",
+    "account": "--account",
+    "qos": "--qos",
+    "gpus_per_node": "--slurm-gpus",
+    "time": "--slurm-time",
+    "sbatch": "--sbatch",
+    "login": "--slurm-login",
+    "ssh_key": "--slurm-ssh-key",
+    "known_hosts": "--slurm-known-hosts",
+    "container_image": "--container-image",
+    "container_mounts": "--container-mounts",
+    "container_python": "--container-python",
+    "python": "--slurm-python",
+    "bench_dir": "--slurm-bench-dir",
+    "job_dir": "--slurm-job-dir",
+    "setup": "--slurm-setup",
+    "queue_wait": "--slurm-queue-wait",
+    "nodes": None,
+}
 # Who says how many nodes a testbed has, for the message when the sweep asks for more.
-GIVES = {TestbedKind.DEPLOYED: "the settings give", TestbedKind.SLURM: "slurm: nodes gives",
-         TestbedKind.HOSTS: "hosts: gives"}  # fmt: skip
+GIVES = {
+    TestbedKind.DEPLOYED: "the settings give",
+    TestbedKind.SLURM: "slurm: nodes gives",
+    TestbedKind.HOSTS: "hosts: gives",
+}
 # Slurm keys that bound how long, not what is measured: not part of the identity.
 SLURM_OPERATIONAL = ("time", "queue_wait", "job_dir", "ssh_key", "known_hosts")
 EXCLUDE_KEYS = ("batch", "nodes", "gpus_per_node", "workers")
@@ -233,7 +258,8 @@ def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool
 
 
 _UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping  # type: ignore[arg-type]
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _unique_mapping,  # type: ignore[arg-type]
 )
 
 
@@ -258,8 +284,10 @@ def read_yaml(path: Path) -> Any:
     except RecursionError:
         raise UsageError(f"{path}: nested more than YAML can read") from None
     if _too_big(data):
-        raise UsageError(f"{path}: its aliases refer to themselves or expand to over "
-                         f"{MAX_NODES} values: write the campaign out plainly")  # fmt: skip
+        raise UsageError(
+            f"{path}: its aliases refer to themselves or expand to over "
+            f"{MAX_NODES} values: write the campaign out plainly"
+        )
     return data
 
 
@@ -294,8 +322,9 @@ def _mapping(value: Any, path: str, keys: tuple[str, ...] | None = None) -> dict
         if not isinstance(key, str):
             raise _Problem(path, f"key {key!r} is not text")
         if keys is not None and key not in keys:
-            raise _Problem(f"{path}.{key}" if path else key,
-                           f"unknown key; use one of {', '.join(keys)}")  # fmt: skip
+            raise _Problem(
+                f"{path}.{key}" if path else key, f"unknown key; use one of {', '.join(keys)}"
+            )
     return value
 
 
@@ -321,8 +350,10 @@ def _int_list(value: Any, path: str, maximum: int) -> list[int]:
         raise _Problem(path, "must be a number, a list of numbers or a range like 1-4")
     if isinstance(value, int):
         text = str(value)
-    elif isinstance(value, list) and value and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
+    elif (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
     ):
         text = ",".join(str(v) for v in value)
     elif isinstance(value, str):
@@ -352,8 +383,11 @@ def _setting(value: Any, path: str) -> str:
             return text
     if isinstance(value, str) and "\x00" not in value and len(value) <= SETTING_MAX:
         return value
-    raise _Problem(path, f"must be text, a number of at most 18 digits, true/false or a list "
-                   f"(at most {SETTING_MAX} characters)")  # fmt: skip
+    raise _Problem(
+        path,
+        f"must be text, a number of at most 18 digits, true/false or a list "
+        f"(at most {SETTING_MAX} characters)",
+    )
 
 
 def _huge_int(value: Any) -> bool:
@@ -396,8 +430,9 @@ def _argv_of(key: str, value: Any, action: argparse.Action, path: str) -> list[s
     if isinstance(value, list):
         if key == "sbatch":  # the one repeatable option; =: its values start with '-'
             return [f"{flag}={_text(v, path)}" for v in value]
-        if not value or not all(isinstance(v, int | float | str) and not isinstance(v, bool)
-                                for v in value):  # fmt: skip
+        if not value or not all(
+            isinstance(v, int | float | str) and not isinstance(v, bool) for v in value
+        ):
             raise _Problem(path, "a list must hold numbers or text, e.g. [32, 64, 96]")
         return [flag, ",".join(str(v) for v in value)]
     if isinstance(value, int | float | str):
@@ -405,8 +440,9 @@ def _argv_of(key: str, value: Any, action: argparse.Action, path: str) -> list[s
     raise _Problem(path, "must be a number, text, true/false or a list")
 
 
-def _parse(argv: list[str], where: list[str] | None = None
-           ) -> tuple[argparse.Namespace, WorkloadSpec, TargetSpec, SweepSpec]:  # fmt: skip
+def _parse(
+    argv: list[str], where: list[str] | None = None
+) -> tuple[argparse.Namespace, WorkloadSpec, TargetSpec, SweepSpec]:
     """argv through `scale`'s parser and spec builders: what the command line would accept.
     `where`: the options the campaign sets itself (--env, --out, ...); a stand-in
     environment and folder while a key is checked alone."""
@@ -428,11 +464,15 @@ def _sweep_argv(sweep: dict[str, Any], path: str) -> tuple[list[str], list[int] 
             gpus = _int_list(value, where, MAX_SLOTS)
             continue
         if key in RESERVED:
-            raise _Problem(where, "is set by the campaign itself (each testbed's results go "
-                           "to <out>/<testbed>; `campaign run --resume` resumes)")  # fmt: skip
+            raise _Problem(
+                where,
+                "is set by the campaign itself (each testbed's results go "
+                "to <out>/<testbed>; `campaign run --resume` resumes)",
+            )
         if key not in known:
-            raise _Problem(where, "not an option of `hpcbench scale`; see "
-                           "`python -m hpcbench scale --help`")  # fmt: skip
+            raise _Problem(
+                where, "not an option of `hpcbench scale`; see `python -m hpcbench scale --help`"
+            )
         own = _argv_of(key, value, known[key], where)
         try:
             _parse(own)
@@ -449,9 +489,16 @@ def _strip_prefix(message: str) -> str:
 # `scale` options added after campaigns existed, with the value every earlier cell was
 # measured with: left out of a cell's identity at that value, so that a campaign's
 # journal from before them still names the same cells (and --resume still holds).
-ADDED_LATER = {"step": "eager", "decode": "auto", "slurm_login": "", "slurm_ssh_key": "",
-               "slurm_known_hosts": "", "slurm_python": "", "slurm_bench_dir": "",
-               "slurm_setup": ""}  # fmt: skip
+ADDED_LATER = {
+    "step": "eager",
+    "decode": "auto",
+    "slurm_login": "",
+    "slurm_ssh_key": "",
+    "slurm_known_hosts": "",
+    "slurm_python": "",
+    "slurm_bench_dir": "",
+    "slurm_setup": "",
+}
 
 
 def _resolved(args: argparse.Namespace) -> dict[str, Any]:
@@ -508,8 +555,10 @@ def _expect(value: Any, path: str) -> Expect:
             ips = units.parse_real(str(ips), 0.001, 10_000_000.0)
         except ValueError as err:
             raise _Problem(f"{path}.images_per_s", f"{err}; one worker's images/s") from None
-    durations = {k: _duration(value[k], f"{path}.{k}") if k in value else None
-                 for k in ("deploy", "verify", "destroy")}  # fmt: skip
+    durations = {
+        k: _duration(value[k], f"{path}.{k}") if k in value else None
+        for k in ("deploy", "verify", "destroy")
+    }
     return Expect(ips, durations["deploy"], durations["verify"], durations["destroy"])
 
 
@@ -517,19 +566,28 @@ def _testbed(
     index: int, raw: Any, path: str, sweep: dict[str, Any], keep_default: bool, out: Path
 ) -> TestbedPlan:
     raw = _mapping(raw, path, TESTBED_KEYS)
-    name = _text(raw.get("name"), f"{path}.name", NAME, "a label like vwall-1g "
-                 "(lower-case letters, digits and '-', at most 40)")  # fmt: skip
+    name = _text(
+        raw.get("name"),
+        f"{path}.name",
+        NAME,
+        "a label like vwall-1g (lower-case letters, digits and '-', at most 40)",
+    )
     given = [k for k in ("env", "slurm", "hosts") if k in raw]
     if len(given) != 1:
-        raise _Problem(path, "give one of env: (a testbed hpcbench deploys), slurm: (a "
-                       "partition of a cluster you use) or hosts: (machines you have)")  # fmt: skip
-    kind = {"env": TestbedKind.DEPLOYED, "slurm": TestbedKind.SLURM,
-            "hosts": TestbedKind.HOSTS}[given[0]]  # fmt: skip
+        raise _Problem(
+            path,
+            "give one of env: (a testbed hpcbench deploys), slurm: (a "
+            "partition of a cluster you use) or hosts: (machines you have)",
+        )
+    kind = {"env": TestbedKind.DEPLOYED, "slurm": TestbedKind.SLURM, "hosts": TestbedKind.HOSTS}[
+        given[0]
+    ]
     if kind is not TestbedKind.DEPLOYED:
         for key in ("settings", "ansible"):
             if key in raw:
-                raise _Problem(f"{path}.{key}", f"is for testbeds hpcbench deploys (env:), "
-                               f"not {given[0]}:")  # fmt: skip
+                raise _Problem(
+                    f"{path}.{key}", f"is for testbeds hpcbench deploys (env:), not {given[0]}:"
+                )
     title = _text(raw.get("title", name), f"{path}.title")
     settings: dict[str, str] = {}
     ansible: dict[str, Any] = {}
@@ -541,25 +599,28 @@ def _testbed(
             raise _Problem(f"{path}.env", str(err)) from None
         settings, ansible = _deployed(raw, path)
         where_args, where = ["--env", env], ""
-        identity_of_testbed: dict[str, Any] = {"env": env, "settings": settings,
-                                               "ansible": ansible}  # fmt: skip
+        identity_of_testbed: dict[str, Any] = {"env": env, "settings": settings, "ansible": ansible}
         nodes_available, slots = _shape(settings)
     elif kind is TestbedKind.SLURM:
         env = TestbedKind.SLURM.value
         where_args, identity_of_testbed, nodes_available, slots, where = _slurm(
-            raw["slurm"], f"{path}.slurm")
+            raw["slurm"], f"{path}.slurm"
+        )
     else:
         env = TestbedKind.HOSTS.value
         where_args, identity_of_testbed, nodes_available, slots, where = _hosts(
-            raw["hosts"], f"{path}.hosts")
+            raw["hosts"], f"{path}.hosts"
+        )
     keep = raw.get("keep_on_failure", keep_default)
     _flag(keep, f"{path}.keep_on_failure")
     own = _mapping(raw.get("sweep"), f"{path}.sweep")
     # Each side checked key by key (an error names the file's key), then the merge.
     _, base_gpus = _sweep_argv(sweep, "sweep")
     _, own_gpus = _sweep_argv(own, f"{path}.sweep")
-    merged = {**{k.replace("-", "_"): v for k, v in sweep.items()},
-              **{k.replace("-", "_"): v for k, v in own.items()}}  # fmt: skip
+    merged = {
+        **{k.replace("-", "_"): v for k, v in sweep.items()},
+        **{k.replace("-", "_"): v for k, v in own.items()},
+    }
     merged.pop("gpus_per_node", None)
     argv, _ = _sweep_argv(merged, f"{path}.sweep")
     try:
@@ -568,16 +629,23 @@ def _testbed(
         raise _Problem(f"{path}.sweep", _strip_prefix(str(err))) from None
     gpus = own_gpus or base_gpus or [slots or 1]
     if slots is not None and max(gpus) > slots:
-        said = (f"topology {settings['topology']}" if "topology" in settings
-                else f"{given[0]}: gpus_per_node")  # fmt: skip
-        raise _Problem(f"{path}.sweep.gpus_per_node",
-                       f"{max(gpus)} is more than the {slots} GPUs per node of {said}")  # fmt: skip
+        said = (
+            f"topology {settings['topology']}"
+            if "topology" in settings
+            else f"{given[0]}: gpus_per_node"
+        )
+        raise _Problem(
+            f"{path}.sweep.gpus_per_node",
+            f"{max(gpus)} is more than the {slots} GPUs per node of {said}",
+        )
     node_counts = list(target.node_counts)
     if nodes_available is not None and max(node_counts) > nodes_available:
-        raise _Problem(f"{path}.sweep.nodes",
-                       f"{format_int_list(node_counts)} asks for {max(node_counts)} nodes but "
-                       f"{GIVES[kind]} {nodes_available}: lower nodes or exclude "
-                       f"{{nodes: {nodes_available + 1}-{max(node_counts)}}}")  # fmt: skip
+        raise _Problem(
+            f"{path}.sweep.nodes",
+            f"{format_int_list(node_counts)} asks for {max(node_counts)} nodes but "
+            f"{GIVES[kind]} {nodes_available}: lower nodes or exclude "
+            f"{{nodes: {nodes_available + 1}-{max(node_counts)}}}",
+        )
     rules = _exclusions(raw.get("exclude"), f"{path}.exclude")
     fingerprint = _digest(identity_of_testbed, 16)
     identity = _resolved(args)
@@ -593,19 +661,30 @@ def _testbed(
                 configs.insert(0, (1, 1))
                 based.add(batch)
             for nodes, workers in configs:
-                values = {"batch": batch, "nodes": nodes, "workers": workers,
-                          "gpus_per_node": per_node}  # fmt: skip
+                values = {
+                    "batch": batch,
+                    "nodes": nodes,
+                    "workers": workers,
+                    "gpus_per_node": per_node,
+                }
                 config = Config(batch, nodes, workers)
                 if _excluded(values, rules) or any(c.config == config for c in cells):
                     continue
-                cell_id = _digest({"testbed": name, "fingerprint": fingerprint,
-                                   "params": identity, **values}, 12)  # fmt: skip
+                cell_id = _digest(
+                    {"testbed": name, "fingerprint": fingerprint, "params": identity, **values}, 12
+                )
                 cells.append(Cell(name, config, per_node, cell_id))
         if cells:
             # What `scale` would run for this part: this testbed's environment and
             # folder, resumed, its gpus_per_node; parsed once, here.
-            fixed = [*where_args, "--out", str(out / name), "--resume",
-                     "--gpus-per-node", str(per_node)]  # fmt: skip
+            fixed = [
+                *where_args,
+                "--out",
+                str(out / name),
+                "--resume",
+                "--gpus-per-node",
+                str(per_node),
+            ]
             try:
                 _, workload, target_spec, part_sweep = _parse(argv, fixed)
             except UsageError as err:
@@ -614,11 +693,21 @@ def _testbed(
     if not parts:
         raise _Problem(f"{path}.exclude", "leaves no cell to run: drop the testbed instead")
     return TestbedPlan(
-        index=index, name=name, env=env, title=title, settings=tuple(sorted(settings.items())),
-        ansible=ansible, keep_on_failure=keep, expect=_expect(raw.get("expect"), f"{path}.expect"),
-        fingerprint=fingerprint, nodes_available=nodes_available, gpus_per_node=slots,
-        parts=tuple(parts), kind=kind, where=where,
-    )  # fmt: skip
+        index=index,
+        name=name,
+        env=env,
+        title=title,
+        settings=tuple(sorted(settings.items())),
+        ansible=ansible,
+        keep_on_failure=keep,
+        expect=_expect(raw.get("expect"), f"{path}.expect"),
+        fingerprint=fingerprint,
+        nodes_available=nodes_available,
+        gpus_per_node=slots,
+        parts=tuple(parts),
+        kind=kind,
+        where=where,
+    )
 
 
 def _deployed(raw: dict[str, Any], path: str) -> tuple[dict[str, str], dict[str, Any]]:
@@ -629,8 +718,11 @@ def _deployed(raw: dict[str, Any], path: str) -> tuple[dict[str, str], dict[str,
         if not VARIABLE.fullmatch(key):
             raise _Problem(where, "a Terraform variable name: lower-case letters, digits, _")
         if looks_secret(key):
-            raise _Problem(where, "looks like a secret, which never goes in a file: export it "
-                           "as its module documents (docs/testbeds.md)")  # fmt: skip
+            raise _Problem(
+                where,
+                "looks like a secret, which never goes in a file: export it "
+                "as its module documents (docs/testbeds.md)",
+            )
         settings[key] = _setting(value, where)
     ansible = _mapping(raw.get("ansible"), f"{path}.ansible")
     for key, value in ansible.items():
@@ -646,8 +738,7 @@ def _deployed(raw: dict[str, Any], path: str) -> tuple[dict[str, str], dict[str,
     return settings, ansible
 
 
-def _slurm(value: Any, path: str
-           ) -> tuple[list[str], dict[str, Any], int | None, int | None, str]:  # fmt: skip
+def _slurm(value: Any, path: str) -> tuple[list[str], dict[str, Any], int | None, int | None, str]:
     """A Slurm partition: `scale --env slurm`'s options for it (each key checked by the
     very parser `scale` uses, its error naming the key), what identifies it, its nodes
     and GPUs per node where given, and a line for the plan."""
@@ -663,13 +754,16 @@ def _slurm(value: Any, path: str
             own = [flag, str(max(1, -(-_duration(raw_value, where) // 60)))]
         elif key in ("sbatch", "container_mounts") and isinstance(raw_value, list):
             texts = [_text(v, where) for v in raw_value]
-            own = ([f"{flag}={t}" for t in texts] if key == "sbatch"
-                   else [flag, ",".join(texts)])  # fmt: skip
+            own = [f"{flag}={t}" for t in texts] if key == "sbatch" else [flag, ",".join(texts)]
         elif key == "queue_wait":
             own = [flag, str(_duration(raw_value, where))]
         else:
-            text = _text(str(raw_value) if isinstance(raw_value, int) and
-                         not isinstance(raw_value, bool) else raw_value, where)  # fmt: skip
+            text = _text(
+                str(raw_value)
+                if isinstance(raw_value, int) and not isinstance(raw_value, bool)
+                else raw_value,
+                where,
+            )
             own = [f"{flag}={text}"]  # =: a value may start with '-' (sbatch's --exclusive)
         try:
             if key == "login":  # alone it lacks --slurm-python: its own syntax only
@@ -694,8 +788,7 @@ def _slurm(value: Any, path: str
     return ["--env", "slurm", *argv], {"slurm": identity}, nodes, slots, where
 
 
-def _hosts(value: Any, path: str
-           ) -> tuple[list[str], dict[str, Any], int | None, int | None, str]:  # fmt: skip
+def _hosts(value: Any, path: str) -> tuple[list[str], dict[str, Any], int | None, int | None, str]:
     """Machines you have, as `scale --hosts` takes them: host:slots (workers)."""
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         text = ",".join(value)
@@ -716,8 +809,12 @@ def _campaign(path: Path, data: Any) -> Campaign:
     top = _mapping(data, "", TOP_KEYS)
     if not top:
         raise _Problem("testbeds", "the file is empty: give at least a sweep and testbeds")
-    name = _text(top.get("name", path.stem.lower()), "name", NAME,
-                 "a label (lower-case letters, digits, '-')")  # fmt: skip
+    name = _text(
+        top.get("name", path.stem.lower()),
+        "name",
+        NAME,
+        "a label (lower-case letters, digits, '-')",
+    )
     description = _text(top["description"], "description") if "description" in top else ""
     out_text = top.get("out", f"results/{name}")
     out_text = _text(out_text, "out", None, "a folder such as results/slices")
@@ -739,8 +836,10 @@ def _campaign(path: Path, data: Any) -> Campaign:
     for i, raw in enumerate(raw_testbeds):
         tb = _testbed(i + 1, raw, f"testbeds[{i}]", sweep, keep, Path(out_text))
         if any(t.name == tb.name for t in testbeds):
-            raise _Problem(f"testbeds[{i}].name", f"{tb.name!r} is used twice; names are "
-                           "the testbeds' result folders")  # fmt: skip
+            raise _Problem(
+                f"testbeds[{i}].name",
+                f"{tb.name!r} is used twice; names are the testbeds' result folders",
+            )
         testbeds.append(tb)
     total = sum(len(t.cells) for t in testbeds)
     if total > MAX_CELLS:

@@ -1,6 +1,6 @@
 """Deploy figures of the local testbed: first deploy, idempotent re-run, destroy.
 
-    python evaluation/bench_deploy.py [--nodes 1,2,4]
+    python evaluation/deploy_time.py [--nodes 1,2,4]
 
 For each node count: a first deploy (images already built), a second deploy
 (its time and Ansible's changed count, which must be 0) and a destroy. The
@@ -13,25 +13,24 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-BENCH_VARS = ["name=hpcbench-bench", "subnet=172.30.8.0/24", "ssh_port_base=22800",
-              "jupyter_port=28888"]
+from cli import hpcbench  # evaluation/cli.py
+
+BENCH_VARS = [
+    "name=hpcbench-bench",
+    "subnet=172.30.8.0/24",
+    "ssh_port_base=22800",
+    "jupyter_port=28888",
+]
 
 
-def hpcbench(environ: dict[str, str], *args: str) -> tuple[float, str]:
+def timed(environ: dict[str, str], *args: str) -> tuple[float, str]:
+    """Seconds `hpcbench args` took, and what it printed."""
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "hpcbench", *args], cwd=REPO, env=environ,
-                          capture_output=True, text=True, timeout=3600)
-    took = time.monotonic() - start
-    if proc.returncode != 0:
-        sys.exit(f"hpcbench {' '.join(args)} failed:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
-    return took, proc.stdout
+    proc = hpcbench(*args, env=environ)
+    return time.monotonic() - start, proc.stdout
 
 
 def changed(output: str) -> int:
@@ -48,14 +47,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hpcbench-bench-") as state:
         environ = {**os.environ, "HPCBENCH_STATE": state}
         for n in [int(x) for x in args.nodes.split(",")]:
-            var_args = [a for v in [*BENCH_VARS, f"node_count={n}",
-                                    f"cpus_per_node={args.cpus_per_node}"] for a in ("--var", v)]
-            first, out1 = hpcbench(environ, "deploy", "--env", "local", *var_args)
-            second, out2 = hpcbench(environ, "deploy", "--env", "local")
-            gone, _ = hpcbench(environ, "destroy", "--env", "local")
+            var_args = [
+                a
+                for v in [*BENCH_VARS, f"node_count={n}", f"cpus_per_node={args.cpus_per_node}"]
+                for a in ("--var", v)
+            ]
+            first, out1 = timed(environ, "deploy", "--env", "local", *var_args)
+            second, out2 = timed(environ, "deploy", "--env", "local")
+            gone, _ = timed(environ, "destroy", "--env", "local")
             rows.append((n, first, changed(out1), second, changed(out2), gone))
-            print(f"{n} node(s): deploy {first:.0f} s, re-deploy {second:.0f} s "
-                  f"(changed={changed(out2)}), destroy {gone:.0f} s", flush=True)
+            print(
+                f"{n} node(s): deploy {first:.0f} s, re-deploy {second:.0f} s "
+                f"(changed={changed(out2)}), destroy {gone:.0f} s",
+                flush=True,
+            )
     print("\n| nodes | first deploy (s) | changed | re-deploy (s) | changed | destroy (s) |")
     print("|---|---|---|---|---|---|")
     for n, first, c1, second, c2, gone in rows:

@@ -98,7 +98,8 @@ class TwoLevelLink:
             return 0.0
         if self.nodes <= 1:
             return 2 * (n - 1) * self.intra_latency_s + ring_factor(n) * size_bytes / (
-                self.intra_busbw)  # fmt: skip
+                self.intra_busbw
+            )
         bw = min(self.busbw, self.intra_busbw)
         return 2 * (n - 1) * self.latency_s + ring_factor(n) * size_bytes / bw
 
@@ -202,9 +203,7 @@ class Message:
     ready_s: float
 
 
-def gradient_timeline(
-    layers: list[tuple[float, float]], backward_s: float
-) -> list[Message]:
+def gradient_timeline(layers: list[tuple[float, float]], backward_s: float) -> list[Message]:
     """Gradients in the order backward produces them.
 
     layers: (gradient bytes, forward FLOPs) in forward order; backward runs
@@ -251,9 +250,12 @@ def replay(messages: list[Message], link: Link, fusion: Grouping | None = None) 
 
 
 def _sent(
-    messages: list[Message], cost: Callable[[float], float], fusion: Grouping | None,
-    stretch: float = 1.0, until: float = 0.0,
-) -> tuple[list[Message], float]:  # fmt: skip
+    messages: list[Message],
+    cost: Callable[[float], float],
+    fusion: Grouping | None,
+    stretch: float = 1.0,
+    until: float = 0.0,
+) -> tuple[list[Message], float]:
     """The all-reduces as they go on the link (bytes, start) and when the last ends;
     cost: seconds on the link for so many bytes; before `until` (backward's end) an
     all-reduce goes `stretch` times slower (_overlapped)."""
@@ -268,8 +270,10 @@ def _sent(
             cycle = fusion.cycle
             if cycle > 0 and start > free:  # an idle loop wakes on its next cycle
                 start = (math.floor(start / cycle) + 1) * cycle
-            while i < len(queue) and queue[i].ready_s <= start and (
-                size + queue[i].bytes <= fusion.threshold
+            while (
+                i < len(queue)
+                and queue[i].ready_s <= start
+                and (size + queue[i].bytes <= fusion.threshold)
             ):
                 size += queue[i].bytes
                 i += 1
@@ -335,8 +339,11 @@ class Grouping:
         if self.backend == "ddp":
             cap = DDP_BUCKET_BYTES if self.message_bytes is None else self.message_bytes
             return f"DDP buckets of {cap / mib:g} MiB"
-        what = "each tensor alone" if not self.threshold else (
-            f"fused up to {self.threshold / mib:g} MiB")
+        what = (
+            "each tensor alone"
+            if not self.threshold
+            else (f"fused up to {self.threshold / mib:g} MiB")
+        )
         return f"Horovod, {what} every {self.cycle * 1e3:g} ms"
 
     def __call__(self, grads: list[Message]) -> list[Message]:
@@ -349,9 +356,15 @@ class Grouping:
 
 
 def _replayed(
-    step_time_1: float, grads: list[Message], backward_end: float, link: Link,
-    backend: str | Grouping, interference: float = 0.0, cpu_s_per_byte: float = 0.0,
-    background_share: float = 0.0, overlap_stretch: float = 1.0,
+    step_time_1: float,
+    grads: list[Message],
+    backward_end: float,
+    link: Link,
+    backend: str | Grouping,
+    interference: float = 0.0,
+    cpu_s_per_byte: float = 0.0,
+    background_share: float = 0.0,
+    overlap_stretch: float = 1.0,
 ) -> Point:
     """One step at link.workers workers: the gradients' all-reduces (DDP buckets or
     Horovod's fused messages) queue on the link; what runs past backward_end is exposed.
@@ -373,8 +386,13 @@ def _replayed(
     comm_end = 0.0
     if link.workers > 1:
         fusion = group if group.backend == "horovod" else None
-        sent, comm_end = _sent(grads if fusion else group(grads), link.allreduce_time, fusion,
-                               overlap_stretch, backward_end)  # fmt: skip
+        sent, comm_end = _sent(
+            grads if fusion else group(grads),
+            link.allreduce_time,
+            fusion,
+            overlap_stretch,
+            backward_end,
+        )
     exposed = max(0.0, comm_end - backward_end)
     costs = [(m.ready_s, link.allreduce_time(m.bytes)) for m in sent]
     hidden = sum(max(0.0, min(start + cost, backward_end) - start) for start, cost in costs)
@@ -391,14 +409,25 @@ def _replayed(
     busy = sum(cost for _, cost in costs) if costs else t_ar
     low, high = efficiency_band(step_time_1, busy)
     return Point(
-        link.workers, step, step_time_1 / step, low, high, t_ar, exposed, slowdown, cpu_work,
+        link.workers,
+        step,
+        step_time_1 / step,
+        low,
+        high,
+        t_ar,
+        exposed,
+        slowdown,
+        cpu_work,
         compute - step_time_1,
-    )  # fmt: skip
+    )
 
 
 def predict_point(
-    step_time_1: float, layers: list[tuple[float, float]], link: Link,
-    backend: str | Grouping, interference: float = 0.0,
+    step_time_1: float,
+    layers: list[tuple[float, float]],
+    link: Link,
+    backend: str | Grouping,
+    interference: float = 0.0,
 ) -> Point:
     """Replays one step against a timeline made from the model's layers (backward takes
     BACKWARD_SHARE of the step, shared among layers by their FLOPs); backend: a name
@@ -430,9 +459,16 @@ def predict_measured(
     scale = (allreduce_bytes or total) / total
     grads = [Message(b * scale, t) for t, b in sorted(timeline)]
     last = max((g.ready_s for g in grads), default=0.0)
-    return _replayed(step_time_1, grads, last, link, backend, cpu_s_per_byte=cpu_s_per_byte,
-                     background_share=background_share,
-                     overlap_stretch=overlap_stretch)  # fmt: skip
+    return _replayed(
+        step_time_1,
+        grads,
+        last,
+        link,
+        backend,
+        cpu_s_per_byte=cpu_s_per_byte,
+        background_share=background_share,
+        overlap_stretch=overlap_stretch,
+    )
 
 
 def cpu_work_per_byte(probe: dict[str, Any]) -> float:
@@ -461,8 +497,9 @@ def overlap_stretch(probe: dict[str, Any]) -> float:
     alone = [r.get("time_s") for r in probe.get("results") or [] if r.get("bytes") == size]
     if not count or not alone or not isinstance(alone[0], int | float) or alone[0] <= 0:
         return 1.0
-    walls = [r["wall_s"] for r in work.get("per_rank") or []
-             if isinstance(r.get("wall_s"), int | float)]  # fmt: skip
+    walls = [
+        r["wall_s"] for r in work.get("per_rank") or [] if isinstance(r.get("wall_s"), int | float)
+    ]
     if not walls:
         return 1.0
     return max(1.0, sum(walls) / len(walls) / (count * alone[0]))

@@ -1,6 +1,6 @@
 """How steady this machine's cores are: the noise floor under every CPU figure.
 
-    python evaluation/bench_cpu_steadiness.py [--seconds 240] [--cpus 0,1]
+    python evaluation/cpu_steadiness.py [--seconds 240] [--cpus 0,1]
 
 A fixed amount of pure-Python work, one process pinned to each CPU at once (as
 a campaign's one-core nodes are), timed chunk by chunk. The chunks are then
@@ -50,8 +50,11 @@ def block_speeds(times: list[float], block_s: float) -> list[float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=240.0, help="per CPU (default 240)")
-    parser.add_argument("--cpus", default=",".join(map(str, sorted(os.sched_getaffinity(0)))),
-                        help="CPUs to load at once (default: every CPU this process may use)")
+    parser.add_argument(
+        "--cpus",
+        default=",".join(map(str, sorted(os.sched_getaffinity(0)))),
+        help="CPUs to load at once (default: every CPU this process may use)",
+    )
     args = parser.parse_args()
     cpus = [int(c) for c in args.cpus.split(",") if c.strip()]
     queue: mp.Queue = mp.Queue()
@@ -61,8 +64,10 @@ def main() -> int:
     results = dict(queue.get() for _ in procs)
     for p in procs:
         p.join()
-    print(f"fixed work on CPUs {args.cpus} at once for {args.seconds:.0f} s; "
-          "spread of the speed between blocks of wall time")
+    print(
+        f"fixed work on CPUs {args.cpus} at once for {args.seconds:.0f} s; "
+        "spread of the speed between blocks of wall time"
+    )
     header = " ".join(f"{f'cv {b}s (n)':>13}" for b in BLOCKS_S)
     print(f"{'cpu':>4} {'slowest/fastest':>16} {header}")
     for cpu in cpus:
@@ -73,8 +78,10 @@ def main() -> int:
             cv = statistics.stdev(speeds) / statistics.fmean(speeds) if len(speeds) > 1 else None
             cells.append(f"{'-' if cv is None else f'{cv:.3f}'} ({len(speeds)})".rjust(13))
         print(f"{cpu:>4} {min(times) / max(times):>16.2f} " + " ".join(cells))
-    print(f"reproduce: python evaluation/bench_cpu_steadiness.py --seconds {args.seconds:.0f} "
-          f"--cpus {args.cpus}")
+    print(
+        f"reproduce: python evaluation/cpu_steadiness.py --seconds {args.seconds:.0f} "
+        f"--cpus {args.cpus}"
+    )
     return 0
 
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench import analysis, export, figures, files, page, prediction
+from hpcbench import allreduce_model, analysis, export, figures, files, page
 from hpcbench.analysis import ConfigSummary
+from hpcbench.campaign.campaign_file import Campaign, TestbedPlan
 from hpcbench.campaign.journal import CellState, Journal
-from hpcbench.campaign.spec import Campaign, TestbedPlan
 from hpcbench.errors import UsageError
 from hpcbench.page import Block, Code, Image, Page, Paragraph, Section, Table
 from hpcbench.progress import format_duration
@@ -96,7 +96,7 @@ def busbw_line(r: TestbedResults) -> str:
         return "-"
     widest = max(ok, key=lambda p: p["workers"])
     bus = widest["results"][-1]["busbw"]
-    nominal = prediction.nominal_bytes_per_s(r.link_rate)
+    nominal = allreduce_model.nominal_bytes_per_s(r.link_rate)
     share = f" ({bus / nominal:.0%} of {r.link_rate})" if nominal else ""
     return f"{bus / 1e9:.3f} GB/s on {widest['workers']} workers{share}"
 
@@ -108,7 +108,7 @@ def largest(points: list[ConfigSummary]) -> ConfigSummary | None:
 
 def verdict(s: ConfigSummary, link_rate: str | None) -> str:
     """The report's flag: off the prediction with the likeliest cause, or why not."""
-    off = analysis.off_prediction(s, prediction.nominal_bytes_per_s(link_rate))
+    off = analysis.off_prediction(s, allreduce_model.nominal_bytes_per_s(link_rate))
     if off:
         return off
     band = analysis.inside_band(s)
@@ -121,9 +121,20 @@ def where_time_went(s: ConfigSummary) -> str:
     return ", ".join(shown) if shown else "-"
 
 
-GLANCE_HEADER = ["testbed", "nodes x workers/node", "nominal link", "measured bus bandwidth",
-                 "batch", "largest N", "images/s ± CI95", "E ± CI95", "E point", "E band",
-                 "where the time went (per step)", "flag: likeliest cause"]  # fmt: skip
+GLANCE_HEADER = [
+    "testbed",
+    "nodes x workers/node",
+    "nominal link",
+    "measured bus bandwidth",
+    "batch",
+    "largest N",
+    "images/s ± CI95",
+    "E ± CI95",
+    "E point",
+    "E band",
+    "where the time went (per step)",
+    "flag: likeliest cause",
+]
 
 
 def glance_rows(results: list[TestbedResults]) -> list[list[str]]:
@@ -133,21 +144,42 @@ def glance_rows(results: list[TestbedResults]) -> list[list[str]]:
             top = largest(points) or (points[-1] if points else None)
             if top is None:
                 continue
-            rows.append([
-                r.tb.title, f"{top.nodes} x {top.gpus_per_node}", r.link_rate or "-",
-                busbw_line(r), str(batch), str(top.workers),
-                fmt(top.images_per_sec, 1, top.ci95), fmt(top.efficiency, 3, top.efficiency_ci95),
-                fmt(top.predicted_efficiency, 3), fmt_band(top), where_time_went(top),
-                verdict(top, r.link_rate) if top.workers > 1 else "-",
-            ])  # fmt: skip
+            rows.append(
+                [
+                    r.tb.title,
+                    f"{top.nodes} x {top.gpus_per_node}",
+                    r.link_rate or "-",
+                    busbw_line(r),
+                    str(batch),
+                    str(top.workers),
+                    fmt(top.images_per_sec, 1, top.ci95),
+                    fmt(top.efficiency, 3, top.efficiency_ci95),
+                    fmt(top.predicted_efficiency, 3),
+                    fmt_band(top),
+                    where_time_went(top),
+                    verdict(top, r.link_rate) if top.workers > 1 else "-",
+                ]
+            )
     return rows
 
 
-SYSTEM_KEYS = ("system_name", "where", "number_of_nodes", "accelerators_per_node",
-               "accelerator_model_name", "host_processor_model_name",
-               "host_processor_core_count", "host_networking", "measured_bus_bandwidth",
-               "gpu_busy", "gpu_memory_peak", "queue_wait_per_job", "framework",
-               "other_software_stack", "hpcbench")  # fmt: skip
+SYSTEM_KEYS = (
+    "system_name",
+    "where",
+    "number_of_nodes",
+    "accelerators_per_node",
+    "accelerator_model_name",
+    "host_processor_model_name",
+    "host_processor_core_count",
+    "host_networking",
+    "measured_bus_bandwidth",
+    "gpu_busy",
+    "gpu_memory_peak",
+    "queue_wait_per_job",
+    "framework",
+    "other_software_stack",
+    "hpcbench",
+)
 
 
 def _one(value: Any) -> str:
@@ -170,8 +202,7 @@ def system(r: TestbedResults) -> dict[str, Any]:
         framework += f", Horovod {_one(fp.get('horovod'))} ({_one(fp.get('horovod_controller'))})"
     elif fp.get("torch_distributed"):
         framework += f", torch.distributed ({_one(fp.get('torch_distributed'))})"
-    stack = {k: _one(fp[k]) for k in ("cuda", "nccl", "driver", "python", "torchvision")
-             if k in fp}  # fmt: skip
+    stack = {k: _one(fp[k]) for k in ("cuda", "nccl", "driver", "python", "torchvision") if k in fp}
     return {
         "system_name": r.tb.title,
         "testbed": r.tb.name,
@@ -196,7 +227,7 @@ def system(r: TestbedResults) -> dict[str, Any]:
             "commit": fp.get("hpcbench_commit"),
             "bench_digest": fp.get("bench_digest"),
             "launcher": fp.get("launcher"),
-        },  # fmt: skip
+        },
     }
 
 
@@ -211,20 +242,25 @@ def gpu_use(r: TestbedResults) -> dict[str, str]:
     peak = max(float(g.get("mem_used_max_mib") or 0.0) for g in sampled)
     return {
         "gpu_busy": f"{sum(busy) / len(busy):.0f}% mean over {len(busy)} runs "
-                    f"({min(busy):.0f}-{max(busy):.0f}%)",
+        f"({min(busy):.0f}-{max(busy):.0f}%)",
         "gpu_memory_peak": f"{peak:.0f} MiB",
-    }  # fmt: skip
+    }
 
 
 def queue_line(r: TestbedResults) -> str:
     """A partition's queue wait per job: median and range over the jobs that ran."""
-    waits = sorted(float(run["queue_wait_s"]) for run in r.runs
-                   if isinstance(run.get("queue_wait_s"), int | float))  # fmt: skip
+    waits = sorted(
+        float(run["queue_wait_s"])
+        for run in r.runs
+        if isinstance(run.get("queue_wait_s"), int | float)
+    )
     if not waits:
         return "-"
     median = waits[len(waits) // 2]
-    return (f"median {format_duration(median)} over {len(waits)} jobs "
-            f"({format_duration(waits[0])}-{format_duration(waits[-1])})")
+    return (
+        f"median {format_duration(median)} over {len(waits)} jobs "
+        f"({format_duration(waits[0])}-{format_duration(waits[-1])})"
+    )
 
 
 # ------------------------------------------------------------------- charts
@@ -249,24 +285,38 @@ def charts(
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     made = []
     for name in ("throughput", "efficiency"):
-        fig, axes = plt.subplots(1, len(batches), figsize=(5.5 * len(batches), 4.5),
-                                 squeeze=False, sharey=name == "efficiency")  # fmt: skip
+        fig, axes = plt.subplots(
+            1,
+            len(batches),
+            figsize=(5.5 * len(batches), 4.5),
+            squeeze=False,
+            sharey=name == "efficiency",
+        )
         top = 1
         for ax, batch in zip(axes[0], batches, strict=True):
-            curves = [figures.Curve(_plain(r.tb.title), colors[i % len(colors)], r.points[batch])
-                      for i, r in enumerate(results) if r.points.get(batch)]  # fmt: skip
+            curves = [
+                figures.Curve(_plain(r.tb.title), colors[i % len(colors)], r.points[batch])
+                for i, r in enumerate(results)
+                if r.points.get(batch)
+            ]
             top = max([top, *(s.workers for c in curves for s in c.points)])
             if name == "efficiency":
                 figures.efficiency_panel(ax, curves, "workers", point_prediction=True)
             else:
                 for c in curves:
-                    ax.errorbar([s.workers for s in c.points],
-                                [s.images_per_sec for s in c.points],
-                                yerr=[s.ci95 or 0 for s in c.points], marker="o", capsize=3,
-                                color=c.color, label=c.label)  # fmt: skip
+                    ax.errorbar(
+                        [s.workers for s in c.points],
+                        [s.images_per_sec for s in c.points],
+                        yerr=[s.ci95 or 0 for s in c.points],
+                        marker="o",
+                        capsize=3,
+                        color=c.color,
+                        label=c.label,
+                    )
                 ax.set(ylabel="images/s (all workers)")
-            ax.set(xlabel="workers (GPUs, or nodes of one worker)",
-                   title=f"batch {batch} per worker")  # fmt: skip
+            ax.set(
+                xlabel="workers (GPUs, or nodes of one worker)", title=f"batch {batch} per worker"
+            )
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
         for ax in axes[0]:
@@ -287,22 +337,36 @@ def build(campaign: Campaign) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     journal = Journal(out, campaign.name)
     states = journal.cell_states() if journal.store.exists() else {}
-    made = charts(results, out, f"hpcbench campaign report {campaign.path}, "
-                  f"{time.strftime('%Y-%m-%d')}")  # fmt: skip
+    made = charts(
+        results, out, f"hpcbench campaign report {campaign.path}, {time.strftime('%Y-%m-%d')}"
+    )
     systems = [system(r) for r in results]
     files.write_atomic(out / "systems.json", json.dumps(systems, indent=1) + "\n")
-    configurations = [export.configuration(s, testbed=r.tb.name, title=r.tb.title)
-                      for r in results for s in r.summaries]  # fmt: skip
+    configurations = [
+        export.configuration(s, testbed=r.tb.name, title=r.tb.title)
+        for r in results
+        for s in r.summaries
+    ]
     files.write_atomic(out / DATA_JSON, export.as_json(configurations, campaign=campaign.name))
     files.write_atomic(out / DATA_CSV, export.as_csv(configurations, ("testbed", "title")))
     md_path, html_path = page.write(campaign_page(campaign, results, states, systems, made), out)
-    return [html_path, md_path, *(p for _, p in made), out / "systems.json",
-            out / DATA_JSON, out / DATA_CSV]  # fmt: skip
+    return [
+        html_path,
+        md_path,
+        *(p for _, p in made),
+        out / "systems.json",
+        out / DATA_JSON,
+        out / DATA_CSV,
+    ]
 
 
-def campaign_page(campaign: Campaign, results: list[TestbedResults],
-                  states: dict[str, CellState], systems: list[dict[str, Any]],
-                  made: list[tuple[str, Path]]) -> Page:  # fmt: skip
+def campaign_page(
+    campaign: Campaign,
+    results: list[TestbedResults],
+    states: dict[str, CellState],
+    systems: list[dict[str, Any]],
+    made: list[tuple[str, Path]],
+) -> Page:
     """report.md and report.html, as one description (hpcbench.page)."""
     cells = campaign.cells
     counts: dict[str, int] = defaultdict(int)
@@ -310,11 +374,18 @@ def campaign_page(campaign: Campaign, results: list[TestbedResults],
         counts[states[c.id].status if c.id in states else "pending"] += 1
     intro: list[Block] = [Paragraph(campaign.description)] if campaign.description else []
     intro += [
-        Paragraph(f"{len(cells)} cells on {len(campaign.testbeds)} testbeds: "
-                  + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + "."),  # fmt: skip
-        Paragraph("Made by ", Code(f"python -m hpcbench campaign run {campaign.path}"), " (",
-                  Code(f"campaign report {campaign.path}"), " remakes this page); "
-                  f"{time.strftime('%Y-%m-%d %H:%M')}."),  # fmt: skip
+        Paragraph(
+            f"{len(cells)} cells on {len(campaign.testbeds)} testbeds: "
+            + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+            + "."
+        ),
+        Paragraph(
+            "Made by ",
+            Code(f"python -m hpcbench campaign run {campaign.path}"),
+            " (",
+            Code(f"campaign report {campaign.path}"),
+            f" remakes this page); {time.strftime('%Y-%m-%d %H:%M')}.",
+        ),
         Paragraph(
             "Each point is the mean over repeats with its 95% interval; E(N) = X(N) / (N X(1)) "
             "against the testbed's own single-worker baseline; the point prediction replays one "
@@ -324,13 +395,17 @@ def campaign_page(campaign: Campaign, results: list[TestbedResults],
     ]
     glance: list[Block] = [Table(GLANCE_HEADER, glance_rows(results))]
     glance += [Image(path.name, title) for title, path in made]
-    glance.append(Paragraph(f"The numbers: {DATA_JSON} and {DATA_CSV} "
-                            "(one record per configuration)."))  # fmt: skip
+    glance.append(
+        Paragraph(f"The numbers: {DATA_JSON} and {DATA_CSV} (one record per configuration).")
+    )
     header = [""] + [s["system_name"] for s in systems]
     rows = [[k] + [_cell(s.get(k)) for s in systems] for k in SYSTEM_KEYS]
     systems_table = [Table(header, rows), Paragraph("As JSON: systems.json.")]
-    sections = [Section("", intro), Section("At a glance", glance),
-                Section("The systems", systems_table)]  # fmt: skip
+    sections = [
+        Section("", intro),
+        Section("At a glance", glance),
+        Section("The systems", systems_table),
+    ]
     for r in results:
         rows = []
         for batch, points in sorted(r.points.items()):
@@ -349,23 +424,44 @@ def campaign_page(campaign: Campaign, results: list[TestbedResults],
                         verdict(s, r.link_rate) if s.workers > 1 else "baseline",
                     ]
                 )
-        header = ["batch", "nodes", "workers", "runs", "images/s ± CI95", "E ± CI95",
-                  "E point", "E band", "where the time went", "flag"]  # fmt: skip
-        more = Paragraph("Full report of this testbed: ", Code(
-            f"python -m hpcbench report --out {campaign.testbed_out(r.tb)}"), ".")  # fmt: skip
-        sections.append(Section(f"{r.tb.title} ({r.tb.name}, env {r.tb.env})",
-                                [Table(header, rows), more]))  # fmt: skip
-    failed = [(c, states[c.id]) for c in cells if c.id in states and
-              states[c.id].status == "failed"]  # fmt: skip
+        header = [
+            "batch",
+            "nodes",
+            "workers",
+            "runs",
+            "images/s ± CI95",
+            "E ± CI95",
+            "E point",
+            "E band",
+            "where the time went",
+            "flag",
+        ]
+        more = Paragraph(
+            "Full report of this testbed: ",
+            Code(f"python -m hpcbench report --out {campaign.testbed_out(r.tb)}"),
+            ".",
+        )
+        sections.append(
+            Section(f"{r.tb.title} ({r.tb.name}, env {r.tb.env})", [Table(header, rows), more])
+        )
+    failed = [
+        (c, states[c.id]) for c in cells if c.id in states and states[c.id].status == "failed"
+    ]
     if failed:
         rows = [[c.testbed, c.label, s.why] for c, s in failed]
         sections.append(Section("Failed cells", [Table(["testbed", "cell", "why"], rows)]))
-    style = ("body{font-family:sans-serif;margin:2em;max-width:110em}"
-             "table{border-collapse:collapse;margin:1em 0}"
-             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-             "td:first-child,th:first-child{text-align:left}img{max-width:100%}")  # fmt: skip
-    return Page(f"Campaign {campaign.name}", sections, style,
-                html_title=f"hpcbench campaign {campaign.name}")  # fmt: skip
+    style = (
+        "body{font-family:sans-serif;margin:2em;max-width:110em}"
+        "table{border-collapse:collapse;margin:1em 0}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+        "td:first-child,th:first-child{text-align:left}img{max-width:100%}"
+    )
+    return Page(
+        f"Campaign {campaign.name}",
+        sections,
+        style,
+        html_title=f"hpcbench campaign {campaign.name}",
+    )
 
 
 def _cell(value: Any) -> str:

@@ -1,11 +1,11 @@
 """The GPU path, checked and measured on one CUDA device (`make bench-gpu`).
 
-    python evaluation/bench_gpu.py all        # the GPU table in one go, within --deadline-s
-    python evaluation/bench_gpu.py checks [--full]
-    python evaluation/bench_gpu.py matrix [--models resnet50 --batches 32,64,96 --amp on,off
+    python evaluation/gpu_steps.py all        # the GPU table in one go, within --deadline-s
+    python evaluation/gpu_steps.py checks [--full]
+    python evaluation/gpu_steps.py matrix [--models resnet50 --batches 32,64,96 --amp on,off
                                            --steps eager,graph]
-    python evaluation/bench_gpu.py jpeg       # ImageNet-layout JPEGs against synthetic data
-    python evaluation/bench_gpu.py fidelity   # the harness against a plain loop, graph mode
+    python evaluation/gpu_steps.py jpeg       # ImageNet-layout JPEGs against synthetic data
+    python evaluation/gpu_steps.py fidelity   # the harness against a plain loop, graph mode
 
 checks: the workload (bench/train.py) with the data-parallel wrapper forced on
 at world size 1 (DDP over NCCL, Horovod if it is installed) in each step mode
@@ -27,7 +27,7 @@ with the 95% interval over the run's windows and the GPU utilisation NVML saw;
 jpeg: the same run on an ImageNet-layout folder of JPEGs (evaluation/jpeg_folder.py)
 decoded on the GPU (nvJPEG) and by DataLoader workers, against synthetic data.
 
-fidelity: harness over plain loop (evaluation/bench_fidelity.py) in graph mode.
+fidelity: harness over plain loop (evaluation/fidelity.py) in graph mode.
 
 Each figure is printed with the command that reproduces it; everything lands
 in --out (default results/bench-gpu) as JSON, and the table last.
@@ -58,6 +58,7 @@ MARKER = "HPCBENCH_RESULT "
 # barrier's return are the only difference, far below 1% of a window of 10 training steps.
 TIMING_TOLERANCE = 0.01
 SHORT = ["--warmup", "5", "--windows", "3", "--steps", "5"]
+MEASURED = ["--warmup", "10", "--windows", "6", "--steps", "20"]  # the matrix's and fidelity's
 
 
 def torchrun(nproc: int) -> list[str]:
@@ -108,42 +109,112 @@ def check_cases(full: bool) -> list[tuple[str, list[str], dict[str, Any]]]:
     base = [str(TRAIN), "--device", "cuda", "--model", "resnet50", "--batch", "32", *SHORT]
     ddp1 = [*torchrun(1), *base, "--backend", "ddp", "--wrap", "on"]
     quick = [("graph", "on", "on")]
-    more = [("graph", "off", "off"), ("eager", "on", "on"), ("eager", "on", "off"),
-            ("eager", "off", "off")]  # fmt: skip
+    more = [
+        ("graph", "off", "off"),
+        ("eager", "on", "on"),
+        ("eager", "on", "off"),
+        ("eager", "off", "off"),
+    ]
     for step, amp, nhwc in quick + (more if full else []):
         capture = "whole" if step == "graph" else None
-        cases.append((
-            f"DDP wrapped at world size 1 over NCCL, {step} step, AMP {amp}, channels_last {nhwc}",
-            [*ddp1, "--step", step, "--amp", amp, "--channels-last", nhwc],
-            {"wrapped": True, "dist_backend": "nccl", "amp": amp == "on",
-             "channels_last": nhwc == "on", "step": step, "graph_capture": capture},
-        ))
+        cases.append(
+            (
+                f"DDP wrapped at world size 1 over NCCL, {step} step, AMP {amp}, "
+                f"channels_last {nhwc}",
+                [*ddp1, "--step", step, "--amp", amp, "--channels-last", nhwc],
+                {
+                    "wrapped": True,
+                    "dist_backend": "nccl",
+                    "amp": amp == "on",
+                    "channels_last": nhwc == "on",
+                    "step": step,
+                    "graph_capture": capture,
+                },
+            )
+        )
     for step in ("graph", "eager") if full else ("graph",):
-        cases.append((
-            f"DDP, two ranks sharing the GPU over Gloo, {step} step, AMP on",
-            [*torchrun(2), *base, "--backend", "ddp", "--dist-backend", "gloo", "--amp", "on",
-             "--step", step],
-            {"wrapped": True, "workers": 2, "dist_backend": "gloo", "step": step,
-             "graph_capture": "partial" if step == "graph" else None},
-        ))
+        cases.append(
+            (
+                f"DDP, two ranks sharing the GPU over Gloo, {step} step, AMP on",
+                [
+                    *torchrun(2),
+                    *base,
+                    "--backend",
+                    "ddp",
+                    "--dist-backend",
+                    "gloo",
+                    "--amp",
+                    "on",
+                    "--step",
+                    step,
+                ],
+                {
+                    "wrapped": True,
+                    "workers": 2,
+                    "dist_backend": "gloo",
+                    "step": step,
+                    "graph_capture": "partial" if step == "graph" else None,
+                },
+            )
+        )
     if full:
         for model, size in (("inception_v3", "299"), ("vgg16", "224"), ("resnet101", "224")):
-            cases.append((
-                f"{model} unwrapped, graph step, AMP on",
-                [*torchrun(1), str(TRAIN), "--device", "cuda", "--model", model, "--image-size",
-                 size, "--batch", "32", *SHORT, "--backend", "ddp", "--amp", "on", "--step",
-                 "graph"],
-                {"wrapped": False, "graph_capture": "whole"},
-            ))
+            cases.append(
+                (
+                    f"{model} unwrapped, graph step, AMP on",
+                    [
+                        *torchrun(1),
+                        str(TRAIN),
+                        "--device",
+                        "cuda",
+                        "--model",
+                        model,
+                        "--image-size",
+                        size,
+                        "--batch",
+                        "32",
+                        *SHORT,
+                        "--backend",
+                        "ddp",
+                        "--amp",
+                        "on",
+                        "--step",
+                        "graph",
+                    ],
+                    {"wrapped": False, "graph_capture": "whole"},
+                )
+            )
     if shutil.which("horovodrun") and _importable("horovod.torch"):
         for step, amp in (("graph", "on"), ("eager", "on"), ("eager", "off")):
-            cases.append((
-                f"Horovod DistributedOptimizer at world size 1, {step} step, AMP {amp}, NHWC",
-                ["horovodrun", "-np", "1", "-H", "localhost:1", "--gloo", sys.executable, *base,
-                 "--backend", "horovod", "--wrap", "on", "--amp", amp, "--step", step],
-                {"wrapped": True, "amp": amp == "on", "channels_last": amp == "on",
-                 "graph_capture": "partial" if step == "graph" else None},
-            ))
+            cases.append(
+                (
+                    f"Horovod DistributedOptimizer at world size 1, {step} step, AMP {amp}, NHWC",
+                    [
+                        "horovodrun",
+                        "-np",
+                        "1",
+                        "-H",
+                        "localhost:1",
+                        "--gloo",
+                        sys.executable,
+                        *base,
+                        "--backend",
+                        "horovod",
+                        "--wrap",
+                        "on",
+                        "--amp",
+                        amp,
+                        "--step",
+                        step,
+                    ],
+                    {
+                        "wrapped": True,
+                        "amp": amp == "on",
+                        "channels_last": amp == "on",
+                        "graph_capture": "partial" if step == "graph" else None,
+                    },
+                )
+            )
     return cases
 
 
@@ -154,46 +225,72 @@ def checks(out: Path, only: str = "", full: bool = False) -> list[dict[str, Any]
         start = time.monotonic()
         rec, tail = run_record(argv)
         faults = ["no record: " + tail] if rec is None else workload_faults(rec)
-        for key, want in (expect.items() if rec else []):
+        for key, want in expect.items() if rec else []:
             if rec.get(key) != want:
                 faults.append(f"{key} is {rec.get(key)!r}, expected {want!r}")
         if rec and "Horovod" in name and not rec["fingerprint"].get("horovod_nccl"):
             faults.append("Horovod was built without NCCL")
         results.append(_result(name, argv, faults, rec, start))
-    probe = [*torchrun(1), str(PROBE), "--backend", "ddp", "--device", "cuda", "--max-bytes",
-             "64M"]
+    probe = [*torchrun(1), str(PROBE), "--backend", "ddp", "--device", "cuda", "--max-bytes", "64M"]
     if only in "all-reduce probe on the GPU":
         start = time.monotonic()
         rec, tail = run_record(probe)
         faults = ["no record: " + tail] if rec is None else []
-        results.append(_result("all-reduce probe on the GPU (NCCL, one rank)", probe, faults,
-                               rec, start))
+        results.append(
+            _result("all-reduce probe on the GPU (NCCL, one rank)", probe, faults, rec, start)
+        )
     (out / "checks.json").write_text(json.dumps(results, indent=1))
     return results
 
 
 def _importable(module: str) -> bool:
-    return subprocess.run([sys.executable, "-c", f"import {module}"],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True).returncode
+        == 0
+    )
 
 
-def _result(name: str, argv: list[str], faults: list[str], rec: dict[str, Any] | None,
-            start: float) -> dict[str, Any]:
+def _result(
+    name: str, argv: list[str], faults: list[str], rec: dict[str, Any] | None, start: float
+) -> dict[str, Any]:
     ok = not faults
-    print(f"{'PASS' if ok else 'FAIL'} {name} ({time.monotonic() - start:.0f} s)"
-          + ("" if ok else "\n    " + "\n    ".join(faults)), flush=True)
-    keep = {k: rec.get(k) for k in ("window_times", "device_window_times", "gpu", "fingerprint",
-                                    "loss", "amp", "channels_last", "wrapped")} if rec else None
+    print(
+        f"{'PASS' if ok else 'FAIL'} {name} ({time.monotonic() - start:.0f} s)"
+        + ("" if ok else "\n    " + "\n    ".join(faults)),
+        flush=True,
+    )
+    keep = (
+        {
+            k: rec.get(k)
+            for k in (
+                "window_times",
+                "device_window_times",
+                "gpu",
+                "fingerprint",
+                "loss",
+                "amp",
+                "channels_last",
+                "wrapped",
+            )
+        }
+        if rec
+        else None
+    )
     return {"name": name, "command": _shell(argv), "ok": ok, "faults": faults, "record": keep}
 
 
 def _shell(argv: list[str]) -> str:
-    return " ".join(a.replace(str(REPO) + "/", "") if a.startswith(str(REPO)) else
-                    ("python" if a == sys.executable else a) for a in argv)
+    return " ".join(
+        a.replace(str(REPO) + "/", "")
+        if a.startswith(str(REPO))
+        else ("python" if a == sys.executable else a)
+        for a in argv
+    )
 
 
-def scale_rows(out: Path, name: str, argv: list[str], fields: dict[str, Any]
-               ) -> list[dict[str, Any]]:  # fmt: skip
+def scale_rows(
+    out: Path, name: str, argv: list[str], fields: dict[str, Any]
+) -> list[dict[str, Any]]:
     """Run `hpcbench scale` into out/name; a row per run: images/s, CI, GPU busy, command."""
     store = out / name
     if store.exists():
@@ -210,16 +307,25 @@ def scale_rows(out: Path, name: str, argv: list[str], fields: dict[str, Any]
         stats = analysis.run_stats(run)
         gpu = run.get("gpu") or {}
         batch_arg = argv[argv.index("--batch") + 1]
-        rows.append({
-            **row,
-            "images_per_sec": stats["images_per_sec"], "ci95": stats["ci95"],
-            "gpu_util": gpu.get("util_mean"), "mem_mib": gpu.get("mem_used_max_mib"),
-            "data_time_fraction": run.get("data_time_fraction"), "decode": run.get("decode"),
-            "graph_capture": run.get("graph_capture"),
-            "command": "python -m hpcbench " + " ".join(
-                {str(store): "results/bench-gpu/" + name, batch_arg: str(run["batch"])}.get(a, a)
-                for a in argv),
-        })
+        rows.append(
+            {
+                **row,
+                "images_per_sec": stats["images_per_sec"],
+                "ci95": stats["ci95"],
+                "gpu_util": gpu.get("util_mean"),
+                "mem_mib": gpu.get("mem_used_max_mib"),
+                "data_time_fraction": run.get("data_time_fraction"),
+                "decode": run.get("decode"),
+                "graph_capture": run.get("graph_capture"),
+                "command": "python -m hpcbench "
+                + " ".join(
+                    {str(store): "results/bench-gpu/" + name, batch_arg: str(run["batch"])}.get(
+                        a, a
+                    )
+                    for a in argv
+                ),
+            }
+        )
     if not runs:
         rows.append({**fields, "failed": proc.stderr[-1500:]})
     _print_row_block(rows)
@@ -227,13 +333,37 @@ def scale_rows(out: Path, name: str, argv: list[str], fields: dict[str, Any]
 
 
 def matrix_argv(model: str, step: str, amp: str, batches: str, backend: str) -> list[str]:
-    return ["scale", "--env", "localhost", "--nodes", "1", "--device", "cuda", "--backend",
-            backend, "--model", model, "--batch", batches, "--amp", amp, "--step", step,
-            "--warmup", "10", "--windows", "6", "--steps", "20"]
+    return [
+        "scale",
+        "--env",
+        "localhost",
+        "--nodes",
+        "1",
+        "--device",
+        "cuda",
+        "--backend",
+        backend,
+        "--model",
+        model,
+        "--batch",
+        batches,
+        "--amp",
+        amp,
+        "--step",
+        step,
+        *MEASURED,
+    ]
 
 
-def matrix(out: Path, models: list[str], batches: str, amps: list[str], steps: list[str],
-           backend: str, deadline: Deadline) -> list[dict[str, Any]]:  # fmt: skip
+def matrix(
+    out: Path,
+    models: list[str],
+    batches: str,
+    amps: list[str],
+    steps: list[str],
+    backend: str,
+    deadline: Deadline,
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for model in models:
         for step in steps:
@@ -242,8 +372,12 @@ def matrix(out: Path, models: list[str], batches: str, amps: list[str], steps: l
                 if deadline.passed(f"matrix {model} {step} AMP {amp}"):
                     rows.append({**fields, "skipped": "deadline"})
                     continue
-                rows += scale_rows(out, f"matrix-{model}-{step}-amp-{amp}",
-                                   matrix_argv(model, step, amp, batches, backend), fields)
+                rows += scale_rows(
+                    out,
+                    f"matrix-{model}-{step}-amp-{amp}",
+                    matrix_argv(model, step, amp, batches, backend),
+                    fields,
+                )
     _merge_json(out / "matrix.json", rows)
     return rows
 
@@ -257,26 +391,42 @@ def jpeg(out: Path, batch: int, step: str, deadline: Deadline) -> list[dict[str,
     workers = max(1, (os.cpu_count() or 2) - 2)
     rows: list[dict[str, Any]] = []
     for data, decode in (("synthetic", "auto"), (str(folder), "device"), (str(folder), "workers")):
-        fields = {"model": "resnet50", "step": step, "amp": "on", "data": data if data ==
-                  "synthetic" else "jpeg", "decode_asked": decode}  # fmt: skip
+        fields = {
+            "model": "resnet50",
+            "step": step,
+            "amp": "on",
+            "data": data if data == "synthetic" else "jpeg",
+            "decode_asked": decode,
+        }
         if deadline.passed(f"jpeg {data} {decode}"):
             rows.append({**fields, "skipped": "deadline"})
             continue
-        argv = [*matrix_argv("resnet50", step, "on", str(batch), "ddp"), "--data", data,
-                "--decode", decode, "--data-workers", str(workers)]
+        argv = [
+            *matrix_argv("resnet50", step, "on", str(batch), "ddp"),
+            "--data",
+            data,
+            "--decode",
+            decode,
+            "--data-workers",
+            str(workers),
+        ]
         rows += scale_rows(out, f"jpeg-{fields['data']}-{decode}", argv, fields)
     synthetic = [r for r in rows if r.get("data") == "synthetic" and "images_per_sec" in r]
     for r in rows:
         if synthetic and "images_per_sec" in r and r is not synthetic[0]:
             r["vs_synthetic"] = r["images_per_sec"] / synthetic[0]["images_per_sec"]
-            print(f"{r['decode_asked']} decode: {r['vs_synthetic']:.3f} of synthetic data's "
-                  f"images/s, data time {r.get('data_time_fraction') or 0:.1%}", flush=True)
+            print(
+                f"{r['decode_asked']} decode: {r['vs_synthetic']:.3f} of synthetic data's "
+                f"images/s, data time {r.get('data_time_fraction') or 0:.1%}",
+                flush=True,
+            )
     (out / "jpeg.json").write_text(json.dumps(rows, indent=1))
     return rows
 
 
 def _merge_json(path: Path, rows: list[dict[str, Any]]) -> None:
     """Rows into a JSON list, replacing those of the same model, step, AMP and batch."""
+
     def key(r: dict[str, Any]) -> tuple:
         return r.get("model"), r.get("step"), r.get("amp"), r.get("batch")
 
@@ -287,22 +437,47 @@ def _merge_json(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def _print_row_block(rows: list[dict[str, Any]]) -> None:
     for r in rows:
-        model = r["model"] + (f" ({r['data']} data, {r['decode_asked']} decode)"
-                              if "decode_asked" in r else "")  # fmt: skip
+        model = r["model"] + (
+            f" ({r['data']} data, {r['decode_asked']} decode)" if "decode_asked" in r else ""
+        )
         head = f"| {model} | {r.get('step')} | {r.get('batch')} | {r['amp']} |"
         if "failed" in r:
             print(f"{head} FAILED: {str(r['failed'])[-300:]} |", flush=True)
         else:
             util = "-" if r["gpu_util"] is None else f"{r['gpu_util']:.0f}"
-            print(f"{head} {r['images_per_sec']:.0f} +- {r['ci95']:.0f} | {util} "
-                  f"| `{r['command']}` |", flush=True)
+            print(
+                f"{head} {r['images_per_sec']:.0f} +- {r['ci95']:.0f} | {util} "
+                f"| `{r['command']}` |",
+                flush=True,
+            )
 
 
 def fidelity(out: Path, backends: str, step: str) -> int:
-    argv = [sys.executable, str(REPO / "evaluation" / "bench_fidelity.py"), "--device", "cuda",
-            "--amp", "on", "--step", step, "--model", "resnet50", "--image-size", "224",
-            "--batch", "96", "--warmup", "10", "--windows", "6", "--steps", "20", "--threads",
-            "8", "--rounds", "3", "--backends", backends, "--out", str(out / f"fidelity-{step}")]
+    argv = [
+        sys.executable,
+        str(REPO / "evaluation" / "fidelity.py"),
+        "--device",
+        "cuda",
+        "--amp",
+        "on",
+        "--step",
+        step,
+        "--model",
+        "resnet50",
+        "--image-size",
+        "224",
+        "--batch",
+        "96",
+        *MEASURED,
+        "--threads",
+        "8",
+        "--rounds",
+        "3",
+        "--backends",
+        backends,
+        "--out",
+        str(out / f"fidelity-{step}"),
+    ]
     print("$ " + _shell(argv), flush=True)
     return subprocess.run(argv, cwd=REPO).returncode
 
@@ -332,16 +507,23 @@ def main() -> int:
     p.add_argument("--fidelity-backends", default="ddp")
     p.add_argument("--full", action="store_true", help="checks: every seed model too")
     p.add_argument("--only", default="", help="checks whose name holds this text")
-    p.add_argument("--deadline-s", type=float, default=0,
-                   help="start no part after this many seconds (0: no limit)")
+    p.add_argument(
+        "--deadline-s",
+        type=float,
+        default=0,
+        help="start no part after this many seconds (0: no limit)",
+    )
     p.add_argument("--out", default=str(REPO / "results" / "bench-gpu"))
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
-                          "--format=csv,noheader"], capture_output=True, text=True)
+    smi = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+    )
     if smi.returncode != 0:
-        print("bench_gpu: nvidia-smi finds no GPU; this benchmark needs one", file=sys.stderr)
+        print("gpu_steps: nvidia-smi finds no GPU; this benchmark needs one", file=sys.stderr)
         return 2
     print(f"GPU: {smi.stdout.strip()}; python {sys.version.split()[0]}", flush=True)
     deadline = Deadline(args.deadline_s)
@@ -349,19 +531,35 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     if args.what in ("checks", "all"):
         failed += sum(not r["ok"] for r in checks(out, args.only, args.full))
-    header = ("| model | step | batch | AMP | images/s per GPU (95% CI over windows) "
-              "| GPU busy % | command |\n|---|---|---|---|---|---|---|")
+    header = (
+        "| model | step | batch | AMP | images/s per GPU (95% CI over windows) "
+        "| GPU busy % | command |\n|---|---|---|---|---|---|---|"
+    )
     if args.what in ("matrix", "all"):
         print(header, flush=True)
-        rows = matrix(out, args.models.split(","), args.batches, args.amp.split(","),
-                      args.steps.split(","), args.backend, deadline)
+        rows = matrix(
+            out,
+            args.models.split(","),
+            args.batches,
+            args.amp.split(","),
+            args.steps.split(","),
+            args.backend,
+            deadline,
+        )
     if args.what in ("jpeg", "all"):
         rows += jpeg(out, int(args.batches.split(",")[-1]), "graph", deadline)
     if args.what in ("fidelity", "all") and not deadline.passed("fidelity"):
         failed += fidelity(out, args.fidelity_backends, "graph") != 0
     if args.what == "all":  # last: compile at the largest batch with AMP (its compile is long)
-        rows += matrix(out, ["resnet50"], args.batches.split(",")[-1], ["on"], ["compile"],
-                       args.backend, deadline)
+        rows += matrix(
+            out,
+            ["resnet50"],
+            args.batches.split(",")[-1],
+            ["on"],
+            ["compile"],
+            args.backend,
+            deadline,
+        )
         print("\nThe table again:\n" + header, flush=True)
         _print_row_block([r for r in rows if "skipped" not in r])
     failed += sum("failed" in r for r in rows)

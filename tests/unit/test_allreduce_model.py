@@ -1,0 +1,221 @@
+import dataclasses
+
+import pytest
+
+from hpcbench import allreduce_model
+
+
+def test_busbw_follows_nccl_tests_definition():
+    # 8 workers, 100 MB in 0.1 s: algbw 1 GB/s, busbw 2*7/8 = 1.75 GB/s.
+    assert allreduce_model.busbw(100e6, 0.1, 8) == pytest.approx(1.75e9)
+    assert allreduce_model.ring_factor(2) == 1.0
+
+
+def test_resnet50_on_1gbit_ring_of_10_matches_the_reference_estimate():
+    # docs/method.md, "Reference numbers": ~102 MB of gradients, 10 nodes, 1 Gbit/s -> ~1.5 s.
+    model = allreduce_model.LinkModel(workers=10, latency_s=0.0, busbw=1e9 / 8)
+    assert model.allreduce_time(102e6) == pytest.approx(1.47, abs=0.02)
+    assert allreduce_model.LinkModel(10, 0.0, 10e9 / 8).allreduce_time(102e6) == pytest.approx(
+        0.147, abs=0.002
+    )
+
+
+def test_latency_term():
+    model = allreduce_model.LinkModel(workers=4, latency_s=1e-3, busbw=1e12)
+    assert model.allreduce_time(0) == pytest.approx(6e-3)
+    assert allreduce_model.LinkModel(1, 1.0, 1.0).allreduce_time(1e9) == 0.0
+
+
+def test_efficiency_band():
+    # Communication shorter than compute: full overlap hides it entirely.
+    assert allreduce_model.efficiency_band(1.0, 0.5) == pytest.approx((1 / 1.5, 1.0))
+    # Communication longer than compute: even full overlap leaves T_ar.
+    assert allreduce_model.efficiency_band(1.0, 2.0) == pytest.approx((1 / 3, 0.5))
+    with pytest.raises(ValueError):
+        allreduce_model.efficiency_band(0.0, 1.0)
+
+
+def _probe(workers, points):
+    results = [
+        {"bytes": s, "time_s": t, "busbw": allreduce_model.busbw(s, t, workers)} for s, t in points
+    ]
+    return {"kind": "probe", "status": "ok", "workers": workers, "results": results}
+
+
+def test_link_model_from_probe_recovers_alpha_and_beta():
+    a, bw, n = 50e-6, 1e9, 4
+    truth = allreduce_model.LinkModel(n, a, bw)
+    sizes = [1024, 1 << 20, 1 << 24, 1 << 27]
+    probe = _probe(n, [(s, truth.allreduce_time(s)) for s in sizes])
+    fitted = allreduce_model.link_model(probe)
+    assert fitted.latency_s == pytest.approx(a, rel=0.01)
+    # The largest message still pays 6 latencies: busbw there is slightly below B.
+    assert fitted.busbw == pytest.approx(bw, rel=0.01)
+    assert allreduce_model.link_model(_probe(1, [(1024, 1e-5)])) is None
+    assert allreduce_model.link_model({"workers": 4, "results": []}) is None
+
+
+def test_predict_combines_the_pieces():
+    p = allreduce_model.predict(0.2, 100e6, allreduce_model.LinkModel(2, 0.0, 1e9))
+    assert p["allreduce_s"] == pytest.approx(0.1)
+    assert p["efficiency_low"] == pytest.approx(0.2 / 0.3)
+    assert p["efficiency_high"] == 1.0
+
+
+def test_point_prediction_from_a_measured_gradient_timeline():
+    # Backward makes 3 gradients of 10 MB at 0.6, 0.8 and 1.0 s of a 1.2 s step; a ring of
+    # 4 on a link of 100 MB/s bus bandwidth and no latency: 10 MB take 0.15 s.
+    timeline = [(0.6, 10e6), (0.8, 10e6), (1.0, 10e6)]
+    link = allreduce_model.LinkModel(workers=4, latency_s=0.0, busbw=100e6)
+    # Horovod fuses what is ready in each 1 ms cycle: three messages, each 0.15 s, the last
+    # ready at 1.001 s and done at 1.151 s: 0.151 s exposed.
+    p = allreduce_model.predict_measured(1.2, timeline, link, "horovod")
+    assert abs(p.exposed_s - 0.151) < 1e-9 and abs(p.efficiency - 1.2 / 1.351) < 1e-9
+    # fp16 compression halves what travels: done at 1.001 + 0.075 s.
+    half = allreduce_model.predict_measured(1.2, timeline, link, "horovod", allreduce_bytes=15e6)
+    assert abs(half.exposed_s - 0.076) < 1e-9
+    # A link ten times faster hides all but the last message's tail.
+    fast = allreduce_model.LinkModel(workers=4, latency_s=0.0, busbw=1e9)
+    assert allreduce_model.predict_measured(1.2, timeline, fast, "horovod").efficiency > 0.98
+    # DDP: one 1 MiB first bucket, then 25 MiB buckets; one worker needs no all-reduce.
+    solo = allreduce_model.LinkModel(workers=1, latency_s=0.0, busbw=1.0)
+    assert allreduce_model.predict_measured(1.2, timeline, solo, "ddp").efficiency == 1.0
+
+
+def test_cpu_work_sets_a_floor_under_the_step_on_cpu_nodes():
+    # The same step and a fast link (the messages hide behind backward: E about 0.99).
+    timeline = [(0.6, 10e6), (0.8, 10e6), (1.0, 10e6)]
+    fast = allreduce_model.LinkModel(workers=4, latency_s=0.0, busbw=1e9)
+    link_only = allreduce_model.predict_measured(1.2, timeline, fast, "horovod")
+    # 10 ns of CPU per byte: 0.3 s of work for the 30 MB, which the node's CPU does on
+    # top of the 1.2 s step whatever the link could carry.
+    bound = allreduce_model.predict_measured(1.2, timeline, fast, "horovod", cpu_s_per_byte=1e-8)
+    assert bound.cpu_work_s == pytest.approx(0.3)
+    assert bound.step_s == pytest.approx(1.5) and bound.efficiency == pytest.approx(0.8)
+    assert link_only.efficiency > 0.98 and link_only.cpu_work_s == 0.0
+    # A slow link (1.5 s per message) outlasts that floor: the link decides.
+    slow = allreduce_model.LinkModel(workers=4, latency_s=0.0, busbw=1e7)
+    slow_bound = allreduce_model.predict_measured(
+        1.2, timeline, slow, "horovod", cpu_s_per_byte=1e-8
+    )
+    slow_link = allreduce_model.predict_measured(1.2, timeline, slow, "horovod")
+    assert slow_bound.step_s == slow_link.step_s > 1.5
+    # One worker all-reduces nothing and does no such work.
+    solo = allreduce_model.LinkModel(workers=1, latency_s=0.0, busbw=1.0)
+    assert (
+        allreduce_model.predict_measured(
+            1.2, timeline, solo, "horovod", cpu_s_per_byte=1e-8
+        ).efficiency
+        == 1.0
+    )
+
+
+@pytest.mark.parametrize(
+    "probe, expected",
+    [
+        ({"cpu_work": {"lost_s_per_byte": 2e-9}}, 2e-9),
+        ({"cpu_work": {"lost_s_per_byte": -1e-10}}, 0.0),  # noise below zero: no work
+        ({"cpu_work": None}, 0.0),  # a GPU node's probe
+        ({}, 0.0),  # a probe from before the measurement
+        ({"cpu_work": {"lost_s_per_byte": "x"}}, 0.0),
+    ],
+)
+def test_cpu_work_per_byte_from_a_probe_record(probe, expected):
+    assert allreduce_model.cpu_work_per_byte(probe) == expected
+
+
+def test_an_all_reduce_beside_backward_goes_slower_until_backward_ends():
+    # 1 MB at 1 MB/s (no latency) alone takes 1 s.
+    link = allreduce_model.LinkModel(workers=2, latency_s=0.0, busbw=1e6)
+    cost = link.allreduce_time
+    assert cost(1e6) == pytest.approx(1.0)
+    sent = [allreduce_model.Message(1e6, 0.2)]
+    assert allreduce_model._sent(sent, cost, None)[1] == pytest.approx(1.2)
+    # Beside 0.6 s of backward (until 0.8 s) at half speed it does 0.3 s of its work,
+    # and the other 0.7 s at its own speed after.
+    assert allreduce_model._sent(sent, cost, None, 2.0, 0.8)[1] == pytest.approx(0.2 + 0.6 + 0.7)
+    # Wholly beside backward: k times as long; wholly after it: its own time.
+    assert allreduce_model._overlapped(0.1, 0.0, 3.0, 1.0) == pytest.approx(0.3)
+    assert allreduce_model._overlapped(0.1, 1.0, 3.0, 1.0) == pytest.approx(0.1)
+    # The point: what runs after the last gradient (backward's end) is not slowed.
+    timeline = [(0.2, 1e6)]
+    plain = allreduce_model.predict_measured(1.0, timeline, link, "ddp")
+    assert (
+        allreduce_model.predict_measured(1.0, timeline, link, "ddp", overlap_stretch=2.0).step_s
+        == plain.step_s
+    )
+
+
+@pytest.mark.parametrize(
+    "probe, expected",
+    [
+        # 5 all-reduces of 64 MiB that took 1.0 s each alone; beside the computation the
+        # ranks' middle phases lasted 9 and 11 s: twice as long.
+        (
+            {
+                "results": [{"bytes": 1024, "time_s": 0.001}, {"bytes": 67108864, "time_s": 1.0}],
+                "cpu_work": {
+                    "allreduces": 5,
+                    "bytes": 67108864,
+                    "per_rank": [{"wall_s": 9.0}, {"wall_s": 11.0}],
+                },
+            },
+            2.0,
+        ),
+        (
+            {
+                "results": [{"bytes": 67108864, "time_s": 1.0}],
+                "cpu_work": {"allreduces": 5, "bytes": 67108864, "per_rank": [{"wall_s": 4.5}]},
+            },
+            1.0,
+        ),  # faster by noise: 1
+        ({"results": [{"bytes": 67108864, "time_s": 1.0}]}, 1.0),  # GPU, or an older probe
+        (
+            {
+                "results": [],
+                "cpu_work": {"allreduces": 5, "bytes": 64, "per_rank": [{"wall_s": 9.0}]},
+            },
+            1.0,
+        ),
+    ],
+)
+def test_overlap_stretch_from_a_probe_record(probe, expected):
+    assert allreduce_model.overlap_stretch(probe) == pytest.approx(expected)
+
+
+def test_background_stretches_the_computation_of_more_than_one_worker():
+    link = allreduce_model.LinkModel(workers=2, latency_s=0.0, busbw=1e15)  # takes no time
+    timeline = [(0.5, 1e6), (0.9, 1e6)]
+    plain = allreduce_model.predict_measured(1.0, timeline, link, "ddp")
+    taxed = allreduce_model.predict_measured(1.0, timeline, link, "ddp", background_share=0.2)
+    assert plain.efficiency == pytest.approx(1.0) and plain.background_s == 0.0
+    # A fifth of the core gone: 1 s of computation takes 1.25 s.
+    assert taxed.step_s == pytest.approx(1.25) and taxed.background_s == pytest.approx(0.25)
+    assert taxed.efficiency == pytest.approx(0.8)
+    # It adds to the all-reduces' own work, which comes out of the same core.
+    both = allreduce_model.predict_measured(
+        1.0, timeline, link, "ddp", cpu_s_per_byte=1e-7, background_share=0.2
+    )
+    assert both.step_s == pytest.approx(1.25 + 0.2)  # 2 MB at 100 ns a byte
+    # One worker runs no backend beside it; a share near the whole core is capped.
+    alone = dataclasses.replace(link, workers=1)
+    assert (
+        allreduce_model.predict_measured(1.0, timeline, alone, "ddp", background_share=0.2).step_s
+        == 1.0
+    )
+    capped = allreduce_model.predict_measured(1.0, timeline, link, "ddp", background_share=5.0)
+    assert capped.step_s == pytest.approx(1.0 / (1 - allreduce_model.MAX_BACKGROUND_SHARE))
+
+
+@pytest.mark.parametrize(
+    ("probe", "expected"),
+    [
+        ({"cpu_work": {"background_share": 0.25}}, 0.25),
+        ({"cpu_work": {"background_share": -0.03}}, 0.0),  # noise below zero: none
+        ({"cpu_work": {"background_share": None}}, 0.0),  # no rank measured it
+        ({"cpu_work": {"lost_s_per_byte": 1e-9}}, 0.0),  # a probe from before it was measured
+        ({"cpu_work": None}, 0.0),
+    ],  # a GPU node's probe
+)
+def test_background_share_from_a_probe_record(probe, expected):
+    assert allreduce_model.background_share(probe) == pytest.approx(expected)
