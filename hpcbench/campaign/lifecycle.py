@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from hpcbench import leases, paths, readiness
+from hpcbench import files, leases, paths, readiness
 from hpcbench.campaign.campaign_file import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.campaign.cells import fail, measure_part
 from hpcbench.campaign.console import Console, Stopped
@@ -164,7 +164,10 @@ class TestbedLife:
             return
         folder.mkdir(mode=0o700, exist_ok=True)
         text = f"# written by `hpcbench campaign run` from {self.campaign.path}\n"
-        target.write_text(text + yaml.safe_dump(tb.ansible, default_flow_style=False))
+        # 0600 as the inventory beside it; a link planted at its name is replaced.
+        files.write_atomic(
+            target, text + yaml.safe_dump(tb.ansible, default_flow_style=False), 0o600
+        )
 
     def teardown(self, tb: TestbedPlan, keep: bool) -> None:
         """destroy, unless the testbed failed and the campaign keeps failures; either way

@@ -784,3 +784,34 @@ def test_a_lease_the_settings_give_is_kept_and_a_plan_too_long_for_one_is_refuse
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "its lease (expire_time_min) can be 10080 min at most" in err[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_a_testbeds_ansible_variables_are_written_0600_never_through_a_planted_link(
+    tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """group_vars/all.yml sits beside the 0600 inventory and settings.json: 0600 too,
+    and a link planted at its name is replaced, the file it points to untouched."""
+    path = base(tmp_path, **{"testbeds.0.ansible": {"stack_mode": "image"}})
+    victim = tmp_path / "victim"
+    victim.write_text("not yours\n")
+    seen: list[tuple[int, str]] = []
+    deploy, write_group_vars = fakes.deploy, lifecycle.TestbedLife.write_group_vars
+
+    def reading_group_vars(req: Any) -> int:
+        written = paths.env_state(req.env) / "group_vars" / "all.yml"
+        if written.exists() and not written.is_symlink():
+            seen.append((written.stat().st_mode & 0o777, written.read_text()))
+        return deploy(req)
+
+    def planting_a_link_first(life: Any, tb: Any) -> None:
+        folder = paths.ensure_env_state(tb.env) / "group_vars"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        (folder / "all.yml").unlink(missing_ok=True)
+        (folder / "all.yml").symlink_to(victim)
+        write_group_vars(life, tb)
+
+    monkeypatch.setattr(lifecycle, "deploy", reading_group_vars)
+    monkeypatch.setattr(lifecycle.TestbedLife, "write_group_vars", planting_a_link_first)
+    assert cli.main(["campaign", "run", str(path)]) == 0
+    assert victim.read_text() == "not yours\n"
+    assert len(seen) == 1 and seen[0][0] == 0o600 and "stack_mode: image" in seen[0][1]
