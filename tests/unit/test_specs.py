@@ -150,7 +150,7 @@ def test_nothing_below_the_cli_takes_the_namespace():
         "sweep",
         "probe",
         "target",
-        "testbed",
+        "nodeset",
         "specs",
         "ssh",
         "manifest",
