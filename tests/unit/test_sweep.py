@@ -576,51 +576,15 @@ def test_a_second_sweep_or_probe_on_a_busy_testbed_is_refused(
         return fake(spec, timeout_s, echo)
 
     monkeypatch.setattr(Target, "run", run)
-    assert (
-        _scale(
-            tmp_path,
-            "--env",
-            env,
-            "--nodes",
-            "1",
-            "--batch",
-            "8",
-            "--backend",
-            "ddp",
-            "--no-probe",
-            "--repeats",
-            "1",
-        )
-        == 0
-    )
+    one_run = ["--env", env, "--nodes", "1", "--batch", "8", "--backend", "ddp", "--no-probe"]
+    assert _scale(tmp_path, *one_run, "--repeats", "1") == 0
     [(code, err)] = seconds
     assert code == 2 and err.count("\n") == 1
     assert err.startswith(f"hpcbench: error: testbed {env} is in use by another sweep")
     assert fake.calls[1] == 1 and not other.exists()  # the second launched nothing
     # Once the first is done, the testbed is free again.
-    assert (
-        cli.main(
-            [
-                "scale",
-                "--out",
-                str(other),
-                "--model",
-                "resnet18",
-                "--env",
-                env,
-                "--nodes",
-                "1",
-                "--batch",
-                "8",
-                "--backend",
-                "ddp",
-                "--no-probe",
-                "--repeats",
-                "1",
-            ]
-        )
-        == 0
-    )
+    again = ["scale", "--out", str(other), "--model", "resnet18", *one_run, "--repeats", "1"]
+    assert cli.main(again) == 0
     assert fake.calls[1] == 2
 
 
