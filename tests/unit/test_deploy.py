@@ -585,6 +585,40 @@ def test_verify_that_hangs_is_stopped(
     assert "verify" in line and "HPCBENCH_VERIFY_TIMEOUT_S" in line
 
 
+def test_verify_gives_testinfra_one_ssh_master_per_node_and_ends_them(
+    fake_tf: FakeTf, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """testinfra multiplexes its ssh only where the config it reads names a control path
+    (one handshake per command otherwise: verify took twice as long). The ssh command
+    testinfra itself builds for a node of the inventory, under verify's environment,
+    keeps its master in a folder of verify's own, which is gone after."""
+    fake_tf.state.mkdir(parents=True)
+    (fake_tf.state / "inventory.yml").write_text(INVENTORY_OK)
+    seen = tmp_path / "seen.json"
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import json, os, sys\n"
+        "from testinfra.utils.ansible_runner import AnsibleRunner\n"
+        "inventory = os.environ['HPCBENCH_INVENTORY']\n"
+        "backend = AnsibleRunner(inventory).get_host('node1').backend\n"
+        "cmd, args = backend._build_ssh_command('true')\n"
+        "config = os.environ['ANSIBLE_CONFIG']\n"
+        "json.dump({'ssh': ' '.join(cmd) % tuple(args), 'config': config,\n"
+        "           'roles': open(config).read()}, open(sys.argv[1], 'w'))\n"
+    )
+    python = tmp_path / "python"  # stands in for `python -m pytest tests/infra`
+    venv_bin = Path(sys.executable).parent
+    python.write_text(f"#!/bin/sh\nPATH={venv_bin}:$PATH exec {sys.executable} {probe} {seen}\n")
+    python.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(python))
+    assert cli.main(["verify", "--env", "local"]) == 0
+    got = json.loads(seen.read_text())
+    folder = Path(got["config"]).parent
+    assert f"-o ControlPath={folder}/%C" in got["ssh"] and "ControlMaster=auto" in got["ssh"]
+    assert f"roles_path = {deploy.ANSIBLE_DIR / 'roles'}" in got["roles"]
+    assert not folder.exists()
+
+
 def test_a_failed_module_script_is_named_by_its_own_last_line(tmp_path: Path) -> None:
     """Terraform re-wraps a failed local-exec's whole output behind its command; the
     one line a deploy (and a campaign's journal) reports is the script's own error,
