@@ -94,6 +94,9 @@ def campaign_file(bed: DeployedTestbed, tmp: Path, *partitions: str) -> Path:
                 "title": "local, deployed by the campaign",
                 "settings": BUILT,
                 "sweep": {"nodes": 1},
+                # Lean: what this test shows is the kinds side by side; the deploy tests
+                # (test_local_testbed.py) check NFS and JupyterLab on the e2e testbed.
+                "ansible": {"enable_nfs": False, "enable_jupyter": False},
             },
         ],
     }
