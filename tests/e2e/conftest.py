@@ -37,29 +37,35 @@ E2E_VARS = {
     "slurm_partitions": '[{"name":"fast","nodes":["node1","node2"]},'
     '{"name":"slow","nodes":["node1","node3"]}]',
 }
-# A training run small enough for a 2-core machine.
-TINY_RUN = [
-    "--model",
-    "resnet18",
-    "--image-size",
-    "32",
-    "--batch",
-    "4",
-    "--warmup",
-    "1",
-    "--windows",
-    "2",
-    "--steps",
-    "2",
-    "--repeats",
-    "1",
-    "--data-workers",
-    "0",
-    "--device",
-    "cpu",
-    "--timeout",
-    "300",
-]
+# A training run small enough for a 2-core machine: as a campaign file's sweep has it,
+# and as `scale` options.
+TINY_SWEEP = {
+    "model": "resnet18",
+    "image_size": 32,
+    "batch": 4,
+    "warmup": 1,
+    "windows": 2,
+    "steps": 2,
+    "repeats": 1,
+    "data_workers": 0,
+    "device": "cpu",
+    "timeout": 300,
+}
+TINY_RUN = [a for k, v in TINY_SWEEP.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+
+
+def hpcbench(
+    environ: dict[str, str], *args: str, timeout: float = 1800
+) -> subprocess.CompletedProcess[str]:
+    """`python -m hpcbench ARGS` from the repository in `environ`, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "hpcbench", *args],
+        cwd=REPO,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @dataclass
@@ -68,14 +74,7 @@ class DeployedTestbed:
     environ: dict[str, str]
 
     def hpcbench(self, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "hpcbench", *args],
-            cwd=REPO,
-            env=self.environ,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        return hpcbench(self.environ, *args, timeout=timeout)
 
     def docker_names(self, kind: str) -> list[str]:
         listing = ["docker", kind, "ls", *(["-a"] if kind == "container" else [])]

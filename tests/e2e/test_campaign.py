@@ -43,7 +43,7 @@ import yaml
 from hpcbench import analysis
 from hpcbench.campaign import campaign_file
 from hpcbench.campaign.state import state_root
-from tests.e2e.conftest import campaign_run
+from tests.e2e.conftest import TINY_SWEEP, campaign_run, hpcbench
 
 pytestmark = pytest.mark.e2e
 
@@ -65,22 +65,9 @@ gpulab_cli = pytest.importorskip(
     reason="the stand-in needs click, docker and imecilabt-gpulab-common (pip install '.[test]')",
 )
 
-# conftest.TINY_RUN; the all-reduce probe (which the report's predictions need) up
+# conftest.TINY_SWEEP; the all-reduce probe (which the report's predictions need) up
 # to 1 MiB messages: its default 64M took 35 s a slice at 1 Gbit/s.
-SWEEP = {
-    "model": "resnet18",
-    "image_size": 32,
-    "batch": [4],
-    "nodes": [1, 2],
-    "repeats": 1,
-    "warmup": 1,
-    "windows": 2,
-    "steps": 2,
-    "data_workers": 0,
-    "device": "cpu",
-    "timeout": 300,
-    "probe_max_bytes": "1M",
-}
+SWEEP = {**TINY_SWEEP, "batch": [4], "nodes": [1, 2], "probe_max_bytes": "1M"}
 GPULAB_SIZE = {"cpus_per_gpu": 1, "memory_gb_per_gpu": 2, "start_timeout": 300}
 
 
@@ -132,14 +119,7 @@ class Campaign:
         return state_root(campaign, campaign.testbed(testbed), self.root / "state") / env
 
     def hpcbench(self, *args: str, timeout: float = 2400) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "hpcbench", *args],
-            cwd=REPO,
-            env=self.environ,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        return hpcbench(self.environ, *args, timeout=timeout)
 
     def run(
         self, *args: str, stop: Callable[[dict[str, dict]], bool] | None = None

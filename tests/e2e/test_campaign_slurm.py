@@ -24,26 +24,12 @@ import pytest
 import yaml
 
 from hpcbench import analysis, nodeset
-from tests.e2e.conftest import E2E_VARS, DeployedTestbed, campaign_run
+from tests.e2e.conftest import E2E_VARS, TINY_SWEEP, DeployedTestbed, campaign_run
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-SWEEP = {
-    "model": "resnet18",
-    "image_size": 32,
-    "batch": [4],
-    "nodes": [1, 2],
-    "repeats": 1,
-    "warmup": 1,
-    "windows": 2,
-    "steps": 2,
-    "data_workers": 0,
-    "device": "cpu",
-    "timeout": 300,
-    "probe_max_bytes": "1M",
-    "backend": "ddp",
-}
+SWEEP = {**TINY_SWEEP, "batch": [4], "nodes": [1, 2], "probe_max_bytes": "1M", "backend": "ddp"}
 # The campaign's own local testbed: a name, subnet and ports of its own, one node.
 BUILT = {
     "name": "hpcbench-e2ec",

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import hpcbench
 from tests.interrupt import as_from_a_terminal
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,14 +54,7 @@ class Bed:
         return self.root / "state" / "gpulab"
 
     def hpcbench(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "hpcbench", *args],
-            cwd=REPO,
-            env={**self.environ, **env},
-            capture_output=True,
-            text=True,
-            timeout=1200,
-        )
+        return hpcbench({**self.environ, **env}, *args, timeout=1200)
 
     def jobs(self) -> dict[str, str]:
         """Every job the stand-in knows: id -> status."""

@@ -14,29 +14,17 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from hpcbench.errors import UsageError
 from hpcbench.terraform import find_binary
+from tests.e2e.conftest import hpcbench
 
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "Pw-e2e-7c1d!not-here"
 IMAGE = "urn:publicid:IDN+wall2.ilabt.iminds.be+image+emulab-ops:UBUNTU22-64-STD"
-
-
-def hpcbench(environ: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hpcbench", *args],
-        cwd=REPO,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
 
 
 def test_no_secret_under_state_dir_after_a_failed_virtualwall_deploy(tmp_path: Path) -> None:
@@ -70,7 +58,7 @@ def test_no_secret_under_state_dir_after_a_failed_virtualwall_deploy(tmp_path: P
         "--var",
         f"jfed_cli_jar={tmp_path / 'no-jfed' / 'experimenter-cli2.jar'}",
     ]
-    proc = hpcbench(environ, *args)
+    proc = hpcbench(environ, *args, timeout=900)
     out = proc.stdout + proc.stderr
     assert PASSWORD not in out
     # Planned and applied: the create step itself failed, for want of jFed.
@@ -97,6 +85,6 @@ def test_no_secret_under_state_dir_after_a_failed_virtualwall_deploy(tmp_path: P
     assert "pem_password" not in (state / "settings.json").read_text()
 
     # Nothing was created, nothing is held: destroy removes the state directory.
-    done = hpcbench(environ, "destroy", "--env", "virtualwall")
+    done = hpcbench(environ, "destroy", "--env", "virtualwall", timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     assert not state.exists()

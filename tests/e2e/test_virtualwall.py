@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import REPO
+from tests.e2e.conftest import REPO, hpcbench
 from tests.interrupt import as_from_a_terminal
 
 pytestmark = pytest.mark.e2e
@@ -57,14 +57,7 @@ class Slice:
     var_args: list[str]
 
     def hpcbench(self, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "hpcbench", *args],
-            cwd=REPO,
-            env=self.environ,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        return hpcbench(self.environ, *args, timeout=timeout)
 
     def containers(self) -> list[str]:
         out = subprocess.run(
