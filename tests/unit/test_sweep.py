@@ -2,6 +2,7 @@ import collections
 import dataclasses
 import json
 import os
+import shlex
 import time
 
 import pytest
@@ -10,6 +11,8 @@ import yaml
 from hpcbench import cli, launchers, nodeset, sweep
 from hpcbench.specs import HostSlots, WorkloadSpec
 from hpcbench.target import Target
+
+args_of = shlex.split  # an argument list written as one line
 
 
 @pytest.fixture(autouse=True)
@@ -61,6 +64,10 @@ def test_baseline_uses_one_slot_of_the_first_node():
 
 
 # Bad input: one line, exit status 2, nothing launched.
+
+
+# A sweep of one and two workers, twice each, that a test's fake runs answer.
+TWO_WORKERS = "--env localhost --nodes 1-2 --batch 8 --backend ddp --no-probe --repeats 2"
 
 
 def _scale(tmp_path, *extra):
@@ -279,21 +286,7 @@ def _adaptive(tmp_path, monkeypatch, times, *extra):
         Target, "run", lambda self, spec, timeout_s, echo=False: fake(spec, timeout_s, echo)
     )
     monkeypatch.setattr(Target, "prepare", lambda self: None)
-    code = _scale(
-        tmp_path,
-        "--env",
-        "localhost",
-        "--nodes",
-        "1-2",
-        "--batch",
-        "8",
-        "--backend",
-        "ddp",
-        "--no-probe",
-        "--repeats",
-        "2",
-        *extra,
-    )
+    code = _scale(tmp_path, *args_of(TWO_WORKERS), *extra)
     records = list(sweep.Store(tmp_path / "out").records())
     return code, fake, records
 
@@ -349,24 +342,7 @@ def test_budget_judges_an_extra_repeat_by_its_own_configurations_length(tmp_path
     # 2 + 2 runs (1320 s) a 1500 s budget has room for three more 60 s runs, though not
     # for one run of the sweep's mean length (330 s).
     fake = _timed(monkeypatch, {1: [1.0, 2.0], 2: [1.0]}, {1: 60.0, 2: 600.0})
-    code = _scale(
-        tmp_path,
-        "--env",
-        "localhost",
-        "--nodes",
-        "1-2",
-        "--batch",
-        "8",
-        "--backend",
-        "ddp",
-        "--no-probe",
-        "--repeats",
-        "2",
-        "--max-repeats",
-        "50",
-        "--budget",
-        "1500s",
-    )
+    code = _scale(tmp_path, *args_of(f"{TWO_WORKERS} --max-repeats 50 --budget 1500s"))
     assert code == 0
     assert fake.calls == {1: 5, 2: 2}
 
@@ -376,24 +352,7 @@ def test_a_run_too_long_for_the_budget_leaves_room_for_shorter_ones(tmp_path, mo
     # 1500 s budget has no room for a 2-worker run but for three 1-worker ones, whichever
     # comes first in the round.
     fake = _timed(monkeypatch, {1: [1.0, 2.0], 2: [1.0, 2.0]}, {1: 60.0, 2: 600.0})
-    code = _scale(
-        tmp_path,
-        "--env",
-        "localhost",
-        "--nodes",
-        "1-2",
-        "--batch",
-        "8",
-        "--backend",
-        "ddp",
-        "--no-probe",
-        "--repeats",
-        "2",
-        "--max-repeats",
-        "50",
-        "--budget",
-        "1500s",
-    )
+    code = _scale(tmp_path, *args_of(f"{TWO_WORKERS} --max-repeats 50 --budget 1500s"))
     assert code == 0
     assert fake.calls == {1: 5, 2: 2}
     [conv] = [r for r in sweep.Store(tmp_path / "out").records() if r["kind"] == "convergence"]
@@ -408,24 +367,7 @@ def test_the_budgets_last_run_goes_to_the_widest_interval(tmp_path, monkeypatch,
     fake = _timed(monkeypatch, {1: [1.0, 1.05], 2: [1.0, 2.0]}, {1: 60.0, 2: 60.0})
     code = _scale(
         tmp_path,
-        "--env",
-        "localhost",
-        "--nodes",
-        "1-2",
-        "--batch",
-        "8",
-        "--backend",
-        "ddp",
-        "--no-probe",
-        "--repeats",
-        "2",
-        "--max-repeats",
-        "50",
-        "--target-ci",
-        "1%",
-        "--budget",
-        "300s",
-        "--seed",
+        *args_of(f"{TWO_WORKERS} --max-repeats 50 --target-ci 1% --budget 300s --seed"),
         seed,
     )
     assert code == 0
@@ -522,17 +464,7 @@ def test_a_store_that_fails_mid_sweep_is_one_line_and_keeps_the_run(
     monkeypatch.setattr(Target, "prepare", lambda self: None)
     code = _scale(
         tmp_path,
-        "--env",
-        "localhost",
-        "--nodes",
-        "1",
-        "--batch",
-        "8",
-        "--backend",
-        "ddp",
-        "--no-probe",
-        "--repeats",
-        "2",
+        *args_of("--env localhost --nodes 1 --batch 8 --backend ddp --no-probe --repeats 2"),
     )
     captured = capsys.readouterr()
     failure = [line for line in captured.err.splitlines() if line.startswith("hpcbench:")]
@@ -623,19 +555,9 @@ def test_a_run_needing_a_dead_node_fails_in_seconds_and_its_configurations_stop(
     started = time.monotonic()
     code = _scale(
         tmp_path,
-        "--env",
-        "local",
-        "--nodes",
-        "1-4",
-        "--batch",
-        "8",
-        "--backend",
-        "ddp",
-        "--no-probe",
-        "--repeats",
-        "3",
-        "--timeout",
-        "300",
+        *args_of(
+            "--env local --nodes 1-4 --batch 8 --backend ddp --no-probe --repeats 3 --timeout 300"
+        ),
     )
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err
