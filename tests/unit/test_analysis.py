@@ -3,6 +3,7 @@ import statistics
 import pytest
 
 from hpcbench import allreduce_model, analysis
+from tests.unit.summaries import summary
 
 
 def test_t_quantiles_and_ci():
@@ -190,18 +191,10 @@ def test_noise_floor_is_the_baselines_relative_interval():
 
 
 def test_off_the_band_names_the_likeliest_causes():
-    s = analysis.ConfigSummary(
-        env="e",
-        model="m",
-        backend="ddp",
-        batch=8,
-        image_size=32,
-        data="synthetic",
-        gpus_per_node=1,
+    s = summary(
         nodes=4,
         workers=4,
         runs=2,
-        failed=0,
         efficiency=0.2,
         efficiency_ci95=0.02,
         predicted_efficiency_low=0.5,
@@ -224,18 +217,13 @@ def test_off_the_band_names_the_likeliest_causes():
 def test_off_the_point_inside_the_band_says_so_with_the_cause():
     # 1 Gbit/s on half-core nodes: inside the band 0.77-1.00 (with its interval) but far
     # below the point 0.997; the CPU is saturated while the link is mostly idle.
-    s = analysis.ConfigSummary(
-        env="e",
-        model="m",
+    s = summary(
         backend="horovod",
         batch=64,
         image_size=64,
-        data="synthetic",
-        gpus_per_node=1,
         nodes=2,
         workers=2,
         runs=3,
-        failed=0,
         efficiency=0.730,
         efficiency_ci95=0.083,
         predicted_efficiency_low=0.766,

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from hpcbench import cli, export
 from hpcbench.analysis import ConfigSummary
+from tests.unit.summaries import summary
 from tests.unit.test_report import _store
 
 SCHEMA = json.loads(
@@ -73,22 +74,11 @@ def test_every_field_is_documented():
 
 
 def test_a_figure_that_is_not_a_number_is_null():
-    summary = ConfigSummary(
-        env="e",
-        model="m",
-        backend="ddp",
-        batch=8,
-        image_size=32,
-        data="synthetic",
-        gpus_per_node=1,
-        nodes=1,
-        workers=1,
-        runs=1,
-        failed=0,
+    nan = summary(
         images_per_sec=float("nan"),
         ci95=float("inf"),
     )
-    document = json.loads(export.as_json([export.configuration(summary)]))
+    document = json.loads(export.as_json([export.configuration(nan)]))
     jsonschema.validate(document, SCHEMA)
     assert document["configurations"][0]["images_per_sec"] is None
     assert document["configurations"][0]["ci95"] is None

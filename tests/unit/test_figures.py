@@ -9,24 +9,17 @@ import pytest
 
 from hpcbench import figures
 from hpcbench.analysis import ConfigSummary
+from tests.unit.summaries import summary
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 
 def point(n: int, e: float, low: float, high: float, at: float) -> ConfigSummary:
-    return ConfigSummary(
-        env="e",
-        model="m",
-        backend="ddp",
-        batch=8,
-        image_size=32,
-        data="synthetic",
-        gpus_per_node=1,
+    return summary(
         nodes=n,
         workers=n,
         runs=2,
-        failed=0,
         images_per_sec=10.0 * n * e,
         efficiency=e,
         efficiency_ci95=0.05,
