@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -25,24 +26,10 @@ import runtime  # noqa: E402
 import steps  # noqa: E402
 
 TRAIN = str(REPO / "bench" / "train.py")
-TINY = [
-    "--model",
-    "resnet18",
-    "--image-size",
-    "32",
-    "--batch",
-    "2",
-    "--warmup",
-    "1",
-    "--windows",
-    "2",
-    "--steps",
-    "2",
-    "--threads",
-    "1",
-    "--device",
-    "cpu",
-]
+TINY = shlex.split(
+    "--model resnet18 --image-size 32 --batch 2"
+    " --warmup 1 --windows 2 --steps 2 --threads 1 --device cpu"
+)
 # aot_eager: forward and backward traced and run as torch.compile does, without the
 # minutes TorchInductor's code generation takes on two cores (steps.compile_backend).
 QUICK_COMPILE = {steps.COMPILE_BACKEND_VARIABLE: "aot_eager"}

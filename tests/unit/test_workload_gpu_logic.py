@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -24,24 +25,10 @@ import gpu_steps  # noqa: E402
 import runtime  # noqa: E402
 import train  # noqa: E402
 
-TINY = [
-    "--model",
-    "resnet18",
-    "--image-size",
-    "32",
-    "--batch",
-    "2",
-    "--warmup",
-    "1",
-    "--windows",
-    "2",
-    "--steps",
-    "1",
-    "--threads",
-    "1",
-    "--device",
-    "cpu",
-]
+TINY = shlex.split(
+    "--model resnet18 --image-size 32 --batch 2"
+    " --warmup 1 --windows 2 --steps 1 --threads 1 --device cpu"
+)
 
 
 def test_nhwc_with_amp_on_cuda_under_both_backends() -> None:
