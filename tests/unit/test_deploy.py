@@ -320,6 +320,13 @@ def test_ansible_that_hangs_is_stopped(tmp_path: Path, monkeypatch: pytest.Monke
         deploy.run_ansible("local")
 
 
+# What ssh leaves in the control folder for each master: a Unix socket at each path.
+MASTERS = (
+    f"{sys.executable} -c 'import socket, sys; "
+    "[socket.socket(socket.AF_UNIX).bind(p) for p in sys.argv[1:]]'"
+)
+
+
 def _fake_ansible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, playbook: str, ssh: str) -> Path:
     """ansible-playbook and ssh stand-ins (shell script bodies) first on PATH; the log
     that the ssh stand-in may write to."""
@@ -342,7 +349,7 @@ def test_ansible_ssh_masters_are_ended_with_the_run(
     log = _fake_ansible(
         tmp_path,
         monkeypatch,
-        'touch "$ANSIBLE_SSH_CONTROL_PATH_DIR/0123456789"\n'
+        f'{MASTERS} "$ANSIBLE_SSH_CONTROL_PATH_DIR/0123456789"\n'
         + ("exec sleep 600" if ends == "hangs" else "exit 0"),
         f'echo "$@" >> {tmp_path / "ssh.log"}',
     )
@@ -365,7 +372,7 @@ def test_a_second_ctrl_c_while_the_masters_are_ended_comes_after_them(
     log = _fake_ansible(
         tmp_path,
         monkeypatch,
-        'cd "$ANSIBLE_SSH_CONTROL_PATH_DIR" && touch a b c',
+        f'cd "$ANSIBLE_SSH_CONTROL_PATH_DIR" && {MASTERS} a b c',
         f'kill -INT $PPID\nsleep 0.2\necho "$@" >> {tmp_path / "ssh.log"}',
     )
     with pytest.raises(KeyboardInterrupt):
