@@ -132,6 +132,8 @@ def test_ctrl_c_while_jfed_creates_then_destroy_deletes_the_slice(vw: Slice) -> 
     resource (no destroy-time provisioner will run); the lease written before jFed
     started lets `hpcbench destroy` delete the slice all the same. Bare nodes here."""
     lease = vw.state / "virtualwall" / "leases" / f"{SLICE}.json"
+    log_path = vw.state.parent / "deploy.out"  # what the deploy said, if it ends early
+    log = log_path.open("w")
     deploy = subprocess.Popen(
         [
             sys.executable,
@@ -147,15 +149,18 @@ def test_ctrl_c_while_jfed_creates_then_destroy_deletes_the_slice(vw: Slice) -> 
         ],
         cwd=REPO,
         env=vw.environ,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
         preexec_fn=as_from_a_terminal,
     )
     try:
         deadline = time.monotonic() + 240
         while not (lease.is_file() and vw.containers()):
-            assert deploy.poll() is None, "deploy ended before jFed created a node"
+            assert deploy.poll() is None, (
+                f"deploy ended (exit {deploy.returncode}) before jFed created a node:\n"
+                + log_path.read_text()[-3000:]
+            )
             assert time.monotonic() < deadline, "jFed created no node in time"
             time.sleep(0.5)
         os.killpg(deploy.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground group
@@ -164,6 +169,7 @@ def test_ctrl_c_while_jfed_creates_then_destroy_deletes_the_slice(vw: Slice) -> 
         if deploy.poll() is None:
             os.killpg(deploy.pid, signal.SIGKILL)
             deploy.wait(timeout=30)
+        log.close()
     assert deploy.returncode != 0
     assert lease.is_file(), "the interrupted create must leave the slice's lease"
     proc = vw.hpcbench("destroy", "--env", "virtualwall", timeout=600)
