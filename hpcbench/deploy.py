@@ -244,9 +244,9 @@ MASTER_EXIT_TIMEOUT_S = 10
 
 
 @contextmanager
-def _own_ssh_masters() -> Iterator[dict[str, str]]:
-    """The environment that gives one ansible-playbook or verify run a control-path folder of its
-    own; its ssh connection masters are ended when the run ends, however it ends.
+def _own_ssh_masters() -> Iterator[Path]:
+    """A control-path folder of its own for one ansible-playbook or verify run; the ssh
+    connection masters in it are ended when the run ends, however it ends.
 
     ansible.cfg keeps masters 120 s (ControlPersist) and ssh detaches them from the
     playbook's process group: a Ctrl-C or a timeout, which stops that group, would
@@ -255,7 +255,7 @@ def _own_ssh_masters() -> Iterator[dict[str, str]]:
     base = tempfile.gettempdir()
     folder = Path(tempfile.mkdtemp(prefix="hpcbench-cp-", dir=base if len(base) <= 60 else "/tmp"))
     try:
-        yield {"ANSIBLE_SSH_CONTROL_PATH_DIR": str(folder)}
+        yield folder
     finally:
         with bounded.ctrl_c_deferred():  # a second Ctrl-C cuts no master's exit short
             _end_masters(folder)
@@ -303,13 +303,13 @@ def run_ansible(env: str, extra: list[str] | None = None) -> dict[str, int]:
                 found = re.search(rf"\b{key}=(\d+)", line)
                 totals[key] += int(found[1]) if found else 0
 
-    with _own_ssh_masters() as masters:
+    with _own_ssh_masters() as folder:
         proc = bounded.run(
             cmd,
             bounded.ANSIBLE,
             what=f"ansible-playbook site.yml ({env})",
             on_line=recap,
-            env={**tool_environ(), **masters},
+            env=tool_environ(ANSIBLE_SSH_CONTROL_PATH_DIR=str(folder)),
             cwd=REPO,
         )
     if proc.returncode != 0:
@@ -452,8 +452,8 @@ def verify(req: VerifyRequest) -> int:
         "--connection=ansible",
         *req.pytest_args,
     ]
-    with _own_ssh_masters() as masters:
-        config = _testinfra_config(Path(masters["ANSIBLE_SSH_CONTROL_PATH_DIR"]))
+    with _own_ssh_masters() as folder:
+        config = _testinfra_config(folder)
         environ = tool_environ(
             HPCBENCH_INVENTORY=str(inv), HPCBENCH_ENV=req.env, ANSIBLE_CONFIG=str(config)
         )
@@ -473,7 +473,7 @@ def _testinfra_config(folder: Path) -> Path:
     the config names a control path; it reads the folder from
     [persistent_connection] control_path_dir, not from the environment
     (testinfra/utils/ansible_runner.py, get_ansible_host). One master per node
-    instead of a handshake per command: verify on three nodes took 137 s, then 61.
+    instead of a handshake per command: verify on three nodes took 137 s, then 62.
     The copy lives elsewhere, so the paths in it become absolute."""
     config = configparser.ConfigParser(interpolation=None)
     config.read(ANSIBLE_DIR / "ansible.cfg")

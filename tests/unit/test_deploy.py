@@ -314,7 +314,9 @@ def test_ansible_that_hangs_is_stopped(tmp_path: Path, monkeypatch: pytest.Monke
     fake.write_text("#!/bin/sh\necho started\nexec sleep 600\n")
     fake.chmod(0o755)
     path = f"{tmp_path}{os.pathsep}{os.environ['PATH']}"
-    monkeypatch.setattr(deploy, "tool_environ", lambda **_: {**os.environ, "PATH": path})
+    monkeypatch.setattr(
+        deploy, "tool_environ", lambda **extra: {**os.environ, "PATH": path, **extra}
+    )
     monkeypatch.setenv("HPCBENCH_ANSIBLE_TIMEOUT_S", "1")
     with pytest.raises(deploy.bounded.Timeout, match="HPCBENCH_ANSIBLE_TIMEOUT_S"):
         deploy.run_ansible("local")
@@ -335,7 +337,9 @@ def _fake_ansible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, playbook: str
         (tmp_path / name).chmod(0o755)
     path = f"{tmp_path}{os.pathsep}{os.environ['PATH']}"
     monkeypatch.setenv("PATH", path)
-    monkeypatch.setattr(deploy, "tool_environ", lambda **_: {**os.environ, "PATH": path})
+    monkeypatch.setattr(
+        deploy, "tool_environ", lambda **extra: {**os.environ, "PATH": path, **extra}
+    )
     return tmp_path / "ssh.log"
 
 
