@@ -137,6 +137,20 @@ GLANCE_HEADER = [
 ]
 
 
+def figure_cells(s: ConfigSummary, link_rate: str | None, alone: str) -> list[str]:
+    """A configuration's figures as both tables show them: throughput, efficiency, the
+    prediction's point and band, where the time went, and the verdict (`alone` for one
+    worker, which has nothing to scale against)."""
+    return [
+        fmt(s.images_per_sec, 1, s.ci95),
+        fmt(s.efficiency, 3, s.efficiency_ci95),
+        fmt(s.predicted_efficiency, 3),
+        fmt_band(s),
+        where_time_went(s),
+        verdict(s, link_rate) if s.workers > 1 else alone,
+    ]
+
+
 def glance_rows(results: list[TestbedResults]) -> list[list[str]]:
     rows = []
     for r in results:
@@ -152,12 +166,7 @@ def glance_rows(results: list[TestbedResults]) -> list[list[str]]:
                     busbw_line(r),
                     str(batch),
                     str(top.workers),
-                    fmt(top.images_per_sec, 1, top.ci95),
-                    fmt(top.efficiency, 3, top.efficiency_ci95),
-                    fmt(top.predicted_efficiency, 3),
-                    fmt_band(top),
-                    where_time_went(top),
-                    verdict(top, r.link_rate) if top.workers > 1 else "-",
+                    *figure_cells(top, r.link_rate, alone="-"),
                 ]
             )
     return rows
@@ -416,12 +425,7 @@ def campaign_page(
                         str(s.nodes),
                         str(s.workers),
                         str(s.runs),
-                        fmt(s.images_per_sec, 1, s.ci95),
-                        fmt(s.efficiency, 3, s.efficiency_ci95),
-                        fmt(s.predicted_efficiency, 3),
-                        fmt_band(s),
-                        where_time_went(s),
-                        verdict(s, r.link_rate) if s.workers > 1 else "baseline",
+                        *figure_cells(s, r.link_rate, alone="baseline"),
                     ]
                 )
         header = [
