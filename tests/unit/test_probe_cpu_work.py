@@ -76,12 +76,36 @@ def one_core() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
+TRIES = 3  # measurements at most, when the host takes the core during one
+HELD = 0.9  # the least share of its core the process must have had to count
+
+
+def _on_an_undisturbed_core(body: Callable[[], None]) -> tuple[OneRank, dict]:
+    """measure_cpu_work with `body` as the all-reduce, on a core the host left to it.
+
+    On one pinned core, this process (the rank and its all-reduce thread) has the core
+    all the time unless another process of the host takes it: its CPU time is then
+    short of the wall time. Such a spell slows the computation beside the all-reduce
+    as the all-reduce's own work would (in CI one took a third of the core for the
+    0.8 s beside phase: 0.26 s "lost" beside an all-reduce that only slept), so a
+    measurement is repeated, TRIES times at most, until the process held its core."""
+    held = []
+    for _ in range(TRIES):
+        comm = OneRank(body)
+        cpu, wall = time.process_time(), time.perf_counter()
+        result = allreduce.measure_cpu_work(
+            comm, {"bytes": SIZE, "time_s": WORK_S}, seconds=2 * WORK_S
+        )
+        held.append((time.process_time() - cpu) / (time.perf_counter() - wall))
+        if held[-1] >= HELD:
+            return comm, result
+    pytest.fail(f"the host took the core in each of {TRIES} measurements (held {held})")
+
+
 @pytest.mark.usefixtures("one_core")
 @pytest.mark.parametrize("body, low, high", [(_computes, 0.7, 1.4), (_waits, -0.25, 0.25)])
 def test_lost_compute_is_the_all_reduces_work_not_its_waiting(body, low, high):
-    comm = OneRank(body)
-    largest = {"bytes": SIZE, "time_s": WORK_S}
-    result = allreduce.measure_cpu_work(comm, largest, seconds=2 * WORK_S)
+    comm, result = _on_an_undisturbed_core(body)
     assert result["allreduces"] == comm.started == 2 and result["bytes"] == SIZE
     [rank] = result["per_rank"]
     work = result["allreduces"] * WORK_S
