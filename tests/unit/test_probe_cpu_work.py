@@ -76,43 +76,44 @@ def one_core() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-TRIES = 3  # measurements at most, when the host takes the core during one
-HELD = 0.9  # the least share of its core the process must have had to count
+VOTES = 5  # measurements at most; a majority decides
 
 
-def _on_an_undisturbed_core(body: Callable[[], None]) -> tuple[OneRank, dict]:
-    """measure_cpu_work with `body` as the all-reduce, on a core the host left to it.
+def _lost_shares(body: Callable[[], None], low: float, high: float) -> list[float]:
+    """measure_cpu_work with `body` as the all-reduce, repeated until a majority of
+    VOTES measurements fall inside (low, high) of the stand-in's work, or outside it.
 
-    On one pinned core, this process (the rank and its all-reduce thread) has the core
-    all the time unless another process of the host takes it: its CPU time is then
-    short of the wall time. Such a spell slows the computation beside the all-reduce
-    as the all-reduce's own work would (in CI one took a third of the core for the
-    0.8 s beside phase: 0.26 s "lost" beside an all-reduce that only slept), so a
-    measurement is repeated, TRIES times at most, until the process held its core."""
-    held = []
-    for _ in range(TRIES):
+    One measurement is at the mercy of this machine's speed, which moves under it: on
+    this 2-vCPU KVM guest the computation's pieces ran at 15 000-26 000 a second in
+    alone phases 0.4 s apart with nothing else running, and the other vCPU starting a
+    busy loop moved them from 15 000 to 30 000 within one measurement (lost 1.31 of the
+    stand-in's work, and 0.41 beside one that slept). In CI one measurement in a run
+    gave 0.33 beside a sleeping all-reduce and another 1.48 beside a computing one,
+    against -0.08 to 0.11 and 1.02-1.13 in 12 runs each here. A method that counted the
+    sleep, or missed the computation, is outside in every measurement."""
+    shares: list[float] = []
+    while True:
+        inside = sum(low < share < high for share in shares)
+        if inside > VOTES // 2 or len(shares) - inside > VOTES // 2:
+            return shares
         comm = OneRank(body)
-        cpu, wall = time.process_time(), time.perf_counter()
         result = allreduce.measure_cpu_work(
             comm, {"bytes": SIZE, "time_s": WORK_S}, seconds=2 * WORK_S
         )
-        held.append((time.process_time() - cpu) / (time.perf_counter() - wall))
-        if held[-1] >= HELD:
-            return comm, result
-    pytest.fail(f"the host took the core in each of {TRIES} measurements (held {held})")
+        assert result["allreduces"] == comm.started == 2 and result["bytes"] == SIZE
+        [rank] = result["per_rank"]
+        assert result["lost_s_per_byte"] == pytest.approx(rank["lost_s"] / (2 * SIZE))
+        assert result["background_share"] is None  # the computation's threads not given
+        shares.append(rank["lost_s"] / (result["allreduces"] * WORK_S))
 
 
 @pytest.mark.usefixtures("one_core")
 @pytest.mark.parametrize("body, low, high", [(_computes, 0.7, 1.4), (_waits, -0.25, 0.25)])
 def test_lost_compute_is_the_all_reduces_work_not_its_waiting(body, low, high):
-    comm, result = _on_an_undisturbed_core(body)
-    assert result["allreduces"] == comm.started == 2 and result["bytes"] == SIZE
-    [rank] = result["per_rank"]
-    work = result["allreduces"] * WORK_S
-    # What the stand-in computed comes out of the computation beside it; its sleep does not.
-    assert low * work < rank["lost_s"] < high * work
-    assert result["lost_s_per_byte"] == pytest.approx(rank["lost_s"] / (2 * SIZE))
-    assert result["background_share"] is None  # the computation's threads not given
+    # What the stand-in computed comes out of the computation beside it; its sleep does
+    # not: the lost time over the stand-in's work, in a majority of measurements.
+    shares = _lost_shares(body, low, high)
+    assert sum(low < share < high for share in shares) > VOTES // 2, shares
 
 
 class Background:
