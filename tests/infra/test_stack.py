@@ -12,8 +12,8 @@ REPO = Path(__file__).resolve().parents[2]
 EXCLUDE = {"__pycache__", ".pytest_cache"}
 
 
-# What `horovodrun --check-build` marks [X], asked in one process as the stack role does:
-# its forks took 25-34 s a node on the local testbed's half-core nodes.
+# What `horovodrun --check-build` marks [X], asked in one process as the stack role does
+# (check_build.py says why).
 CHECK_BUILD = REPO / "ansible/roles/stack/files/check_build.py"
 
 

@@ -310,13 +310,7 @@ def test_bad_timeout_setting_is_a_usage_error(
 
 
 def test_ansible_that_hangs_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = tmp_path / "ansible-playbook"
-    fake.write_text("#!/bin/sh\necho started\nexec sleep 600\n")
-    fake.chmod(0o755)
-    path = f"{tmp_path}{os.pathsep}{os.environ['PATH']}"
-    monkeypatch.setattr(
-        deploy, "tool_environ", lambda **extra: {**os.environ, "PATH": path, **extra}
-    )
+    _fake_ansible(tmp_path, monkeypatch, playbook="echo started\nexec sleep 600", ssh="exit 0")
     monkeypatch.setenv("HPCBENCH_ANSIBLE_TIMEOUT_S", "1")
     with pytest.raises(deploy.bounded.Timeout, match="HPCBENCH_ANSIBLE_TIMEOUT_S"):
         deploy.run_ansible("local")
