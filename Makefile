@@ -143,10 +143,15 @@ bench-published: venv
 	@$(PY) evaluation/published.py --markdown
 
 ## --- checks --------------------------------------------------------------
-# Everything, the local testbed end to end included; the 25 slowest tests are
-# listed, to see where CI's time goes.
+# Everything, the local testbed end to end included: first the tests that time this
+# machine's CPU, alone; then the rest on TEST_WORKERS pytest-xdist workers, the shared
+# testbed's e2e tests on one and the stand-ins' on another, in their order, the other
+# tests beside them (tests/e2e/conftest.py). The 25 slowest are listed, to see where
+# CI's time goes.
+TEST_WORKERS ?= 2
 test: tools images
-	@$(PY) -m pytest -ra --durations=25
+	@$(PY) -m pytest -ra -m solo tests/unit
+	@$(PY) -m pytest -ra -m "not solo" -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
 test-unit: venv
 	@$(PY) -m pytest -ra tests/unit

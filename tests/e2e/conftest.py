@@ -20,6 +20,13 @@ import pytest
 from tests.interrupt import as_from_a_terminal
 
 REPO = Path(__file__).resolve().parents[2]
+# `make test` runs on two pytest-xdist workers (--dist loadgroup): a group's tests run
+# on one worker, in the order pytest_collection_modifyitems below gives them, while the
+# other worker runs the rest. The tests of the shared local testbed are one group; those
+# of the GPULab and jFed stand-ins, whose testbeds (names, subnets, ports) are their own,
+# another, so the two groups run side by side.
+TESTBED = pytest.mark.xdist_group("testbed")
+STANDINS = pytest.mark.xdist_group("standins")
 E2E_VARS = {
     "name": "hpcbench-e2e",
     "subnet": "172.30.9.0/24",

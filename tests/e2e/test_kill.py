@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import E2E_VARS, REPO, DeployedTestbed
+from tests.e2e.conftest import E2E_VARS, REPO, TESTBED, DeployedTestbed
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, TESTBED]
 
 KILL_VARS = {
     "name": "hpcbench-kill",

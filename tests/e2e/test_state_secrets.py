@@ -20,7 +20,9 @@ import pytest
 
 from hpcbench.errors import UsageError
 from hpcbench.terraform import find_binary
-from tests.e2e.conftest import hpcbench
+from tests.e2e.conftest import STANDINS, hpcbench
+
+pytestmark = STANDINS
 
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "Pw-e2e-7c1d!not-here"

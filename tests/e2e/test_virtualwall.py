@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import REPO, hpcbench
+from tests.e2e.conftest import REPO, STANDINS, hpcbench
 from tests.interrupt import as_from_a_terminal
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, STANDINS]
 
 STANDIN = REPO / "tests" / "standins" / "jfed"
 SLICE = "hpcbench-vwe2e"

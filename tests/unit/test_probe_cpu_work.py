@@ -22,6 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import allreduce  # noqa: E402
 import runtime  # noqa: E402
 
+# It measures CPU rates on one pinned core: nothing else may run beside it.
+pytestmark = pytest.mark.solo
+
 WORK_S = 0.4  # CPU (or waiting) seconds per stand-in all-reduce
 SIZE = 1 << 20
 
