@@ -151,7 +151,7 @@ bench-published: venv
 TEST_WORKERS ?= 2
 test: tools images
 	@$(PY) -m pytest -ra -m solo tests/unit
-	@$(PY) -m pytest -ra -m "not solo" -n $(TEST_WORKERS) --dist loadgroup --durations=25
+	@$(PY) -m pytest -ra -m "not solo" -n $(TEST_WORKERS) --durations=25
 
 test-unit: venv
 	@$(PY) -m pytest -ra tests/unit

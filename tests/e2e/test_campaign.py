@@ -43,9 +43,9 @@ import yaml
 from hpcbench import analysis
 from hpcbench.campaign import campaign_file
 from hpcbench.campaign.state import state_root
-from tests.e2e.conftest import STANDINS, TINY_SWEEP, campaign_run, hpcbench
+from tests.e2e.conftest import TINY_SWEEP, campaign_run, hpcbench
 
-pytestmark = [pytest.mark.e2e, STANDINS]
+pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 GPULAB = REPO / "tests/standins/gpulab"

@@ -24,9 +24,9 @@ import pytest
 import yaml
 
 from hpcbench import analysis, nodeset
-from tests.e2e.conftest import E2E_VARS, TESTBED, TINY_SWEEP, DeployedTestbed, campaign_run
+from tests.e2e.conftest import E2E_VARS, TINY_SWEEP, DeployedTestbed, campaign_run
 
-pytestmark = [pytest.mark.e2e, TESTBED]
+pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 SWEEP = {**TINY_SWEEP, "batch": [4], "nodes": [1, 2], "probe_max_bytes": "1M", "backend": "ddp"}

@@ -39,11 +39,11 @@ from pathlib import Path
 import pytest
 
 from hpcbench import bounded
-from tests.e2e.conftest import E2E_VARS, REPO, TESTBED, TINY_RUN, DeployedTestbed, var_args
+from tests.e2e.conftest import E2E_VARS, REPO, TINY_RUN, DeployedTestbed, var_args
 from tests.e2e.test_kill import baseline_record
 from tests.interrupt import as_from_a_terminal
 
-pytestmark = [pytest.mark.e2e, TESTBED]
+pytestmark = pytest.mark.e2e
 
 NODES = int(E2E_VARS["node_count"])
 SSH_PORTS = {int(E2E_VARS["ssh_port_base"]) + i for i in range(1, NODES + 1)}

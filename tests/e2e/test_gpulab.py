@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import STANDINS, hpcbench
+from tests.e2e.conftest import hpcbench
 from tests.interrupt import as_from_a_terminal
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ STANDIN = REPO / "tests/standins/gpulab"
 SIZE = ["--var", "cpus_per_gpu=1", "--var", "memory_gb_per_gpu=2", "--var", "start_timeout=300"]
 PASSWORD = "e2e pass"
 
-pytestmark = [pytest.mark.e2e, STANDINS]
+pytestmark = pytest.mark.e2e
 sys.path.insert(0, str(STANDIN))
 gpulab_cli = pytest.importorskip(
     "gpulab_cli",

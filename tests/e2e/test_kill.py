@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import E2E_VARS, REPO, TESTBED, DeployedTestbed
+from tests.e2e.conftest import E2E_VARS, REPO, DeployedTestbed
 
-pytestmark = [pytest.mark.e2e, TESTBED]
+pytestmark = pytest.mark.e2e
 
 KILL_VARS = {
     "name": "hpcbench-kill",

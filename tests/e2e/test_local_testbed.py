@@ -11,9 +11,9 @@ import re
 import pytest
 
 from hpcbench import analysis
-from tests.e2e.conftest import E2E_VARS, TESTBED, TINY_RUN, DeployedTestbed, var_args
+from tests.e2e.conftest import E2E_VARS, TINY_RUN, DeployedTestbed, var_args
 
-pytestmark = [pytest.mark.e2e, TESTBED]
+pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.parametrize("count", ["0", "17"])

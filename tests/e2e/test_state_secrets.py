@@ -20,9 +20,7 @@ import pytest
 
 from hpcbench.errors import UsageError
 from hpcbench.terraform import find_binary
-from tests.e2e.conftest import STANDINS, hpcbench
-
-pytestmark = STANDINS
+from tests.e2e.conftest import hpcbench
 
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "Pw-e2e-7c1d!not-here"

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import REPO, STANDINS, hpcbench
+from tests.e2e.conftest import REPO, hpcbench
 from tests.interrupt import as_from_a_terminal
 
-pytestmark = [pytest.mark.e2e, STANDINS]
+pytestmark = pytest.mark.e2e
 
 STANDIN = REPO / "tests" / "standins" / "jfed"
 SLICE = "hpcbench-vwe2e"
