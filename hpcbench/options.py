@@ -299,7 +299,7 @@ def login_access(args: argparse.Namespace) -> SshAccess | None:
         user=user,
         key_file=args.slurm_ssh_key or None,
         known_hosts=args.slurm_known_hosts or None,
-        multiplex=str(paths.state_root() / "ssh"),
+        multiplex=str(paths.ssh_control_dir()),
     )
 
 

@@ -10,7 +10,9 @@ Ansible group_vars in `inventory/`, and optionally its settings in
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +76,35 @@ def env_dir(env: str) -> Path:
 
 def env_state(env: str) -> Path:
     return state_root() / env
+
+
+# ssh's connection master listens on "<folder>/%C": %C is 40 hex digits, and while it
+# makes the socket ssh adds 17 more (".6RizyaC6WNE2BkfB", as its "unix_listener: path
+# ... too long for Unix domain socket" shows); a socket's path is at most 107 bytes.
+SSH_CONTROL_DIR_MAX = 107 - len("/") - 40 - 17
+SHORT_ROOT = Path("/tmp")  # not $TMPDIR, which may be as long
+
+
+def ssh_control_dir() -> Path:
+    """The folder of ssh's connection masters (ControlPath): <state>/ssh, or, where that
+    path leaves a socket too little room, a short one of this user's under /tmp named
+    after the state folder, so that the commands of one state still share a master."""
+    own = state_root() / "ssh"
+    if len(os.fsencode(own)) <= SSH_CONTROL_DIR_MAX:
+        return own
+    digest = hashlib.sha256(os.fsencode(state_root().absolute())).hexdigest()[:16]
+    short = SHORT_ROOT / f"hpcbench-{os.getuid()}" / digest
+    for level in (short.parent, short):  # /tmp is everyone's: take no folder planted there
+        try:
+            st = os.lstat(level)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            raise UsageError(
+                f"{level} (for ssh's connection sockets, as {own} is too long for one) is "
+                "not a folder of yours: remove it, or set HPCBENCH_STATE to a shorter path"
+            )
+    return short
 
 
 def private_dir(path: Path) -> Path:
