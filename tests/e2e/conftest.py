@@ -17,28 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import GROUPS
 from tests.interrupt import as_from_a_terminal
 
 REPO = Path(__file__).resolve().parents[2]
-# `make test` runs on two pytest-xdist workers. The tests of the shared local testbed
-# are one unit of work, run on one worker in the order pytest_collection_modifyitems
-# below gives them; those of the GPULab and jFed stand-ins, whose testbeds (names,
-# subnets, ports) are their own, another, run side by side with the first; the other
-# tests go to whichever worker is free (pytest_xdist_make_scheduler).
-GROUPS = {
-    "testbed": (
-        "test_local_testbed.py",
-        "test_faults.py",
-        "test_kill.py",
-        "test_campaign_slurm.py",
-    ),
-    "standins": (
-        "test_campaign.py",
-        "test_gpulab.py",
-        "test_virtualwall.py",
-        "test_state_secrets.py",
-    ),
-}
 E2E_VARS = {
     "name": "hpcbench-e2e",
     "subnet": "172.30.9.0/24",
@@ -186,10 +168,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     strays = sorted(
         {i.nodeid.split("::")[0] for i in items if i.nodeid.startswith("tests/e2e/")}
-        - {f"tests/e2e/{m}" for modules in GROUPS.values() for m in modules}
+        - {m for modules in GROUPS.values() for m in modules}
     )
     if strays:  # it would run beside a group whose testbed it may share
-        raise pytest.UsageError(f"{', '.join(strays)}: add it to GROUPS in tests/e2e/conftest.py")
+        raise pytest.UsageError(f"{', '.join(strays)}: add it to GROUPS in tests/conftest.py")
 
     def of(module: str) -> list[pytest.Item]:
         return [i for i in items if i.nodeid.startswith(f"tests/e2e/{module}::")]
@@ -216,26 +198,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             + last
             + rest[destroy:]
         )
-
-
-def group_of(nodeid: str) -> str | None:
-    """The unit of work (GROUPS) an e2e test belongs to; None for any other test."""
-    for group, modules in GROUPS.items():
-        if any(nodeid.startswith(f"tests/e2e/{m}::") for m in modules):
-            return group
-    return None
-
-
-@pytest.hookimpl(optionalhook=True)  # a run without pytest-xdist has no such hook
-def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """Each of GROUPS as one unit, every other test as a unit of its own. (pytest-xdist
-    3.8's xdist_group mark would do it, but under pytest 9 its renamed node id is lost:
-    it sets Item._nodeid, which pytest 9 no longer reads.) xdist deals the biggest units
-    out first: the two groups start at once, one on each worker."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class GroupScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return group_of(nodeid) or nodeid
-
-    return GroupScheduling(config, log)

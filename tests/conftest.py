@@ -1,0 +1,50 @@
+"""How `make test` shares the machine: pytest-xdist workers (docs/development.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+# `make test` runs on two pytest-xdist workers. The tests of the shared local testbed
+# are one unit of work, run on one worker in the order tests/e2e/conftest.py gives
+# them; those of the GPULab and jFed stand-ins, whose testbeds (names, subnets, ports)
+# are their own, another, run side by side with the first; the sweeps on this machine
+# (--env localhost), which one lock lets run one at a time, a third. Any other test
+# goes to whichever worker is free (pytest_xdist_make_scheduler).
+GROUPS = {
+    "testbed": (
+        "tests/e2e/test_local_testbed.py",
+        "tests/e2e/test_faults.py",
+        "tests/e2e/test_kill.py",
+        "tests/e2e/test_campaign_slurm.py",
+    ),
+    "standins": (
+        "tests/e2e/test_campaign.py",
+        "tests/e2e/test_gpulab.py",
+        "tests/e2e/test_virtualwall.py",
+        "tests/e2e/test_state_secrets.py",
+    ),
+    "localhost": ("tests/integration/test_scale_local.py",),
+}
+
+
+def group_of(nodeid: str) -> str | None:
+    """The unit of work (GROUPS) a test belongs to; None for a test on its own."""
+    for group, modules in GROUPS.items():
+        if any(nodeid.startswith(f"{m}::") for m in modules):
+            return group
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)  # a run without pytest-xdist has no such hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """Each of GROUPS as one unit, every other test as a unit of its own. (pytest-xdist
+    3.8's xdist_group mark would do it, but under pytest 9 its renamed node id is lost:
+    it sets Item._nodeid, which pytest 9 no longer reads.) xdist deals the biggest units
+    out first: the two e2e groups start at once, one on each worker."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid) or nodeid
+
+    return GroupScheduling(config, log)
