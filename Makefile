@@ -146,8 +146,8 @@ bench-published: venv
 # Everything, the local testbed end to end included: first the tests that time this
 # machine's CPU, alone; then the rest on TEST_WORKERS pytest-xdist workers, the shared
 # testbed's e2e tests on one and the stand-ins' on another, in their order, the other
-# tests beside them (tests/e2e/conftest.py). The 25 slowest are listed, to see where
-# CI's time goes.
+# tests beside them (GROUPS in tests/conftest.py). The 25 slowest are listed, to see
+# where CI's time goes.
 TEST_WORKERS ?= 2
 test: tools images
 	@$(PY) -m pytest -ra -m solo tests/unit

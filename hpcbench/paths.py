@@ -89,10 +89,11 @@ def ssh_control_dir() -> Path:
     """The folder of ssh's connection masters (ControlPath): <state>/ssh, or, where that
     path leaves a socket too little room, a short one of this user's under /tmp named
     after the state folder, so that the commands of one state still share a master."""
-    own = state_root() / "ssh"
+    state = state_root()
+    own = state / "ssh"
     if len(os.fsencode(own)) <= SSH_CONTROL_DIR_MAX:
         return own
-    digest = hashlib.sha256(os.fsencode(state_root().absolute())).hexdigest()[:16]
+    digest = hashlib.sha256(os.fsencode(state.absolute())).hexdigest()[:16]
     short = SHORT_ROOT / f"hpcbench-{os.getuid()}" / digest
     for level in (short.parent, short):  # /tmp is everyone's: take no folder planted there
         try:
