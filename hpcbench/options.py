@@ -20,6 +20,7 @@ from typing import Any
 
 from hpcbench import deploy, launchers, paths, predict, probe, report, sweep
 from hpcbench.errors import Parser, UsageError
+from hpcbench.launchers import slurm
 from hpcbench.launchers.slurm import SlurmOptions
 from hpcbench.specs import (
     IMAGE,
@@ -117,7 +118,27 @@ def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
         default="",
         help="pyxis: run the workers in this image (registry image or .sqsh)",
     )
-    g.add_argument("--container-mounts", default="", help="pyxis: SRC:DST[,SRC:DST...]")
+    g.add_argument(
+        "--container-mounts",
+        default="",
+        help="pyxis: SRC:DST[,SRC:DST...], absolute or ./ paths (bench/, the job folder "
+        "and --data are mounted at their own paths without it)",
+    )
+    g.add_argument(
+        "--container-import-time",
+        type=count_type("container-import-time"),
+        default=-1,
+        metavar="SECONDS",
+        help="pyxis: time a job may take to import or unpack its image, on top of the "
+        "run's (default 1800 for a registry image, 300 for a .sqsh file)",
+    )
+    g.add_argument(
+        "--slurm-cpus-per-task",
+        type=count_type("slurm-cpus-per-task"),
+        default=0,
+        help="CPUs per rank (sbatch and srun --cpus-per-task); default: the node's CPUs "
+        "as sinfo reports them, shared by the ranks a full node runs",
+    )
     g.add_argument(
         "--container-python",
         default=SlurmOptions.container_python,
@@ -215,9 +236,15 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
 
 # -------------------------------------------------------- Namespace -> specs
 def sbatch_option(text: str) -> str:
-    """--sbatch: verbatim, but one #SBATCH line: an option, no line breaks."""
+    """--sbatch: verbatim, but one #SBATCH line: an option, no line breaks, no '#'
+    (sbatch ends an #SBATCH line's value at a '#': nvcr.io#nvidia/... would be cut)."""
     if not text.startswith("-") or any(ord(c) < 32 or ord(c) == 127 for c in text):
         raise UsageError(f"--sbatch: {text[:60]!r} is not one sbatch option like --exclusive")
+    if "#" in text:
+        raise UsageError(
+            f"--sbatch: {text[:60]!r} holds '#', where sbatch ends an #SBATCH line's value; "
+            "an image goes in --container-image (campaign key container_image)"
+        )
     return text
 
 
@@ -228,9 +255,15 @@ def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
             check_text(getattr(args, flag), f"--{flag.replace('_', '-')}", WORD, "a Slurm name")
     if args.container_image:
         check_text(args.container_image, "--container-image", IMAGE, "an image or .sqsh path")
+        why = slurm.image_problem(args.container_image)
+        if why:
+            raise UsageError(f"--container-image: {args.container_image[:60]!r}: {why}")
     mounts = tuple(m for m in args.container_mounts.split(",") if m)
     for mount in mounts:
         check_text(mount, "--container-mounts", MOUNT, "SRC:DST[:FLAGS] of plain paths")
+        why = slurm.mount_problem(mount)
+        if why:
+            raise UsageError(f"--container-mounts: {mount[:60]!r}: {why}")
     check_text(args.container_python, "--container-python", SAFE_PATH, "a plain path")
     if args.slurm_job_dir:
         check_text(args.slurm_job_dir, "--slurm-job-dir", SAFE_PATH, "a plain path")
@@ -277,6 +310,8 @@ def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
         python=args.slurm_python,
         bench_dir=args.slurm_bench_dir or (REMOTE_BENCH_DIR if login else ""),
         setup=args.slurm_setup,
+        cpus_per_task=args.slurm_cpus_per_task,
+        container_import_s=args.container_import_time,
     )
 
 

@@ -49,6 +49,8 @@ COUNTS: dict[str, tuple[int, int]] = {
     "slurm-gpus": (0, 64),
     "slurm-time": (0, 28 * 24 * 60),  # minutes; 0: from --timeout
     "slurm-queue-wait": (0, 30 * 24 * 3600),
+    "slurm-cpus-per-task": (0, 4096),  # 0: from the node's CPUs (sinfo)
+    "container-import-time": (0, 24 * 3600),  # seconds
 }
 
 

@@ -157,7 +157,14 @@ class Target:
         if isinstance(self.launcher, SlurmLauncher) and self.testbed.kind is TestbedKind.SLURM:
             if self.launcher.submit is not None:
                 self.place_on_login()
+            self.learn_node_cpus()
             return
+        self.check_nodes()
+        if isinstance(self.launcher, SlurmLauncher):  # a testbed's Slurm, once it answers
+            self.learn_node_cpus()
+
+    def check_nodes(self) -> None:
+        """The nodes answer over SSH and (deployed) hold this checkout's bench/."""
         nodes = self.remote_nodes()
         if not nodes:
             return
@@ -180,6 +187,19 @@ class Target:
                     f"node {node.name}: the workload in {tb.bench_dir} differs from this "
                     f"checkout's bench/ (run make deploy ENV={tb.env})"
                 )
+
+    def learn_node_cpus(self) -> None:
+        """The nodes' CPUs from sinfo, once, where --slurm-cpus-per-task is not given:
+        each job then books its ranks' share of a node (SlurmOptions.rank_cpus)."""
+        assert isinstance(self.launcher, SlurmLauncher)
+        opts = self.launcher.options
+        if opts.cpus_per_task or opts.node_cpus:
+            return
+        scheduler = self.scheduler
+        assert isinstance(scheduler, schedulers.SlurmScheduler)
+        cpus = scheduler.node_cpus()
+        if cpus:
+            self.launcher.options = dataclasses.replace(opts, node_cpus=cpus)
 
     def place_on_login(self) -> None:
         """`~/` of --slurm-bench-dir and the job folder resolved on the login node, and

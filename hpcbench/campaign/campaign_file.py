@@ -101,6 +101,8 @@ SLURM_KEYS = {
     "job_dir": "--slurm-job-dir",
     "setup": "--slurm-setup",
     "queue_wait": "--slurm-queue-wait",
+    "cpus_per_task": "--slurm-cpus-per-task",
+    "container_import": "--container-import-time",
     "nodes": None,
 }
 # Who says how many nodes a testbed has, for the message when the sweep asks for more.
@@ -110,7 +112,14 @@ GIVES = {
     TestbedKind.HOSTS: "hosts: gives",
 }
 # Slurm keys that bound how long, not what is measured: not part of the identity.
-SLURM_OPERATIONAL = ("time", "queue_wait", "job_dir", "ssh_key", "known_hosts")
+SLURM_OPERATIONAL = (
+    "time",
+    "queue_wait",
+    "container_import",
+    "job_dir",
+    "ssh_key",
+    "known_hosts",
+)
 EXCLUDE_KEYS = ("batch", "nodes", "gpus_per_node", "workers")
 EXPECT_KEYS = ("images_per_s", "deploy", "verify", "destroy")
 # `scale` options a campaign sets itself (where each testbed's results go, resuming)
@@ -118,7 +127,15 @@ EXPECT_KEYS = ("images_per_s", "deploy", "verify", "destroy")
 RESERVED = ("env", "hosts", "out", "resume", "dry_run", "help")
 # Options that bound how long a sweep may take, not what it measures: not part of a
 # cell's identity, so that raising a timeout does not make finished cells new.
-OPERATIONAL = ("timeout", "budget", "verbose", "slurm_queue_wait", "slurm_time", "slurm_job_dir")
+OPERATIONAL = (
+    "timeout",
+    "budget",
+    "verbose",
+    "slurm_queue_wait",
+    "slurm_time",
+    "slurm_job_dir",
+    "container_import_time",
+)
 
 
 @dataclass(frozen=True)
@@ -498,6 +515,7 @@ ADDED_LATER = {
     "slurm_python": "",
     "slurm_bench_dir": "",
     "slurm_setup": "",
+    "slurm_cpus_per_task": 0,
 }
 
 
@@ -755,7 +773,7 @@ def _slurm(value: Any, path: str) -> tuple[list[str], dict[str, Any], int | None
         elif key in ("sbatch", "container_mounts") and isinstance(raw_value, list):
             texts = [_text(v, where) for v in raw_value]
             own = [f"{flag}={t}" for t in texts] if key == "sbatch" else [flag, ",".join(texts)]
-        elif key == "queue_wait":
+        elif key in ("queue_wait", "container_import"):
             own = [flag, str(_duration(raw_value, where))]
         else:
             text = _text(

@@ -44,6 +44,9 @@ LAUNCH_ENV_NAMES = frozenset(
         "XDG_CACHE_HOME",
         "SSH_AUTH_SOCK",  # ssh to the nodes, and horovodrun's ssh between them
         "SLURM_CONF",  # sbatch's cluster configuration
+        # enroot's registry credentials (.credentials) for a job's pyxis import: the
+        # folder's path only; the file stays where the user keeps it.
+        "ENROOT_CONFIG_PATH",
         # Python's own, by name: not the PYTHON prefix, which let PYTHONINSPECT (a rank
         # waiting at a prompt after its script), PYTHONSTARTUP, PYTHONHOME (another
         # interpreter's library), PYTHONBREAKPOINT or a PYTHON_*_TOKEN through.

@@ -9,6 +9,10 @@ the allocation), RANK=SLURM_PROCID, WORLD_SIZE=SLURM_NTASKS, LOCAL_RANK=
 SLURM_LOCALID. Horovod with Gloo gets the HOROVOD_* variables horovodrun
 would set, and a Gloo rendezvous server (Horovod's own HTTP store) that the
 job starts on its first node; Horovod with MPI uses `srun --mpi=pmix`.
+
+In a container (pyxis): the image is imported or unpacked once per node for the
+whole job, as a named container that every step reuses and the job removes at its
+end; every folder the job reads or writes is mounted at its own path.
 """
 
 from __future__ import annotations
@@ -57,29 +61,151 @@ class SlurmOptions:
     python: str = ""
     bench_dir: str = ""
     setup: str = ""
+    # CPUs per rank (sbatch and srun --cpus-per-task): given, or the node's CPUs as
+    # Slurm reports them (node_cpus, asked before the first job) shared by its ranks.
+    cpus_per_task: int = 0
+    node_cpus: int = 0
+    # Seconds a job may spend importing or unpacking its image before the workload
+    # starts, on top of the run's own time; -1: the default for the image's kind.
+    container_import_s: int = -1
 
     @property
     def pyxis(self) -> bool:
         return bool(self.container_image)
 
+    @property
+    def import_s(self) -> int:
+        """The image's allowance: a registry image is pulled (minutes for an NGC image
+        of ~9 GB), a .sqsh file only unpacked; nothing without a container."""
+        if not self.pyxis:
+            return 0
+        if self.container_import_s >= 0:
+            return self.container_import_s
+        return IMPORT_PATH_S if is_image_path(self.container_image) else IMPORT_REGISTRY_S
+
+    def rank_cpus(self, per_node: int) -> int:
+        """--cpus-per-task of a job with per_node ranks on each node (0: not set): the
+        node's CPUs shared by the ranks a full node runs (its GPUs, where it has more
+        GPUs than this job's ranks), so a one-GPU baseline books one GPU's share."""
+        if self.cpus_per_task:
+            return self.cpus_per_task
+        if not self.node_cpus:
+            return 0
+        return max(1, self.node_cpus // max(per_node, self.gpus_per_node, 1))
+
+
+IMPORT_REGISTRY_S = 1800
+IMPORT_PATH_S = 300
+
+
+def is_image_path(image: str) -> bool:
+    """pyxis reads an image that starts with '.' or '/' as a squashfs file, anything
+    else as a registry reference (pyxis_slurmstepd.c: `strspn(image, "./") > 0`)."""
+    return image[:1] in (".", "/")
+
+
+def image_problem(image: str) -> str | None:
+    """Why pyxis would read `image` other than meant (a file taken for a registry
+    image), or None."""
+    if image.startswith("~"):
+        return "pyxis does not expand ~: give the file as /path/x.sqsh or ./x.sqsh"
+    if not is_image_path(image) and image.lower().endswith((".sqsh", ".squashfs")):
+        return (
+            "pyxis reads a name that does not start with / or ./ as a registry image: "
+            f"give the file as ./{image} or /path/{image.rsplit('/', 1)[-1]}"
+        )
+    return None
+
+
+def mount_problem(mount: str) -> str | None:
+    """Why pyxis would refuse or misread SRC:DST[:FLAGS], or None. Its add_mount
+    (args.c) takes a source that starts with '.' or '/', or "tmpfs" or "umount", and a
+    target that starts with '.' or '/'."""
+    src, _, rest = mount.partition(":")
+    dst = rest.partition(":")[0]
+    if not dst:
+        return "give SRC:DST, e.g. /dss/data:/data"
+    for what, path in (("source", src), ("target", dst)):
+        if path.startswith("~"):
+            return f"pyxis does not expand ~ in a mount {what}: give an absolute path"
+    if not is_image_path(src) and src not in ("tmpfs", "umount"):
+        return "pyxis takes a mount source that starts with / or ./, or tmpfs"
+    if not is_image_path(dst):
+        return "pyxis takes a mount target that starts with / or ./"
+    return None
+
+
+def shell_path(path: str) -> str:
+    """A path as one bash word; `~/` (a login node's home, resolved there before any
+    job is submitted) as "$HOME", which bash expands where the script runs."""
+    if path.startswith("~/"):
+        return '"$HOME"' + shlex.quote(path[1:])
+    return shlex.quote(path)
+
 
 def _minutes(spec: RunSpec, opts: SlurmOptions) -> int:
     if opts.time_min:
         return opts.time_min
-    return max(1, math.ceil(spec.time_limit_s / 60)) + 1 if spec.time_limit_s else 60
+    if not spec.time_limit_s:
+        return 60
+    return max(1, math.ceil((spec.time_limit_s + opts.import_s) / 60)) + 1
 
 
-def container_flags(spec: RunSpec, opts: SlurmOptions) -> list[str]:
-    """pyxis options of srun; bench/ is mounted at the same path inside the image."""
-    if not opts.pyxis:
-        return []
-    mounts = [*opts.container_mounts, f"{spec.workdir}:{spec.workdir}"]
-    flags = [
-        f"--container-image={opts.container_image}",
-        f"--container-mounts={','.join(mounts)}",
-        f"--container-workdir={spec.workdir}",
+# Options of the workload's scripts that name a folder the job reads or writes.
+FOLDER_ARGS = ("--data", "--shared")
+
+
+def job_folders(spec: RunSpec, opts: SlurmOptions) -> list[str]:
+    """Every folder the job uses (bench/, the job folder, --data and --shared) that no
+    mount of the user's already brings into the container: enroot mounts no home
+    unless the site says so, and a folder left out is "No such file or directory"."""
+    args = list(spec.args)
+    named = [args[i + 1] for i, a in enumerate(args[:-1]) if a in FOLDER_ARGS]
+    targets = [m.split(":")[1].rstrip("/") for m in opts.container_mounts]
+    found: list[str] = []
+    for path in [spec.workdir, opts.job_dir, *named]:
+        if not path.startswith(("/", "~/")) or path in found:
+            continue  # 'synthetic' data, or no job folder
+        if any(path == t or path.startswith(t + "/") for t in targets):
+            continue
+        found.append(path)
+    return found
+
+
+def container_flags(spec: RunSpec, opts: SlurmOptions, name: str) -> list[str]:
+    """pyxis options of the job's steps: the job's named container (made by the
+    script's first step), the user's mounts and every folder the job uses, each at its
+    own path, so the workdir and the arguments mean the same inside."""
+    q = shlex.quote
+    mounts = [q(m) for m in opts.container_mounts]
+    mounts += [f"{shell_path(f)}:{shell_path(f)}" for f in job_folders(spec, opts)]
+    return [
+        q(f"--container-name={name}"),
+        "--container-mounts=" + ",".join(mounts),
+        "--container-workdir=" + shell_path(spec.workdir),
     ]
-    return [shlex.quote(f) for f in flags]  # the script is bash: every value quoted
+
+
+def container_steps(spec: RunSpec, opts: SlurmOptions, name: str) -> list[str]:
+    """The lines that make the job's container on each of its nodes before the
+    workload, and remove it whenever the script ends. pyxis imports an unnamed
+    container again for every step (pyxis_slurmstepd.c gives each step a temporary
+    rootfs); a named one is made once and reused (its "reusing existing container
+    filesystem"), and under pyxis's default container_scope it outlives the job unless
+    removed (a site's container_scope=job has pyxis remove it; then this finds none)."""
+    per_node = ["srun", f"--ntasks={len(spec.placements)}", "--ntasks-per-node=1"]
+    remove = [*per_node, "enroot", "remove", "--force", f"pyxis_{name}"]
+    make = [
+        *per_node,
+        f"--container-image={opts.container_image}",
+        f"--container-name={name}",
+        "true",
+    ]
+    return [
+        f"trap {shlex.quote(shlex.join(remove) + ' >/dev/null 2>&1')} EXIT",
+        "# the image imported (or unpacked) once per node; every step below reuses it",
+        shlex.join(make) + f' || {{ rc=$?; echo "{EXIT_MARKER} $rc"; exit "$rc"; }}',
+    ]
 
 
 def task_command(spec: RunSpec, opts: SlurmOptions, backend: str, controller: str) -> str:
@@ -100,7 +226,7 @@ def task_command(spec: RunSpec, opts: SlurmOptions, backend: str, controller: st
     else:  # MPI: Horovod reads its ranks from the PMIx world srun sets up
         env = ""
     python = opts.container_python if opts.pyxis else spec.python
-    run = f"cd {shlex.quote(spec.workdir)} && exec " + shlex.join([python, spec.script, *spec.args])
+    run = f"cd {shell_path(spec.workdir)} && exec " + shlex.join([python, spec.script, *spec.args])
     return f"export {env}; {run}" if env else run
 
 
@@ -127,6 +253,9 @@ def sbatch_script(
         f"#SBATCH -o {q(out + '.out')}",
         f"#SBATCH -e {q(out + '.err')}",
     ]
+    cpus = opts.rank_cpus(per_node)
+    if cpus:  # srun in Slurm 22.05 does not inherit sbatch's -c: both get it
+        head.append(f"#SBATCH --cpus-per-task={cpus}")
     for flag, value in (
         ("partition", opts.partition),
         ("account", opts.account),
@@ -140,7 +269,14 @@ def sbatch_script(
         head.append(f"#SBATCH --nodelist={q(','.join(p.host for p in spec.placements))}")
     head += [f"#SBATCH {x}" for x in opts.extra]
 
-    body = [opts.setup] if opts.setup else []  # the user's own line, before `set -u`
+    body = []
+    if opts.setup:  # the user's own line, before `set -u`
+        # sbatch runs the script as a non-login bash with the environment it was given:
+        # no `module` function unless the site's login profile defines it.
+        body += [
+            "type module >/dev/null 2>&1 || . /etc/profile >/dev/null 2>&1",
+            opts.setup,
+        ]
     body += [
         "set -u",
         'nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',
@@ -155,9 +291,14 @@ def sbatch_script(
         "--distribution=block",
         "--kill-on-bad-exit=1",
     ]
+    if cpus:
+        srun.append(f"--cpus-per-task={cpus}")
     if opts.mpi:
         srun.append(q(f"--mpi={opts.mpi}"))
-    srun += container_flags(spec, opts)
+    flags = container_flags(spec, opts, job_name) if opts.pyxis else []
+    srun += flags
+    if opts.pyxis:
+        body += container_steps(spec, opts, job_name)
     gloo_horovod = backend == "horovod" and controller == "gloo"
     if gloo_horovod:
         python = opts.container_python if opts.pyxis else spec.python
@@ -167,7 +308,7 @@ def sbatch_script(
             "--nodes=1",
             "--ntasks=1",
             '--nodelist="$MASTER_ADDR"',
-            *container_flags(spec, opts),
+            *flags,
             shlex.quote(python),
             "-c",
             shlex.quote(RENDEZVOUS_PY),

@@ -163,6 +163,18 @@ class SlurmScheduler(Scheduler):
             lines = (proc.stderr or proc.stdout).strip().splitlines() or ["no reason given"]
             raise UsageError(f"slurm on {where} would refuse the jobs: {lines[-1]}")
 
+    def node_cpus(self) -> int:
+        """The fewest CPUs a node of the partition has, as sinfo reports them (%c: "64",
+        or "64+" where nodes differ); 0 when sinfo does not say."""
+        part = self.options.partition
+        where = f" --partition={shlex.quote(part)}" if part else ""
+        try:
+            proc = self._control(f"sinfo --noheader{where} --format=%c")
+        except (subprocess.SubprocessError, OSError):
+            return 0
+        counts = [int(m[1]) for m in re.finditer(r"^\s*(\d+)", proc.stdout, re.M)]
+        return min(counts) if proc.returncode == 0 and counts else 0
+
     def queue_wait_s(self, job: str) -> float | None:
         """How long the job waited for its nodes, as Slurm recorded it (scontrol keeps a
         finished job for MinJobAge; sacct where accounting runs)."""
@@ -249,8 +261,8 @@ class SlurmScheduler(Scheduler):
                 time.monotonic() - start,
                 argv=[["sbatch", script]],
             )
-        try:
-            result = self.wait(spec, job, job_name, timeout_s)
+        try:  # the run's time starts once its image is in place on the nodes
+            result = self.wait(spec, job, job_name, timeout_s + self.options.import_s)
         except (subprocess.SubprocessError, OSError) as err:  # wait() has cancelled the job
             return Outcome(
                 [1],

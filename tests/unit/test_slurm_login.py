@@ -95,10 +95,12 @@ def test_the_dry_run_shows_sbatch_on_the_login_node_with_the_clusters_paths(tmp_
     assert "# sbatch on login.example.org:" in out
     assert "#SBATCH --partition=grete" in out
     assert "exec /home/me/envs/hb/bin/python train.py" in out
-    # Resolved on the login node before the first job; the dry run shows them as given.
-    assert f"cd '\"'\"'{options.REMOTE_BENCH_DIR}'\"'\"' && exec" in out
+    # Resolved on the login node before the first job; the dry run shows them as given
+    # (~/ as "$HOME", which the batch shell expands where it runs).
+    home_rel = options.REMOTE_BENCH_DIR.removeprefix("~")
+    assert f'cd "$HOME"{home_rel} && exec' in out
     assert f"#SBATCH -o '{options.REMOTE_JOB_DIR}/hpcbench-" in out
-    assert "\nmodule load anaconda3\nset -u\n" in out
+    assert "\nmodule load anaconda3\nset -u\n" in out  # after the profile, if needed
 
 
 def test_the_login_connection_is_one_multiplexed_one_with_host_keys_checked(tmp_path):

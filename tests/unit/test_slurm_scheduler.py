@@ -90,6 +90,7 @@ def test_pyxis_horovod_script():
         container_image="/dss/stack.sqsh",
         container_mounts=("/dss/data:/data",),
         partition="lrz-dgx-a100-80x8",
+        job_dir="/tmp",
     )
     script = sbatch_script(
         _spec(nodes=2, slots=8, workdir="/home/u/hpcbench/bench"),
@@ -100,13 +101,19 @@ def test_pyxis_horovod_script():
     )
     assert "--gres=gpu:8" in sbatch_lines(script)
     assert not any(x.startswith("--nodelist") for x in sbatch_lines(script))
-    rendezvous, train = srun_lines(script)
+    make, rendezvous, train = srun_lines(script)
+    # The image made into the job's container once per node, then reused by name.
+    assert make == (
+        "srun --ntasks=2 --ntasks-per-node=1 --container-image=/dss/stack.sqsh "
+        '--container-name=j true || { rc=$?; echo "HPCBENCH_SLURM_EXIT $rc"; exit "$rc"; }'
+    )
     for line in (rendezvous, train):
-        assert "--container-image=/dss/stack.sqsh" in line
-        # bench/ is mounted at its own path, so the workdir is the same inside
+        assert "--container-image" not in line and "--container-name=j" in line
+        # bench/ and the job folder are mounted at their own paths, so the workdir and
+        # the job's output are the same inside
         assert (
-            "--container-mounts=/dss/data:/data,/home/u/hpcbench/bench:/home/u/hpcbench/bench"
-            in line
+            "--container-mounts=/dss/data:/data,/home/u/hpcbench/bench:/home/u/hpcbench/bench,"
+            "/tmp:/tmp" in line
         )
         assert "--container-workdir=/home/u/hpcbench/bench" in line
     assert rendezvous.startswith("srun --overlap --nodes=1 --ntasks=1")
@@ -295,11 +302,17 @@ def test_the_job_inherits_no_secret_of_the_users_shell(fake_slurm, monkeypatch):
     monkeypatch.setenv("HPCBENCH_PEM_PASSWORD", "pem-s3cret")
     monkeypatch.setenv("OS_APPLICATION_CREDENTIAL_SECRET", "os-s3cret")
     monkeypatch.setenv("SBATCH_ACCOUNT", "physics")
+    monkeypatch.setenv("ENROOT_CONFIG_PATH", "/home/me/.config/enroot")
+    monkeypatch.setenv("BASH_FUNC_module%%", "() {  eval $($LMOD_CMD bash $@) }")
     (fake_slurm / "mode").write_text("ok")
     assert _scheduler(fake_slurm).run(_spec(), timeout_s=30).ok
     inherited = (fake_slurm / "sbatch.env").read_text()
     assert "s3cret" not in inherited and "HPCBENCH_PEM_PASSWORD" not in inherited
     assert f"PATH={os.environ['PATH']}\n" in inherited and "SBATCH_ACCOUNT=physics" in inherited
+    # pyxis's enroot finds the user's registry credentials where the user keeps them;
+    # the shell's own functions stay behind (the script sources the site's profile).
+    assert "ENROOT_CONFIG_PATH=/home/me/.config/enroot\n" in inherited
+    assert "BASH_FUNC" not in inherited
 
 
 def test_failed_job_keeps_its_exit_status_and_output(fake_slurm, monkeypatch):
@@ -401,7 +414,7 @@ def test_dry_run_prints_scripts(tmp_path, capsys):
             "--repeats",
             "1",
             "--container-image",
-            "x.sqsh",
+            "./x.sqsh",
             "--partition",
             "gpu",
             "--dry-run",
@@ -413,7 +426,7 @@ def test_dry_run_prints_scripts(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert printed.count("#!/bin/bash") == 2
     assert "--gres=gpu:4" in printed and "--gres=gpu:1" in printed
-    assert "--container-image=x.sqsh" in printed and "--partition=gpu" in printed
+    assert "--container-image=./x.sqsh" in printed and "--partition=gpu" in printed
     assert not (tmp_path / "results.jsonl").exists()
 
 
@@ -521,16 +534,20 @@ def test_hostile_values_stay_values_in_the_batch_script(tmp_path):
         container_mounts=(f"/a:/b {evil}",),
         mpi=f"pmix`touch {witness}`",
     )
-    script = sbatch_script(_spec(workdir=str(tmp_path)), opts, "horovod", "mpi")
+    script = sbatch_script(_spec(workdir=str(tmp_path)), opts, "horovod", "mpi", job_name="j")
     assert f"#SBATCH --partition='p;touch {witness}'" in script.splitlines()
-    [srun] = srun_lines(script)
-    fake_srun = 'srun() { for a; do [[ $a == --container-* || $a == --mpi* ]] && echo "$a"; done; }'
+    make, srun = srun_lines(script)
+    fake_srun = (
+        'srun() { for a; do [[ $a == --container-* || $a == --mpi* ]] && echo "$a"; done; true; }'
+    )
     out = subprocess.run(
-        ["bash", "-c", f"{fake_srun}\n{srun}"], capture_output=True, text=True, timeout=30
+        ["bash", "-c", f"{fake_srun}\n{make}\n{srun}"], capture_output=True, text=True, timeout=30
     )
     assert out.stdout.splitlines() == [
-        f"--mpi=pmix`touch {witness}`",
         f"--container-image=img{evil}",
+        "--container-name=j",
+        f"--mpi=pmix`touch {witness}`",
+        "--container-name=j",
         f"--container-mounts=/a:/b {evil},{tmp_path}:{tmp_path}",
         f"--container-workdir={tmp_path}",
     ], out.stderr
@@ -560,7 +577,9 @@ def test_the_setup_line_runs_first_in_the_batch_script():
     opts = SlurmOptions(setup="module load anaconda3 && source activate hb")
     script = sbatch_script(_spec(), opts, "ddp")
     body = script.split("\n\n", 1)[1].splitlines()
-    assert body[0] == "module load anaconda3 && source activate hb" and body[1] == "set -u"
+    # A non-login batch shell has no `module` unless the site's profile gives it.
+    assert body[0] == "type module >/dev/null 2>&1 || . /etc/profile >/dev/null 2>&1"
+    assert body[1] == "module load anaconda3 && source activate hb" and body[2] == "set -u"
     assert bash_n(script) == 0
 
 

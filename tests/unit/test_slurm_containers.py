@@ -1,0 +1,454 @@
+"""Jobs in containers as pyxis reads them: image and mount forms, every folder a job
+uses mounted, the image imported once per node and job, CPUs per rank, and the
+check job's deadline counting the import.
+
+The batch scripts run here under bash with a stand-in for srun that reads the
+pyxis options as pyxis 0.24.0 does (args.c, pyxis_slurmstepd.c: an image that
+starts with '.' or '/' is a squashfs file, anything else a registry reference; a
+step without --container-name gets a temporary container of its own, imported
+again; a named container that exists is reused; a folder not mounted is not there)
+and runs each task's command on this machine, as the mounts at the same path make
+it equivalent. The real pyxis and enroot run the same scripts in the e2e testbed.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hpcbench import cli
+from hpcbench.errors import UsageError
+from hpcbench.launchers import Placement, RunSpec
+from hpcbench.launchers.slurm import (
+    EXIT_MARKER,
+    SlurmLauncher,
+    SlurmOptions,
+    image_problem,
+    is_image_path,
+    mount_problem,
+    sbatch_script,
+)
+from hpcbench.options import sbatch_option
+from hpcbench.schedulers import SlurmScheduler
+
+# srun as pyxis reads it. Its state (which containers exist on which node, each
+# import, each removal) is kept in files under $PYXIS_STATE.
+FAKE_SRUN = r"""
+import os, shlex, subprocess, sys
+state = os.environ["PYXIS_STATE"]
+args = sys.argv[1:]
+opts = {}
+while args and args[0].startswith("--"):
+    key, _, value = args.pop(0)[2:].partition("=")
+    opts[key] = value
+nodes = os.environ["FAKE_NODES"].split(",")
+ntasks = int(opts.get("ntasks", "1"))
+per_node = int(opts.get("ntasks-per-node", ntasks))
+if "nodelist" in opts:
+    nodes = opts["nodelist"].split(",")
+tasks = [(nodes[i // per_node], i) for i in range(ntasks)]
+def log(name, line):
+    with open(os.path.join(state, name), "a") as f:
+        f.write(line + "\n")
+image, name = opts.get("container-image"), opts.get("container-name")
+if image is None and name is None:
+    for node, rank in tasks:
+        task_env = {**os.environ, "SLURM_PROCID": str(rank), "SLURMD_NODENAME": node}
+        rc = subprocess.call(args, env=task_env)
+        if rc:
+            sys.exit(rc)
+    sys.exit(0)
+mounts = [m.split(":")[:2] for m in opts.get("container-mounts", "").split(",") if m]
+for src, dst in mounts:  # args.c add_mount
+    if src[:1] not in "./" and src not in ("tmpfs", "umount"):
+        sys.exit("pyxis: mount source must be a relative path, an absolute path, "
+                 '"tmpfs" or "umount"')
+    if src != dst and src not in ("tmpfs", "umount"):
+        sys.exit("fake pyxis: mounts here keep their paths (%s:%s)" % (src, dst))
+for node, rank in tasks:
+    exists = name is not None and os.path.exists(os.path.join(state, node, name))
+    if not exists:
+        if image is None:
+            sys.exit('pyxis: error: a container with name "%s" does not exist, and '
+                     '--container-image is not set' % name)
+        if image[:1] not in "./":  # a registry reference
+            log("imports", node + " docker://" + image)
+            if image.endswith(".sqsh"):
+                sys.exit("pyxis: importing docker image: %s ... failed" % image)
+        else:
+            log("imports", node + " " + image)
+        if name is not None:
+            os.makedirs(os.path.join(state, node), exist_ok=True)
+            open(os.path.join(state, node, name), "w").close()
+    targets = [d.rstrip("/") for _, d in mounts]
+    def inside(path):
+        return any(path == t or path.startswith(t + "/") for t in targets)
+    workdir = opts.get("container-workdir", "/")
+    words = [workdir] + [w for a in args for w in shlex.split(a) if w.startswith("/")]
+    for path in words:
+        if path != "/" and os.path.exists(path) and not inside(path) \
+                and not path.startswith(("/bin", "/usr")):
+            sys.exit("FAILED: [Errno 2] No such file or directory: %r" % path)
+    rc = subprocess.call(args, cwd=workdir, env={**os.environ, "SLURM_PROCID": str(rank)})
+    if rc:
+        sys.exit(rc)
+"""
+FAKE_ENROOT = r"""
+import os, sys
+state, node = os.environ["PYXIS_STATE"], os.environ["SLURMD_NODENAME"]
+assert sys.argv[1:3] == ["remove", "--force"], sys.argv
+path = os.path.join(state, node, sys.argv[3].removeprefix("pyxis_"))
+if os.path.exists(path):
+    os.remove(path)
+with open(os.path.join(state, "removed"), "a") as f:
+    f.write(node + " " + sys.argv[3] + "\n")
+"""
+
+
+def _tools(tmp: Path) -> dict[str, str]:
+    """PATH with the stand-ins, and their state folder."""
+    bin_dir, state = tmp / "bin", tmp / "pyxis"
+    bin_dir.mkdir()
+    state.mkdir()
+    for name, code in (("srun", FAKE_SRUN), ("enroot", FAKE_ENROOT)):
+        path = bin_dir / name
+        path.write_text(f"#!{sys.executable}\n{code}")
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    (bin_dir / "scontrol").write_text('#!/bin/bash\necho "$FAKE_NODES" | tr , "\\n"\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    return {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "PYXIS_STATE": str(state),
+        "FAKE_NODES": "node1,node2",
+        "SLURM_JOB_NODELIST": "node1,node2",
+    }
+
+
+def _spec(workdir: Path, args: tuple[str, ...], nodes: int = 2) -> RunSpec:
+    return RunSpec(
+        script="-c",
+        args=args,
+        python="/bin/sh",
+        workdir=str(workdir),
+        placements=tuple(Placement(f"node{i + 1}", 1, None) for i in range(nodes)),
+        master_addr="127.0.0.1",
+        master_port=29511,
+        time_limit_s=60,
+    )
+
+
+def _run(script: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def _folders(tmp: Path) -> tuple[Path, Path, Path]:
+    bench, jobs, data = tmp / "bench", tmp / "jobs", tmp / "data"
+    for folder in (bench, jobs, data):
+        folder.mkdir()
+    return bench, jobs, data
+
+
+# The container's python is the image's; here /bin/sh, so the task runs `sh -c ARGS`.
+IMAGE_OPTS = {"container_python": "/bin/sh"}
+
+
+def test_the_check_jobs_shared_folder_and_the_data_are_mounted(tmp_path):
+    """The check writes to --shared <job_dir>; a run reads --data: both are mounted."""
+    bench, jobs, data = _folders(tmp_path)
+    env = _tools(tmp_path)
+    opts = SlurmOptions(container_image="/images/stack.sqsh", job_dir=str(jobs), **IMAGE_OPTS)
+    touch = f"touch {jobs}/written && ls {data} >/dev/null"
+    spec = _spec(bench, (touch, "--shared", str(jobs), "--data", str(data)), nodes=1)
+    env["FAKE_NODES"] = "node1"
+    proc = _run(sbatch_script(spec, opts, "ddp", job_name="hpcbench-c1"), env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (jobs / "written").exists()
+    assert f"{EXIT_MARKER} 0" in proc.stdout
+
+
+def test_a_folder_inside_a_users_mount_is_not_mounted_twice(tmp_path):
+    bench, jobs, data = _folders(tmp_path)
+    opts = SlurmOptions(
+        container_image="/i.sqsh", container_mounts=(f"{tmp_path}:{tmp_path}",), job_dir=str(jobs)
+    )
+    script = sbatch_script(_spec(bench, ("--data", str(data))), opts, "ddp", job_name="j")
+    assert f"--container-mounts={tmp_path}:{tmp_path} " in script
+
+
+def test_the_image_is_imported_once_per_node_and_job_and_removed_after(tmp_path):
+    """Horovod over Gloo runs two steps on the first node (its rendezvous server and
+    the workers): one import per node, and no container left on any node."""
+    bench, jobs, _ = _folders(tmp_path)
+    env = _tools(tmp_path)
+    opts = SlurmOptions(container_image="nvcr.io#nvidia/pytorch:24.05-py3", job_dir=str(jobs))
+    spec = _spec(bench, ("true",))
+    script = sbatch_script(spec, SlurmOptions(**{**opts.__dict__, **IMAGE_OPTS}), "horovod")
+    # The rendezvous server is Horovod's; here the step only has to start and listen.
+    script = script.replace("/bin/sh -c '", "/bin/sh -c 'exit 0; ", 1)
+    proc = _run(script.replace("for _ in $(seq 120)", "for _ in $(seq 1)"), env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    state = Path(env["PYXIS_STATE"])
+    imports = (state / "imports").read_text().splitlines()
+    assert sorted(imports) == [
+        "node1 docker://nvcr.io#nvidia/pytorch:24.05-py3",
+        "node2 docker://nvcr.io#nvidia/pytorch:24.05-py3",
+    ]
+    assert (state / "removed").read_text().splitlines() == [
+        "node1 pyxis_hpcbench",
+        "node2 pyxis_hpcbench",
+    ]
+    assert not [p for p in state.glob("node*/*")]
+
+
+def test_a_failed_import_stops_the_job_with_pyxiss_line_and_its_status(tmp_path):
+    bench, jobs, _ = _folders(tmp_path)
+    env = _tools(tmp_path)
+    env["FAKE_NODES"] = "node1"
+    witness = tmp_path / "ran"
+    opts = SlurmOptions(container_image="stack.sqsh", job_dir=str(jobs), **IMAGE_OPTS)
+    spec = _spec(bench, (f"touch {witness}",), nodes=1)
+    proc = _run(sbatch_script(spec, opts, "ddp", job_name="j"), env)
+    assert proc.returncode == 1
+    assert "pyxis: importing docker image: stack.sqsh ... failed" in proc.stderr
+    assert proc.stdout.splitlines()[-1] == f"{EXIT_MARKER} 1"
+    assert not witness.exists()
+    assert (Path(env["PYXIS_STATE"]) / "removed").read_text().splitlines() == ["node1 pyxis_j"]
+
+
+def test_the_container_is_removed_when_the_workload_fails(tmp_path):
+    bench, jobs, _ = _folders(tmp_path)
+    env = _tools(tmp_path)
+    opts = SlurmOptions(container_image="./stack.sqsh", job_dir=str(jobs), **IMAGE_OPTS)
+    proc = _run(sbatch_script(_spec(bench, ("exit 3",)), opts, "ddp", job_name="j"), env)
+    assert proc.returncode == 3 and proc.stdout.splitlines()[-1] == f"{EXIT_MARKER} 3"
+    removed = (Path(env["PYXIS_STATE"]) / "removed").read_text().splitlines()
+    assert removed == ["node1 pyxis_j", "node2 pyxis_j"]
+
+
+# ------------------------------------------------------- what pyxis reads as meant
+@pytest.mark.parametrize(
+    "image",
+    [
+        "nvcr.io#nvidia/pytorch:24.05-py3",
+        "ubuntu",
+        "nvidia/cuda:12.4.0-base-ubuntu22.04",
+        "/dss/images/stack.sqsh",
+        "./stack.sqsh",
+        "../images/stack.sqsh",
+    ],
+)
+def test_images_pyxis_reads_as_meant_are_accepted(image):
+    assert image_problem(image) is None
+
+
+@pytest.mark.parametrize("image", ["stack.sqsh", "images/stack.sqsh", "~/stack.sqsh", "x.SQSH"])
+def test_a_file_pyxis_would_take_for_a_registry_image_is_refused(image, tmp_path, capsys):
+    code = cli.main(
+        ["scale", "--env", "slurm", "--nodes", "1", "--container-image", image, "--dry-run"]
+        + ["--out", str(tmp_path / "out")]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"hpcbench: error: --container-image: {image!r}: "), err
+    assert "./" in err[0] or "~" in err[0]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "mount", ["/dss/data:/data", "./data:/data", "/a:/b:ro", "tmpfs:/scratch", "../d:./d"]
+)
+def test_mounts_pyxis_takes_are_accepted(mount):
+    assert mount_problem(mount) is None
+
+
+@pytest.mark.parametrize(
+    "mount,why",
+    [
+        ("bench:/bench", "source that starts with / or ./"),
+        ("~/data:/data", "does not expand ~"),
+        ("/data:~/data", "does not expand ~"),
+        ("/data:data", "target that starts with / or ./"),
+        ("/data", "give SRC:DST"),
+    ],
+)
+def test_mounts_pyxis_refuses_or_misreads_are_refused(mount, why, tmp_path, capsys):
+    assert why in (mount_problem(mount) or "")
+    code = cli.main(
+        ["scale", "--env", "slurm", "--nodes", "1", "--container-image", "/i.sqsh"]
+        + ["--container-mounts", mount, "--dry-run", "--out", str(tmp_path / "out")]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--container-mounts" in err[0], err
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="./~#:abc-sqhSQH", min_size=1, max_size=16))
+def test_an_accepted_image_is_read_by_pyxis_as_what_it_names(image):
+    """Whatever is accepted, pyxis reads a squashfs file name as a file."""
+    if image_problem(image) is None and image.lower().endswith((".sqsh", ".squashfs")):
+        assert is_image_path(image)
+    if image.startswith("~"):
+        assert image_problem(image) is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="/.~abt:mpfsu", min_size=1, max_size=20))
+def test_an_accepted_mount_is_one_pyxis_takes(mount):
+    if mount_problem(mount) is None:
+        src, dst = mount.split(":")[:2]
+        assert src[:1] in "./" and src[:1] or src in ("tmpfs", "umount")
+        assert dst[:1] in ("/", ".")
+
+
+def test_a_hash_in_an_sbatch_option_is_refused():
+    """sbatch ends an #SBATCH line's value at '#': the image would be cut."""
+    with pytest.raises(UsageError, match="holds '#'"):
+        sbatch_option("--container-image=nvcr.io#nvidia/pytorch:24.05-py3")
+    assert sbatch_option("--exclusive") == "--exclusive"
+
+
+# ------------------------------------------------------------------ CPUs per rank
+@pytest.mark.parametrize(
+    "given_cpus,node_cpus,gpus,per_node,expect",
+    [
+        (0, 0, 0, 4, 0),  # nothing known: Slurm's default
+        (6, 128, 8, 1, 6),  # given wins
+        (0, 128, 8, 8, 16),  # a full node: its CPUs shared by its 8 ranks
+        (0, 128, 8, 1, 16),  # a one-GPU baseline books one GPU's share, not the node
+        (0, 4, 0, 2, 2),  # no GPUs: the node's CPUs shared by this job's ranks
+        (0, 3, 0, 4, 1),  # never below one
+    ],
+)
+def test_cpus_per_rank(given_cpus, node_cpus, gpus, per_node, expect):
+    opts = SlurmOptions(cpus_per_task=given_cpus, node_cpus=node_cpus, gpus_per_node=gpus)
+    assert opts.rank_cpus(per_node) == expect
+
+
+def test_cpus_per_rank_go_to_sbatch_and_to_srun(tmp_path):
+    spec = RunSpec("t.py", (), "python", "/b", (Placement("n1", 2, None),), time_limit_s=60)
+    script = sbatch_script(spec, SlurmOptions(node_cpus=8), "ddp")
+    assert "#SBATCH --cpus-per-task=4" in script.splitlines()
+    [srun] = [x for x in script.splitlines() if x.startswith("srun ")]
+    assert " --cpus-per-task=4 " in srun  # srun 22.05 does not inherit sbatch's -c
+
+
+def test_the_nodes_cpus_come_from_sinfo(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sinfo").write_text(
+        '#!/bin/bash\necho "$@" > ' + f"{tmp_path}/args\n" + "printf ' 64+\\n 48\\n'\n"
+    )
+    (bin_dir / "sinfo").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    scheduler = SlurmScheduler(SlurmLauncher(SlurmOptions(partition="gpu")))
+    assert scheduler.node_cpus() == 48
+    assert (tmp_path / "args").read_text().split() == [
+        "--noheader",
+        "--partition=gpu",
+        "--format=%c",
+    ]
+
+
+# -------------------------------------------------------- the import's deadline
+def test_a_registry_images_jobs_may_take_the_import_on_top_of_their_time():
+    spec = RunSpec("t.py", (), "python", "/b", (Placement("n1", 1, None),), time_limit_s=300)
+    registry = SlurmOptions(container_image="nvcr.io#nvidia/pytorch:24.05-py3")
+    sqsh = SlurmOptions(container_image="/dss/stack.sqsh")
+    assert (registry.import_s, sqsh.import_s, SlurmOptions().import_s) == (1800, 300, 0)
+    assert SlurmOptions(container_image="/x.sqsh", container_import_s=60).import_s == 60
+    lines = sbatch_script(spec, registry, "ddp").splitlines()
+    assert "#SBATCH --time=36" in lines  # 300 s + 1800 s -> 35 min + 1
+    assert "#SBATCH --time=6" in sbatch_script(spec, SlurmOptions(), "ddp").splitlines()
+
+
+def test_the_check_jobs_deadline_counts_the_import(monkeypatch):
+    """The scheduler's running deadline is the run's timeout plus the import."""
+    scheduler = SlurmScheduler(
+        SlurmLauncher(SlurmOptions(container_image="nvcr.io#nvidia/pytorch:24.05-py3"))
+    )
+    seen = {}
+
+    def wait(spec, job, job_name, timeout_s):
+        seen["timeout_s"] = timeout_s
+        raise OSError("stop here")
+
+    monkeypatch.setattr(scheduler, "submit_job", lambda script: "7")
+    monkeypatch.setattr(scheduler, "wait", wait)
+    spec = RunSpec("t.py", (), "python", "/b", (Placement("n1", 1, None),), time_limit_s=300)
+    scheduler.run(spec, timeout_s=300)
+    assert seen["timeout_s"] == 300 + 1800
+
+
+# ------------------------------------------------------------- the campaign files
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_lrz_campaigns_scripts_mount_every_folder_they_use(tmp_path, capsys):
+    """`campaign run --dry-run campaigns/lrz.yaml`: every step in a container names
+    the job's container, mounts in pyxis's forms, and mounts every folder its command
+    names (bench/, the job folder, the check's --shared)."""
+    data = yaml.safe_load((REPO / "campaigns" / "lrz.yaml").read_text())
+    data["out"] = str(tmp_path / "out")
+    path = tmp_path / "lrz.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert cli.main(["campaign", "run", "--dry-run", str(path)]) == 0
+    out = capsys.readouterr().out
+    steps = [x for x in out.splitlines() if x.startswith("srun ") and "--container-" in x]
+    assert steps
+    for line in steps:
+        words = shlex.split(line.split(" || ")[0])
+        opts = dict(w[2:].partition("=")[::2] for w in words if w.startswith("--container-"))
+        if "container-image" in opts:  # the step that makes the job's container
+            assert image_problem(opts["container-image"]) is None
+            continue
+        mounts = opts["container-mounts"].split(",")
+        assert all(mount_problem(m) is None for m in mounts), mounts
+        targets = [m.split(":")[1] for m in mounts]
+        command = shlex.split(words[-1]) if words[-2] == "-c" else words
+        used = [opts["container-workdir"]]
+        used += [command[i + 1] for i, w in enumerate(command[:-1]) if w in ("--shared", "--data")]
+        for folder in used:
+            if folder.startswith("/"):
+                assert any(folder == t or folder.startswith(t + "/") for t in targets), (
+                    folder,
+                    targets,
+                )
+
+
+@pytest.mark.parametrize(
+    "key,value,why",
+    [
+        ("container_image", "stack.sqsh", "registry image"),
+        ("container_mounts", ["bench:/bench"], "mount source"),
+        ("sbatch", ["--container-image=nvcr.io#nvidia/pytorch:24.05-py3"], "holds '#'"),
+        ("cpus_per_task", 5000, "out of range"),
+    ],
+)
+def test_a_partition_pyxis_would_misread_is_one_line_naming_the_key(
+    key, value, why, tmp_path, capsys
+):
+    data = {
+        "name": "c",
+        "out": str(tmp_path / "out"),
+        "sweep": {"batch": [8], "nodes": 1},
+        "testbeds": [
+            {"name": "p", "slurm": {"partition": "gpu", "container_image": "/i.sqsh", key: value}}
+        ],
+    }
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert cli.main(["campaign", "plan", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"testbeds[0].slurm.{key}: " in err[0] and why in err[0], err
+    assert not (tmp_path / "out").exists()
