@@ -76,3 +76,15 @@ def test_bench_code_installed(host, testbed, name, stack_enabled):
         if not remote.exists or remote.sha256sum != hashlib.sha256(p.read_bytes()).hexdigest():
             differ.append(str(rel))
     assert not differ, f"bench files missing or different on {name}: {differ}"
+
+
+def test_the_stack_asks_for_gpus_as_ngc_images_do(host, testbed, name, stack_enabled):
+    """enroot's nvidia hook and NVIDIA's runtime inject GPUs only into an image that
+    sets these two (a .sqsh exported from it under pyxis included)."""
+    with host.sudo():
+        if testbed.var("stack_mode", name) == "container":
+            env = host.check_output("docker inspect -f '{{json .Config.Env}}' hpcbench-stack")
+        else:  # the node runs the stack image itself: its first process has its ENV
+            env = host.check_output("tr '\\0' '\\n' < /proc/1/environ")
+    assert "NVIDIA_VISIBLE_DEVICES=all" in env, env
+    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in env, env
