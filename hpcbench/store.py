@@ -27,7 +27,7 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -109,12 +109,13 @@ def run_key(record: dict[str, Any]) -> tuple:
 # (1e308 + 1e308, 8 images / 5e-324 s): a window of a nanosecond or a year is no
 # measurement, nor a petabyte of gradients.
 _COUNT = {"type": "integer", "minimum": 1}
-_MAX_S = 1e7  # seconds: a window, a run, an all-reduce (four months)
+MAX_SECONDS = 1e7  # seconds: a window, a run, an all-reduce (four months)
 _MAX_BYTES = 1e15  # bytes, and bytes per second
-_SECONDS = {"type": "number", "minimum": 1e-9, "maximum": _MAX_S}
+_SECONDS = {"type": "number", "minimum": 1e-9, "maximum": MAX_SECONDS}
 _BYTES = {"type": "number", "exclusiveMinimum": 0, "maximum": _MAX_BYTES}
 _RATE = {"type": "number", "minimum": 0, "maximum": _MAX_BYTES}  # an idle link's 0 too
 _SHARE_OR_NULL = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
+_SECONDS_OR_NULL = {"type": ["number", "null"], "minimum": 0, "maximum": MAX_SECONDS}
 _SCALAR = {"type": ["string", "number", "null"]}
 _TEXT = {"type": "string"}
 _RUN = {
@@ -136,6 +137,22 @@ _RUN = {
         "repeat": {"type": "integer", "minimum": 0, "maximum": 1_000_000},
         "status": {"type": "string"},
         "error": {"type": "string"},
+        # Read from failed runs as from ok ones (a series' gradient bytes, a plan's run
+        # length, a queue's wait): bounded whatever the status.
+        "data_time_fraction": _SHARE_OR_NULL,
+        "allreduce_bytes": {"type": ["number", "null"], "minimum": 0, "maximum": _MAX_BYTES},
+        "duration_s": _SECONDS_OR_NULL,
+        "queue_wait_s": _SECONDS_OR_NULL,
+        # Launch (this host's clock) to the first timed step (the node's): two clocks,
+        # so a little below zero is a real record.
+        "overhead_s": {"type": ["number", "null"], "minimum": -MAX_SECONDS, "maximum": MAX_SECONDS},
+        "gpu": {
+            "type": ["object", "null"],
+            "properties": {
+                "util_mean": {"type": ["number", "null"], "minimum": 0, "maximum": 100},
+                "mem_used_max_mib": {"type": ["number", "null"], "minimum": 0, "maximum": 1e9},
+            },
+        },
         "weights_in_sync": {"type": ["boolean", "null"]},
         "fingerprint": {
             "type": ["object", "null"],
@@ -145,7 +162,7 @@ _RUN = {
             "type": ["array", "null"],
             "items": {
                 "type": "array",
-                "items": {"type": "number", "minimum": 0, "maximum": _MAX_S},
+                "items": {"type": "number", "minimum": 0, "maximum": MAX_SECONDS},
             },
         },
         "nodes_use": {
@@ -178,8 +195,6 @@ _RUN = {
         "properties": {
             "steps": {**_COUNT, "maximum": 10**9},
             "window_times": {"type": "array", "minItems": 1, "items": _SECONDS},
-            "data_time_fraction": _SHARE_OR_NULL,
-            "allreduce_bytes": {"type": ["number", "null"], "minimum": 0, "maximum": _MAX_BYTES},
         },
     },
 }
@@ -191,6 +206,7 @@ _PROBE = {
         "nodes": {**_COUNT, "maximum": MAX_NODES},
         "workers": {**_COUNT, "maximum": MAX_NODES * MAX_SLOTS},
         "status": {"type": "string"},
+        "duration_s": _SECONDS_OR_NULL,
         "cpus": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1e6},
         # bench/allreduce.py's CPU-work phase on CPU nodes (hpcbench.allreduce_model reads it)
         "cpu_work": {
@@ -205,7 +221,11 @@ _PROBE = {
                     "items": {
                         "type": "object",
                         "properties": {
-                            "wall_s": {"type": ["number", "null"], "minimum": 0, "maximum": _MAX_S}
+                            "wall_s": {
+                                "type": ["number", "null"],
+                                "minimum": 0,
+                                "maximum": MAX_SECONDS,
+                            }
                         },
                     },
                 },
@@ -227,7 +247,7 @@ _PROBE = {
                         "time_s": _SECONDS,
                         "busbw": _BYTES,
                         "algbw": {"type": "number"},
-                        "cpu_s": {"type": "number", "minimum": 0, "maximum": _MAX_S},
+                        "cpu_s": {"type": "number", "minimum": 0, "maximum": MAX_SECONDS},
                     },
                 },
             }
@@ -255,14 +275,25 @@ _CONVERGENCE = {
         },
     },
 }
-RECORD_SCHEMA = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "type": "object",
-    "allOf": [
-        {"if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]}, "then": schema}
-        for kind, schema in (("run", _RUN), ("probe", _PROBE), ("convergence", _CONVERGENCE))
-    ],
+RECORD_KINDS: dict[str, dict[str, Any]] = {
+    "run": _RUN,
+    "probe": _PROBE,
+    "convergence": _CONVERGENCE,
 }
+
+
+def _record_schema(kinds: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "allOf": [
+            {"if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]}, "then": schema}
+            for kind, schema in kinds.items()
+        ],
+    }
+
+
+RECORD_SCHEMA = _record_schema(RECORD_KINDS)
 # A whole number is an int (JSON Schema would take 2.0 as one; range() would not).
 _Validator = jsonschema.validators.extend(
     jsonschema.Draft202012Validator,
@@ -273,9 +304,17 @@ _Validator = jsonschema.validators.extend(
 _VALIDATOR = _Validator(RECORD_SCHEMA)
 
 
-def record_problem(record: dict[str, Any]) -> str | None:
+def validator(kinds: Mapping[str, dict[str, Any]]) -> jsonschema.protocols.Validator:
+    """RECORD_SCHEMA's validator with more kinds of record (a campaign journal's), so
+    that a store holding them skips and names a bad one as it does a bad run."""
+    return _Validator(_record_schema({**RECORD_KINDS, **kinds}))
+
+
+def record_problem(
+    record: dict[str, Any], checker: jsonschema.protocols.Validator = _VALIDATOR
+) -> str | None:
     """Why a record does not fit RECORD_SCHEMA (the field and the rule), or None."""
-    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(record))
+    error = jsonschema.exceptions.best_match(checker.iter_errors(record))
     if error is None:
         return None
     rule, wanted = error.validator, error.validator_value
@@ -369,8 +408,11 @@ def _open_results(path: Path) -> int:
 
 
 class Store:
-    def __init__(self, directory: Path | str):
+    def __init__(
+        self, directory: Path | str, checker: jsonschema.protocols.Validator = _VALIDATOR
+    ) -> None:
         self.dir = Path(directory)
+        self._checker = checker  # what a record read must fit (validator())
         self.path = self.dir / RESULTS_FILE
         self.lock_path = self.dir / LOCK_FILE
         # (line number, why) of every line the last read skipped.
@@ -519,7 +561,7 @@ class Store:
             if not isinstance(record, dict):
                 self._skip(number, "not a JSON object")
                 continue
-            problem = record_problem(record)
+            problem = record_problem(record, self._checker)
             if problem:
                 self._skip(number, f"a {record['kind']} record whose {problem}")
                 continue

@@ -8,7 +8,7 @@ type that differs between records (env 3 beside env "a"), a failed run without
 its error text, deep nesting, lone surrogates, bytes that are not UTF-8, a line
 cut off. `hpcbench report` (in-process, hpcbench.cli.main) must then exit 0 with
 its output, having said how many lines it skipped, or exit 2 with one line naming
-the file: never a traceback.
+the file: never a traceback; and so must `compare` and `predict --calibrate`.
 
 The example budget is fixed and derandomised, so CI sees the same cases each run.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from hpcbench import cli
@@ -119,11 +119,21 @@ def run_record(draw: st.DrawFn) -> dict[str, Any]:
         "repeat": draw(st.integers(0, 2)),
         "link_rate": "1gbit",
     }
+    # What every run records, failed or not: its timing, and a failed run may carry the
+    # figures it measured before it failed (readers use them whatever the status).
+    record |= {
+        "duration_s": draw(st.floats(0, 1e3)),
+        "queue_wait_s": draw(st.none() | st.floats(0, 600)),
+        "overhead_s": draw(st.floats(-1, 60)),
+    }
     if draw(st.booleans()):
         record |= {"status": "failed", "error": draw(st.sampled_from(["timed out\nlast", ""]))}
+        if draw(st.booleans()):
+            record |= {"allreduce_bytes": 102e6, "data_time_fraction": 0.1, "gpu": {}}
         return record
     record |= {
         "status": "ok",
+        "gpu": {"util_mean": draw(st.floats(0, 100)), "mem_used_max_mib": 1024.0},
         "steps": draw(st.integers(1, 20)),
         "window_times": draw(_TIMES),
         "data_time_fraction": draw(st.none() | st.floats(0, 1)),
@@ -439,3 +449,121 @@ def test_a_convergence_record_without_its_interval_reads_as_no_interval(
     rc, _, err = _report(tmp_path, "html", capsys)
     assert rc == 0, err
     assert "batch 8: no interval after 1 run(s)" in (tmp_path / "report.md").read_text()
+
+
+def _command(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with warnings.catch_warnings():  # matplotlib's: not hpcbench's lines
+        warnings.simplefilter("ignore")
+        rc = cli.main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _refuse_constant(name: str) -> None:
+    raise AssertionError(f"{name} in the output: a figure that is no number")
+
+
+def _result_or_one_line(rc: int, out: str, err: str, json_out: bool = False) -> None:
+    """0 with a result (JSON holds no NaN or Infinity), or 2 with one error line; every
+    line on stderr is hpcbench's own (a skipped line named, never a traceback)."""
+    lines = err.strip().splitlines()
+    assert rc in (0, 2), err
+    assert all(x.startswith("hpcbench: ") for x in lines), err
+    if rc == 2:
+        assert lines and lines[-1].startswith("hpcbench: error: "), err
+        return
+    assert out.strip(), err
+    if json_out:
+        json.loads(out, parse_constant=_refuse_constant)
+
+
+def _calibratable() -> bytes:
+    """Runs of one series at 1, 2 and 4 nodes over a known link: what calibrate fits."""
+    runs = [
+        _good_run(model="resnet18", image_size=32, nodes=n, workers=n, link_rate="1gbit", steps=2)
+        for n in (1, 2, 4)
+    ]
+    return "".join(_dump(r) + "\n" for r in runs).encode()
+
+
+@settings(_SETTINGS, max_examples=30)
+@given(store_bytes(), store_bytes())
+def test_compare_and_calibrate_on_hostile_records_exit_0_or_2(
+    tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+    first: bytes,
+    second: bytes,
+) -> None:
+    folders = []
+    for data in (_calibratable() + first, second):  # the first fits, but for its hostile lines
+        folder = tmp_path_factory.mktemp("store")
+        (folder / RESULTS_FILE).write_bytes(data)
+        folders.append(str(folder))
+    rc, out, err = _command(["compare", *folders], capsys)
+    _result_or_one_line(rc, out, err)
+    event(f"compare exit {rc}")
+    rc, out, err = _command(["predict", "--calibrate", folders[0], "--json"], capsys)
+    _result_or_one_line(rc, out, err, json_out=True)
+    event(f"calibrate exit {rc}")
+
+
+# A run's fields that readers use whatever its status, each of the wrong type or past
+# the schema's bound: the run is left out, named and counted, never read.
+BAD_FIELDS = {
+    "a failed run's allreduce_bytes of text": {"allreduce_bytes": "lots"},
+    "a failed run's data_time_fraction of text": {"data_time_fraction": "half"},
+    "a failed run's duration_s of text": {"duration_s": "slow"},
+    "an ok run's duration_s of text": {"status": "ok", "duration_s": "slow"},
+    "an ok run's duration_s of 1e308": {"status": "ok", "duration_s": 1e308},
+    "a queue wait of 1e308 s": {"queue_wait_s": 1e308},
+    "an overhead of text": {"status": "ok", "overhead_s": "long"},
+    "a GPU use of text": {"status": "ok", "gpu": {"util_mean": "high"}},
+    "a GPU memory peak of 1e308 MiB": {"status": "ok", "gpu": {"mem_used_max_mib": 1e308}},
+    "a GPU use past 100%": {"status": "ok", "gpu": {"util_mean": 1e300}},
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FIELDS))
+def test_a_run_field_of_the_wrong_type_or_size_is_skipped_whatever_the_status(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    from hpcbench.store import Store
+
+    changes = {"status": "failed", "error": "timed out", **BAD_FIELDS[case]}
+    bad = _dump(_good_run(repeat=1, **changes))
+    (tmp_path / RESULTS_FILE).write_text(f"{_dump(_good_run())}\n{bad}\n")
+    store = Store(tmp_path)
+    assert [r["repeat"] for r in store.runs()] == [0]
+    field = next(iter(BAD_FIELDS[case].keys() - {"status"}))
+    assert [n for n, _ in store.skipped] == [2]
+    assert f"whose {field}" in store.skipped[0][1], store.skipped
+    assert (
+        f"{RESULTS_FILE}:2: skipping a line: a run record whose {field}" in capsys.readouterr().err
+    )
+
+
+def test_a_failed_run_with_allreduce_bytes_of_text_is_skipped_by_every_reader(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.unit.test_predict import _store
+
+    store = _store(tmp_path, {2: 0.8, 4: 0.6})  # three node counts: calibrate fits them
+    run = {**store.runs()[1], "repeat": 1, "status": "failed", "error": "killed"}
+    bad = _dump({**run, "allreduce_bytes": "lots"})
+    with store.path.open("a") as f:
+        f.write(bad + "\n")
+    named = f"{RESULTS_FILE}:4: skipping a line: a run record whose allreduce_bytes"
+    folder = str(tmp_path)
+    for argv, json_out in [
+        (["report", "--out", folder, "--format", "json"], True),
+        (["report", "--out", folder, "--format", "csv"], False),
+        (["report", "--out", folder], False),  # report.md, report.html and their numbers
+        (["compare", folder, folder], False),
+        (["predict", "--calibrate", folder, "--json"], True),
+    ]:
+        rc, out, err = _command(argv, capsys)
+        assert rc == 0, (argv, err)
+        _result_or_one_line(rc, out, err, json_out)
+        assert named in err, (argv, err)
+    report = (tmp_path / "report.md").read_text()
+    assert "killed" not in report  # the skipped run is not counted as a failure either
