@@ -6,8 +6,16 @@ import sys
 import time
 from typing import TextIO
 
+# Beyond this a duration is no measurement or plan (a crafted journal's 1e308 s, a sum
+# that overflowed to inf): it reads as "over" the cap, never as inf or 300 digits.
+DURATION_CAP_S = 10**9  # about 32 years
+
 
 def format_duration(seconds: float) -> str:
+    if seconds != seconds:  # NaN (math.isnan would raise on an int past a float's range)
+        return "unknown"
+    if seconds > DURATION_CAP_S:
+        return f"over {format_duration(DURATION_CAP_S)}"
     seconds = int(round(max(0.0, seconds)))
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)

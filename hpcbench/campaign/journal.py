@@ -16,7 +16,6 @@ folder at a time.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import Any
 from hpcbench import locks
 from hpcbench.campaign.campaign_file import Cell, TestbedPlan
 from hpcbench.errors import UsageError, one_line
-from hpcbench.store import Store
+from hpcbench.store import MAX_SECONDS, Store, validator
 
 CELL_STATUSES = ("pending", "deployed", "verified", "measured", "failed")
 PHASES = ("deploy", "verify", "sweep", "destroy", "keep")
@@ -43,28 +42,58 @@ def why_line(text: object) -> str:
     return one_line(str(text), WHY_MAX)
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+# A lease's end (seconds since the epoch) past the year 9999 is no time a clock shows.
+_LAST_EPOCH_S = 253402300799
+# The shapes of the two kinds of record: a record that does not fit is skipped and named
+# by the store (hpcbench.store.validator), as a bad run is; every number is finite and
+# bounded, so that no sum of them overflows or prints as inf.
+_STRING = {"type": "string"}
+_FIGURE = {"type": ["number", "null"], "minimum": 0, "maximum": 1e15}
+_CELL = {
+    "required": ["cell", "testbed", "status", "batch", "nodes", "workers"],
+    "properties": {
+        "cell": _STRING,
+        "testbed": _STRING,
+        "status": {"enum": list(CELL_STATUSES)},
+        "why": _STRING,
+        **{k: {"type": "integer"} for k in ("batch", "nodes", "workers")},
+        "runs": {"type": ["integer", "null"], "minimum": 0, "maximum": 10**9},
+        "images_per_s": _FIGURE,
+        "ci95": _FIGURE,
+    },
+}
+_PHASE = {
+    "required": ["testbed", "phase", "status"],
+    "properties": {
+        "testbed": _STRING,
+        "phase": {"enum": list(PHASES)},
+        "status": {"enum": list(PHASE_STATUSES)},
+        "seconds": {"type": "number", "minimum": 0, "maximum": MAX_SECONDS},
+        "why": _STRING,
+        "lease": {
+            "type": ["object", "null"],
+            "properties": {
+                "variable": _STRING,
+                "value": {"type": ["string", "number"]},
+                "ends_at": {"type": ["number", "null"], "minimum": 0, "maximum": _LAST_EPOCH_S},
+            },
+        },
+    },
+}
+_CHECKER = validator({"cell": _CELL, "phase": _PHASE})
 
 
-def _cell_ok(r: dict[str, Any]) -> bool:
-    return (
-        isinstance(r.get("cell"), str)
-        and isinstance(r.get("testbed"), str)
-        and r.get("status") in CELL_STATUSES
-        and isinstance(r.get("why", ""), str)
-        and all(isinstance(r.get(k), int) for k in ("batch", "nodes", "workers"))
-    )
-
-
-def _phase_ok(r: dict[str, Any]) -> bool:
-    return (
-        isinstance(r.get("testbed"), str)
-        and r.get("phase") in PHASES
-        and r.get("status") in PHASE_STATUSES
-        and _number(r.get("seconds", 0))
-        and isinstance(r.get("why", ""), str)
-    )
+def _printable(record: dict[str, Any]) -> dict[str, Any]:
+    """A record whose text a command may print as one line: its cause, its time and its
+    lease's names through the one-line filter (a terminal escape written out)."""
+    record["why"] = why_line(record.get("why", ""))
+    record["at"] = why_line(record.get("at", ""))
+    lease = record.get("lease")
+    if isinstance(lease, dict):
+        for key in ("variable", "value"):
+            if isinstance(lease.get(key), str):
+                lease[key] = why_line(lease[key])
+    return record
 
 
 @dataclass(frozen=True)
@@ -79,7 +108,7 @@ class CellState:
 
 class Journal:
     def __init__(self, out: Path, campaign: str) -> None:
-        self.store = Store(out)
+        self.store = Store(out, _CHECKER)
         self.campaign = campaign
         self._fd: int | None = None
 
@@ -88,14 +117,9 @@ class Journal:
         return self.store.path
 
     def records(self) -> list[dict[str, Any]]:
-        """This campaign's cell and phase records; damaged ones are skipped and named
-        by the store, records of the wrong shape are skipped here."""
-        out = []
-        for r in self.store.records():
-            kind = r.get("kind")
-            if kind == "cell" and _cell_ok(r) or kind == "phase" and _phase_ok(r):
-                out.append(r)
-        return out
+        """This campaign's cell and phase records, their text one line each; damaged
+        ones and ones of the wrong shape are skipped and named by the store."""
+        return [_printable(r) for r in self.store.records() if r.get("kind") in ("cell", "phase")]
 
     def check_owner(self) -> None:
         """A folder holds one campaign: another's journal there is refused."""
@@ -177,15 +201,13 @@ class Journal:
         for r in records if records is not None else self.records():
             if r["kind"] != "cell":
                 continue
-            ips = r.get("images_per_s")
-            ci = r.get("ci95")
             states[r["cell"]] = CellState(
                 r["status"],
-                r.get("why", ""),
-                str(r.get("at", "")),
-                r.get("runs") if isinstance(r.get("runs"), int) else 0,
-                ips if _number(ips) else None,
-                ci if _number(ci) else None,
+                r["why"],
+                r["at"],
+                r.get("runs") or 0,
+                r.get("images_per_s"),
+                r.get("ci95"),
             )
         return states
 

@@ -1,0 +1,357 @@
+"""A campaign's journal and its testbeds' stores as hostile input, generated.
+
+Each example writes a campaign's journal (cell and phase records whose numbers are of
+the wrong type, non-finite or huge: NaN, inf, 1e308, ints past 4300 digits; whose text
+holds terminal escapes, line breaks and lone surrogates) and its testbeds' stores
+(tests/unit/test_hostile_records.py's generated lines), then runs `campaign plan`,
+`campaign status` and `campaign report` in-process. Each must exit 0 with its result
+or 2 with one line; every line it prints is one printable line, no figure reads inf
+or nan, and a record it cannot use is named on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from hpcbench import cli
+from hpcbench.campaign import campaign_file
+from hpcbench.campaign.journal import CELL_STATUSES, PHASE_STATUSES, PHASES
+from hpcbench.progress import format_duration
+from hpcbench.store import RESULTS_FILE, Store
+from tests.unit.test_hostile_records import Raw, _dump, store_bytes
+
+CAMPAIGN: dict[str, Any] = {
+    "name": "fuzz",
+    "sweep": {"model": "resnet18", "image_size": 32, "batch": [4, 8], "nodes": [1, 2]},
+    "testbeds": [
+        {
+            "name": "a",
+            "title": "Local, 1 Gbit/s",
+            "env": "local",
+            "settings": {"node_count": 2, "link_rate": "1gbit"},
+            "expect": {"images_per_s": 10},
+        },
+        {"name": "b", "slurm": {"partition": "p", "nodes": 2, "gpus_per_node": 1}},
+        {"name": "c", "hosts": ["h1:1", "h2:1"]},
+    ],
+}
+TESTBEDS = [tb["name"] for tb in CAMPAIGN["testbeds"]]
+
+
+def write_campaign(tmp: Path) -> Path:
+    path = tmp / "c.yaml"
+    path.write_text(yaml.safe_dump({**CAMPAIGN, "out": str(tmp / "out")}))
+    (tmp / "out").mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with warnings.catch_warnings():  # matplotlib's (an empty legend): not hpcbench's lines
+        warnings.simplefilter("ignore")
+        rc = cli.main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# A figure printed from a non-finite number ("inf node-hours", "nan images/s").
+NOT_A_NUMBER = re.compile(r"\b(inf|nan)\b", re.IGNORECASE)
+
+
+def check(rc: int, out: str, err: str) -> None:
+    """0 with a result, or 2 with one error line; every line printable, hpcbench's own
+    on stderr, and no figure that is no number."""
+    assert rc in (0, 2), err
+    lines = err.strip().splitlines()
+    assert all(x.startswith("hpcbench: ") for x in lines), err
+    if rc == 2:
+        assert lines and lines[-1].startswith("hpcbench: error: "), err
+    else:
+        assert out.strip(), err
+    for line in (out + err).splitlines():
+        assert line.isprintable(), repr(line)
+    assert not NOT_A_NUMBER.search(out + err), out + err
+
+
+# ------------------------------------------------------------------ generated
+NUMBERS = st.one_of(
+    st.sampled_from(
+        [
+            0,
+            2.5,
+            600.0,
+            -1,
+            1e7,
+            1e308,
+            -1e308,
+            5e-324,
+            2**63,
+            True,
+            None,
+            "slow",
+            "",
+            [],
+            {},
+            Raw("1e400"),
+            Raw("NaN"),
+            Raw("Infinity"),
+            Raw("-Infinity"),
+            Raw("9" * 5000),  # past the 4300 digits int() reads
+            Raw("1" + "0" * 400),  # an int no float holds
+        ]
+    ),
+    st.floats(),
+    st.integers(),
+)
+# Text without letters of its own, so that a journal's cause can never read "inf".
+TEXTS = st.one_of(
+    st.sampled_from(
+        [
+            "",
+            "deploy: timed out",
+            "\x1b[2J\x1b[31mred\x1b[0m",
+            "a\nb\r\nc",
+            "\u202eright to left",
+            "\x00\x07",
+            "\x9b2J",
+            "\u00e9" * 600,
+            Raw('"\\udcff"'),  # a lone surrogate
+            Raw('"x\\ud800"'),
+            3,
+            None,
+        ]
+    ),
+    st.text(st.characters(exclude_categories=["Lu", "Ll", "Lt", "Lm", "Lo"]), max_size=10),
+)
+
+
+def mostly(good: Any) -> st.SearchStrategy[Any]:
+    """The value a campaign writes three times in four, else a hostile one."""
+    return st.one_of(st.just(good), st.just(good), st.just(good), NUMBERS)
+
+
+@st.composite
+def journal_record(draw: st.DrawFn, cells: list[tuple[str, str]]) -> dict[str, Any]:
+    testbed, cell = draw(st.sampled_from(cells))
+    record: dict[str, Any] = {"kind": draw(st.sampled_from(["cell", "phase"])), "campaign": "fuzz"}
+    record["testbed"] = testbed
+    if record["kind"] == "cell":
+        record |= {
+            "cell": cell,
+            "batch": 4,
+            "nodes": 1,
+            "workers": 1,
+            "gpus_per_node": 1,
+            "status": draw(st.sampled_from(CELL_STATUSES)),
+            "runs": draw(mostly(2)),
+            "images_per_s": draw(mostly(12.5)),
+            "ci95": draw(mostly(0.5)),
+        }
+    else:
+        record |= {
+            "env": "local",
+            "phase": draw(st.sampled_from(PHASES)),
+            "status": draw(st.sampled_from(PHASE_STATUSES)),
+            "seconds": draw(mostly(60.0)),
+            "lease": {
+                "variable": draw(TEXTS),
+                "value": draw(TEXTS),
+                "ends_at": draw(mostly(1.8e9)),
+            },
+        }
+    record |= {"why": draw(TEXTS), "at": draw(TEXTS)}
+    for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):  # a field of another type, or gone
+        key = draw(st.sampled_from(sorted(record)))
+        if draw(st.booleans()):
+            del record[key]
+        else:
+            record[key] = draw(NUMBERS | TEXTS)
+    return record
+
+
+def cells_of(path: Path) -> list[tuple[str, str]]:
+    return [(c.testbed, c.id) for c in campaign_file.load(path).cells]
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
+@given(st.data(), st.lists(store_bytes(), min_size=1, max_size=2))
+def test_plan_status_and_report_on_a_hostile_journal_and_stores(
+    tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+    data: st.DataObject,
+    stores: list[bytes],
+) -> None:
+    tmp = tmp_path_factory.mktemp("campaign")
+    path = write_campaign(tmp)
+    records = data.draw(st.lists(journal_record(cells_of(path)), max_size=8))
+    text = "\n".join(_dump({"schema": 1, **r}) for r in records) + "\n"
+    (tmp / "out" / RESULTS_FILE).write_bytes(text.encode("utf-8", "surrogatepass"))
+    for name, lines in zip(TESTBEDS, stores, strict=False):
+        (tmp / "out" / name).mkdir()
+        (tmp / "out" / name / RESULTS_FILE).write_bytes(lines)
+    for action in ("plan", "status", "report"):
+        rc, out, err = run(["campaign", action, str(path)], capsys)
+        check(rc, out, err)
+        event(f"{action} exit {rc}, {'some' if 'skipping' in err else 'no'} line skipped")
+    if (tmp / "out" / "configurations.json").exists():
+        json.loads((tmp / "out" / "configurations.json").read_text(), parse_constant=float)
+
+
+# ---------------------------------------------------------------- by hand
+def journal(tmp: Path, *records: dict[str, Any]) -> None:
+    lines = [_dump({"schema": 1, "campaign": "fuzz", **r}) for r in records]
+    (tmp / "out" / RESULTS_FILE).write_text("\n".join(lines) + "\n")
+
+
+def phase(testbed: str, name: str, seconds: Any, **extra: Any) -> dict[str, Any]:
+    return {
+        "kind": "phase",
+        "testbed": testbed,
+        "env": "local",
+        "phase": name,
+        "status": "ok",
+        "seconds": seconds,
+        "why": "",
+        **extra,
+    }
+
+
+def test_phases_of_1e308_seconds_are_left_out_of_the_plan_never_summed_to_inf(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_campaign(tmp_path)
+    journal(tmp_path, phase("a", "deploy", 1e308), phase("a", "destroy", 1e308))
+    rc, out, err = run(["campaign", "plan", str(path)], capsys)
+    check(rc, out, err)
+    assert rc == 0 and "deploy 10m00s (assumed)" in out and "destroy 2m00s (assumed)" in out
+    assert err.count("skipping a line: a phase record whose seconds breaks maximum") == 2, err
+
+
+def run_record(**changes: Any) -> dict[str, Any]:
+    record = {
+        "kind": "run",
+        "env": "local",
+        "model": "resnet18",
+        "backend": "horovod",
+        "batch": 4,
+        "image_size": 32,
+        "data": "synthetic",
+        "nodes": 1,
+        "workers": 1,
+        "gpus_per_node": 1,
+        "method": "m",
+        "repeat": 0,
+        "status": "ok",
+        "steps": 2,
+        "window_times": [1.0, 1.1],
+        "duration_s": 30.0,
+        "gpu": {"util_mean": 80.0, "mem_used_max_mib": 2048.0},
+    }
+    return {**record, **changes}
+
+
+def test_plan_leaves_out_an_ok_run_whose_duration_is_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_campaign(tmp_path)
+    store = Store(tmp_path / "out" / "a")
+    store.append(run_record())
+    store.append(run_record(repeat=1, duration_s="slow"))
+    rc, out, err = run(["campaign", "plan", str(path)], capsys)
+    check(rc, out, err)
+    assert rc == 0 and "3 x 30 s measured earlier" in out
+    assert "skipping a line: a run record whose duration_s is not number or null" in err
+
+
+def test_a_queue_wait_of_1e308_s_is_neither_planned_nor_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_campaign(tmp_path)
+    store = Store(tmp_path / "out" / "b")
+    store.append(run_record(env="slurm", queue_wait_s=20.0))
+    store.append(run_record(env="slurm", repeat=1, queue_wait_s=1e308))
+    rc, out, err = run(["campaign", "plan", str(path)], capsys)
+    check(rc, out, err)
+    assert "mean of 1 job(s) measured" in out or "20 s queue wait" in out, out
+    rc, out, err = run(["campaign", "report", str(path)], capsys)
+    check(rc, out, err)
+    systems = json.loads((tmp_path / "out" / "systems.json").read_text())
+    assert [s["queue_wait_per_job"] for s in systems] == ["median 20s over 1 jobs (20s-20s)"]
+
+
+def test_campaign_report_leaves_out_a_run_whose_gpu_use_is_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_campaign(tmp_path)
+    store = Store(tmp_path / "out" / "a")
+    store.append(run_record())
+    store.append(run_record(repeat=1, gpu={"util_mean": "high"}))
+    rc, out, err = run(["campaign", "report", str(path)], capsys)
+    check(rc, out, err)
+    assert rc == 0 and "whose gpu.util_mean is not number or null" in err
+    systems = json.loads((tmp_path / "out" / "systems.json").read_text())
+    assert systems[0]["gpu_busy"] == "80% mean over 1 runs (80-80%)"
+
+
+def test_status_shows_a_journals_cause_as_one_line_its_escapes_written_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_campaign(tmp_path)
+    testbed, cell = cells_of(path)[0]
+    why = "deploy: \x1b[2J\x1b[31mgone\nnext line\x07"
+    record = {"kind": "cell", "testbed": testbed, "cell": cell, "batch": 4, "nodes": 1}
+    journal(tmp_path, {**record, "workers": 1, "status": "failed", "why": why, "at": "\x1b[5m"})
+    rc, out, err = run(["campaign", "status", str(path)], capsys)
+    check(rc, out, err)
+    assert "deploy: \\x1b[2J\\x1b[31mgone next line\\x07" in out
+    rc, out, err = run(["campaign", "status", str(path), "--json"], capsys)
+    assert rc == 0 and "\\u001b" not in out  # the JSON's text went through the filter too
+
+
+def test_status_leaves_out_a_lease_that_ends_past_any_clock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_campaign(tmp_path)
+    lease = {"variable": "max_duration\x1b[31m", "value": "90m", "ends_at": 1e308}
+    journal(tmp_path, phase("a", "deploy", 60.0, lease=lease))
+    rc, out, err = run(["campaign", "status", str(path)], capsys)
+    check(rc, out, err)
+    assert rc == 0 and "whose lease.ends_at breaks maximum" in err
+
+
+@pytest.mark.parametrize(
+    "seconds, shown",
+    [
+        (float("inf"), "over 277777h46m"),
+        (1e308, "over 277777h46m"),
+        (10**5000, "over 277777h46m"),
+        (float("nan"), "unknown"),
+        (3700.0, "1h01m"),
+    ],
+    ids=["inf", "1e308", "5001 digits", "nan", "an hour"],
+)
+def test_a_duration_past_any_plan_reads_as_over_the_cap(seconds: float, shown: str) -> None:
+    assert format_duration(seconds) == shown
