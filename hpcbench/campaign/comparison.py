@@ -26,7 +26,7 @@ from hpcbench import allreduce_model, analysis, export, figures, files, page
 from hpcbench.analysis import ConfigSummary
 from hpcbench.campaign.campaign_file import Campaign, TestbedPlan
 from hpcbench.campaign.journal import CellState, Journal
-from hpcbench.errors import UsageError
+from hpcbench.errors import UsageError, one_line
 from hpcbench.page import Block, Code, Image, Page, Paragraph, Section, Table
 from hpcbench.progress import format_duration
 from hpcbench.report import DATA_CSV, DATA_JSON, fmt, fmt_band
@@ -40,6 +40,13 @@ class TestbedResults:
     probes: list[dict[str, Any]]
     summaries: list[ConfigSummary]
     points: dict[int, list[ConfigSummary]] = field(default_factory=dict)  # batch -> by workers
+
+    @property
+    def title(self) -> str:
+        """The testbed's title as every table, heading and chart shows it: one line, a
+        character no file or font can hold (a lone surrogate, a terminal escape) written
+        out as its escape, so that a title can neither break a table nor stop the report."""
+        return one_line(self.tb.title)
 
     @property
     def fingerprint(self) -> dict[str, Any]:
@@ -160,7 +167,7 @@ def glance_rows(results: list[TestbedResults]) -> list[list[str]]:
                 continue
             rows.append(
                 [
-                    r.tb.title,
+                    r.title,
                     f"{top.nodes} x {top.gpus_per_node}",
                     r.link_rate or "-",
                     busbw_line(r),
@@ -213,7 +220,7 @@ def system(r: TestbedResults) -> dict[str, Any]:
         framework += f", torch.distributed ({_one(fp.get('torch_distributed'))})"
     stack = {k: _one(fp[k]) for k in ("cuda", "nccl", "driver", "python", "torchvision") if k in fp}
     return {
-        "system_name": r.tb.title,
+        "system_name": r.title,
         "testbed": r.tb.name,
         "environment": r.tb.env,
         "kind": r.tb.kind.value,
@@ -304,7 +311,7 @@ def charts(
         top = 1
         for ax, batch in zip(axes[0], batches, strict=True):
             curves = [
-                figures.Curve(_plain(r.tb.title), colors[i % len(colors)], r.points[batch])
+                figures.Curve(_plain(r.title), colors[i % len(colors)], r.points[batch])
                 for i, r in enumerate(results)
                 if r.points.get(batch)
             ]
@@ -352,7 +359,7 @@ def build(campaign: Campaign) -> list[Path]:
     systems = [system(r) for r in results]
     files.write_atomic(out / "systems.json", json.dumps(systems, indent=1) + "\n")
     configurations = [
-        export.configuration(s, testbed=r.tb.name, title=r.tb.title)
+        export.configuration(s, testbed=r.tb.name, title=r.title)
         for r in results
         for s in r.summaries
     ]
@@ -381,7 +388,7 @@ def campaign_page(
     counts: dict[str, int] = defaultdict(int)
     for c in cells:
         counts[states[c.id].status if c.id in states else "pending"] += 1
-    intro: list[Block] = [Paragraph(campaign.description)] if campaign.description else []
+    intro: list[Block] = [Paragraph(one_line(campaign.description))] if campaign.description else []
     intro += [
         Paragraph(
             f"{len(cells)} cells on {len(campaign.testbeds)} testbeds: "
@@ -446,7 +453,7 @@ def campaign_page(
             ".",
         )
         sections.append(
-            Section(f"{r.tb.title} ({r.tb.name}, env {r.tb.env})", [Table(header, rows), more])
+            Section(f"{r.title} ({r.tb.name}, env {r.tb.env})", [Table(header, rows), more])
         )
     failed = [
         (c, states[c.id]) for c in cells if c.id in states and states[c.id].status == "failed"

@@ -11,6 +11,7 @@ or nan, and a record it cannot use is named on stderr, never a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import warnings
@@ -23,7 +24,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from hpcbench import cli
-from hpcbench.campaign import campaign_file
+from hpcbench.campaign import campaign_file, comparison
 from hpcbench.campaign.journal import CELL_STATUSES, PHASE_STATUSES, PHASES
 from hpcbench.progress import format_duration
 from hpcbench.store import RESULTS_FILE, Store
@@ -340,6 +341,23 @@ def test_status_leaves_out_a_lease_that_ends_past_any_clock(
     rc, out, err = run(["campaign", "status", str(path)], capsys)
     check(rc, out, err)
     assert rc == 0 and "whose lease.ends_at breaks maximum" in err
+
+
+def test_a_title_holding_a_lone_surrogate_is_written_out_in_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_campaign(tmp_path)
+    Store(tmp_path / "out" / "a").append(run_record())
+    loaded = campaign_file.load(path)
+    titled = tuple(
+        dataclasses.replace(tb, title="odd \udcff title\x1b[31m") for tb in loaded.testbeds
+    )
+    campaign = dataclasses.replace(loaded, testbeds=titled, description="about \udcff it\nand more")
+    written = comparison.build(campaign)
+    page = written[0].read_text()
+    assert "odd \\udcff title\\x1b[31m" in page and "about \\udcff it and more" in page
+    rows = (tmp_path / "out" / "configurations.csv").read_text()
+    assert "odd \\udcff title" in rows
 
 
 @pytest.mark.parametrize(
