@@ -256,8 +256,12 @@ def one_run_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: 
             repeats * max(same) * MARGIN,
         )
     base = [r for r in runs if r.get("batch") == cell.batch and r.get("workers") == 1]
+    # Launch to first step spans two clocks (this host's, the node's): a node's skewed
+    # clock can make it negative, and no launch takes less than nothing.
     overheads = [
-        float(r["overhead_s"]) for r in runs if isinstance(r.get("overhead_s"), int | float)
+        max(0.0, float(r["overhead_s"]))
+        for r in runs
+        if isinstance(r.get("overhead_s"), int | float)
     ]
     overhead = statistics.fmean(overheads) if overheads else DEFAULT_OVERHEAD_S
     overhead_most = max(overheads) * MARGIN if overheads else DEFAULT_OVERHEAD_MOST_S

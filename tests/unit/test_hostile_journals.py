@@ -74,7 +74,7 @@ NOT_A_NUMBER = re.compile(r"\b(inf|nan)\b", re.IGNORECASE)
 
 def check(rc: int, out: str, err: str) -> None:
     """0 with a result, or 2 with one error line; every line printable, hpcbench's own
-    on stderr, and no figure that is no number."""
+    on stderr, no figure that is no number and no hours booked below zero."""
     assert rc in (0, 2), err
     lines = err.strip().splitlines()
     assert all(x.startswith("hpcbench: ") for x in lines), err
@@ -85,6 +85,8 @@ def check(rc: int, out: str, err: str) -> None:
     for line in (out + err).splitlines():
         assert line.isprintable(), repr(line)
     assert not NOT_A_NUMBER.search(out + err), out + err
+    booked = re.findall(r"(-?[\d.]+) (?:node|GPU)-hours", out)
+    assert all(float(x) >= 0 for x in booked), out
 
 
 # ------------------------------------------------------------------ generated
@@ -285,6 +287,18 @@ def test_plan_leaves_out_an_ok_run_whose_duration_is_text(
     check(rc, out, err)
     assert rc == 0 and "3 x 30 s measured earlier" in out
     assert "skipping a line: a run record whose duration_s is not number or null" in err
+
+
+def test_a_negative_launch_overhead_makes_no_negative_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_campaign(tmp_path)
+    Store(tmp_path / "out" / "a").append(run_record(overhead_s=-1e7))  # a node's clock skewed
+    rc, out, err = run(["campaign", "plan", str(path)], capsys)
+    check(rc, out, err)
+    assert rc == 0 and re.findall(r"\d+ x (-?\d+) s", out), out
+    assert all(float(x) >= 0 for x in re.findall(r"\d+ x (-?\d+) s", out)), out
+    assert all(float(x) >= 0 for x in re.findall(r"(-?[\d.]+) node-hours", out)), out
 
 
 def test_a_queue_wait_of_1e308_s_is_neither_planned_nor_reported(
