@@ -28,7 +28,7 @@ from hpcbench.campaign import campaign_file, comparison
 from hpcbench.campaign.journal import CELL_STATUSES, PHASE_STATUSES, PHASES
 from hpcbench.progress import format_duration
 from hpcbench.store import RESULTS_FILE, Store
-from tests.unit.test_hostile_records import Raw, _dump, store_bytes
+from tests.unit.test_hostile_records import Raw, _dump, _refuse_constant, store_bytes
 
 CAMPAIGN: dict[str, Any] = {
     "name": "fuzz",
@@ -219,8 +219,12 @@ def test_plan_status_and_report_on_a_hostile_journal_and_stores(
         rc, out, err = run(["campaign", action, str(path)], capsys)
         check(rc, out, err)
         event(f"{action} exit {rc}, {'some' if 'skipping' in err else 'no'} line skipped")
+    rc, out, err = run(["campaign", "status", str(path), "--json"], capsys)
+    check(rc, out, err)
+    json.loads(out, parse_constant=_refuse_constant)
     if (tmp / "out" / "configurations.json").exists():
-        json.loads((tmp / "out" / "configurations.json").read_text(), parse_constant=float)
+        text = (tmp / "out" / "configurations.json").read_text()
+        json.loads(text, parse_constant=_refuse_constant)
 
 
 # ---------------------------------------------------------------- by hand
