@@ -1,4 +1,5 @@
-"""Whole-file writes that are never half done and never go through a planted link.
+"""Whole-file writes that are never half done and never go through a planted link,
+and opens in place that refuse what someone planted at the name.
 
 A results or state folder may hold a symbolic link someone planted where hpcbench
 writes (report.md -> ~/.bashrc); writing by name would overwrite the file it points
@@ -7,16 +8,25 @@ O_EXCL (so not a name anyone planted), and renames it over the target: rename(2)
 replaces a link, it never follows one. A reader (a browser on report.html, a program
 on configurations.json) sees the old file or the new one, never a torn one, and a
 failed or interrupted write leaves the old file as it was.
+
+A file opened in place (a lock, a log appended to) goes through `open_regular`:
+a link at its name is refused (O_NOFOLLOW), a FIFO or device there cannot block
+the open (O_NONBLOCK), and whatever is not a regular file is refused once open
+(fstat), in one line that names the path.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
+
+from hpcbench.errors import UsageError
 
 Content = bytes | str | Callable[[BinaryIO], object]
 
@@ -43,6 +53,34 @@ def write_atomic(path: Path, content: Content, mode: int | None = None) -> None:
             tmp.unlink()
         raise
     _sync_folder(path.parent)
+
+
+def open_regular(path: Path, flags: int, mode: int = 0o600) -> int:
+    """A descriptor of the regular file `path`, opened with `flags` (O_CREAT makes it
+    with `mode`); a link, a FIFO, a socket, a device or a folder at the name is a
+    UsageError naming it (exit status 2). Other failures are the OSError of open(2)."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise UsageError(
+                f"{path} is a symbolic link, which hpcbench never opens: remove it"
+            ) from None
+        if err.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO with no reader, a socket, a folder
+            raise UsageError(_not_regular(path)) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(_not_regular(path))
+        os.set_blocking(fd, True)  # a regular file: ordinary I/O from here on
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _not_regular(path: Path) -> str:
+    return f"{path} is not a regular file (a FIFO, socket, device or folder): remove it"
 
 
 def _new_file(path: Path) -> tuple[Path, int]:

@@ -5,11 +5,11 @@ lock to clear by hand)."""
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 from pathlib import Path
 
+from hpcbench import files
 from hpcbench.errors import UsageError
 
 
@@ -20,16 +20,11 @@ def hold(path: Path, busy: str) -> int:
     The descriptor is read-only (flock needs no more): a file open for writing would
     keep its file system from being remounted read-only for the holder's whole life."""
     try:
-        # O_NOFOLLOW: a link planted at the lock's name would have O_CREAT make a file
-        # where it points (outside a results folder, say); it is refused instead.
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        # A link planted at the lock's name would have O_CREAT make a file where it
+        # points (outside a results folder, say); a FIFO would block the open for ever.
+        fd = files.open_regular(path, os.O_RDONLY | os.O_CREAT, 0o644)
     except OSError as err:
-        why = (
-            "a symbolic link, which hpcbench never opens (remove it)"
-            if (err.errno == errno.ELOOP)
-            else err.strerror or err
-        )
-        raise UsageError(f"cannot lock {path}: {why}") from None
+        raise UsageError(f"cannot lock {path}: {err.strerror or err}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -40,21 +35,33 @@ def hold(path: Path, busy: str) -> int:
 
 def holder(path: Path) -> int | None:
     """The pid that holds `path`'s lock (hold_as_process wrote it beside), 0 when it is
-    held by a process that did not say, None when nobody holds it."""
+    held by a process that did not say, None when nobody holds it. A link or a FIFO
+    planted at either name is a UsageError naming it, never followed or waited on."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = files.open_regular(path, os.O_RDONLY)
     except OSError:
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        try:
-            return int(pid_file(path).read_text().strip() or 0)
-        except (OSError, ValueError):
-            return 0
+        return _pid_in(pid_file(path))
     finally:
         os.close(fd)  # a lock we took here goes with the descriptor
     return None
+
+
+def _pid_in(path: Path) -> int:
+    """The pid written in `path`; 0 when there is none to read."""
+    try:
+        fd = files.open_regular(path, os.O_RDONLY)
+    except OSError:
+        return 0
+    with os.fdopen(fd, "rb") as f:
+        text = f.read(64)  # a pid and a newline; a bigger file is not one we wrote
+    try:
+        return int(text.strip() or 0)
+    except ValueError:
+        return 0
 
 
 def pid_file(path: Path) -> Path:
@@ -65,5 +72,7 @@ def hold_as_process(path: Path, busy: str) -> int:
     """hold(), and this process's pid written beside the lock for holder() to read."""
     fd = hold(path, busy)
     with contextlib.suppress(OSError):  # who holds it is a courtesy; the lock is what counts
-        pid_file(path).write_text(f"{os.getpid()}\n")
+        # A fresh file renamed over the name: a link or FIFO planted there is replaced,
+        # never written through or waited on, and a reader never sees half a pid.
+        files.write_atomic(pid_file(path), f"{os.getpid()}\n", 0o644)
     return fd
