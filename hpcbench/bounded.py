@@ -87,27 +87,34 @@ def stop(proc: subprocess.Popen[str], grace_s: float = GRACE_S) -> None:
             proc.wait(timeout=grace_s)  # a killed group ends at once; bounded all the same
 
 
+# The signals that stop a command as Ctrl-C does (SIGTERM and SIGHUP once
+# schedulers.base.stop_on_signals made them raise KeyboardInterrupt).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextlib.contextmanager
 def ctrl_c_deferred() -> Iterator[None]:
-    """A Ctrl-C during a short clean-up takes effect once the clean-up is done (as
-    KeyboardInterrupt then), so that a second press cannot cut short the clean-up that
-    the first started. Only the main thread receives signals; elsewhere, and where
-    SIGINT is ignored, nothing changes."""
-    previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or previous in (
-        signal.SIG_IGN,
-        None,
-    ):
+    """A Ctrl-C (or a SIGTERM or SIGHUP handled as one) during a clean-up takes effect
+    once the clean-up is done, so that a second press or a closed terminal cannot cut
+    short the clean-up that the first started. The first such signal is then handed
+    to the handler it would have met: KeyboardInterrupt, or an enclosing deferral's,
+    which keeps it for its own end. Only the main thread receives signals; elsewhere,
+    and for a signal ignored or left at its default action, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
+    handlers = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    previous = {sig: h for sig, h in handlers.items() if callable(h)}
     pressed: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: pressed.append(signum))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if pressed:
-        raise KeyboardInterrupt
+        previous[pressed[0]](pressed[0], None)  # type: ignore[operator]
 
 
 def run(
