@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import time
 
+from hpcbench import bounded
 from hpcbench.campaign import campaign_file, comparison, estimate, runner
 from hpcbench.campaign.journal import Journal
 from hpcbench.campaign.state import held, state_root, testbed_state
 from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
+from hpcbench.schedulers.base import stop_on_signals
 from hpcbench.specs import TestbedKind
 
 
@@ -238,7 +241,19 @@ def report_main(args: argparse.Namespace) -> int:
 
 
 def destroy_main(args: argparse.Namespace) -> int:
-    return runner.destroy_held(campaign_file.load(args.file), args.testbed)
+    campaign = campaign_file.load(args.file)
+    # SIGTERM and SIGHUP (a closed terminal) stop it as Ctrl-C does, and like Ctrl-C
+    # wait until every testbed's destroy and lease cancelling are done; the handlers
+    # are the caller's again after (a test calls this in its own process).
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    stop_on_signals()
+    try:
+        with bounded.ctrl_c_deferred():
+            return runner.destroy_held(campaign, args.testbed)
+    finally:
+        for sig, handler in before.items():
+            if handler is not None:  # None: set outside Python, left as it is
+                signal.signal(sig, handler)
 
 
 # By action, for hpcbench/options.py's `campaign` command.

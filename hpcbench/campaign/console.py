@@ -1,6 +1,12 @@
 """What a running campaign tells, and where: one terminal line per step and run,
 each phase's full output in `<out>/logs/<testbed>.log`, each phase's time and
-outcome in the journal and the ETA's clock."""
+outcome in the journal and the ETA's clock.
+
+The terminal may go away at any time (its ssh session drops, the `tee` or `less`
+it is piped into exits): a write that fails there is never an error of the
+campaign. The console says the rest in the log instead, and whatever the campaign
+was doing, a teardown above all, goes on as if the line had been shown.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from hpcbench import files
 from hpcbench.campaign.campaign_file import Campaign, TestbedPlan
 from hpcbench.campaign.estimate import Clock
 from hpcbench.campaign.journal import Journal
-from hpcbench.errors import one_line
+from hpcbench.errors import UsageError, one_line
 from hpcbench.progress import format_duration
 
 
@@ -23,25 +30,78 @@ class Stopped(Exception):
     """A phase failed; the testbed's remaining cells fail with this cause."""
 
 
-@contextlib.contextmanager
-def logged(path: Path) -> Iterator[None]:
-    """This process's stdout and stderr (and so every child's) appended to `path`."""
+# Lines said once the terminal is gone, while no testbed is in hand (a testbed's
+# own go to its log); no testbed's log has this name (a testbed name has no '.').
+TERMINAL_LOG = "campaign.terminal.log"
+
+
+def _open_log(path: Path) -> int:
+    """`path` open for appending, created 0600; a link or anything but a regular file
+    planted there is refused (UsageError naming it), never written through."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    return files.open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+
+def append_lines(path: Path, lines: list[str]) -> bool:
+    """`lines` appended to the log at `path`; False when it cannot be (said nowhere:
+    this is the last place a line goes)."""
+    try:
+        fd = _open_log(path)
+    except (UsageError, OSError):
+        return False
+    try:
+        data = "".join(f"{line}\n" for line in lines).encode(errors="replace")
+        while data:  # write(2) may take less than it is given
+            data = data[os.write(fd, data) :]
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def _flush_std() -> None:
+    """stdout's and stderr's buffers written out; a terminal gone while they held
+    something must not stop what comes next (the destroy after a phase)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+
+
+@contextlib.contextmanager
+def logged(path: Path, must_run: bool = False) -> Iterator[str | None]:
+    """This process's stdout and stderr (and so every child's) appended to `path`.
+    Yields None, or, with must_run, why the log could not be opened: the output then
+    goes to /dev/null rather than the block not running (a destroy never waits on
+    its log). Without must_run that is the UsageError or OSError of the open."""
+    _flush_std()
+    why = None
+    try:
+        fd = _open_log(path)
+    except (UsageError, OSError) as err:
+        if not must_run:
+            raise
+        why = str(err) if isinstance(err, UsageError) else f"{path}: {err.strerror or err}"
+        fd = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
     saved = os.dup(1), os.dup(2)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
-        yield
+        yield why
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _flush_std()
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
         for f in (fd, *saved):
             os.close(f)
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 class Console:
@@ -57,14 +117,60 @@ class Console:
         self.tb: TestbedPlan | None = None
         self.tb_number = (0, 0)
         self.phase_started = time.monotonic()  # the phase in hand's start
+        self.term_lost = False
+        self._dead: tuple[int, int] | None = None  # what the lost terminal was (fstat)
 
-    def say(self, text: str) -> None:
+    def say(self, text: str, keep: bool = False) -> None:
+        """One line on the terminal; keep: in the log of the testbed in hand as well.
+        A terminal that fails a write (EPIPE: its reader exited; EIO: its pty was
+        closed) is lost: this line and every later one go to the log instead, and
+        nothing here raises."""
         prefix = ""
         if self.tb is not None:
             k, n = self.tb_number
             prefix = f"[testbed {k}/{n} {self.tb.name}] "
-        self.term.write(f"{prefix}{text}\n")
-        self.term.flush()
+        line = f"{prefix}{text}"
+        if not self.term_lost:
+            try:
+                self.term.write(f"{line}\n")
+                self.term.flush()
+            except (OSError, ValueError):  # ValueError: a closed stream
+                self.lose_terminal()
+        if self.term_lost or keep:
+            append_lines(self.own_log(), [line])
+
+    def own_log(self) -> Path:
+        """The log of the testbed in hand, or the campaign's own between testbeds."""
+        if self.tb is not None:
+            return self.log_path(self.tb)
+        return self.campaign.out / "logs" / TERMINAL_LOG
+
+    def lose_terminal(self) -> None:
+        """The terminal is gone for good: the descriptors of this process that still
+        point at it (the console's own, stdout and stderr) point at /dev/null from here
+        on, so that no later write, flush or close fails on it (this process's last
+        line, the interpreter's final flush)."""
+        self.term_lost = True
+        with contextlib.suppress(OSError, ValueError):
+            self._dead = _identity(self.term.fileno())
+        self.sink_lost_terminal()
+
+    def sink_lost_terminal(self) -> None:
+        """After a phase's log hands stdout and stderr back: any that is the lost
+        terminal goes to /dev/null again."""
+        if self._dead is None:
+            return
+        fds = {1, 2}
+        with contextlib.suppress(OSError, ValueError):
+            fds.add(self.term.fileno())
+        with contextlib.suppress(OSError):  # out of descriptors: the writes fail as before
+            sink = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                for fd in fds:
+                    if _identity(fd) == self._dead:
+                        os.dup2(sink, fd)
+            finally:
+                os.close(sink)
 
     def progress(self) -> str:
         elapsed = time.monotonic() - self.started
@@ -82,25 +188,35 @@ class Console:
         return self.campaign.out / "logs" / f"{tb.name}.log"
 
     @contextlib.contextmanager
-    def phase(self, tb: TestbedPlan, name: str, label: str = "") -> Iterator[dict[str, Any]]:
+    def phase(
+        self, tb: TestbedPlan, name: str, label: str = "", must_run: bool = False
+    ) -> Iterator[dict[str, Any]]:
         """One phase: its output to the testbed's log, its time and outcome to the journal
-        (with what the phase puts in the dict it is given), the ETA's clock, a line to
-        the terminal."""
+        (with what the phase puts in the dict it is given, failed or not), the ETA's
+        clock, a line to the terminal. must_run: the phase runs even where its log
+        cannot be written (a destroy), with its output discarded and the reason said."""
         extra: dict[str, Any] = {}
         log = self.log_path(tb)
         shown = label or name
         self.say(f"{shown} ... (output: {log})")
         started = self.phase_started = time.monotonic()
         try:
-            with logged(log):
-                print(f"==== {time.strftime('%Y-%m-%d %H:%M:%S')} {tb.name}: {name}", flush=True)
-                yield extra
+            try:
+                with logged(log, must_run) as refused:
+                    if refused:
+                        self.say(f"{shown}: its output is not kept: {one_line(refused, 300)}")
+                    print(
+                        f"==== {time.strftime('%Y-%m-%d %H:%M:%S')} {tb.name}: {name}", flush=True
+                    )
+                    yield extra
+            finally:
+                self.sink_lost_terminal()
         except KeyboardInterrupt:
-            self.journal.phase(tb, name, "interrupted", time.monotonic() - started)
+            self.journal.phase(tb, name, "interrupted", time.monotonic() - started, **extra)
             raise
         except Stopped as err:
             took = time.monotonic() - started
-            self.journal.phase(tb, name, "failed", took, str(err))
+            self.journal.phase(tb, name, "failed", took, str(err), **extra)
             self.clock.finished(tb.name, name, took)
             self.say(f"{shown} FAILED in {format_duration(took)}: {one_line(str(err), 300)}")
             raise

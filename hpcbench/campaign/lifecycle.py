@@ -4,7 +4,6 @@ failed on the way. hpcbench.campaign.runner takes the testbeds in turn."""
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import time
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from hpcbench import files, leases, paths, readiness
+from hpcbench import bounded, files, leases, paths, readiness
 from hpcbench.campaign.campaign_file import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.campaign.cells import fail, measure_part
 from hpcbench.campaign.console import Console, Stopped
@@ -55,17 +54,23 @@ class TestbedLife:
             try:
                 if pending:
                     failed = not self.measure_testbed(tb, pending)
-            except BaseException as err:  # Ctrl-C, a journal that cannot be written, a bug
+            except BaseException as err:  # Ctrl-C, SIGHUP, a journal that cannot be written, a bug
                 why = (
                     "interrupted"
                     if isinstance(err, KeyboardInterrupt)
                     else f"stopped by an error ({type(err).__name__}: {err})"
                 )
-                self.say(f"{why}: destroying what this testbed holds")
-                try:  # what it holds goes first; the journal is told after, if it can be
-                    self.teardown(tb, keep=False)
-                finally:
-                    self.back_to_pending([c for c in pending if c.id not in self.finished], why)
+                # A second Ctrl-C, or the SIGHUP of a terminal closed after it, waits
+                # until what the testbed holds is released and the journal told.
+                with bounded.ctrl_c_deferred():
+                    self.say(f"{why}: destroying what this testbed holds")
+                    try:  # what it holds goes first; the journal is told after, if it can be
+                        self.teardown(tb, keep=False)
+                    except Stopped:  # said with what is held; the stop goes on
+                        self.still_held = True
+                    finally:
+                        left = [c for c in pending if c.id not in self.finished]
+                        self.back_to_pending(left, why)
                 raise
             try:
                 self.teardown(tb, keep=failed and tb.keep_on_failure)
@@ -171,8 +176,9 @@ class TestbedLife:
 
     def teardown(self, tb: TestbedPlan, keep: bool) -> None:
         """destroy, unless the testbed failed and the campaign keeps failures; either way
-        the terminal says what is still held and how to release it, whatever failed on
-        the way (the destroy, the journal, the terminal itself). A partition or a host
+        the journal, the terminal and the log say what is still held and how to release
+        it, whatever failed on the way (the destroy, the journal, the terminal itself:
+        no write comes before the destroy that could stop it). A partition or a host
         list holds nothing: each job or run was cancelled or ended with its run."""
         if not tb.deployed:
             return
@@ -187,40 +193,53 @@ class TestbedLife:
                 f"destroy {self.campaign.path} --testbed {tb.name}` removes it"
             )
             return
+        # Nothing cuts the destroy or the lease cancelling short: an interrupt (Ctrl-C,
+        # SIGTERM, the SIGHUP of a closed terminal) is taken once they are done.
+        with bounded.ctrl_c_deferred():
+            try:
+                with self.console.phase(tb, "destroy", must_run=True) as record:
+                    try:
+                        rc = destroy(EnvRequest(tb.env))
+                    except (UsageError, RuntimeError) as err:
+                        raise self.still_holding(tb, record, f"destroy: {err}") from None
+                    if rc != 0:
+                        why = "destroy: some paid resources are still held"
+                        raise self.still_holding(tb, record, why)
+                states = self.journal.cell_states()
+                for cell in tb.cells:  # what was deployed or verified is so no longer
+                    if cell.id in states and states[cell.id].status in ("deployed", "verified"):
+                        self.journal.cell(
+                            cell, "pending", "its testbed was destroyed before it was measured"
+                        )
+            except BaseException:
+                self.tell_what_is_held(tb)
+                raise
+
+    def still_holding(self, tb: TestbedPlan, record: dict[str, Any], why: str) -> Stopped:
+        """A destroy that left something held: what, for the phase's journal record."""
+        record["still_held"] = self.held_lines(tb)
+        return Stopped(why)
+
+    def held_lines(self, tb: TestbedPlan) -> list[str]:
+        """What the testbed still holds and how to release each thing; empty: nothing."""
         try:
-            with self.console.phase(tb, "destroy"):
-                try:
-                    rc = destroy(EnvRequest(tb.env))
-                except (UsageError, RuntimeError) as err:
-                    raise Stopped(f"destroy: {err}") from None
-                if rc != 0:
-                    raise Stopped("destroy: some paid resources are still held")
-            states = self.journal.cell_states()
-            for cell in tb.cells:  # what was deployed or verified is so no longer
-                if cell.id in states and states[cell.id].status in ("deployed", "verified"):
-                    self.journal.cell(
-                        cell, "pending", "its testbed was destroyed before it was measured"
-                    )
-        except BaseException:
-            self.tell_what_is_held(tb)
-            raise
+            lines = [f"STILL HELD: {what}" for what in held(tb.env)]
+            lines += [lease.by_hand() for lease in leases.held(paths.env_state(tb.env))]
+        except (UsageError, OSError) as err:  # a state file that cannot be read
+            lines = [f"STILL HELD: unknown ({err}); see {paths.env_state(tb.env)}"]
+        if lines:
+            lines.append(
+                f"to retry: python -m hpcbench campaign destroy {self.campaign.path} "
+                f"--testbed {tb.name}"
+            )
+        return lines
 
     def tell_what_is_held(self, tb: TestbedPlan) -> None:
-        """What the testbed still holds and how to release each thing, by every way left:
-        the terminal and the testbed's log; neither failing stops the other."""
-        lines = [f"STILL HELD: {what}" for what in held(tb.env)]
-        lines += [lease.by_hand() for lease in leases.held(paths.env_state(tb.env))]
-        if not lines:
-            return
-        lines.append(
-            f"to retry: python -m hpcbench campaign destroy {self.campaign.path} "
-            f"--testbed {tb.name}"
-        )
-        for line in lines:
-            with contextlib.suppress(OSError, ValueError):
-                self.say(line)
-        with contextlib.suppress(OSError), self.console.log_path(tb).open("a") as log:
-            log.write("".join(f"{line}\n" for line in lines))
+        """What the testbed still holds, on the terminal and in the testbed's log (the
+        log alone once the terminal is gone); the journal has it in the failed destroy's
+        record. Neither failing stops the other."""
+        for line in self.held_lines(tb):
+            self.console.say(line, keep=True)
 
 
 def widest(tb: TestbedPlan) -> SweepPart:
