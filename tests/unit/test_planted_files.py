@@ -151,6 +151,7 @@ def test_status_beside_a_running_campaign_refuses_a_fifo_at_its_pid_file(tmp_pat
 # ------------------------------------------------------------------ the logs
 @pytest.fixture
 def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fakes:
+    """tests/unit/test_campaign.py's stand-ins for deploy, verify, sweep and destroy."""
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
     return Fakes(monkeypatch)
 
