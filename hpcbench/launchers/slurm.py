@@ -244,12 +244,18 @@ def sbatch_script(
     # sbatch reads #SBATCH lines with shell-like quoting; the values were checked
     # (hpcbench.options) and are quoted besides.
     q = shlex.quote
+    minutes = _minutes(spec, opts)
     head = [
         "#!/bin/bash",
         f"#SBATCH --job-name={q(job_name)}",
         f"#SBATCH --nodes={nodes}",
         f"#SBATCH --ntasks-per-node={per_node}",
-        f"#SBATCH --time={_minutes(spec, opts)}",
+        f"#SBATCH --time={minutes}",
+        # Slurm removes a job that cannot end by its deadline (start > deadline - time,
+        # sbatch(1)), so a job still pending when the queue wait runs out never starts,
+        # even where the campaign that waits for it is gone by then. --deadline is read
+        # by parse_time() as --begin is (slurm_opt.c arg_set_deadline): now+N minutes.
+        f"#SBATCH --deadline=now+{math.ceil(opts.queue_wait_s / 60) + minutes}minutes",
         f"#SBATCH -o {q(out + '.out')}",
         f"#SBATCH -e {q(out + '.err')}",
     ]

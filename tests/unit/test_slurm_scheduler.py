@@ -66,6 +66,7 @@ def test_plain_ddp_script():
         "--nodes=2",
         "--ntasks-per-node=1",
         "--time=11",  # 600 s -> 10 min + 1
+        "--deadline=now+71minutes",  # the queue wait (60 min by default) + the time
         "-o /scratch/j/hpcbench-x-%j.out",
         "-e /scratch/j/hpcbench-x-%j.err",
         "--partition=p1",
@@ -141,6 +142,15 @@ def test_horovod_over_mpi_uses_pmix_and_no_rendezvous():
 def test_time_limit():
     assert "--time=60" in sbatch_lines(sbatch_script(_spec(limit=0), SlurmOptions(), "ddp"))
     assert "--time=5" in sbatch_lines(sbatch_script(_spec(), SlurmOptions(time_min=5), "ddp"))
+
+
+def test_a_job_never_starts_after_its_queue_wait():
+    """Slurm removes a job that cannot end by its deadline (start > deadline - time):
+    queue wait + time, so a pending job whose campaign gave up on it never runs."""
+    opts = SlurmOptions(queue_wait_s=90, time_min=5)
+    assert "--deadline=now+7minutes" in sbatch_lines(sbatch_script(_spec(), opts, "ddp"))
+    opts = SlurmOptions(queue_wait_s=0)
+    assert "--deadline=now+11minutes" in sbatch_lines(sbatch_script(_spec(), opts, "ddp"))
 
 
 def test_extra_sbatch_options_are_verbatim():
