@@ -370,16 +370,17 @@ class SlurmLauncher(Launcher):
     def script(self, spec: RunSpec, job_name: str = "hpcbench") -> str:
         return sbatch_script(spec, self.options, self.backend, self.controller, job_name)
 
-    def submission(self, script: str, test_only: bool = False) -> Command:
-        """sbatch of a script where sbatch runs; it prints the job id (with test_only,
-        when the job would start: Slurm checks it and queues nothing)."""
-        flag = "--test-only" if test_only else "--parsable"
-        line = f"sbatch {flag} <<'HPCBENCH_EOF'\n{script}HPCBENCH_EOF"
-        return Command(("bash", "-c", line), access=self.submit)
+    def submission(self, test_only: bool = False) -> Command:
+        """sbatch where sbatch runs, the batch script given on its stdin ("If no file
+        name is specified, sbatch reads the script from standard input", sbatch(1); ssh
+        passes stdin on): no heredoc, so no line of the script can end it early. It
+        prints the job id (with test_only, when the job would start: Slurm checks it and
+        queues nothing)."""
+        return Command(("sbatch", "--test-only" if test_only else "--parsable"), access=self.submit)
 
     def commands(self, spec: RunSpec) -> list[Command]:
         """The submission as one command (what --dry-run shows besides the script)."""
-        return [self.submission(self.script(spec))]
+        return [self.submission()]
 
     def describe(self, spec: RunSpec) -> str:
         where = "this machine" if self.submit is None else self.submit.host

@@ -3,7 +3,10 @@
 sbatch, squeue, scontrol, sacct and scancel run where sbatch runs (this
 machine on a cluster's login node, the head of a testbed over SSH). Polling
 is bounded: a job may wait in the queue for queue_wait_s and run for the
-run's timeout; then, or on Ctrl-C, it is cancelled by its unique job name.
+run's timeout; then, or on Ctrl-C, it is cancelled by its unique job name
+and squeue confirms it gone (a job that may be left is named, with the
+scancel command that cancels it, and the sweep stops); every script carries
+an sbatch --deadline, so a job pending past its queue wait never starts.
 The job's -o/-e files are read on its batch host where the testbed reaches
 it, and the workload's record goes to the sweep like any other scheduler's.
 """
@@ -14,20 +17,26 @@ import contextlib
 import re
 import shlex
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from hpcbench.bounded import ctrl_c_deferred
 from hpcbench.errors import UsageError
 from hpcbench.launchers.base import Command, RunSpec
 from hpcbench.launchers.slurm import EXIT_MARKER, SlurmLauncher, SlurmOptions
 from hpcbench.schedulers.base import RESULT_MARKER, TAIL_LINES, Outcome, Scheduler, parse_records
-from hpcbench.ssh import SshAccess
+from hpcbench.ssh import SshAccess, last_line
 
 CONTROL_TIMEOUT_S = 60  # one sbatch/squeue/scancel/cat call
 POLL_MIN_S, POLL_MAX_S = 1.0, 10.0
+CANCEL_CONFIRM_S = 30.0  # squeue asked, a few times, that a cancelled job has left
+# ssh's own exit status for a connection it could not make (ssh(1): "exits with the
+# exit status of the remote command or with 255 if an error occurred").
+SSH_FAILED = 255
 DONE_STATES = {
     "COMPLETED",
     "FAILED",
@@ -46,6 +55,12 @@ def _why(err: BaseException, tool: str = "the command") -> str:
     if isinstance(err, subprocess.TimeoutExpired):
         return f"{tool} did not answer in {err.timeout:g} s"
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+class JobLeftBehind(RuntimeError):
+    """A job that may still be queued or running after its cancel: the message names
+    it and the scancel command that cancels it. A sweep stops on it rather than queue
+    more jobs it could not account for."""
 
 
 @dataclass
@@ -92,23 +107,38 @@ class SlurmScheduler(Scheduler):
     def job_name(self) -> str:
         return f"hpcbench-{uuid.uuid4().hex[:8]}"
 
-    def _call(self, cmd: Command) -> subprocess.CompletedProcess:
+    def _call(
+        self, cmd: Command, stdin: str = "", timeout: float | None = None
+    ) -> subprocess.CompletedProcess:
+        """One control call, bounded. In a session of its own: a Ctrl-C or a closed
+        terminal reaches this process alone, which decides (a cancel in progress finishes
+        its scancel), and never kills the call under it."""
         return subprocess.run(
             cmd.local_argv(),
             env=cmd.environ(),  # allow-listed: sbatch passes its environment on to the job
             capture_output=True,
             text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=CONTROL_TIMEOUT_S,
+            input=stdin,
+            timeout=CONTROL_TIMEOUT_S if timeout is None else timeout,
+            start_new_session=True,
         )
 
-    def _control(self, line: str, access: SshAccess | None = None) -> subprocess.CompletedProcess:
-        return self._call(Command(("bash", "-c", line), access=access or self.launcher.submit))
+    def _control(
+        self, line: str, access: SshAccess | None = None, timeout: float | None = None
+    ) -> subprocess.CompletedProcess:
+        cmd = Command(("bash", "-c", line), access=access or self.launcher.submit)
+        return self._call(cmd, timeout=timeout)
+
+    def _unreachable(self, proc: subprocess.CompletedProcess) -> str | None:
+        """ssh's own failure (not the remote command's), as one line; None otherwise."""
+        if self.launcher.submit is None or proc.returncode != SSH_FAILED:
+            return None
+        return f"login node unreachable: {last_line(proc.stderr or '')}"
 
     def submit_job(self, script: str) -> str:
         if self.launcher.submit is None and self.options.job_dir:
             Path(self.options.job_dir).mkdir(parents=True, exist_ok=True)  # sbatch writes -o there
-        proc = self._call(self.launcher.submission(script))
+        proc = self._call(self.launcher.submission(), stdin=script)
         job = proc.stdout.strip().split(";")[0]
         if proc.returncode != 0 or not job.isdigit():
             raise RuntimeError(f"sbatch failed: {(proc.stderr or proc.stdout).strip()}")
@@ -144,6 +174,9 @@ class SlurmScheduler(Scheduler):
                 )
             except (subprocess.SubprocessError, OSError) as err:
                 raise UsageError(f"slurm on {where}: {_why(err, 'sinfo')}") from None
+            unreachable = self._unreachable(proc)
+            if unreachable:
+                raise UsageError(f"slurm on {where}: {unreachable}")
             rows = [line.split() for line in proc.stdout.splitlines() if line.strip()]
             if proc.returncode != 0 or not rows:
                 why = (proc.stderr or "").strip().splitlines()
@@ -156,9 +189,12 @@ class SlurmScheduler(Scheduler):
                 raise UsageError(f"partition {part!r} on {where} is {rows[0][1]}, not up")
         script = self.launcher.script(spec, "hpcbench-preflight")
         try:
-            proc = self._call(self.launcher.submission(script, test_only=True))
+            proc = self._call(self.launcher.submission(test_only=True), stdin=script)
         except (subprocess.SubprocessError, OSError) as err:
             raise UsageError(f"slurm on {where}: {_why(err, 'sbatch --test-only')}") from None
+        unreachable = self._unreachable(proc)
+        if unreachable:
+            raise UsageError(f"slurm on {where}: {unreachable}")
         if proc.returncode != 0:
             lines = (proc.stderr or proc.stdout).strip().splitlines() or ["no reason given"]
             raise UsageError(f"slurm on {where} would refuse the jobs: {lines[-1]}")
@@ -186,10 +222,68 @@ class SlurmScheduler(Scheduler):
             return queue_wait(proc.stdout)
         return None
 
-    def cancel(self, job_name: str) -> None:
-        """By the run's unique job name: also finds a job whose sbatch was interrupted."""
-        with contextlib.suppress(subprocess.SubprocessError, OSError):
-            self._control(f"scancel --name={shlex.quote(job_name)}")
+    def cancel(self, job_name: str, job: str = "") -> str | None:
+        """scancel by the run's unique job name (which also finds a job whose sbatch was
+        interrupted), then squeue until it lists no job of that name, for at most
+        CANCEL_CONFIRM_S. None once confirmed; otherwise one line naming the job and the
+        scancel command that cancels it, printed here too. A Ctrl-C, SIGTERM or SIGHUP
+        meanwhile waits for the cancel to end."""
+        with ctrl_c_deferred():
+            left = self._cancel(job_name, job)
+            if left:  # now: a deferred Ctrl-C raises as the block ends
+                with contextlib.suppress(OSError, ValueError):  # a terminal gone
+                    print(f"hpcbench: {left}", file=sys.stderr, flush=True)
+            return left
+
+    def _cancel(self, job_name: str, job: str) -> str | None:
+        name = shlex.quote(job_name)
+        why = ""
+        try:
+            proc = self._control(f"scancel --name={name}")
+            if proc.returncode != 0:
+                why = f"scancel: {last_line(proc.stderr or proc.stdout or '')}"
+        except (subprocess.SubprocessError, OSError) as err:
+            why = _why(err, "scancel")
+        ends = time.monotonic() + CANCEL_CONFIRM_S
+        delay = POLL_MIN_S
+        listed: list[str] = []
+        while True:
+            try:
+                proc = self._control(
+                    f"squeue --noheader --name={name} --format='%i %T'",
+                    timeout=max(1.0, min(CONTROL_TIMEOUT_S, ends - time.monotonic())),
+                )
+                if proc.returncode == 0:
+                    # A job still COMPLETING was stopped; its nodes are being released.
+                    listed = [
+                        row.split()[0]
+                        for row in proc.stdout.splitlines()
+                        if row.split() and "COMPLETING" not in row.split()[1:]
+                    ]
+                    if not listed:
+                        return None
+                else:
+                    why = f"squeue: {last_line(proc.stderr or proc.stdout or '')}"
+            except (subprocess.SubprocessError, OSError) as err:
+                why = _why(err, "squeue")
+            if time.monotonic() + delay > ends:
+                break
+            time.sleep(delay)
+            delay *= 2
+        ids = listed or ([job] if job else [])
+        command = f"scancel {' '.join(ids)}" if ids else f"scancel --name={job_name}"
+        where = "" if self.launcher.submit is None else f" on {self.launcher.submit.host}"
+        what = f"slurm job {', '.join(ids)}" if ids else f"slurm job {job_name}"
+        return (
+            f"{what} may still be queued or running ({why or 'squeue still lists it'}): "
+            f"`{command}`{where} cancels it"
+        )
+
+    def cancelled(self, job_name: str, job: str = "") -> None:
+        """cancel, and JobLeftBehind where the job may be left."""
+        left = self.cancel(job_name, job)
+        if left:
+            raise JobLeftBehind(left)
 
     def read_output(self, job: str, job_name: str, host_access: SshAccess | None) -> list[str]:
         base = f"{self.options.job_dir or '/tmp'}/{job_name}-{job}"
@@ -209,6 +303,7 @@ class SlurmScheduler(Scheduler):
         delay = POLL_MIN_S
         state, host = "PENDING", ""
         unknown = 0
+        timed_out = False
         try:
             while True:
                 state, host = self.state(job)
@@ -216,21 +311,26 @@ class SlurmScheduler(Scheduler):
                 unknown = unknown + 1 if state == "UNKNOWN" else 0
                 if state in DONE_STATES:
                     break
-                if unknown >= 3:  # gone from squeue, scontrol and sacct: stop it, if it runs,
-                    self.cancel(job_name)  # and take its exit status from its output
-                    break
+                if unknown >= 3:  # gone from squeue, scontrol and sacct: stop it, if it
+                    break  # runs, and take its exit status from its output
                 if state == "RUNNING" and deadline is None:
                     deadline = now + timeout_s
                 if (deadline is not None and now > deadline) or (
                     deadline is None and now > queued_until
                 ):
-                    self.cancel(job_name)
-                    return JobResult(job, state, timed_out=True)
+                    timed_out = True
+                    break
                 time.sleep(delay)
                 delay = min(POLL_MAX_S, delay * 1.5)
-        except BaseException:
-            self.cancel(job_name)  # Ctrl-C, or a failing squeue: leave no job behind
+        except BaseException as err:  # Ctrl-C, or a failing squeue: leave no job behind
+            left = self.cancel(job_name, job)
+            if left and not isinstance(err, KeyboardInterrupt):
+                raise JobLeftBehind(left) from err
             raise
+        if timed_out or unknown >= 3:
+            self.cancelled(job_name, job)
+        if timed_out:
+            return JobResult(job, state, timed_out=True)
         # The batch host writes -o/-e; read them there when the testbed reaches it.
         hosts = {p.host: p.access for p in spec.placements}
         lines = self.read_output(job, job_name, hosts.get(host, self.launcher.submit))
@@ -252,7 +352,7 @@ class SlurmScheduler(Scheduler):
             raise
         except (RuntimeError, subprocess.SubprocessError, OSError) as err:
             # A timed-out sbatch may still have queued the job: cancel it by its name.
-            self.cancel(job_name)
+            self.cancelled(job_name)
             return Outcome(
                 [1],
                 [],

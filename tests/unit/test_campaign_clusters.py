@@ -19,6 +19,7 @@ import yaml
 from hpcbench import cli, readiness, sweep
 from hpcbench.campaign import campaign_file, lifecycle, runner
 from hpcbench.errors import UsageError
+from hpcbench.schedulers.slurm import JobLeftBehind
 from hpcbench.specs import TestbedKind
 from hpcbench.store import Store
 
@@ -211,6 +212,7 @@ class Cluster:
         self.calls: list[tuple[str, str]] = []
         self.refuse: str | None = None
         self.check_fails: str | None = None
+        self.left_behind: str | None = None  # a job the scheduler could not cancel
         monkeypatch.setattr(readiness, "preflight", self.preflight)
         monkeypatch.setattr(readiness, "check", self.check)
         monkeypatch.setattr(sweep, "run", self.sweep)
@@ -241,6 +243,8 @@ class Cluster:
         from hpcbench import analysis
 
         self.calls.append(("sweep", target.kind.value))
+        if self.left_behind and target.kind is TestbedKind.SLURM:
+            raise JobLeftBehind(self.left_behind)
         store = Store(spec_.out)
         live = analysis.LiveSummary(store.runs())
         for batch, nodes, workers in sorted(spec_.only):
@@ -333,3 +337,24 @@ def test_a_failed_stack_check_fails_the_partitions_cells_and_the_next_testbed_ru
     }
     assert rows["fast"]["status"] == "failed" and "0 CUDA device(s)" in rows["fast"]["why"]
     assert ("sweep", "slurm") not in cluster.calls
+
+
+def test_a_job_left_behind_is_journaled_with_its_scancel_and_shown_by_status(
+    tmp_path, monkeypatch, capfd
+):
+    """The scheduler's line for a job it could not cancel fails the partition's cells
+    with it as their cause, which `campaign status` shows; the next testbed runs."""
+    cluster = Cluster(monkeypatch)
+    cluster.left_behind = (
+        "slurm job 4242 may still be queued or running (scancel: error): "
+        "`scancel 4242` on login.example.org cancels it"
+    )
+    path = write(tmp_path, CLUSTERS_ONLY)
+    assert cli.main(["campaign", "run", str(path)]) == 1
+    assert ("sweep", "hosts") in cluster.calls
+    capfd.readouterr()
+    assert cli.main(["campaign", "status", str(path)]) == 0
+    fast = [line for line in capfd.readouterr().out.splitlines() if line.startswith("fast ")]
+    assert fast and all(
+        "failed" in line and line.endswith(f"sweep: {cluster.left_behind}") for line in fast
+    )

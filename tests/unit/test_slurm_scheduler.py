@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hpcbench import cli, nodeset
+from hpcbench.errors import UsageError
 from hpcbench.launchers import Placement, RunSpec, slurm
 from hpcbench.launchers.slurm import SlurmLauncher, SlurmOptions, sbatch_script, task_command
 from hpcbench.schedulers import Outcome, SlurmScheduler
@@ -236,8 +237,7 @@ def test_commands_and_describe_name_the_submit_host():
     head = SshAccess(host="127.0.0.1", port=22701, user="root")
     launcher = SlurmLauncher(SlurmOptions(), "gloo", "ddp", submit=head)
     [cmd] = launcher.commands(_spec())
-    assert cmd.access == head and cmd.argv[:2] == ("bash", "-c")
-    assert "sbatch --parsable" in cmd.argv[2]
+    assert cmd.access == head and cmd.argv == ("sbatch", "--parsable")
     assert launcher.describe(_spec()).startswith("# sbatch on 127.0.0.1:\n#!/bin/bash")
 
 
@@ -256,8 +256,9 @@ esac
 echo "4242;cluster"
 """
 FAKE_SQUEUE = """#!/bin/bash
-[ "$FAKE_MODE" = hang ] && echo "RUNNING node1"
-exit 0
+# A hanging job is listed until scancel has run ("%i %T" when asked by --name).
+[ "$FAKE_MODE" = hang ] && [ ! -e "$FAKE/scancel" ] || exit 0
+case "$*" in *--name=*) echo "4242 RUNNING" ;; *) echo "RUNNING node1" ;; esac
 """
 FAKE_SCONTROL = """#!/bin/bash
 state=COMPLETED; [ "$FAKE_MODE" = fail ] && state=FAILED
@@ -489,12 +490,12 @@ def test_a_control_call_that_times_out_is_a_failed_run(fake_slurm, monkeypatch, 
     monkeypatch.setattr(slurm_scheduler, "CONTROL_TIMEOUT_S", 0.5)
     real = SlurmScheduler._control
 
-    def control(self, line, access=None):
-        if line.startswith("scancel"):
-            return real(self, line, access)
+    def control(self, line, access=None, timeout=None):
+        if line.startswith(("scancel", "squeue --noheader --name")):
+            return real(self, line, access, timeout)
         if (tool == "squeue") == line.startswith("out=$(squeue"):
             raise subprocess.TimeoutExpired(line, 0.5)
-        return real(self, line, access)
+        return real(self, line, access, timeout)
 
     monkeypatch.setattr(SlurmScheduler, "_control", control)
     outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=30)
@@ -596,3 +597,119 @@ def test_the_setup_line_runs_first_in_the_batch_script():
 def bash_n(script: str) -> int:
     """bash's own syntax check of a rendered script."""
     return subprocess.run(["bash", "-n"], input=script, text=True).returncode
+
+
+# ------------------------------------------------------- jobs accounted for
+# ssh to a login node that is this machine: runs its remote line here.
+FAKE_SSH = '#!/bin/bash\nexec bash -c "${@: -1}"\n'
+SCANCEL_REFUSED = """#!/bin/bash
+echo "scancel: error: Kill job error on job id 4242: Access/permission denied" >&2
+exit 1
+"""
+
+
+def _fake(tmp: Path, name: str, text: str) -> None:
+    path = tmp / "bin" / name
+    path.write_text(text.replace("$FAKE", str(tmp)))
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def quick_confirm(monkeypatch):
+    monkeypatch.setattr(slurm_scheduler, "CANCEL_CONFIRM_S", 0.2)
+
+
+def test_a_refused_scancel_names_the_job_and_the_command_that_cancels_it(
+    fake_slurm, quick_confirm, capsys
+):
+    """The job is still listed after scancel failed: the sweep stops on one line with
+    the job's id and its scancel command (printed at once, too), not a quiet timeout."""
+    (fake_slurm / "mode").write_text("hang")
+    _fake(fake_slurm, "scancel", SCANCEL_REFUSED)
+    with pytest.raises(slurm_scheduler.JobLeftBehind) as err:
+        _scheduler(fake_slurm).run(_spec(), timeout_s=0.1)
+    assert str(err.value) == (
+        "slurm job 4242 may still be queued or running (scancel: scancel: error: Kill job "
+        "error on job id 4242: Access/permission denied): `scancel 4242` cancels it"
+    )
+    assert f"hpcbench: {err.value}" in capsys.readouterr().err
+
+
+def test_a_job_that_stays_in_the_queue_after_scancel_is_named(fake_slurm, quick_confirm):
+    """scancel said yes, squeue still lists the job: not taken for gone."""
+    (fake_slurm / "mode").write_text("hang")
+    _fake(fake_slurm, "scancel", '#!/bin/bash\necho "$@" >> "$FAKE/scancel.log"\n')
+    with pytest.raises(slurm_scheduler.JobLeftBehind, match=r"squeue still lists it.*`scancel"):
+        _scheduler(fake_slurm).run(_spec(), timeout_s=0.1)
+    assert "--name=hpcbench-" in (fake_slurm / "scancel.log").read_text()
+
+
+def test_a_cancel_that_cannot_ask_squeue_names_the_job_by_its_name(fake_slurm, quick_confirm):
+    """sbatch did not answer, so no job id is known, and squeue fails: the job's
+    unique name is the handle, on the login node where sbatch ran."""
+    (fake_slurm / "mode").write_text("hang")
+    _fake(fake_slurm, "squeue", "#!/bin/bash\necho 'squeue: error: Unable to contact' >&2; exit 1")
+    _fake(fake_slurm, "ssh", FAKE_SSH)
+    scheduler = _scheduler(fake_slurm)
+    scheduler.launcher.submit = SshAccess(host="login.example.org")
+    left = scheduler.cancel("hpcbench-0123abcd")
+    assert left == (
+        "slurm job hpcbench-0123abcd may still be queued or running (squeue: squeue: error: "
+        "Unable to contact): `scancel --name=hpcbench-0123abcd` on login.example.org cancels it"
+    )
+
+
+def test_a_confirmed_cancel_says_nothing(fake_slurm, capsys):
+    (fake_slurm / "mode").write_text("hang")
+    outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=0.1)
+    assert outcome.timed_out and outcome.tail == ["slurm job 4242: RUNNING"]
+    assert "may still be" not in capsys.readouterr().err
+
+
+def test_a_second_ctrl_c_does_not_cut_the_scancel_short(fake_slurm, monkeypatch):
+    """A Ctrl-C (SIGINT to this process) while scancel runs waits for it to finish and
+    is raised after; scancel runs in a process group of its own, so the terminal's
+    Ctrl-C to the foreground group does not reach it either."""
+    _fake(
+        fake_slurm,
+        "scancel",
+        f"#!/bin/bash\ncut -d' ' -f5 /proc/$$/stat > $FAKE/pgid\nkill -INT {os.getpid()}\n"
+        "sleep 0.5\necho done > $FAKE/scancel\n",
+    )
+    with pytest.raises(KeyboardInterrupt):
+        _scheduler(fake_slurm).cancel("hpcbench-0123abcd")
+    assert (fake_slurm / "scancel").read_text() == "done\n"
+    assert int((fake_slurm / "pgid").read_text()) != os.getpgrp()
+
+
+def test_the_script_reaches_sbatch_on_stdin_whatever_its_lines(fake_slurm, monkeypatch):
+    """A setup line that reads as a heredoc's end stays a line of the batch script."""
+    (fake_slurm / "mode").write_text("ok")
+    scheduler = _scheduler(fake_slurm, setup="HPCBENCH_EOF")
+    assert scheduler.run(_spec(), timeout_s=30).ok
+    # The fake sbatch keeps what it read ($(cat) drops the last newline).
+    sent = scheduler.launcher.script(_spec(), "x").split("\n")
+    kept = (fake_slurm / "script").read_text().split("\n")
+    assert len(kept) == len(sent) and "HPCBENCH_EOF" in kept and kept[-2] == 'exit "$rc"'
+
+
+def test_an_unreachable_login_node_is_named_as_such(fake_slurm):
+    """ssh's own exit status 255 is the connection, not a missing partition."""
+    _fake(
+        fake_slurm,
+        "ssh",
+        "#!/bin/bash\necho 'ssh: connect to host login port 22: Connection refused' >&2\n"
+        "exit 255\n",
+    )
+    login = SshAccess(host="login", user="me")
+    launcher = SlurmLauncher(SlurmOptions(partition="cpu"), "gloo", "ddp", submit=login)
+    with pytest.raises(UsageError) as err:
+        SlurmScheduler(launcher).preflight(_spec())
+    assert str(err.value) == (
+        "slurm on login: login node unreachable: ssh: connect to host login port 22: "
+        "Connection refused"
+    )
+    # Past sinfo (no partition named), sbatch --test-only is read the same way.
+    launcher.options = SlurmOptions()
+    with pytest.raises(UsageError, match="login node unreachable: ssh: connect"):
+        SlurmScheduler(launcher).preflight(_spec())
