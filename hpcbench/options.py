@@ -278,6 +278,11 @@ def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
         job_dir = REMOTE_JOB_DIR if login else str(Path(args.out).resolve() / "slurm")
     if job_dir:
         check_text(job_dir, "--slurm-job-dir", SAFE_PATH, "a plain path")
+    if job_dir.startswith("~") and not login:  # sbatch and mkdir would take it literally
+        raise UsageError(
+            f"--slurm-job-dir: {job_dir[:60]!r}: ~ is the home of a --slurm-login node, "
+            "resolved there; without one give an absolute path"
+        )
     for flag in ("slurm_python", "slurm_bench_dir"):
         if getattr(args, flag):
             check_text(

@@ -788,6 +788,8 @@ def _slurm(value: Any, path: str) -> tuple[list[str], dict[str, Any], int | None
                 parse_login(own[0].partition("=")[2])
             elif key in ("ssh_key", "known_hosts"):  # alone they lack the login they are for
                 check_path(own[0].partition("=")[2], flag)
+            elif key == "job_dir" and "login" in given:  # its ~ is the login's: checked
+                pass  # with the keys together, below
             else:
                 _parse(own, ["--env", "slurm", "--out", "results"])
         except UsageError as err:

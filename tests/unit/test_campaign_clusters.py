@@ -94,6 +94,12 @@ def test_a_partitions_key_and_known_hosts_go_with_its_login(tmp_path):
     assert login.known_hosts == str(tmp_path / "kh")
 
 
+def test_a_job_dir_in_the_logins_home_goes_with_its_login(tmp_path):
+    homed = MIXED.replace("time: 10m,", "time: 10m, job_dir: ~/jobs,")
+    target = campaign_file.load(write(tmp_path, homed)).testbeds[0].parts[0].target
+    assert target.slurm.job_dir == "~/jobs"  # resolved on the login node before any job
+
+
 BAD = [
     ("testbeds[0]", "- name: fast\n", "- name: fast\n    env: local\n", None, "give one of env:"),
     ("testbeds[0].slurm.partition", "partition: fast, ", "", None, "name the partition"),
@@ -114,6 +120,13 @@ BAD = [
         "ssh_key: /k, known_hosts: /kh,",
         None,
         "is for --slurm-login: give both, or neither",
+    ),
+    (
+        "testbeds[0].slurm.job_dir",
+        "login: me@login.example.org, python: /opt/py/bin/python,",
+        "job_dir: ~/jobs,",
+        None,
+        "~ is the home of a --slurm-login node",
     ),
     ("testbeds[1].hosts", "[h1:1, h2:1]", "[h1:1, h1:1]", None, "listed twice"),
     (

@@ -713,3 +713,16 @@ def test_an_unreachable_login_node_is_named_as_such(fake_slurm):
     launcher.options = SlurmOptions()
     with pytest.raises(UsageError, match="login node unreachable: ssh: connect"):
         SlurmScheduler(launcher).preflight(_spec())
+
+
+def test_a_job_dir_in_a_home_without_a_login_node_is_refused(tmp_path, monkeypatch, capsys):
+    """sbatch and mkdir take ~ literally: no ./~/jobs, one line instead."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["scale", "--env", "slurm", "--nodes", "1", "--no-probe", "--dry-run"]
+    code = cli.main([*argv, "--slurm-job-dir", "~/jobs", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [
+        "hpcbench: error: --slurm-job-dir: '~/jobs': ~ is the home of a --slurm-login node, "
+        "resolved there; without one give an absolute path"
+    ]
+    assert not (tmp_path / "~").exists()
