@@ -2,12 +2,14 @@
 # Installs the host packages the tool chain needs when they are missing:
 # debootstrap (offline base image), unzip (provider sources), cmake and g++
 # (the Horovod wheel), ssh-keygen, sshd (the tests start a private one on loopback
-# as the jump host that deploy's reachability check goes through). On Debian as root it installs them; anywhere
+# as the jump host that deploy's reachability check goes through), jq and
+# mksquashfs (enroot's export of the stack image to a .sqsh for pyxis). On Debian as root it installs them; anywhere
 # else it names what is missing and stops.
 set -euo pipefail
 
 declare -A provides=([debootstrap]=debootstrap [unzip]=unzip [cmake]=cmake [g++]=g++
-                     [ssh-keygen]=openssh-client [curl]=curl [sshd]=openssh-server)
+                     [ssh-keygen]=openssh-client [curl]=curl [sshd]=openssh-server
+                     [jq]=jq [mksquashfs]=squashfs-tools)
 need=()
 for cmd in "${!provides[@]}"; do
   # sshd lives in /usr/sbin, which a non-root PATH lacks.

@@ -40,3 +40,43 @@ def test_providers_refuse_a_module_zip_that_does_not_match_its_pinned_sha256(tmp
     assert "does not match its pinned sha256" in proc.stderr
     assert not list((tmp_path / "tools").rglob("terraform-provider-*"))  # nothing built
     assert not (tmp_path / "tools" / "tofurc").exists()
+
+
+def _enroot_pyxis(tmp_path: Path, vendor: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(REPO / "tools" / "enroot-pyxis.sh")],
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "VENDOR_DIR": str(vendor),
+            "OUT": str(tmp_path / "out"),
+            "SLURM_VERSION": "22.05.8-4+deb12u3",  # no node image asked
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_enroot_and_pyxis_sources_that_do_not_match_their_pins_stop_the_build(tmp_path):
+    """A release archive that differs from tools/enroot-pyxis.sha256, both as the file
+    and as the tar inside it, is refused in one line (exit 2), before anything builds."""
+    vendor = tmp_path / "vendor"
+    (vendor / "enroot-4.1.2").mkdir(parents=True)
+    (vendor / "enroot-4.1.2" / "Makefile").write_text("all:\n\ttouch /tmp/pwned\n")
+    for name in ("enroot-4.1.2", "pyxis-0.24.0"):
+        subprocess.run(
+            ["tar", "-czf", str(vendor / f"{name}.tar.gz"), "-C", str(vendor), "enroot-4.1.2"],
+            check=True,
+        )
+    proc = _enroot_pyxis(tmp_path, vendor)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "matches neither its pinned sum" in lines[0], lines
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_a_missing_release_archive_is_named(tmp_path):
+    proc = _enroot_pyxis(tmp_path, tmp_path / "empty")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("enroot-pyxis: VENDOR_DIR=") and "has no" in proc.stderr
