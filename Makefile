@@ -64,12 +64,21 @@ providers: host-packages
 	@tools/providers.sh
 
 ## --- images -------------------------------------------------------------
+# The node, base and stack images; then enroot and pyxis built from their release
+# sources against the node image's Slurm, for SLURM=true testbeds (VENDOR_DIR: a
+# folder holding the two release archives, where GitHub is out of reach).
 images: engine wheelhouse
 	@images/build.sh all
+	@tools/enroot-pyxis.sh
+
+# The stack image as a .sqsh in the local image store, which a SLURM=true testbed
+# mounts at /images (exported again only when the stack image changed).
+IMAGE_STORE ?= $(CACHE)/images
 
 ## --- testbed life cycle --------------------------------------------------
-deploy: tools $(if $(filter local,$(ENV)),images)
-	@$(PY) -m hpcbench deploy --env $(ENV) $(VARS)
+deploy: tools $(if $(filter local,$(ENV)),images $(if $(filter true,$(SLURM)),stack-sqsh))
+	@$(PY) -m hpcbench deploy --env $(ENV) $(VARS) \
+	   $(if $(and $(filter local,$(ENV)),$(filter true,$(SLURM))),--var image_store=$(IMAGE_STORE))
 
 verify: venv
 	@$(PY) -m hpcbench verify --env $(ENV)
@@ -164,6 +173,8 @@ lint: venv
 
 ## --- Slurm clusters (docs/slurm.md) --------------------------------------
 # The stack image as an enroot/pyxis squashfs: make enroot-image [SQSH=file.sqsh]
-.PHONY: enroot-image
+.PHONY: enroot-image stack-sqsh
 enroot-image: images
 	@images/enroot-export.sh $(or $(SQSH),hpcbench+stack.sqsh)
+stack-sqsh: images
+	@ENROOT_EXPORT_CHECK=0 images/enroot-export.sh --cached $(IMAGE_STORE)/hpcbench+stack.sqsh

@@ -13,6 +13,9 @@ module "testbed" {
   ssh_public_key = file(var.ssh_public_key_file)
   ssh_port_base  = var.ssh_port_base
   jupyter_port   = var.jupyter_port
+  # Slurm's jobs may run in containers (enroot and pyxis, LRZ's way).
+  user_containers = var.enable_slurm
+  image_store     = var.image_store
 }
 
 module "inventory" {
@@ -35,5 +38,7 @@ module "inventory" {
     testbed_network    = module.testbed.network
     # Empty: left out, the slurm role's one partition of every node.
     slurm_partitions = length(var.slurm_partitions) > 0 ? var.slurm_partitions : null
+    # The stack as a .sqsh where the nodes see the image store: what verify starts.
+    pyxis_image = var.image_store == "" ? null : "/images/${var.pyxis_image_file}"
   }
 }

@@ -57,3 +57,21 @@ variable "slurm_partitions" {
     error_message = "slurm_partitions must be a list of {\"name\":..., \"nodes\":[...]}: distinct names of letters, digits, '_', '.' or '-' (not DEFAULT), each with one or more distinct nodes: set --var 'slurm_partitions=[{\"name\":\"fast\",\"nodes\":[\"node1\",\"node2\"]}]'."
   }
 }
+
+variable "image_store" {
+  description = "With enable_slurm: a folder of this machine holding the stack as a .sqsh (pyxis_image_file), mounted read-only at /images on every node; make deploy SLURM=true exports it there (make stack-sqsh). \"\": none, and pyxis has no image to start."
+  type        = string
+  default     = ""
+  nullable    = false
+}
+
+variable "pyxis_image_file" {
+  description = "The stack's .sqsh in image_store (images/enroot-export.sh's default name)."
+  type        = string
+  default     = "hpcbench+stack.sqsh"
+  nullable    = false
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_.+-]+\\.sqsh$", var.pyxis_image_file))
+    error_message = "pyxis_image_file must be a file name ending in .sqsh (letters, digits, '_.+-')."
+  }
+}

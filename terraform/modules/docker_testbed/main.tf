@@ -58,6 +58,11 @@ resource "docker_container" "node" {
     add  = local.node_caps[count.index]
     drop = []
   }
+  # enroot (user_containers) makes user namespaces and pivot_root()s into them:
+  # Docker's default seccomp profile lets the first happen and refuses the second
+  # ("enroot-switchroot: failed to switch root: ... Operation not permitted").
+  # No capability is added for it.
+  security_opts = var.user_containers ? ["seccomp=unconfined"] : []
   tmpfs = {
     "/run"      = "rw,exec"
     "/run/lock" = "rw"
@@ -70,6 +75,15 @@ resource "docker_container" "node" {
   volumes {
     volume_name    = docker_volume.shared.name
     container_path = "/shared"
+  }
+  # Read-only: the nodes start images from it, and nothing there is theirs to change.
+  dynamic "volumes" {
+    for_each = var.image_store == "" ? [] : [var.image_store]
+    content {
+      host_path      = volumes.value
+      container_path = "/images"
+      read_only      = true
+    }
   }
 
   networks_advanced {

@@ -116,3 +116,21 @@ variable "jupyter_port" {
     error_message = "jupyter_port must lie between 1024 and 65535."
   }
 }
+
+variable "user_containers" {
+  description = "Nodes run containers of their own (enroot, under Slurm's pyxis): no seccomp filter, which enroot needs to switch into a container's root (docs/testbeds.md says what it opens). false keeps Docker's default profile."
+  type        = bool
+  default     = false
+  nullable    = false
+}
+
+variable "image_store" {
+  description = "A folder of this machine mounted read-only at /images on every node: container images (.sqsh) that jobs start with pyxis, as a cluster's shared image store; \"\" mounts none."
+  type        = string
+  default     = ""
+  nullable    = false
+  validation {
+    condition     = var.image_store == "" || startswith(var.image_store, "/")
+    error_message = "image_store must be an absolute path of this machine, or \"\"."
+  }
+}

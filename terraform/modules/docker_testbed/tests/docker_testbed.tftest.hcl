@@ -30,6 +30,30 @@ run "only_the_nfs_server_reads_by_handle" {
   }
 }
 
+run "the_seccomp_filter_stays_unless_nodes_run_containers" {
+  command = plan
+  assert {
+    condition     = alltrue([for c in docker_container.node : length(c.security_opts) == 0])
+    error_message = "without user_containers every node keeps Docker's default seccomp profile"
+  }
+}
+
+run "nodes_that_run_containers_lose_the_seccomp_filter_and_gain_no_capability" {
+  command = plan
+  variables {
+    user_containers = true
+  }
+  assert {
+    condition     = alltrue([for c in docker_container.node : c.security_opts == toset(["seccomp=unconfined"])])
+    error_message = "with user_containers every node runs without a seccomp filter (enroot's pivot_root)"
+  }
+  assert {
+    condition = alltrue([for c in slice(docker_container.node, 1, 3) :
+    !contains(one(c.capabilities).add, "CAP_DAC_READ_SEARCH")])
+    error_message = "workers must still not hold CAP_DAC_READ_SEARCH"
+  }
+}
+
 run "a_single_node_is_the_nfs_server" {
   command = plan
   variables {
