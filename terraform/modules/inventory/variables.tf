@@ -102,6 +102,8 @@ variable "deploy_vars" {
     testbed_network = optional(string)
     # Slurm partitions for the slurm role (the first is the default); null: its one partition of every node.
     slurm_partitions = optional(list(object({ name = string, nodes = list(string) })))
+    # The stack's .sqsh as the nodes see it (pyxis: verify starts it); null: none.
+    pyxis_image = optional(string)
   })
 
   validation {
