@@ -36,6 +36,7 @@ import hashlib
 import json
 import math
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,8 @@ from typing import Any
 import yaml
 
 from hpcbench import options, paths
-from hpcbench.errors import UsageError
+from hpcbench.errors import UsageError, one_line
+from hpcbench.predict import parse_link
 from hpcbench.specs import (
     MAX_SLOTS,
     SweepSpec,
@@ -280,6 +282,31 @@ _UniqueKeyLoader.add_constructor(
 )
 
 
+class _TooLong:
+    """A whole number of more digits than Python converts from text
+    (sys.get_int_max_str_digits; PyYAML's int() of it raises ValueError): kept as
+    this, so that the check of the file names its key."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"<a number of {self.digits} digits>"
+
+
+def _int_or_too_long(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> Any:
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:
+        return _TooLong(len(node.value))
+
+
+_UniqueKeyLoader.add_constructor(
+    "tag:yaml.org,2002:int",
+    _int_or_too_long,  # type: ignore[arg-type]
+)
+
+
 def read_yaml(path: Path) -> Any:
     check_path(str(path), "campaign file")
     try:
@@ -300,6 +327,8 @@ def read_yaml(path: Path) -> Any:
         raise UsageError(f"{path}: not valid YAML ({where}{problem})") from None
     except RecursionError:
         raise UsageError(f"{path}: nested more than YAML can read") from None
+    except ValueError as err:  # a value YAML's own types refuse: a date such as 2026-13-40
+        raise UsageError(f"{path}: not valid YAML ({one_line(str(err), 200)})") from None
     if _too_big(data):
         raise UsageError(
             f"{path}: its aliases refer to themselves or expand to over "
@@ -330,6 +359,33 @@ def _too_big(data: Any) -> bool:
 
 
 # ------------------------------------------------------------------ checkers
+def _no_number_too_long(node: Any, path: str = "") -> None:
+    """A number too long for Python to convert, named by its key path."""
+    if isinstance(node, _TooLong):
+        raise _Problem(
+            path,
+            f"a number of {node.digits} digits, over the {sys.get_int_max_str_digits()} "
+            "Python reads, and far over any count or size here",
+        )
+    if isinstance(node, dict):
+        for key, value in node.items():
+            where = f"{path}.{key}" if path else str(key)
+            _no_number_too_long(key, path)
+            _no_number_too_long(value, where)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _no_number_too_long(value, f"{path}[{i}]")
+
+
+def _encodable(value: str, path: str) -> None:
+    """Text that files, pages and terminals can hold: UTF-8, so no lone surrogate
+    (YAML's "\\uDCFF" escape makes one)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Problem(path, "holds a lone surrogate (\\uD800-\\uDFFF): not text") from None
+
+
 def _mapping(value: Any, path: str, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
     if value is None:
         return {}
@@ -350,6 +406,7 @@ def _text(value: Any, path: str, pattern: re.Pattern[str] | None = None, example
         raise _Problem(path, f"must be text{f' like {example}' if example else ''}")
     if any(ord(c) < 32 and c not in "\t" for c in value) or len(value) > SETTING_MAX:
         raise _Problem(path, f"must be one line of at most {SETTING_MAX} characters")
+    _encodable(value, path)
     if pattern is not None and not pattern.fullmatch(value):
         raise _Problem(path, f"{value[:40]!r} is not {example}")
     return value
@@ -399,12 +456,33 @@ def _setting(value: Any, path: str) -> str:
         if len(text) <= SETTING_MAX and not _huge_int(value):
             return text
     if isinstance(value, str) and "\x00" not in value and len(value) <= SETTING_MAX:
+        _encodable(value, path)
         return value
     raise _Problem(
         path,
         f"must be text, a number of at most 18 digits, true/false or a list "
         f"(at most {SETTING_MAX} characters)",
     )
+
+
+def _link(key: str, text: str, where: str) -> None:
+    """A testbed's nominal link in its settings, as the plan reads it
+    (estimate.link_rate_bits): a line rate above zero and finite; an empty link_rate
+    leaves a local testbed unshaped."""
+    if key == "link_rate" and text:
+        try:
+            parse_link(text)
+        except UsageError:
+            raise _Problem(
+                where, f"{text[:40]!r} is not a line rate above 0 such as 100mbit or 1gbit"
+            ) from None
+    elif key == "link_capacity_mbps":
+        try:
+            mbps = float(text)
+        except ValueError:
+            mbps = math.nan
+        if not (math.isfinite(mbps) and mbps > 0):
+            raise _Problem(where, f"{text[:40]!r} is not a finite number of Mbit/s above 0")
 
 
 def _huge_int(value: Any) -> bool:
@@ -742,6 +820,7 @@ def _deployed(raw: dict[str, Any], path: str) -> tuple[dict[str, str], dict[str,
                 "as its module documents (docs/testbeds.md)",
             )
         settings[key] = _setting(value, where)
+        _link(key, settings[key], where)
     ansible = _mapping(raw.get("ansible"), f"{path}.ansible")
     for key, value in ansible.items():
         where = f"{path}.ansible.{key}"
@@ -826,6 +905,7 @@ def _hosts(value: Any, path: str) -> tuple[list[str], dict[str, Any], int | None
 
 
 def _campaign(path: Path, data: Any) -> Campaign:
+    _no_number_too_long(data)
     top = _mapping(data, "", TOP_KEYS)
     if not top:
         raise _Problem("testbeds", "the file is empty: give at least a sweep and testbeds")

@@ -30,7 +30,7 @@ BASE: dict[str, Any] = {
         {
             "name": "a",
             "env": "local",
-            "settings": {"node_count": 2, "link_rate": "1gbit"},
+            "settings": {"node_count": 2, "link_rate": "1gbit", "link_capacity_mbps": 1000},
             "expect": {"images_per_s": 10, "deploy": "1m"},
             "exclude": [{"batch": 8}],
         },
@@ -47,6 +47,15 @@ BASE: dict[str, Any] = {
         {"name": "c", "hosts": ["h1:1", "h2:1"]},
     ],
 }
+# A whole number longer than Python converts from text (over 4300 digits): no YAML
+# dumper writes one, so the document holds this word, and dump() writes the digits.
+HUGE = "HUGE_NUMBER"
+HUGE_DIGITS = "9" * 4301
+SURROGATES = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
+# Link rates that are zero or not finite, as a testbed's settings may give them.
+NO_RATE = st.sampled_from(
+    [0, 0.0, -1, "0", "-0", "inf", "-inf", "nan", "1e400", "0gbit", "0.0mbit", "infgbit"]
+)
 # Values a file may hold in any place: the YAML types at their extremes.
 SCALARS = st.one_of(
     st.none(),
@@ -56,6 +65,9 @@ SCALARS = st.one_of(
     st.sampled_from([1e308, -1e308, 5e-324, 0.0, -0.0, 2**63, -(2**63) - 1]),
     st.text(max_size=40),
     st.sampled_from(["", " ", "-x", "1-0", "a\nb", "\x00", "ü" * 300]),
+    st.just(HUGE),
+    st.builds("".join, st.lists(st.text(max_size=4) | SURROGATES, min_size=1, max_size=4)),
+    NO_RATE,
 )
 VALUES = st.recursive(
     SCALARS,
@@ -100,6 +112,11 @@ def mutated(draw: st.DrawFn) -> Any:
     return doc
 
 
+def dump(doc: Any) -> str:
+    """The document as YAML, HUGE written as its digits."""
+    return yaml.safe_dump(doc, allow_unicode=True).replace(HUGE, HUGE_DIGITS)
+
+
 def outcome(tmp: Path, text: str, capsys: pytest.CaptureFixture[str]) -> None:
     """plan and status on the file: 0 with a result, or 2 with one line naming it."""
     path = tmp / "c.yaml"
@@ -126,8 +143,71 @@ def test_a_generated_campaign_file_gives_a_plan_or_one_line(tmp_path, capsys, mo
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
     if isinstance(doc, dict):
         doc["out"] = str(tmp_path / "out")
-    outcome(tmp_path, yaml.safe_dump(doc, allow_unicode=True), capsys)
+    outcome(tmp_path, dump(doc), capsys)
     assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
+
+
+# Where each kind of value is refused, by the key path the error names.
+NUMBER_KEYS = [
+    ("sweep", "batch"),
+    ("sweep", "nodes"),
+    ("sweep", "repeats"),
+    ("testbeds", 0, "exclude", 0, "batch"),
+    ("testbeds", 0, "settings", "node_count"),
+    ("testbeds", 1, "slurm", "nodes"),
+    ("testbeds", 1, "slurm", "gpus_per_node"),
+]
+TEXT_KEYS = [("description",), ("testbeds", 0, "title"), ("testbeds", 0, "settings", "zone")]
+RATE_KEYS = [
+    ("testbeds", 0, "settings", "link_rate"),
+    ("testbeds", 0, "settings", "link_capacity_mbps"),
+]
+
+
+def key_path(where: tuple) -> str:
+    """('testbeds', 0, 'exclude', 0, 'batch') as the file's errors name it."""
+    text = ""
+    for part in where:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    st.one_of(
+        st.tuples(st.sampled_from(NUMBER_KEYS), st.just(HUGE)),
+        st.tuples(
+            st.sampled_from(NUMBER_KEYS),
+            st.lists(st.integers(1, 4) | st.just(HUGE), min_size=1, max_size=3).filter(
+                lambda v: HUGE in v
+            ),
+        ),
+        st.tuples(
+            st.sampled_from(TEXT_KEYS),
+            st.builds(
+                lambda a, s, b: a + s + b, st.text(max_size=8), SURROGATES, st.text(max_size=8)
+            ),
+        ),
+        st.tuples(st.sampled_from(RATE_KEYS), NO_RATE),
+    )
+)
+def test_a_value_no_check_can_read_is_refused_naming_its_key(tmp_path, capsys, monkeypatch, case):
+    """A number past Python's 4300 digits, text with a lone surrogate (YAML's "\\uDCFF"
+    escape), a link rate of zero or not finite: one line naming the key."""
+    where, value = case
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    doc = put(copy.deepcopy(BASE), where, value)
+    doc["out"] = str(tmp_path / "out")
+    path = tmp_path / "c.yaml"
+    path.write_text(dump(doc), encoding="utf-8")
+    assert cli.main(["campaign", "plan", str(path)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"hpcbench: error: {path}: {key_path(where)}")
 
 
 @pytest.mark.parametrize(
@@ -146,6 +226,9 @@ def test_a_generated_campaign_file_gives_a_plan_or_one_line(tmp_path, capsys, mo
         "name: x\ntestbeds: [{name: a, env: local}]\n" + "sweep: {}\n" * 2,
         "!!python/object/apply:os.system ['touch PWNED']\n",
         "[" * 5000 + "]" * 5000,
+        # A date YAML's own type refuses; a key past Python's 4300 digits.
+        "name: x\ntestbeds: [{name: a, env: local, title: 2026-13-40}]\n",
+        "name: x\nsweep:\n  ? " + "9" * 4301 + "\n  : 1\ntestbeds: [{name: a, env: local}]\n",
     ],
 )
 def test_hostile_yaml_is_one_line(tmp_path, capsys, monkeypatch, text):
