@@ -39,6 +39,6 @@ module "inventory" {
     # Empty: left out, the slurm role's one partition of every node.
     slurm_partitions = length(var.slurm_partitions) > 0 ? var.slurm_partitions : null
     # The stack as a .sqsh where the nodes see the image store: what verify starts.
-    pyxis_image = var.image_store == "" ? null : "/images/${var.pyxis_image_file}"
+    pyxis_image = var.image_store != null && var.image_store != "" ? "/images/${var.pyxis_image_file}" : null
   }
 }

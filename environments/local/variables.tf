@@ -10,6 +10,7 @@ variable "cpu_period_us" { default = null }
 variable "host_cpus" { default = null } # hpcbench deploy passes the controller's CPU count
 variable "ssh_port_base" { default = null }
 variable "jupyter_port" { default = null }
+variable "image_store" { default = null } # make deploy SLURM=true: ~/.cache/hpcbench/images
 
 # Settings of this environment alone (they go to the inventory).
 
@@ -56,13 +57,6 @@ variable "slurm_partitions" {
     ]) && length(distinct(var.slurm_partitions[*].name)) == length(var.slurm_partitions)
     error_message = "slurm_partitions must be a list of {\"name\":..., \"nodes\":[...]}: distinct names of letters, digits, '_', '.' or '-' (not DEFAULT), each with one or more distinct nodes: set --var 'slurm_partitions=[{\"name\":\"fast\",\"nodes\":[\"node1\",\"node2\"]}]'."
   }
-}
-
-variable "image_store" {
-  description = "With enable_slurm: a folder of this machine holding the stack as a .sqsh (pyxis_image_file), mounted read-only at /images on every node; make deploy SLURM=true exports it there (make stack-sqsh). \"\": none, and pyxis has no image to start."
-  type        = string
-  default     = ""
-  nullable    = false
 }
 
 variable "pyxis_image_file" {

@@ -24,7 +24,7 @@ SUITES = {
     "terraform/modules/virtualwall": 11,
     "terraform/modules/gpulab": 6,
     "terraform/modules/openstack/plan": 9,
-    "terraform/modules/docker_testbed": 10,
+    "terraform/modules/docker_testbed": 12,
     "environments/virtualwall": 3,
     "environments/gpulab": 3,
     "environments/local": 5,
