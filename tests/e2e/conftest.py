@@ -37,7 +37,11 @@ E2E_VARS = {
     "node_link_rates": '{"node3":"200mbit"}',
     "slurm_partitions": '[{"name":"fast","nodes":["node1","node2"]},'
     '{"name":"slow","nodes":["node1","node3"]}]',
+    # The stack as a .sqsh for pyxis (images/enroot-export.sh), where make deploy
+    # SLURM=true keeps it: every node sees it read-only at /images.
+    "image_store": str(Path.home() / ".cache" / "hpcbench" / "images"),
 }
+STACK_SQSH = Path(E2E_VARS["image_store"]) / "hpcbench+stack.sqsh"
 # A training run small enough for a 2-core machine: as a campaign file's sweep has it,
 # and as `scale` options.
 TINY_SWEEP = {
@@ -154,6 +158,16 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployedTestbe
     state = tmp_path_factory.mktemp("state")
     bed = DeployedTestbed(state, {**os.environ, "HPCBENCH_STATE": str(state)})
     bed.remove_leftovers()
+    # What make deploy SLURM=true exports first (make stack-sqsh); kept while the stack
+    # image is the same.
+    export = subprocess.run(
+        [str(REPO / "images" / "enroot-export.sh"), "--cached", str(STACK_SQSH)],
+        env={**os.environ, "ENROOT_EXPORT_CHECK": "0"},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert export.returncode == 0, export.stdout[-2000:] + export.stderr[-2000:]
     yield bed
     bed.hpcbench("destroy", "--env", "local", timeout=600)
 

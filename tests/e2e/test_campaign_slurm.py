@@ -24,12 +24,28 @@ import pytest
 import yaml
 
 from hpcbench import analysis, nodeset
-from tests.e2e.conftest import E2E_VARS, TINY_SWEEP, DeployedTestbed, campaign_run
+from tests.e2e.conftest import (
+    E2E_VARS,
+    STACK_SQSH,
+    TINY_SWEEP,
+    DeployedTestbed,
+    campaign_run,
+    var_args,
+)
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-SWEEP = {**TINY_SWEEP, "batch": [4], "nodes": [1, 2], "probe_max_bytes": "1M", "backend": "ddp"}
+# One thread a rank: the nodes' CPU quota (0.6) is not visible inside an enroot
+# container, where a rank would otherwise take two; the same in every partition.
+SWEEP = {
+    **TINY_SWEEP,
+    "batch": [4],
+    "nodes": [1, 2],
+    "probe_max_bytes": "1M",
+    "backend": "ddp",
+    "threads": 1,
+}
 # The campaign's own local testbed: a name, subnet and ports of its own, one node.
 BUILT = {
     "name": "hpcbench-e2ec",
@@ -44,6 +60,22 @@ BUILT = {
 
 def head(bed: DeployedTestbed) -> nodeset.Node:
     return nodeset.load_inventory(bed.state / "local" / "inventory.yml").head_node()
+
+
+@pytest.fixture(scope="module")
+def deployed(testbed: DeployedTestbed) -> DeployedTestbed:
+    """The shared testbed, deployed here when this module runs alone."""
+    if not (testbed.state / "local" / "inventory.yml").is_file():
+        proc = testbed.hpcbench("deploy", "--env", "local", *var_args(), timeout=1800)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return testbed
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One campaign folder for the module: the containers and modules test resumes the
+    mixed campaign's, so that all its systems share one report."""
+    return tmp_path_factory.mktemp("mixed")
 
 
 def partition(bed: DeployedTestbed, name: str) -> dict:
@@ -67,13 +99,47 @@ def partition(bed: DeployedTestbed, name: str) -> dict:
     }
 
 
-def campaign_file(bed: DeployedTestbed, tmp: Path, *partitions: str) -> Path:
+def as_user(bed: DeployedTestbed, spec: dict, name: str, title: str, **slurm: object) -> dict:
+    """A partition reached as the testbed's user (testbed_user), with the testbed key:
+    its jobs run as that user, as a cluster's do, in the shared folder."""
+    access = head(bed).access
+    assert access is not None
+    login = {
+        "login": f"hpcbench@{access.host}:{access.port}",
+        "ssh_key": str(bed.state / "local" / "ssh_mesh_ed25519"),
+        "job_dir": "/shared/slurm-jobs",
+    }
+    return {**spec, "name": name, "title": title, "slurm": {**spec["slurm"], **login, **slurm}}
+
+
+def the_lrz_and_gwdg_ways(bed: DeployedTestbed) -> list[dict]:
+    """campaigns/lrz.yaml's partitions (the stack's .sqsh through pyxis: DDP, Horovod
+    over Gloo) and gwdg.yaml's (its setup line, the environment's python)."""
+    fast = partition(bed, "fast")
+    image = {"container_image": f"/images/{STACK_SQSH.name}"}
+    gwdg = {"setup": "module load miniforge3 && source activate hpcbench", "python": "python"}
+    return [
+        as_user(bed, fast, "pyxis-ddp", "e2e Slurm, pyxis, DDP", **image),
+        {
+            **as_user(bed, fast, "pyxis-gloo", "e2e Slurm, pyxis, Horovod over Gloo", **image),
+            # Over two nodes only: its rendezvous step and the workers share node1's
+            # container (each container start unpacks the 5.6 GB stack).
+            "sweep": {"backend": "horovod", "nodes": 2},
+        },
+        as_user(bed, fast, "lmod", "e2e Slurm, module load, DDP", **gwdg),
+    ]
+
+
+def campaign_file(
+    bed: DeployedTestbed, tmp: Path, *partitions: str, more: tuple[dict, ...] = ()
+) -> Path:
     data = {
         "name": "mixed",
         "out": str(tmp / "results"),
         "sweep": SWEEP,
         "testbeds": [
             *(partition(bed, p) for p in partitions),
+            *more,
             {
                 "name": "built",
                 "env": "local",
@@ -131,8 +197,9 @@ def run(
 
 
 def test_a_partition_that_does_not_exist_stops_the_campaign_before_anything_runs(
-    testbed: DeployedTestbed, tmp_path: Path
+    deployed: DeployedTestbed, tmp_path: Path
 ) -> None:
+    testbed = deployed
     path = campaign_file(testbed, tmp_path, "fast", "nosuch")
     proc = testbed.hpcbench("campaign", "run", str(path), timeout=600)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -148,8 +215,9 @@ def test_a_partition_that_does_not_exist_stops_the_campaign_before_anything_runs
 
 
 def test_two_partitions_and_a_deployed_testbed_in_one_report(
-    testbed: DeployedTestbed, tmp_path: Path
+    deployed: DeployedTestbed, results: Path
 ) -> None:
+    testbed, tmp_path = deployed, results
     path = campaign_file(testbed, tmp_path, "fast", "slow")
 
     def fast_cell_measured(records: list[dict]) -> bool:
@@ -218,3 +286,71 @@ def duration_s(text: str) -> float:
     assert parts and text, text
     h, m, s = (int(x or 0) for x in parts.groups())
     return h * 3600 + m * 60 + s
+
+
+def test_pyxis_and_lmod_partitions_join_the_same_report(
+    deployed: DeployedTestbed, results: Path
+) -> None:
+    """The LRZ way (the stack's .sqsh through real pyxis and enroot: DDP, Horovod over
+    Gloo) and the GWDG way (Lmod's module load, the environment's python), as the
+    testbed's user, beside the systems the mixed campaign measured: one report."""
+    testbed, tmp_path = deployed, results
+    path = campaign_file(
+        testbed, tmp_path, "fast", "slow", more=tuple(the_lrz_and_gwdg_ways(testbed))
+    )
+    rc, out, _ = run(testbed, tmp_path, path, "--resume")
+    assert rc == 0, out[-6000:]
+    states = {}
+    for r in journal(tmp_path):
+        if r.get("kind") == "cell":
+            states[r["cell"]] = (r["testbed"], r["status"])
+    new = {"pyxis-ddp", "pyxis-gloo", "lmod"}
+    assert new <= {t for t, _ in states.values()}
+    assert {s for t, s in states.values() if t in new} == {"measured"}, states
+    report = tmp_path / "results"
+    systems = {s["testbed"]: s for s in json.loads((report / "systems.json").read_text())}
+    assert new | {"fast", "slow", "built"} <= set(systems), sorted(systems)
+    text = (report / "report.md").read_text()
+    assert "e2e Slurm, pyxis, Horovod over Gloo" in text and "module load" in text
+    for name in new:
+        lines = [json.loads(x) for x in (report / name / "results.jsonl").read_text().splitlines()]
+        ok = {r["workers"] for r in lines if r.get("kind") == "run" and r["status"] == "ok"}
+        assert ok == ({2} if name == "pyxis-gloo" else {1, 2}), (name, ok)
+        [probe] = [r for r in lines if r.get("kind") == "probe"]
+        assert probe["status"] == "ok", (name, probe.get("error"))
+    # Each job made its container once per node and removed it: none is left, and the
+    # jobs ran as the testbed's user, not as root.
+    for node in ("node1", "node2"):
+        left = subprocess.run(
+            [
+                "docker",
+                "exec",
+                f"{E2E_VARS['name']}-{node}",
+                "su",
+                "-",
+                "hpcbench",
+                "-c",
+                "enroot list",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert left.returncode == 0 and left.stdout.strip() == "", left.stdout + left.stderr
+    owners = subprocess.run(
+        [
+            "docker",
+            "exec",
+            f"{E2E_VARS['name']}-node1",
+            "find",
+            "/shared/slurm-jobs",
+            "-name",
+            "*.out",
+            "-printf",
+            "%u\\n",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert set(owners.stdout.split()) == {"hpcbench"}, owners.stdout + owners.stderr

@@ -1,0 +1,59 @@
+"""Jobs the LRZ way and the GWDG way: pyxis loaded into Slurm, and `srun
+--container-image=<the stack .sqsh>` starting on every node as the testbed's
+user; Lmod's module command in a batch job, putting the stack's Python on PATH."""
+
+import shlex
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def pyxis(testbed):
+    image = testbed.var("pyxis_image")
+    if not (testbed.var("enable_slurm") and image):
+        pytest.skip("no Slurm, or no pyxis_image in the inventory (no image store): no pyxis")
+    return {"head": testbed.head, "image": image, "user": testbed.var("testbed_user")}
+
+
+def as_user(user: str, command: str) -> str:
+    """A command as the testbed's user, in a login shell (its ~ and PATH)."""
+    return f"su - {shlex.quote(user)} -c {shlex.quote(command)}"
+
+
+def test_srun_offers_pyxiss_options(host, pyxis):
+    assert "--container-image" in host.check_output("srun --help")
+
+
+def test_the_stack_image_starts_on_every_node(testbed, pyxis):
+    """One step per node, each in the stack's .sqsh (pyxis imports, enroot starts it)."""
+    head = testbed.host(pyxis["head"])
+    nodes = [n["name"] for n in testbed.nodes]
+    for node in nodes:
+        step = (
+            f"srun --nodes=1 --ntasks=1 --nodelist={node} --time=5 "
+            f"--container-image={pyxis['image']} "
+            "/opt/hpcbench/venv/bin/python -c 'import socket, torch; print(socket.gethostname())'"
+        )
+        with head.sudo():
+            out = head.run(as_user(pyxis["user"], step))
+        assert out.rc == 0 and out.stdout.split() == [node], out.stdout + out.stderr
+
+
+def test_a_batch_jobs_module_load_puts_the_stacks_python_on_path(testbed, pyxis):
+    """The GWDG setup line in a batch script (a non-login bash, as sbatch starts it)."""
+    head = testbed.host(pyxis["head"])
+    script = (
+        "#!/bin/bash\n"
+        "type module >/dev/null 2>&1 || . /etc/profile >/dev/null 2>&1\n"
+        "module load miniforge3 && source activate hpcbench\n"
+        "command -v python\n"
+    )
+    command = (
+        "f=$(mktemp) && printf %s " + shlex.quote(script) + ' > "$f" && '
+        'sbatch --wait --time=5 --parsable --output="$HOME/lmod-%j.out" "$f" >/dev/null && '
+        'cat "$HOME"/lmod-*.out && rm -f "$f" "$HOME"/lmod-*.out'
+    )
+    with head.sudo():
+        out = head.run(as_user(pyxis["user"], command))
+    assert out.rc == 0, out.stdout + out.stderr
+    assert out.stdout.split()[-1] == "/opt/hpcbench/venv/bin/python", out.stdout
