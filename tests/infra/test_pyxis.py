@@ -12,7 +12,14 @@ def pyxis(testbed):
     image = testbed.var("pyxis_image")
     if not (testbed.var("enable_slurm") and image):
         pytest.skip("no Slurm, or no pyxis_image in the inventory (no image store): no pyxis")
-    return {"head": testbed.head, "image": image, "user": testbed.var("testbed_user")}
+    # A node is in some partition, not always the default one: srun picks from these.
+    parts = ",".join(p["name"] for p in testbed.var("slurm_partitions") or [])
+    return {
+        "head": testbed.head,
+        "image": image,
+        "user": testbed.var("testbed_user"),
+        "partitions": f"--partition={parts} " if parts else "",
+    }
 
 
 def as_user(user: str, command: str) -> str:
@@ -30,7 +37,7 @@ def test_the_stack_image_starts_on_every_node(testbed, pyxis):
     nodes = [n["name"] for n in testbed.nodes]
     for node in nodes:
         step = (
-            f"srun --nodes=1 --ntasks=1 --nodelist={node} --time=5 "
+            f"srun {pyxis['partitions']}--nodes=1 --ntasks=1 --nodelist={node} --time=5 "
             f"--container-image={pyxis['image']} "
             "/opt/hpcbench/venv/bin/python -c 'import socket, torch; print(socket.gethostname())'"
         )
