@@ -8,7 +8,7 @@ verify and destroy are replaced by no-ops (they are the deploy layer's, not the
 campaign's), the testbed resolves to this machine's processes, and a run returns a
 made-up record instead of launching training: what is traced is the campaign's
 own code between them, from TestbedLife.measure_testbed (Runner.measure_testbed
-before stop 27) down to the launcher's command line and back. A module counts
+in earlier versions) down to the launcher's command line and back. A module counts
 once per stretch of consecutive calls into it; "returns" counts each stretch of
 a module seen before; "upward calls" counts calls into a module of a higher
 layer than the caller's (LAYERS: the campaign, then deploy/probe/sweep, then

@@ -24,7 +24,7 @@ from hpcbench.terraform import TerraformEnv
 def state_root(campaign: Campaign, tb: TestbedPlan, base: Path | None = None) -> Path:
     """Where one testbed of a campaign keeps its Terraform state, keys and inventory:
     keyed by the campaign's name and its `out` folder, as its journal is. A folder by
-    the name alone (hpcbench before stop 27) is still used while it exists: what it
+    the name alone (earlier versions of hpcbench) is still used while it exists: what it
     holds is found and released."""
     root = (base or paths.state_root()) / "campaigns"
     legacy = root / campaign.name / tb.name

@@ -200,7 +200,7 @@ def test_unreadable_files_say_why(tmp_path: Path, text: str, says: str) -> None:
 
 
 def test_a_campaign_from_before_new_options_keeps_its_cell_ids(tmp_path: Path) -> None:
-    # Ids computed by the code of stop 26, before --step, --decode and the Slurm login
+    # Ids computed by an earlier version, before --step, --decode and the Slurm login
     # options existed: --resume of a journal from then must find the same cells.
     path = write(
         tmp_path,
