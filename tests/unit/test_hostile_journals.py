@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from hpcbench import cli
@@ -28,7 +28,13 @@ from hpcbench.campaign import campaign_file, comparison
 from hpcbench.campaign.journal import CELL_STATUSES, PHASE_STATUSES, PHASES
 from hpcbench.progress import format_duration
 from hpcbench.store import RESULTS_FILE, Store
-from tests.unit.test_hostile_records import Raw, _dump, _refuse_constant, store_bytes
+from tests.unit.test_hostile_records import (
+    _SETTINGS,
+    Raw,
+    _dump,
+    _refuse_constant,
+    store_bytes,
+)
 
 CAMPAIGN: dict[str, Any] = {
     "name": "fuzz",
@@ -189,17 +195,8 @@ def cells_of(path: Path) -> list[tuple[str, str]]:
     return [(c.testbed, c.id) for c in campaign_file.load(path).cells]
 
 
-@settings(
-    max_examples=30,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-        HealthCheck.function_scoped_fixture,
-    ],
-)
+# The hostile-store suite's settings, with fewer examples: each runs four commands.
+@settings(_SETTINGS, max_examples=30)
 @given(st.data(), st.lists(store_bytes(), min_size=1, max_size=2))
 def test_plan_status_and_report_on_a_hostile_journal_and_stores(
     tmp_path_factory: pytest.TempPathFactory,
