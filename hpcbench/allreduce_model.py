@@ -17,16 +17,35 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-# A link rate as the testbeds record it (tc's syntax, lower case): SI units, so that
-# 1gbit is 10^9 bit/s (tc's kibit would be binary).
-_LINK_RATE = re.compile(r"(\d+(?:\.\d+)?)(kbit|mbit|gbit)", re.ASCII)
-_LINK_UNITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+# A line rate: a number and SI bits per second, so that 1gbit is 10^9 bit/s (tc's kibit
+# would be binary). A person may write it with capitals and a space before the unit
+# (10 Gbit); the testbeds record it as tc writes it (10gbit).
+_LINK_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg])bit", re.IGNORECASE | re.ASCII)
+_LINK_UNITS = {"k": 1e3, "m": 1e6, "g": 1e9}
+
+
+def _line_rate(text: str) -> tuple[float, str] | None:
+    """A line rate's bits/s and tc's spelling of it ('10 Gbit' -> 1e10, '10gbit'); None
+    for anything that is not a line rate."""
+    match = _LINK_RATE.fullmatch(text.strip())
+    if not match:
+        return None
+    unit = match[2].lower()
+    return float(match[1]) * _LINK_UNITS[unit], f"{match[1]}{unit}bit"
+
+
+def line_rate_bits(text: str) -> float | None:
+    """A line rate as a person writes it ('10gbit', '10 Gbit') -> bits/s; None for
+    anything else."""
+    rate = _line_rate(text)
+    return rate[0] if rate else None
 
 
 def nominal_bytes_per_s(rate: str | None) -> float | None:
-    """'1gbit' -> 1.25e8 bytes/s; None for anything that is not such a rate."""
-    match = _LINK_RATE.fullmatch(rate or "")
-    return float(match[1]) * _LINK_UNITS[match[2]] / 8 if match else None
+    """A recorded link rate, as tc writes it: '1gbit' -> 1.25e8 bytes/s; None for
+    anything else ('', 'unshaped', '1 Gbit')."""
+    parsed = _line_rate(rate or "")
+    return parsed[0] / 8 if parsed and parsed[1] == rate else None
 
 
 def ring_factor(workers: int) -> float:

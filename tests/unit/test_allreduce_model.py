@@ -219,3 +219,16 @@ def test_background_stretches_the_computation_of_more_than_one_worker():
 )
 def test_background_share_from_a_probe_record(probe, expected):
     assert allreduce_model.background_share(probe) == pytest.approx(expected)
+
+
+def test_one_line_rate_parser_reads_what_a_person_writes_and_what_a_record_holds():
+    """A person may write a line rate with capitals and spaces; a record holds tc's
+    spelling, and anything else in a record is no rate."""
+    assert allreduce_model.line_rate_bits(" 10 Gbit ") == 10e9
+    assert allreduce_model.line_rate_bits("1.5mbit") == 1.5e6
+    for text in ("10\u212abit", "\uff11gbit", "10gbits", "gbit", "1kibit", ""):
+        assert allreduce_model.line_rate_bits(text) is None
+    assert allreduce_model.nominal_bytes_per_s("1gbit") == 1.25e8
+    assert allreduce_model.nominal_bytes_per_s("2.5mbit") == 2.5e6 / 8
+    for recorded in ("1 gbit", "1Gbit", " 1gbit", "1gbit\n", "", None, "unshaped"):
+        assert allreduce_model.nominal_bytes_per_s(recorded) is None
