@@ -33,7 +33,7 @@ from pathlib import Path
 from cli import REPO
 
 sys.path.insert(0, str(REPO))
-from hpcbench import analysis, cli, predict  # noqa: E402  (run as a script from evaluation/)
+from hpcbench import analysis, cli, predict, scaling_model  # noqa: E402  (run as a script from evaluation/)
 
 DATA = Path(__file__).resolve().parent / "published.json"
 CLOSE = analysis.POINT_CLOSE
@@ -81,11 +81,12 @@ def predicted(row: dict) -> dict:
     return json.loads(out.getvalue())[-1]
 
 
-def case(row: dict) -> predict.Case:
+def case(row: dict) -> scaling_model.Case:
     """The row as predict's calibration sees it (the parser of `hpcbench predict`)."""
     args = cli.build_parser().parse_args(predict_argv(row))
     plan = predict.plan_from(args)
-    return predict.Case(plan, predict.parse_link(row["link"]), measured_e(row), row["transport"])
+    rate = scaling_model.parse_link(row["link"])
+    return scaling_model.Case(plan, rate, measured_e(row), row["transport"])
 
 
 def measured_e(row: dict) -> float:
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     data = json.loads(args.data.read_text())
     if args.fit:
         fitted = [case(r) for r in data["rows"] if not r["held_out"]]
-        found = predict.fit(fitted)
+        found = scaling_model.fit(fitted)
         print(
             f"fitted on {len(fitted)} rows (held-out rows not used): link efficiency "
             + ", ".join(f"{t} {e:.2f}" for t, e in found.efficiency.items())
@@ -162,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"python -m hpcbench {shlex.join(predict_argv(row))}")
     print(
         f"predict's defaults, used on every row: link efficiency tcp "
-        f"{predict.TCP_EFFICIENCY:.2f}, rdma {predict.RDMA_EFFICIENCY:.2f}; interference "
-        f"{predict.DEFAULT_INTERFERENCE:.2f}",
+        f"{scaling_model.TCP_EFFICIENCY:.2f}, rdma {scaling_model.RDMA_EFFICIENCY:.2f}; "
+        f"interference {scaling_model.DEFAULT_INTERFERENCE:.2f}",
         file=sys.stderr,
     )
     print(summary("fitted", [r for r in rows if not r[0]["held_out"]]), file=sys.stderr)

@@ -18,230 +18,35 @@ backward by --interference of its time; docs/method.md has the model.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import math
-import re
 import statistics
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from hpcbench import allreduce_model, analysis
 from hpcbench.errors import UsageError
+from hpcbench.scaling_model import (
+    DEFAULT_INTERFERENCE,
+    INTRA_NODE,
+    LATENCY_US,
+    LINK_EFFICIENCY,
+    Case,
+    Plan,
+    case_point,
+    fit,
+    parse_link,
+    predictions,
+)
+
+# options.py reads these through this module for predict's options and their help.
+from hpcbench.scaling_model import DEFAULT_INTRA_NODE as DEFAULT_INTRA_NODE
+from hpcbench.scaling_model import RDMA_EFFICIENCY as RDMA_EFFICIENCY
+from hpcbench.scaling_model import TCP_EFFICIENCY as TCP_EFFICIENCY
 from hpcbench.specs import parse_int_list, units
 from hpcbench.store import Store
 
-# The share of line rate a ring all-reduce achieves by transport, where no probe
-# measured it, and the share of the link's busy time during backward that backward
-# loses (GPU cycles and memory bandwidth to NCCL kernels, CPU to TCP copies). Fitted
-# together, least absolute error, to the 17 published rows not held out
-# (evaluation/published.json; `python evaluation/published.py --fit`, link
-# efficiency on a 0.02 grid up to 1, interference on a 0.05 grid). The rows cannot
-# tell RDMA from the wire (the fit ends at the grid's bound, 1.00) and put TCP at
-# 0.86, below TCP's payload share at MTU 1500 (1448 of the 1538 bytes a frame takes on
-# the wire, 0.94), once interference takes its part. A TCP link far slower than that
-# (one stream bound by one core) is what `hpcbench probe` (--busbw) or --calibrate
-# finds on a testbed; these rows do not show it.
-TCP_EFFICIENCY = 0.86
-RDMA_EFFICIENCY = 1.00
-LINK_EFFICIENCY = {"tcp": TCP_EFFICIENCY, "rdma": RDMA_EFFICIENCY}
-DEFAULT_INTERFERENCE = 0.55
-# Per-step latency across nodes when none is given: an assumption typical of TCP over
-# a switched LAN (RDMA: an order less), not a measurement; `hpcbench probe` measures
-# the real one.
-DEFAULT_LATENCY_US = 50.0
-LATENCY_US = {"tcp": DEFAULT_LATENCY_US, "rdma": 5.0}
-# Per-step latency inside a node (NCCL over PCIe/NVLink): assumed, like the above.
-INTRA_LATENCY_US = 5.0
-# Bus bandwidth between two workers of one node, bytes/s per direction, by
-# interconnect: the specification's figure, an upper bound.
-INTRA_NODE = {
-    # PCI-SIG: 8 GT/s x 16 lanes, 128b/130b encoding: 15.75 GB/s (P100/V100 PCIe cards).
-    "pcie3": 15.75e9,
-    # PCI-SIG: 16 GT/s x 16: 31.5 GB/s (A100 PCIe, RTX 30xx).
-    "pcie4": 31.5e9,
-    # PCI-SIG: 32 GT/s x 16: 63 GB/s (H100 PCIe).
-    "pcie5": 63.0e9,
-    # NVIDIA V100 SXM2 datasheet: NVLink 300 GB/s in both directions (p3.16xlarge, DGX-1).
-    "nvlink2": 150e9,
-    # NVIDIA A100 SXM datasheet: NVLink 600 GB/s in both directions.
-    "nvlink3": 300e9,
-    # NVIDIA H100 SXM datasheet: NVLink 900 GB/s in both directions.
-    "nvlink4": 450e9,
-}
-DEFAULT_INTRA_NODE = "pcie3"
 MAX_WORKERS = 4096
-_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg])bit", re.IGNORECASE | re.ASCII)
-
-
-def parse_link(text: str) -> float:
-    """'10gbit' -> line rate in bits/s."""
-    match = _RATE.fullmatch(text.strip())
-    if not match:
-        raise UsageError(f"--link {text!r}: write a line rate like 1gbit, 25gbit or 100mbit")
-    value = float(match[1]) * {"k": 1e3, "m": 1e6, "g": 1e9}[match[2].lower()]
-    if not 1e3 <= value <= 1e13:
-        raise UsageError(f"--link {text!r}: out of range; use 1kbit to 10000gbit")
-    return value
-
-
-def model_layers(name: str, image_size: int) -> list[tuple[float, float]]:
-    """(gradient bytes, forward FLOPs per image) of each layer, in forward order.
-
-    Conv and linear layers carry the FLOPs (2 per multiply-add); other layers
-    count one operation per output element, which is small beside them.
-    """
-    import torch
-    import torchvision
-
-    try:
-        build = torchvision.models.get_model_builder(name)
-    except ValueError:
-        raise UsageError(f"--model {name!r}: not a torchvision model") from None
-    with torch.device("meta"):
-        model = build(
-            weights=None,
-            **({"aux_logits": False, "init_weights": False} if name == "inception_v3" else {}),
-        )
-    model.eval()
-    layers: list[tuple[float, float]] = []
-    seen: set[int] = set()
-
-    def hook(module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> None:
-        if not isinstance(output, torch.Tensor):
-            return
-        out_elems = output.numel()
-        if isinstance(module, torch.nn.Conv2d):
-            k = module.kernel_size[0] * module.kernel_size[1]
-            flops = 2.0 * out_elems * k * module.in_channels / module.groups
-        elif isinstance(module, torch.nn.Linear):
-            flops = 2.0 * out_elems * module.in_features
-        else:
-            flops = float(out_elems)
-        grad = 0.0
-        if id(module) not in seen:  # a module called twice owns its weights once
-            seen.add(id(module))
-            grad = 4.0 * sum(p.numel() for p in module.parameters(recurse=False))
-        layers.append((grad, flops))
-
-    leaves = [m for m in model.modules() if not list(m.children())]
-    handles = [m.register_forward_hook(hook) for m in leaves]
-    try:
-        with torch.no_grad():
-            model(torch.empty(1, 3, image_size, image_size, device="meta"))
-    finally:
-        for h in handles:
-            h.remove()
-    return layers
-
-
-@dataclass(frozen=True)
-class Plan:
-    model: str
-    image_size: int
-    batch: int
-    workers: list[int]
-    gpus_per_node: int
-    step_time_s: float
-    busbw: float  # bytes/s one node's NIC achieves
-    latency_s: float  # per ring step across nodes
-    backend: str
-    grouping: allreduce_model.Grouping  # the backend with its bucket / fusion settings
-    intra_busbw: float = INTRA_NODE[DEFAULT_INTRA_NODE]  # bytes/s inside a node
-    intra_latency_s: float = INTRA_LATENCY_US * 1e-6
-    interference: float = DEFAULT_INTERFERENCE
-    nccl: bool = False  # NCCL's tree for small messages
-    link_note: str = ""  # where busbw came from, for every output
-
-
-def link_for(plan: Plan, workers: int) -> allreduce_model.TwoLevelLink:
-    """The two-level link of `workers` workers packed gpus_per_node to a node."""
-    return allreduce_model.TwoLevelLink(
-        workers=workers,
-        nodes=math.ceil(workers / plan.gpus_per_node),
-        latency_s=plan.latency_s,
-        busbw=plan.busbw,
-        intra_latency_s=plan.intra_latency_s,
-        intra_busbw=plan.intra_busbw,
-        tree=plan.nccl,
-    )
-
-
-def predictions(plan: Plan, layers: list[tuple[float, float]]) -> list[dict[str, float]]:
-    rows = []
-    for n in plan.workers:
-        link = link_for(plan, n)
-        p = allreduce_model.predict_point(
-            plan.step_time_s, layers, link, plan.grouping, plan.interference
-        )
-        rows.append(
-            {
-                "workers": n,
-                "nodes": link.nodes,
-                **{k: v for k, v in asdict(p).items() if k != "workers"},
-            }
-        )
-        rows[-1]["images_per_s"] = n * plan.batch / p.step_s
-    return rows
-
-
-# ------------------------------------------------------------------ calibration
-@dataclass(frozen=True)
-class Case:
-    """One measured efficiency and the plan that predicts it (one worker count); its
-    busbw is replaced by line_rate x the efficiency being tried."""
-
-    plan: Plan
-    line_rate: float  # bits/s
-    measured: float
-    transport: str = "tcp"
-
-
-# The grids calibration searches: link efficiency 0.02-1.00, interference 0-1.
-EFFICIENCY_GRID = tuple(round(0.02 * i, 2) for i in range(1, 51))
-INTERFERENCE_GRID = tuple(round(0.05 * i, 2) for i in range(21))
-
-
-@functools.cache
-def cached_layers(model: str, image_size: int) -> tuple[tuple[float, float], ...]:
-    return tuple(model_layers(model, image_size))
-
-
-def case_point(case: Case, efficiency: float, interference: float) -> float:
-    plan = replace(case.plan, busbw=case.line_rate / 8 * efficiency, interference=interference)
-    return predictions(plan, list(cached_layers(plan.model, plan.image_size)))[0]["efficiency"]
-
-
-@dataclass(frozen=True)
-class Fit:
-    efficiency: dict[str, float]  # per transport
-    interference: float
-    mean_abs: float  # mean |point - measured| over the cases
-
-
-def fit(
-    cases: list[Case],
-    efficiencies: tuple[float, ...] = EFFICIENCY_GRID,
-    interferences: tuple[float, ...] = INTERFERENCE_GRID,
-) -> Fit:
-    """The link efficiency per transport and the one interference that make the points
-    closest to the measured efficiencies (least absolute error: a few odd rows should not
-    decide). Given the interference, each transport's efficiency is fitted on its own."""
-    best: Fit | None = None
-    for c in interferences:
-        shares, total = {}, 0.0
-        for transport in sorted({k.transport for k in cases}):
-            mine = [k for k in cases if k.transport == transport]
-            err, share = min(
-                (sum(abs(case_point(k, e, c) - k.measured) for k in mine), e) for e in efficiencies
-            )
-            shares[transport] = share
-            total += err
-        if best is None or total / len(cases) < best.mean_abs - 1e-12:
-            best = Fit(shares, c, total / len(cases))
-    assert best is not None
-    return best
 
 
 def store_cases(args: argparse.Namespace) -> list[Case]:
@@ -436,7 +241,7 @@ def main(args: argparse.Namespace) -> int:
     if args.calibrate is not None:
         return calibrate_main(args)
     plan = plan_from(args)
-    rows = predictions(plan, model_layers(plan.model, plan.image_size))
+    rows = predictions(plan)
     for r in rows:  # each row says which link figures it stands on
         r.update(
             busbw=plan.busbw,

@@ -6,8 +6,8 @@ Each figure says where it comes from, best first:
   campaign's results;
 - predicted: a run's length from the single-worker images/s (this testbed's baseline
   measured earlier, else `expect: images_per_s` in the campaign file) and the step
-  time at N workers from the point prediction of `hpcbench predict` over the
-  testbed's nominal link (none known: no slowdown, said so);
+  time at N workers from the point prediction (scaling_model, as `hpcbench predict`)
+  over the testbed's nominal link (none known: no slowdown, said so);
 - assumed: a stated default (DEFAULT_PHASE_S), never passed off as a measurement.
 A run lasts its launch overhead plus its warm-up, the steps that size its windows
 and its windows: each at least --min-window-s however fast the steps are, plus one
@@ -26,17 +26,15 @@ import json
 import math
 import statistics
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from hpcbench import allreduce_model, analysis, paths
 from hpcbench.campaign.campaign_file import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.errors import UsageError
-from hpcbench.predict import (
+from hpcbench.scaling_model import (
     DEFAULT_LATENCY_US,
     TCP_EFFICIENCY,
     Plan,
-    model_layers,
     parse_link,
     predictions,
 )
@@ -165,11 +163,6 @@ def link_rate_bits(tb: TestbedPlan) -> float | None:
     return None
 
 
-@cache
-def _layers(model: str, image_size: int) -> tuple[tuple[float, float], ...]:
-    return tuple(model_layers(model, image_size))
-
-
 def point_efficiency(
     part: SweepPart, tb: TestbedPlan, cell: Cell, step_s: float
 ) -> tuple[float, float] | None:
@@ -178,10 +171,10 @@ def point_efficiency(
     rate = link_rate_bits(tb)
     if cell.workers == 1 or rate is None:
         return None
-    model, image_size, backend = part.workload.model, part.workload.image_size, part.target.backend
+    backend = part.target.backend
     plan = Plan(
-        model=model,
-        image_size=image_size,
+        model=part.workload.model,
+        image_size=part.workload.image_size,
         batch=cell.batch,
         workers=[cell.workers],
         gpus_per_node=cell.gpus_per_node,
@@ -192,7 +185,7 @@ def point_efficiency(
         grouping=allreduce_model.Grouping(backend, None, None),
     )
     try:
-        row = predictions(plan, list(_layers(model, image_size)))[0]
+        row = predictions(plan)[0]
     except UsageError:
         return None
     return float(row["efficiency"]), float(row["efficiency_low"])

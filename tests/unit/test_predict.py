@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import allreduce_model, cli, predict
+from hpcbench import allreduce_model, cli, scaling_model
 from hpcbench.allreduce_model import Message
 from hpcbench.store import Store
 
@@ -65,7 +65,7 @@ def test_least_squares_fit_uses_every_size():
 
 
 def test_resnet50_layers_from_the_meta_device():
-    layers = predict.model_layers("resnet50", 224)
+    layers = scaling_model.model_layers("resnet50", 224)
     params = sum(g for g, _ in layers) / 4
     assert params == 25_557_032  # torchvision's ResNet-50
     gflops = sum(f for _, f in layers) / 1e9
@@ -263,8 +263,8 @@ def test_every_output_says_which_link_efficiency_it_used(capsys):
     base = ["predict", "--model", "resnet18", "--workers", "2", "--step-time", "0.1", "--json"]
     assert cli.main([*base, "--link", "10gbit"]) == 0
     default = json.loads(capsys.readouterr().out)[0]
-    assert f"x {predict.TCP_EFFICIENCY:.2f} (tcp default)" in default["link"]
-    assert default["busbw"] == pytest.approx(10e9 / 8 * predict.TCP_EFFICIENCY)
+    assert f"x {scaling_model.TCP_EFFICIENCY:.2f} (tcp default)" in default["link"]
+    assert default["busbw"] == pytest.approx(10e9 / 8 * scaling_model.TCP_EFFICIENCY)
     assert cli.main([*base, "--link", "10gbit", "--transport", "rdma"]) == 0
     assert "(rdma default)" in json.loads(capsys.readouterr().out)[0]["link"]
     assert cli.main([*base, "--link", "10gbit", "--link-efficiency", "0.9"]) == 0
@@ -308,7 +308,7 @@ def _store(tmp_path, efficiencies: dict[int, float], link_rate: str = "1gbit"):
 def test_calibrate_recovers_the_parameters_that_made_the_runs(tmp_path, capsys):
     truth = {}
     for nodes in (2, 4):
-        plan = predict.Plan(
+        plan = scaling_model.Plan(
             model="resnet18",
             image_size=32,
             batch=8,
@@ -321,7 +321,7 @@ def test_calibrate_recovers_the_parameters_that_made_the_runs(tmp_path, capsys):
             grouping=allreduce_model.Grouping("ddp"),
             nccl=True,
         )
-        truth[nodes] = predict.case_point(predict.Case(plan, 1e9, 0.0), 0.4, 0.3)
+        truth[nodes] = scaling_model.case_point(scaling_model.Case(plan, 1e9, 0.0), 0.4, 0.3)
     _store(tmp_path, truth)
     assert cli.main(["predict", "--calibrate", str(tmp_path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -359,7 +359,9 @@ def test_a_third_of_the_published_rows_is_held_out_and_never_fitted(monkeypatch)
     assert {r["source"] for r in held} >= {"horovod-readme-2017", "hkbu-ddl-benchmarks-2020"}
     seen = []
     monkeypatch.setattr(
-        predict, "fit", lambda cases: seen.extend(cases) or predict.Fit({"tcp": 0.5}, 0.1, 0.0)
+        scaling_model,
+        "fit",
+        lambda cases: seen.extend(cases) or scaling_model.Fit({"tcp": 0.5}, 0.1, 0.0),
     )
     assert published.main(["--fit"]) == 0
     fitted = [r for r in data["rows"] if not r["held_out"]]
