@@ -186,7 +186,7 @@ class ConfigSummary:
     predicted_efficiency_low: float | None = None
     predicted_efficiency_high: float | None = None
     # The point prediction: the single worker's measured gradient timeline replayed
-    # against the probe's link (prediction.predict_measured).
+    # against the probe's link (allreduce_model.predict_measured).
     predicted_efficiency: float | None = None
     # CPU nodes: the all-reduces' own CPU work per step that the point charged (the
     # probe's compute lost per byte x the bytes; 0 where the probe measured none).
