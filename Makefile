@@ -29,23 +29,27 @@ VARS := $(if $(NODES),--var node_count=$(NODES)) \
 .PHONY: help demo campaign figures scale report bench-deploy bench-harness bench-gpu bench-links bench-published tools host-packages engine venv wheelhouse terraform providers images deploy verify destroy \
         test test-unit lint clean-cache
 
-help:
+# The usage lines above (those starting '#   '), then every target with the text
+# after its '## ' (a target without one is missing from this list).
+help: ## this list
 	@sed -n 's/^#   //p' Makefile
+	@echo
+	@awk -F ':.*## ' '/^[a-z][a-z-]*:.*## / {printf "  %-16s %s\n", $$1, $$2}' Makefile
 
 ## --- tooling ------------------------------------------------------------
-tools: host-packages engine venv terraform providers
+tools: host-packages engine venv terraform providers ## host packages, Docker, the venv, Terraform and its providers
 
-host-packages:
+host-packages: ## the Debian packages the tools build from (root)
 	@tools/host-packages.sh
 
-engine: host-packages
+engine: host-packages ## a Docker engine that answers (tools/docker-engine.sh)
 	@tools/docker-engine.sh
 
-wheelhouse: host-packages
+wheelhouse: host-packages ## torch, JupyterLab and Horovod's wheel, once, in CACHE/wheelhouse
 	@PYTHON=$(HOST_PYTHON) tools/wheelhouse.sh
 
 # The venv is rebuilt when the pins change.
-venv: $(VENV)/.installed
+venv: $(VENV)/.installed ## .venv with the pinned dependencies, rebuilt when the pins change
 $(VENV)/.installed: pyproject.toml images/stack/requirements.txt | wheelhouse
 	@echo "venv $(VENV): installing pinned dependencies"
 	@$(HOST_PYTHON) -m venv $(VENV)
@@ -55,19 +59,19 @@ $(VENV)/.installed: pyproject.toml images/stack/requirements.txt | wheelhouse
 	@touch $@
 
 # tofu or terraform from PATH; otherwise OpenTofu built from the Go module proxy.
-terraform:
+terraform: ## tofu or terraform from PATH, else OpenTofu built from source
 	@if command -v tofu >/dev/null || command -v terraform >/dev/null; then \
 	   echo "terraform: $$(command -v tofu || command -v terraform)"; \
 	 else tools/opentofu.sh; fi
 
-providers: host-packages
+providers: host-packages ## the Terraform providers, built into a local mirror
 	@tools/providers.sh
 
 ## --- images -------------------------------------------------------------
 # The node, base and stack images; then enroot and pyxis built from their release
 # sources against the node image's Slurm, for SLURM=true testbeds (VENDOR_DIR: a
 # folder holding the two release archives, where GitHub is out of reach).
-images: engine wheelhouse
+images: engine wheelhouse ## the base, node and stack images; enroot and pyxis
 	@images/build.sh all
 	@tools/enroot-pyxis.sh
 
@@ -76,21 +80,21 @@ images: engine wheelhouse
 IMAGE_STORE ?= $(CACHE)/images
 
 ## --- testbed life cycle --------------------------------------------------
-deploy: tools $(if $(filter local,$(ENV)),images $(if $(filter true,$(SLURM)),stack-sqsh))
+deploy: tools $(if $(filter local,$(ENV)),images $(if $(filter true,$(SLURM)),stack-sqsh)) ## ENV's machines and configuration
 	@$(PY) -m hpcbench deploy --env $(ENV) $(VARS) \
 	   $(if $(and $(filter local,$(ENV)),$(filter true,$(SLURM))),--var image_store=$(IMAGE_STORE))
 
-verify: venv
+verify: venv ## ENV's testinfra checks against its nodes
 	@$(PY) -m hpcbench verify --env $(ENV)
 
-destroy: venv
+destroy: venv ## ENV's machines and what they hold, released
 	@$(PY) -m hpcbench destroy --env $(ENV)
 
 ## --- the main job on the local testbed -------------------------------------
 # Four nodes of half a core each (this fits two cores), links shaped to
 # 200 Mbit/s so that the network shows on CPUs; a small CPU model.
 DEMO_OUT ?= results/demo
-demo:
+demo: ## a 4-node local testbed, its checks, a small sweep, a report (DEMO_OUT)
 	@$(MAKE) --no-print-directory deploy ENV=local NODES=$(or $(NODES),4) \
 	   CPUS_PER_NODE=$(or $(CPUS_PER_NODE),0.5) LINK_RATE=$(or $(LINK_RATE),200mbit)
 	@$(MAKE) --no-print-directory verify ENV=local
@@ -104,12 +108,12 @@ demo:
 # embedded one: the local testbed at 200 Mbit/s and 1 Gbit/s.
 #   make campaign [CAMPAIGN=campaigns/local.yaml] [RESUME=1]   (several testbeds -> one report)
 CAMPAIGN ?= campaigns/local.yaml
-campaign: tools $(if $(filter campaigns/local.yaml,$(CAMPAIGN)),images)
+campaign: tools $(if $(filter campaigns/local.yaml,$(CAMPAIGN)),images) ## CAMPAIGN's testbeds in turn, one report
 	@$(PY) -m hpcbench campaign run $(CAMPAIGN) $(if $(RESUME),--resume)
 
 # README's picture: the local campaign's charts, copied where README shows them
 # (each chart names the command that made it in its corner).
-figures:
+figures: ## the local campaign's charts copied to docs/figures
 	@test -f results/local/efficiency.png || { echo "figures: run \`make campaign\` first"; exit 2; }
 	@mkdir -p docs/figures
 	@cp results/local/efficiency.png docs/figures/campaign-local-efficiency.png
@@ -120,35 +124,35 @@ figures:
 #   make scale ENV=local SWEEP_NODES=1-4 BATCH=32,64 [MODEL=resnet18 IMAGE_SIZE=64]
 # (NODES already means the testbed's node count for deploy.)
 OUT ?= results
-scale: venv
+scale: venv ## a scaling sweep on ENV's deployed testbed into OUT
 	@$(PY) -m hpcbench scale --env $(ENV) --nodes $(or $(SWEEP_NODES),1-10) \
 	   --batch $(or $(BATCH),32,64,96) $(if $(MODEL),--model $(MODEL)) \
 	   $(if $(IMAGE_SIZE),--image-size $(IMAGE_SIZE)) --out $(OUT)
 
-report: venv
+report: venv ## the report of OUT (results)
 	@$(PY) -m hpcbench report --out $(OUT)
 
 # Figures for docs/benchmarks.md: deploy times, harness overhead and fidelity, efficiency
 # against the predicted band at two link rates (needs a deployed 4-node testbed).
-bench-deploy: tools images
+bench-deploy: tools images ## deploy times at 1, 2 and 4 nodes
 	@$(PY) evaluation/deploy_time.py --nodes 1,2,4
 
-bench-harness: venv
+bench-harness: venv ## the harness's overhead and fidelity against a plain loop
 	@$(PY) evaluation/overhead.py
 	@$(PY) evaluation/fidelity.py --threads 1 --image-size 32 --batch 32 --rounds 6 --max-rounds 20
 
 # On a machine with one CUDA GPU and the stack installed (GPU_PY=python3 where torch is
 # system-wide): the GPU table in one go (checks, step modes x batch x AMP, JPEG data,
 # fidelity), no part started after DEADLINE seconds; figures in results/bench-gpu.
-bench-gpu:
+bench-gpu: ## the GPU table on a machine with one CUDA GPU
 	@$(or $(GPU_PY),$(PY)) evaluation/gpu_steps.py all --deadline-s $(or $(DEADLINE),420)
 
-bench-links: venv
+bench-links: venv ## efficiency against the prediction at RATES on ENV
 	@$(PY) evaluation/testbed_links.py --env $(ENV) --rates $(or $(RATES),1gbit,100mbit) \
 	   --reshape "$(MAKE) deploy ENV=$(ENV) NODES=4 LINK_RATE={rate}"
 
 # `hpcbench predict` against published multi-node results (evaluation/published.json).
-bench-published: venv
+bench-published: venv ## predict against published multi-node results
 	@$(PY) evaluation/published.py --markdown
 
 ## --- checks --------------------------------------------------------------
@@ -158,23 +162,33 @@ bench-published: venv
 # tests beside them (GROUPS in tests/conftest.py). The 25 slowest are listed, to see
 # where CI's time goes.
 TEST_WORKERS ?= 2
-test: tools images
+test: tools images ## every test, end to end (the full loop)
 	@$(PY) -m pytest -ra -m solo tests/unit
 	@$(PY) -m pytest -ra -m "not solo" -n $(TEST_WORKERS) --durations=25
 
-test-unit: venv
+test-unit: venv ## tests/unit only, no Docker or testbed (the quick loop)
 	@$(PY) -m pytest -ra tests/unit
 
-lint: venv
+lint: venv ## ruff check and format, terraform fmt, ansible-lint
 	@$(PY) -m ruff check .
 	@$(PY) -m ruff format --check .
 	@$$(command -v tofu || command -v terraform) fmt -check -recursive terraform environments
 	@ANSIBLE_CONFIG=ansible/ansible.cfg PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint
 
+# Every download and build kept between clones: the wheelhouse and Horovod's wheel,
+# OpenTofu and its providers, enroot and pyxis, the .sqsh image store. Docker's images
+# stay (docker image rm). The next make tools builds them again (docs/development.md).
+clean-cache: ## remove CACHE (~/.cache/hpcbench) after saying what it holds
+	@case "$(CACHE)" in ""|/|$(HOME)|$(HOME)/) echo "clean-cache: CACHE=$(CACHE) is no cache folder" >&2; exit 2;; esac
+	@if [ -e "$(CACHE)" ]; then \
+	   echo "clean-cache: removing $(CACHE) ($$(du -sh "$(CACHE)" | cut -f1): $$(ls -m "$(CACHE)"))"; \
+	   rm -rf -- "$(CACHE)"; \
+	 else echo "clean-cache: $(CACHE) does not exist; nothing to remove"; fi
+
 ## --- Slurm clusters (docs/slurm.md) --------------------------------------
 # The stack image as an enroot/pyxis squashfs: make enroot-image [SQSH=file.sqsh]
 .PHONY: enroot-image stack-sqsh
-enroot-image: images
+enroot-image: images ## the stack image as an enroot squashfs (SQSH)
 	@images/enroot-export.sh $(or $(SQSH),hpcbench+stack.sqsh)
-stack-sqsh: images
+stack-sqsh: images ## that squashfs in IMAGE_STORE, for SLURM=true testbeds
 	@ENROOT_EXPORT_CHECK=0 images/enroot-export.sh --cached $(IMAGE_STORE)/hpcbench+stack.sqsh
