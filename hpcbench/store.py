@@ -27,7 +27,7 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -585,3 +585,9 @@ class Store:
     def done_keys(self) -> set[tuple]:
         """Run keys that completed; failed runs are not 'done' so --resume retries them."""
         return {run_key(r) for r in self.runs() if r.get("status") == "ok"}
+
+
+def done_configs(runs: Iterable[dict[str, Any]]) -> set[tuple]:
+    """The configurations of which a run completed, by the key `--resume` matches
+    (run_key, Store.done_keys) less the repeat: a campaign's cell is one of them."""
+    return {config_key(r) for r in runs if r.get("status") == "ok"}

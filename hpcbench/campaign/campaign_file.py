@@ -38,7 +38,7 @@ import math
 import re
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -904,6 +904,35 @@ def _hosts(value: Any, path: str) -> tuple[list[str], dict[str, Any], int | None
     return ["--hosts", listed], {"hosts": listed}, len(hosts), slots, f"hosts {listed}"
 
 
+def out_digest(out: Path) -> str:
+    """What tells two campaigns of one name apart, their out folders: part of their
+    state folder's name (campaign/state.py) and of a local testbed's Docker names."""
+    return hashlib.sha256(str(resolved(out)).encode()).hexdigest()[:8]
+
+
+def resolved(out: Path) -> Path:
+    """The out folder, links resolved; a link loop (refused where the folder is
+    written) as it is given, not a traceback."""
+    try:
+        return out.resolve()
+    except RuntimeError:
+        return out.absolute()
+
+
+def _local_name(tb: TestbedPlan, campaign: str, out: Path) -> TestbedPlan:
+    """A local testbed's Docker objects (Terraform's `name`, the prefix of its network,
+    volume and containers) of its own, as its state folder is: two campaigns, or a
+    testbed kept on failure and the next, never meet. A name in `settings:` stays;
+    added after the fingerprint, so cells keep their ids."""
+    if not tb.deployed or paths.env_dir(tb.env).name != "local" or "name" in dict(tb.settings):
+        return tb
+    folder = f"{campaign}-{out_digest(out)}/{tb.name}"
+    digest = hashlib.sha256(folder.encode()).hexdigest()[:8]
+    # environments/local checks ^[a-z][a-z0-9-]{1,30}$: at most 22 + 1 + 8 characters.
+    prefix = f"hpcbench-{campaign}"[:22].rstrip("-")
+    return replace(tb, settings=tuple(sorted((*tb.settings, ("name", f"{prefix}-{digest}")))))
+
+
 def _campaign(path: Path, data: Any) -> Campaign:
     _no_number_too_long(data)
     top = _mapping(data, "", TOP_KEYS)
@@ -935,6 +964,7 @@ def _campaign(path: Path, data: Any) -> Campaign:
     testbeds: list[TestbedPlan] = []
     for i, raw in enumerate(raw_testbeds):
         tb = _testbed(i + 1, raw, f"testbeds[{i}]", sweep, keep, Path(out_text))
+        tb = _local_name(tb, name, Path(out_text))
         if any(t.name == tb.name for t in testbeds):
             raise _Problem(
                 f"testbeds[{i}].name",

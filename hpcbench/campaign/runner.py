@@ -15,6 +15,7 @@ be is printed with the command that releases it) and `--resume` continues.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import tempfile
@@ -24,16 +25,24 @@ from typing import TextIO
 
 from hpcbench import paths, readiness, sweep
 from hpcbench.campaign import comparison, estimate
-from hpcbench.campaign.campaign_file import Campaign, TestbedPlan
+from hpcbench.campaign.campaign_file import Campaign, SweepPart, TestbedPlan
 from hpcbench.campaign.console import Console, Stopped, logged
 from hpcbench.campaign.journal import Journal
 from hpcbench.campaign.lifecycle import TestbedLife, widest
-from hpcbench.campaign.state import held, state_root, testbed_state
+from hpcbench.campaign.state import (
+    campaign_folder,
+    check_owner,
+    claim,
+    held,
+    state_root,
+    testbed_state,
+)
 from hpcbench.deploy import DeployRequest, check
 from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
 from hpcbench.schedulers.base import stop_on_signals
-from hpcbench.store import Store
+from hpcbench.specs import HostSlots, TestbedKind
+from hpcbench.store import Store, config_key, done_configs
 from hpcbench.target import Target
 
 
@@ -60,6 +69,8 @@ class Runner:
                     f"{journal.path} already holds this campaign: add --resume to run what "
                     "is left, or give the campaign another `out:`"
                 )
+        # Another campaign's state folder: refused before anything is written.
+        check_owner(self.campaign, campaign_folder(self.campaign, self.base))
         self.size_leases()
         journal.lock()
         try:
@@ -116,26 +127,35 @@ class Runner:
 
     def still_measured(self, journaled: set[str]) -> set[str]:
         """The cells the journal calls measured whose runs their testbed's store still
-        holds: a store lost or replaced since is measured again, not trusted."""
+        holds, matched as `scale --resume` matches them: by the whole configuration and
+        its method (store.config_key of the record sweep.base_record makes for the
+        cell). A store lost, or replaced since by runs of another model, testbed or
+        method at the same batch, nodes and workers, is measured again, not trusted."""
         kept = set()
         for tb in self.campaign.testbeds:
-            cells = [c for c in tb.cells if c.id in journaled]
-            if not cells:
+            if not any(c.id in journaled for c in tb.cells):
                 continue
             store = Store(self.campaign.testbed_out(tb))
-            held_runs = {
-                (r.get("batch"), r.get("nodes"), r.get("workers"))
-                for r in (store.runs() if store.exists() else [])
-                if r.get("status") == "ok"
-            }
-            for cell in cells:
-                if cell.config.key in held_runs:
-                    kept.add(cell.id)
-                else:
-                    self.say(
-                        f"{tb.name}: {cell.label} is measured in the journal but "
-                        f"{store.path} holds no run of it: measuring it again"
-                    )
+            runs = store.runs() if store.exists() else []
+            done = done_configs(runs)
+            rates = {r["link_rate"] for r in runs if isinstance(r.get("link_rate"), str)}
+            for part in tb.parts:
+                targets = planned_targets(self.campaign, tb, part, self.base, rates) if done else []
+                for cell in (c for c in part.cells if c.id in journaled):
+                    planned = {
+                        config_key(
+                            sweep.base_record(t, part.workload, part.sweep.seed, cell.config, 0)
+                        )
+                        for t in targets
+                    }
+                    if planned & done:
+                        kept.add(cell.id)
+                    else:
+                        self.say(
+                            f"{tb.name}: {cell.label} is measured in the journal but "
+                            f"{store.path} holds no run of it as this campaign measures it: "
+                            "measuring it again"
+                        )
         return kept
 
     def _finish(self) -> int:
@@ -197,10 +217,51 @@ class Runner:
         return TestbedLife(self.campaign, self.journal, self.console, self.base, self.leases, tb)
 
     def run_testbed(self, tb: TestbedPlan, measured: set[str]) -> None:
+        claim(self.campaign, self.base)  # marked as this campaign's before it holds state
         life = self.life(tb)
         life.run([c for c in tb.cells if c.id not in measured])
         if life.still_held:
             self.still_held.append(tb.name)
+
+
+def planned_targets(
+    campaign: Campaign, tb: TestbedPlan, part: SweepPart, base: Path, rates: set[str]
+) -> list[Target]:
+    """The Target the part's sweep resolves (Target.resolve, as `scale` does), where it
+    is known without deploying anything: a partition's, a host list's, a deployed
+    testbed's while its inventory is there. Of a deployed testbed that is not, its
+    nodes stood in by a host list of the planned shape, with its environment's name
+    and the link rate its settings or variant give; where neither gives one, the
+    Terraform default is not known here, and each rate the store's runs carry stands
+    in (the link alone then goes unchecked). Empty: it does not resolve (the preflight
+    says why), so nothing is trusted."""
+    try:
+        if not tb.deployed:
+            return [Target.resolve(part.target)]
+        with testbed_state(state_root(campaign, tb, base)):
+            if paths.inventory_path(tb.env).is_file():
+                return [Target.resolve(part.target)]
+        count = max(part.target.node_counts)
+        shape = tuple(HostSlots(f"node{i}", part.gpus_per_node) for i in range(1, count + 1))
+        stand_in = Target.resolve(dataclasses.replace(part.target, hosts=shape))
+    except UsageError:
+        return []
+    values: dict[str, object] = {}
+    var_file = paths.env_layout(tb.env).var_file
+    if var_file is not None:
+        values.update(json.loads(var_file.read_text()))
+    values.update(dict(tb.settings))
+    # The inventory's link_rate as nodeset reads it: empty where unshaped.
+    given = [str(values["link_rate"] or "")] if "link_rate" in values else sorted(rates)
+    return [
+        dataclasses.replace(
+            stand_in,
+            testbed=dataclasses.replace(
+                stand_in.testbed, env=tb.env, kind=TestbedKind.DEPLOYED, link_rate=rate
+            ),
+        )
+        for rate in given
+    ]
 
 
 def dry_run(campaign: Campaign) -> int:
@@ -243,6 +304,7 @@ def destroy_held(campaign: Campaign, names: list[str]) -> int:
     """`campaign destroy`: every testbed of the campaign that still holds something."""
     # Names checked before anything is locked or written (a typo is one line, exit 2).
     chosen = [campaign.testbed(n) for n in names] if names else list(campaign.testbeds)
+    check_owner(campaign, campaign_folder(campaign))  # never another campaign's testbeds
     term = os.fdopen(os.dup(2), "w", buffering=1)
     runner = Runner(campaign, term)
     runner.journal.lock()

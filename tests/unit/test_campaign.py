@@ -25,6 +25,7 @@ from hpcbench.campaign import campaign_file, commands, estimate, lifecycle, runn
 from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
 from hpcbench.store import Store
+from hpcbench.target import Target
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((REPO / "campaigns").glob("*.yaml"))
@@ -312,6 +313,20 @@ class Fakes:
         (state / "leases" / "job.json").write_text(json.dumps(lease))
         self._call("deploy", req.env)
         (state / "terraform.tfstate").write_text(json.dumps({"resources": [{"x": 1}]}))
+        # The inventory Terraform renders (local's link_rate defaults to 1gbit).
+        given = dict(req.overrides)
+        names = [f"node{i}" for i in range(1, int(given.get("node_count", 2)) + 1)]
+        everyone = {
+            "testbed_nodes": [{"name": n, "address": f"10.0.0.{i}"} for i, n in enumerate(names)],
+            "testbed_head": names[0],
+            "hpcbench_env": req.env,
+            "link_rate": given.get("link_rate", "1gbit"),
+        }
+        hosts = {
+            n: {"ansible_host": "127.0.0.1", "ansible_port": 2200 + i} for i, n in enumerate(names)
+        }
+        inventory = {"all": {"vars": everyone, "hosts": hosts}}
+        (state / "inventory.yml").write_text(yaml.safe_dump(inventory))
         return 0
 
     def verify(self, req: Any) -> int:
@@ -335,14 +350,19 @@ class Fakes:
         self.calls.append(("sweep", paths.state_root().name))
         store = Store(spec_.out)
         live = analysis.LiveSummary(store.runs())
+        resolved = Target.resolve(target)  # as `scale` resolves it: its records' keys
         for batch, nodes, workers in sorted(spec_.only):
             if self.interrupt_after is not None and self.runs >= self.interrupt_after:
                 raise KeyboardInterrupt
-            record = fake_run(target.env, batch, nodes, workers, target.gpus_per_node or 1)
+            config = sweep.Config(batch, nodes, workers)
+            record = {
+                **fake_run(target.env, batch, nodes, workers, target.gpus_per_node or 1),
+                **sweep.base_record(resolved, workload, spec_.seed, config, 0),
+            }
             store.append(record)
             self.runs += 1
             summary = live.add(record)
-            observe(sweep.Config(batch, nodes, workers), summary, record, True)
+            observe(config, summary, record, True)
         return 0
 
     def held(self) -> list[Path]:
@@ -654,10 +674,11 @@ def test_two_campaigns_of_one_name_in_two_folders_keep_apart(tmp_path: Path) -> 
     assert runner.state_root(one, tb, tmp_path) != runner.state_root(
         other, other.testbeds[0], tmp_path
     )
-    # A state folder by the name alone (hpcbench before) is still found and released.
+    # A folder by the name alone is not looked for: it may be another campaign's
+    # (tests/unit/test_campaign_state.py).
     legacy = tmp_path / "campaigns" / "t" / "a"
     legacy.mkdir(parents=True)
-    assert runner.state_root(one, tb, tmp_path) == legacy
+    assert runner.state_root(one, tb, tmp_path) != legacy
 
 
 def test_resume_measures_again_what_the_journal_says_but_the_store_lost(
