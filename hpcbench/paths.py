@@ -85,13 +85,28 @@ SSH_CONTROL_DIR_MAX = 107 - len("/") - 40 - 17
 SHORT_ROOT = Path("/tmp")  # not $TMPDIR, which may be as long
 
 
+def ssh_refusal(path: str) -> str | None:
+    """Why ssh cannot take `path` as the file name of ControlPath, IdentityFile or
+    UserKnownHostsFile, or None (ssh.config_path quotes the rest). ssh expands ${NAME}
+    in them from the environment (ssh_config(5), ENVIRONMENT VARIABLES; OpenSSH 9.2
+    misc.c vdollar_percent_expand) and has no escape for it; a newline cuts the name
+    short (`ssh -G` shows it)."""
+    if "${" in path:
+        return "ssh reads ${...} in it as an environment variable and has no escape for it"
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return "it holds control characters"
+    return None
+
+
 def ssh_control_dir() -> Path:
     """The folder of ssh's connection masters (ControlPath): <state>/ssh, or, where that
-    path leaves a socket too little room, a short one of this user's under /tmp named
-    after the state folder, so that the commands of one state still share a master."""
+    path leaves a socket too little room or is a name ssh cannot take (ssh_refusal:
+    spaces and % are quoted, ${ and control characters cannot be), a short one of this
+    user's under /tmp named after the state folder, so that the commands of one state
+    still share a master."""
     state = state_root()
     own = state / "ssh"
-    if len(os.fsencode(own)) <= SSH_CONTROL_DIR_MAX:
+    if len(os.fsencode(own)) <= SSH_CONTROL_DIR_MAX and not ssh_refusal(str(own)):
         return own
     digest = hashlib.sha256(os.fsencode(state.absolute())).hexdigest()[:16]
     short = SHORT_ROOT / f"hpcbench-{os.getuid()}" / digest
@@ -102,7 +117,7 @@ def ssh_control_dir() -> Path:
             continue
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
             raise UsageError(
-                f"{level} (for ssh's connection sockets, as {own} is too long for one) is "
+                f"{level} (for ssh's connection sockets, which {str(own)!r} cannot hold) is "
                 "not a folder of yours: remove it, or set HPCBENCH_STATE to a shorter path"
             )
     return short

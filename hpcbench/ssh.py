@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcbench import paths
+from hpcbench.errors import UsageError
 
 CALL_TIMEOUT_S = 30
 
@@ -44,6 +45,28 @@ def split_options(args: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, str
     return tuple(kept), own
 
 
+# What a refusal names: the file, as the user gave it (--slurm-known-hosts, known_hosts:).
+KNOWN_HOSTS, KEY, SOCKETS = "known_hosts", "SSH key", "ssh's socket folder"
+
+
+def config_path(path: str, what: str, tail: str = "") -> str:
+    r"""A file name as one argument of an ssh -o option: '/a b/50%' -> '"/a b/50%%"'.
+
+    ssh reads -o as a configuration line (OpenSSH 9.2 readconf.c process_config_line,
+    whose argv_split in misc.c splits at whitespace): ssh_config(5) "Arguments may
+    optionally be enclosed in double quotes (") in order to represent arguments
+    containing spaces", and in them argv_split takes \\ for \ and \" for ". These three
+    options then expand tokens, ssh_config(5) TOKENS: "%% A literal '%'". `tail` is
+    already ssh syntax (ControlPath's "/%C"). UsageError where ssh cannot take the name
+    at all (paths.ssh_refusal).
+    """
+    why = paths.ssh_refusal(path)
+    if why:
+        raise UsageError(f"{what} {path[:80]!r} cannot be given to ssh: {why}; use another path")
+    text = path.replace("%", "%%") + tail
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 @dataclass(frozen=True)
 class SshAccess:
     """What ssh needs to reach one node, nothing else."""
@@ -59,14 +82,29 @@ class SshAccess:
     # by squeue every few seconds is asked to authenticate once, not at every call.
     multiplex: str | None = None
 
+    def __post_init__(self) -> None:
+        # Refused where the access is made (option parsing, an inventory read), before
+        # anything is created, not at the first connection.
+        for path, what in (
+            (self.known_hosts, KNOWN_HOSTS),
+            (self.key_file, KEY),
+            (self.multiplex, SOCKETS),
+        ):
+            if path:
+                config_path(path, what)
+
     def argv(self) -> list[str]:
         args = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
         # Host keys are always checked: against the testbed's known_hosts, which the
         # deploy's Ansible run learned them into, or the user's own for --hosts.
         # ssh takes the first value of an option: these come before extra_args.
         args += ["-o", "StrictHostKeyChecking=yes"]
+        # Every file name quoted as ssh's configuration syntax reads it (config_path):
+        # UserKnownHostsFile takes several files separated by whitespace (ssh_config(5)),
+        # so an unquoted "/a b/known_hosts" would be the two files "/a" and "b/known_hosts".
         if self.known_hosts:
-            args += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
+            known = config_path(self.known_hosts, KNOWN_HOSTS)
+            args += ["-o", f"UserKnownHostsFile={known}"]
         args += ["-o", "LogLevel=ERROR", "-p", str(self.port)]
         if self.multiplex:  # %C: a hash of host, port and user, short enough for a socket
             paths.private_dir(Path(self.multiplex))  # made at the first use, owner only
@@ -74,12 +112,15 @@ class SshAccess:
                 "-o",
                 "ControlMaster=auto",
                 "-o",
-                f"ControlPath={self.multiplex}/%C",
+                "ControlPath=" + config_path(self.multiplex, SOCKETS, "/%C"),
                 "-o",
                 "ControlPersist=120",
             ]
+        # Not -i: ssh expands % tokens in -i's file too, but checks that the file exists
+        # before it does (OpenSSH 9.2 ssh.c, case 'i': stat(), then add_identity_file), so
+        # no -i name holding a % reaches the key, escaped or not.
         if self.key_file:
-            args += ["-i", self.key_file]
+            args += ["-o", "IdentityFile=" + config_path(self.key_file, KEY)]
         args += list(split_options(self.extra_args)[0])
         args += ["--", f"{self.user}@{self.host}" if self.user else self.host]
         return args

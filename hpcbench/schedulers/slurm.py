@@ -37,6 +37,9 @@ CANCEL_CONFIRM_S = 30.0  # squeue asked, a few times, that a cancelled job has l
 # ssh's own exit status for a connection it could not make (ssh(1): "exits with the
 # exit status of the remote command or with 255 if an error occurred").
 SSH_FAILED = 255
+# The shell's status for a command it cannot find (bash(1): "the return status is 127"):
+# no Slurm there, which says nothing of the partition.
+NOT_FOUND = 127
 DONE_STATES = {
     "COMPLETED",
     "FAILED",
@@ -177,6 +180,15 @@ class SlurmScheduler(Scheduler):
             unreachable = self._unreachable(proc)
             if unreachable:
                 raise UsageError(f"slurm on {where}: {unreachable}")
+            if proc.returncode == NOT_FOUND:
+                fix = (
+                    "run hpcbench on the cluster's login node, or give --slurm-login"
+                    if self.launcher.submit is None
+                    else "is it the cluster's login node?"
+                )
+                raise UsageError(
+                    f"slurm on {where}: no sinfo there ({last_line(proc.stderr or '')}): {fix}"
+                )
             rows = [line.split() for line in proc.stdout.splitlines() if line.strip()]
             if proc.returncode != 0 or not rows:
                 why = (proc.stderr or "").strip().splitlines()

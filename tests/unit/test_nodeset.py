@@ -51,7 +51,7 @@ def test_reads_generated_inventory(tmp_path):
     argv = tb.nodes[1].access.argv()
     assert argv[-1] == "hpc@127.0.0.1"
     assert argv[argv.index("-p") : argv.index("-p") + 2] == ["-p", "2221"]
-    assert argv[argv.index("-i") : argv.index("-i") + 2] == ["-i", "/k/id"]
+    assert 'IdentityFile="/k/id"' in argv
     assert "ProxyJump=jump@bastion" in argv
 
 

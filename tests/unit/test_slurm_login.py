@@ -107,7 +107,7 @@ def test_the_login_connection_is_one_multiplexed_one_with_host_keys_checked(tmp_
     access = SshAccess(host="login", user="me", multiplex=str(tmp_path / "ssh"))
     argv = access.argv()
     assert "StrictHostKeyChecking=yes" in argv and "ControlMaster=auto" in argv
-    assert f"ControlPath={tmp_path / 'ssh'}/%C" in argv
+    assert f'ControlPath="{tmp_path / "ssh"}/%C"' in argv  # quoted: ssh_config's syntax
     assert (tmp_path / "ssh").stat().st_mode & 0o077 == 0  # the socket's folder: owner only
 
 
