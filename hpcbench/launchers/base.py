@@ -20,6 +20,9 @@ from hpcbench.terraform import looks_secret
 
 # bench/leash.py, beside the workload on every node.
 LEASH_SCRIPT = "leash.py"
+# bench/bind_rendezvous.py: torchrun or horovodrun with its rendezvous bound to the
+# address the nodes meet at, not every interface.
+BIND_SCRIPT = "bind_rendezvous.py"
 
 # What a launcher started on this machine (horovodrun, torchrun, the ranks, sbatch)
 # inherits of the harness's environment: what training and its tools read, nothing
@@ -161,10 +164,10 @@ class RunSpec:
             access=placement.access,
         )
 
-    def tool(self, name: str) -> str:
-        """A console script installed beside the nodes' python (horovodrun, torchrun)."""
-        head, sep, _ = self.python.rpartition("/")
-        return f"{head}/{name}" if sep else name
+    def bound(self, launcher: str) -> list[str]:
+        """torchrun or horovodrun, run by bench/bind_rendezvous.py with the nodes' python
+        (the launcher's own console script does no more than import and call it)."""
+        return [self.python, f"{self.workdir.rstrip('/')}/{BIND_SCRIPT}", launcher]
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,10 @@ class HorovodrunLauncher(Launcher):
 
     def commands(self, spec: RunSpec) -> list[Command]:
         hosts = ",".join(f"{p.host}:{p.slots}" for p in spec.placements)
+        # The Gloo rendezvous bound to the address the ranks are given (on the
+        # --network-interface, loopback on one host): bench/bind_rendezvous.py.
         argv = [
-            spec.tool("horovodrun"),
+            *spec.bound("horovodrun"),
             "-np",
             str(spec.workers),
             "-H",

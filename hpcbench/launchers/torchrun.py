@@ -33,8 +33,9 @@ class TorchrunLauncher(Launcher):
         nodes = len(spec.placements)
         commands = []
         for rank, placement in enumerate(spec.placements):
+            # The store on node rank 0 bound to --master-addr (bench/bind_rendezvous.py).
             argv = [
-                spec.tool("torchrun"),
+                *spec.bound("torchrun"),
                 "--nproc-per-node",
                 str(placement.slots),
                 "--nnodes",

@@ -12,6 +12,7 @@ import pytest
 
 from hpcbench import launchers, paths
 from hpcbench.launchers import Placement, RunSpec
+from hpcbench.launchers.base import BIND_SCRIPT
 from hpcbench.launchers.local import LocalLauncher
 from hpcbench.schedulers import ProcessScheduler, base, process
 
@@ -215,9 +216,8 @@ def test_a_launcher_gets_what_training_needs_and_no_secret(tmp_path, monkeypatch
     bin_dir.mkdir()
     (bin_dir / "python").symlink_to(sys.executable)  # runs the leash
     shutil.copy(paths.BENCH_DIR / "leash.py", tmp_path)
-    fake = bin_dir / tool  # beside the nodes' python, where RunSpec.tool looks
-    fake.write_text(f"#!{sys.executable}\n{FAKE_LAUNCHER}")
-    fake.chmod(0o755)
+    # In bench/ (the workdir), where RunSpec.bound runs the launcher from.
+    (tmp_path / BIND_SCRIPT).write_text(FAKE_LAUNCHER)
     spec = RunSpec(
         script="train.py",
         args=(),

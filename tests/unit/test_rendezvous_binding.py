@@ -4,10 +4,11 @@ exposes on the network").
 What hpcbench can bind, it binds: Gloo's and NCCL's sockets to the testbed's
 interface (loopback for `--env localhost`), horovodrun's ranks with
 --network-interface, the Slurm job's Gloo rendezvous to MASTER_ADDR
-(test_slurm_scheduler). What the launchers bind themselves listens on every
-interface and no option changes it; the last two tests check that this is still
-so, on loopback only: if one fails, the launcher now binds its host, and the docs
-(and the command lines) should change with it.
+(test_slurm_scheduler), and torchrun's store and horovodrun's Gloo rendezvous through
+bench/bind_rendezvous.py (tests/integration/test_rendezvous_bound.py starts them). What
+the launchers bind themselves still listens on every interface, which is why the
+wrapper is there; the last two tests check that this is still so, on loopback only:
+if one fails, the launcher binds its host itself, and the wrapper can go.
 """
 
 from __future__ import annotations
@@ -58,6 +59,65 @@ def test_the_command_lines_carry_the_testbeds_interface_and_master_address() -> 
         assert "GLOO_SOCKET_IFNAME=eth1" in remote and "NCCL_SOCKET_IFNAME=eth1" in remote
 
 
+@pytest.mark.parametrize("env", ["localhost", "hosts", "deployed"])
+def test_torchrun_and_horovodrun_run_bound_to_the_address_the_nodes_meet_at(env: str) -> None:
+    """Every command line of both launchers starts them through bench/bind_rendezvous.py,
+    on this machine and on remote nodes alike; torchrun's store binds its --master-addr,
+    horovodrun's rendezvous the address it gives its ranks (bench/bind_rendezvous.py)."""
+    from tests.unit.test_launchers import _remote, _spec
+
+    if env == "localhost":
+        target = Target.resolve(TargetSpec(env="localhost", node_counts=(2,), backend="ddp"))
+        spec = target.spec("train.py", [], 2, 2)
+    else:
+        spec = _spec(_remote(2, slots=2), iface="eth1" if env == "deployed" else "")
+    wrapper = [spec.python, f"{spec.workdir}/bind_rendezvous.py"]
+    for launcher in (TorchrunLauncher(), HorovodrunLauncher()):
+        for command in launcher.commands(spec):
+            remote = command.access is not None
+            argv = shlex.split(command.local_argv()[-1]) if remote else list(command.argv)
+            at = argv.index(wrapper[1]) - 1
+            assert argv[at : at + 3] == [*wrapper, launcher.name], argv
+            if launcher.name == "torchrun":
+                assert argv[argv.index("--master-addr") + 1] == spec.master_addr
+            assert not any(a.endswith(("/torchrun", "/horovodrun")) for a in argv)
+
+
+def _bind_rendezvous():
+    sys.path.insert(0, str(paths.BENCH_DIR))
+    try:
+        import bind_rendezvous
+    finally:
+        sys.path.remove(str(paths.BENCH_DIR))
+    return bind_rendezvous
+
+
+def test_the_store_is_bound_to_the_master_address_when_it_is_this_nodes(capsys) -> None:
+    sock = _bind_rendezvous().listening("127.0.0.1", free_port(), nodes=1)
+    assert sock is not None
+    with sock:
+        assert sock.getsockname()[0] == "127.0.0.1"
+        assert not _reached_on_another_loopback_address(sock.getsockname()[1])
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("host", "nodes", "why"),
+    [
+        # A host name that /etc/hosts maps to 127.0.1.1 on its own node (Debian's):
+        # bound there, the other nodes could not reach the store.
+        ("127.0.1.1", 2, "127.0.1.1 here, which the other nodes cannot reach"),
+        ("192.0.2.1", 1, "cannot listen on 192.0.2.1"),  # TEST-NET-1: no address of ours
+    ],
+)
+def test_where_the_store_cannot_be_bound_it_listens_as_torchruns_own_and_says_so(
+    capsys, host: str, nodes: int, why: str
+) -> None:
+    assert _bind_rendezvous().listening(host, free_port(), nodes) is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and why in err[0] and err[0].endswith("not bound")
+
+
 # A worker that says which rendezvous its agent made: the static one serves the store
 # at the master port asked for; --standalone's c10d would serve it at a free port.
 WORKER = """
@@ -68,10 +128,9 @@ print("HPCBENCH_RESULT " + json.dumps({"port": os.environ["MASTER_PORT"],
 
 
 def test_a_one_node_torchrun_run_meets_at_its_master_port_statically(tmp_path: Path) -> None:
-    torchrun = Path(sys.executable).with_name("torchrun")
-    if not torchrun.is_file():
-        pytest.skip("no torchrun beside this python")
-    shutil.copy(paths.BENCH_DIR / "leash.py", tmp_path)
+    pytest.importorskip("torch.distributed.run")
+    for script in ("leash.py", "bind_rendezvous.py"):
+        shutil.copy(paths.BENCH_DIR / script, tmp_path)
     (tmp_path / "worker.py").write_text(WORKER)
     spec = RunSpec(
         script="worker.py",
