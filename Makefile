@@ -56,6 +56,9 @@ $(VENV)/.installed: pyproject.toml images/stack/requirements.txt | wheelhouse
 	@$(PY) -m pip install -q -e '.[test]'
 	@$(PY) -m pip install -q --no-index --find-links $(WHEELHOUSE) \
 	   $$(grep -E '^(torch|torchvision|horovod|nvidia-ml-py)==' images/stack/requirements.txt)
+	@# Horovod's version stays when its wheel is built anew (MPI added): install it again.
+	@$(PY) -m pip install -q --no-index --find-links $(WHEELHOUSE) --force-reinstall --no-deps \
+	   $$(grep -E '^horovod==' images/stack/requirements.txt)
 	@touch $@
 
 # tofu or terraform from PATH; otherwise OpenTofu built from the Go module proxy.

@@ -21,6 +21,8 @@ import torch
 # The harness finds the record in the launcher's output by this marker, whatever
 # prefixes the launcher puts in front of a line (horovodrun adds "[1,0]<stdout>:").
 RESULT_MARKER = "HPCBENCH_RESULT "
+# A rank an MPI launcher started: PMIx's (srun --mpi=pmix), Open MPI's mpirun, PMI-2's.
+MPI_RANK_VARIABLES = ("PMIX_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 _IMPORTED = time.time()
 
 
@@ -81,6 +83,13 @@ class HorovodComm(Comm):
     def __init__(self) -> None:
         import horovod.torch as hvd
 
+        if not any(v in os.environ for v in MPI_RANK_VARIABLES):
+            # Horovod built with MPI picks MPI's controller unless told otherwise
+            # (horovod/common/utils/env_parser.cc, ParseControllerOpsFromEnv): a
+            # rank no MPI launcher started (one worker run directly) takes Gloo's,
+            # as horovodrun --gloo sets it.
+            os.environ.setdefault("HOROVOD_CONTROLLER", "gloo")
+            os.environ.setdefault("HOROVOD_CPU_OPERATIONS", "gloo")
         hvd.init()
         self.hvd = hvd
         self.dist_backend = "horovod+nccl" if hvd.nccl_built() else "horovod"

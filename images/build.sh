@@ -56,7 +56,10 @@ build_node() {
 build_stack() {
   local hash ctx start old
   : "${WHEELHOUSE:?set WHEELHOUSE (see tools/wheelhouse.sh)}"
-  hash=$(inputs_hash stack/Dockerfile stack/requirements.txt node/Dockerfile node/ssh-host-keys.service)
+  # The Horovod wheel's build (Gloo, MPI, GPU) is an input too: a wheel built anew
+  # with other options makes the image anew.
+  hash=$({ inputs_hash stack/Dockerfile stack/requirements.txt node/Dockerfile node/ssh-host-keys.service
+           cat "$WHEELHOUSE"/.horovod-*.flavour 2>/dev/null || true; } | sha256sum | cut -c1-16)
   if up_to_date "$STACK_TAG" "$hash"; then echo "image $STACK_TAG: up to date"; return; fi
   echo "image $STACK_TAG: building (installs several GB of wheels)"
   start=$(date +%s)

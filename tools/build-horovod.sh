@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds Horovod 0.28.1 (PyTorch + Gloo, no MPI/TensorFlow/MXNet) into a wheel
-# in the wheelhouse, once. Horovod's last release predates torch 2.1: its
+# Builds Horovod 0.28.1 (PyTorch with Gloo and MPI, no TensorFlow/MXNet) into a
+# wheel in the wheelhouse, once. MPI is the host's Open MPI (libopenmpi-dev), which
+# Debian builds on PMIx: Slurm's `srun --mpi=pmix` starts its ranks (docs/slurm.md). Horovod's last release predates torch 2.1: its
 # CMakeLists ask for C++14, and torch >= 2.15's headers need C++20 (2.1-2.14
 # need C++17), so the two CMAKE_CXX_STANDARD lines are raised; CMake 4 needs
 # CMAKE_POLICY_VERSION_MINIMUM for its old cmake_minimum_required.
@@ -13,7 +14,7 @@
 # kernels' CMAKE_CUDA_STANDARD 11 is raised to 17.
 #
 #   WHEELHOUSE=dir [PYTHON=python3] tools/build-horovod.sh
-#   WHEELHOUSE=dir GPU=nccl USE_PYTHON=1 HOROVOD_SDIST=horovod-0.28.1.tar.gz tools/build-horovod.sh
+#   WHEELHOUSE=dir GPU=nccl MPI=0 USE_PYTHON=1 HOROVOD_SDIST=horovod-0.28.1.tar.gz tools/build-horovod.sh
 # USE_PYTHON=1 builds against $PYTHON's own torch (a machine without the
 # wheelhouse); HOROVOD_SDIST takes the source from a file (a machine without PyPI).
 set -euo pipefail
@@ -26,10 +27,24 @@ here=$(cd "$(dirname "$0")" && pwd)
 REQS=${REQS:-$here/../images/stack/requirements.txt}
 [[ -z $GPU || $GPU == nccl ]] || { echo "build-horovod.sh: GPU=$GPU: only 'nccl' (or empty) is supported" >&2; exit 2; }
 
+# MPI=0 builds without it (a GPU machine without Open MPI's headers).
+MPI=${MPI:-1}
+mpi_env=(HOROVOD_WITH_MPI=1)
+flavour="gloo"
+if [[ $MPI == 1 ]]; then flavour+="+mpi"; else mpi_env=(HOROVOD_WITHOUT_MPI=1); fi
+flavour+="${GPU:++$GPU}"
+# What the wheel was built with: a wheel of the same version built otherwise (an
+# older cache without MPI) is built again.
+stamp="$WHEELHOUSE/.horovod-$HOROVOD_VERSION.flavour"
 if ls "$WHEELHOUSE"/horovod-"$HOROVOD_VERSION"-*.whl >/dev/null 2>&1; then
-  echo "horovod $HOROVOD_VERSION wheel: present"
-  exit 0
+  if [[ -f $stamp && $(cat "$stamp") == "$flavour" ]]; then
+    echo "horovod $HOROVOD_VERSION wheel ($flavour): present"
+    exit 0
+  fi
 fi
+[[ $MPI != 1 ]] || command -v mpicxx >/dev/null \
+  || { echo "build-horovod.sh: no mpicxx: install Open MPI's headers (Debian: apt-get install libopenmpi-dev) or set MPI=0" >&2; exit 2; }
+rm -f "$WHEELHOUSE"/horovod-"$HOROVOD_VERSION"-*.whl
 mkdir -p "$WHEELHOUSE"
 work=$(mktemp -d /var/tmp/hpcbench-horovod.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -89,9 +104,10 @@ fi
 cxx_includes="-include string -include stdexcept -include cstdint -include limits"
 (cd "$src" && env PATH="$bin:$PATH" CXXFLAGS="${CXXFLAGS:-} $cxx_includes" \
   CMAKE_POLICY_VERSION_MINIMUM=3.5 MAKEFLAGS="-j${JOBS:-$(nproc)}" \
-  HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
+  HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 "${mpi_env[@]}" \
   HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 "${gpu_env[@]}" \
   "$py" -m pip wheel -q --no-build-isolation --no-deps -w "$work/dist" . >"$work/build.log" 2>&1) \
   || { grep -m 20 -E 'error' "$work/build.log" >&2; tail -30 "$work/build.log" >&2; echo "build-horovod.sh: build failed" >&2; exit 1; }
 cp "$work"/dist/horovod-*.whl "$WHEELHOUSE/"
+echo "$flavour" > "$stamp"
 echo "horovod $HOROVOD_VERSION wheel${GPU:+ ($GPU)}: built"

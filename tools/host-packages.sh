@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the host packages the tool chain needs when they are missing:
-# debootstrap (offline base image), unzip (provider sources), cmake and g++
-# (the Horovod wheel), ssh-keygen, sshd (the tests start a private one on loopback
+# debootstrap (offline base image), unzip (provider sources), cmake, g++ and
+# mpicxx (the Horovod wheel, built with MPI beside Gloo), ssh-keygen, sshd (the tests start a private one on loopback
 # as the jump host that deploy's reachability check goes through), jq and
 # mksquashfs (enroot's export of the stack image to a .sqsh for pyxis). On Debian as root it installs them; anywhere
 # else it names what is missing and stops.
@@ -9,7 +9,7 @@ set -euo pipefail
 
 declare -A provides=([debootstrap]=debootstrap [unzip]=unzip [cmake]=cmake [g++]=g++
                      [ssh-keygen]=openssh-client [curl]=curl [sshd]=openssh-server
-                     [jq]=jq [mksquashfs]=squashfs-tools)
+                     [jq]=jq [mksquashfs]=squashfs-tools [mpicxx]=libopenmpi-dev)
 need=()
 for cmd in "${!provides[@]}"; do
   # sshd lives in /usr/sbin, which a non-root PATH lacks.

@@ -80,3 +80,38 @@ def test_a_missing_release_archive_is_named(tmp_path):
     proc = _enroot_pyxis(tmp_path, tmp_path / "empty")
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("enroot-pyxis: VENDOR_DIR=") and "has no" in proc.stderr
+
+
+def _build_horovod(wheelhouse: Path, path: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["/bin/bash", str(REPO / "tools" / "build-horovod.sh")],
+        env={"PATH": path, "WHEELHOUSE": str(wheelhouse), "HOME": str(wheelhouse), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_horovod_wheel_built_without_mpi_is_built_again_and_kept_until_it_can_be(tmp_path):
+    """The wheel cache says how its wheel was built: a Gloo-only wheel of the same
+    version (an older cache) is not taken for the Gloo+MPI one; where Open MPI's
+    headers are missing the build stops in one line (exit 2) and keeps the old wheel."""
+    wheel = tmp_path / "horovod-0.28.1-cp311-cp311-linux_x86_64.whl"
+    wheel.write_text("an older build")
+    stamp = tmp_path / ".horovod-0.28.1.flavour"
+    stamp.write_text("gloo\n")
+    bare = tmp_path / "bin"  # bash's tools, no mpicxx
+    bare.mkdir()
+    for tool in ("ls", "cat", "rm", "mkdir", "dirname"):
+        (bare / tool).symlink_to(subprocess.check_output(["which", tool], text=True).strip())
+    proc = _build_horovod(tmp_path, str(bare))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "libopenmpi-dev" in lines[0] and "MPI=0" in lines[0], lines
+    assert wheel.read_text() == "an older build"
+    # Asked for what it was built with, the same wheel is taken as it is.
+    proc = _build_horovod(tmp_path, str(bare), MPI="0")
+    assert proc.returncode == 0 and "present" in proc.stdout, proc.stdout + proc.stderr
+    stamp.write_text("gloo+mpi\n")
+    proc = _build_horovod(tmp_path, str(bare))
+    assert proc.returncode == 0 and "(gloo+mpi): present" in proc.stdout, proc.stdout + proc.stderr
