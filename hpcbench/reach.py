@@ -21,7 +21,7 @@ from pathlib import Path
 from hpcbench import bounded
 from hpcbench.errors import UsageError
 from hpcbench.nodeset import load_inventory
-from hpcbench.ssh import SshAccess, last_line
+from hpcbench.ssh import KEY, KNOWN_HOSTS, SshAccess, config_path, last_line
 
 CONNECT_TIMEOUT_S = 10  # one ssh attempt's connect; ssh's own limit
 ATTEMPT_S = 30  # one whole attempt (through a bastion: two connects and two logins)
@@ -56,7 +56,12 @@ def targets(inventory: Path) -> list[Target]:
 
 
 def argv(access: SshAccess, known_hosts: Path) -> list[str]:
-    """`ssh ... true` as Ansible would connect, host keys learned on first contact."""
+    """`ssh ... true` as Ansible would connect, host keys learned on first contact.
+
+    File names quoted as SshAccess.argv quotes them (ssh.config_path): ssh reads each
+    -o as a configuration line, so a state folder with a space would otherwise be two
+    known_hosts files and a % a token. UsageError for a name ssh cannot take."""
+    known = config_path(str(known_hosts), KNOWN_HOSTS)
     args = [
         "ssh",
         "-o",
@@ -66,14 +71,17 @@ def argv(access: SshAccess, known_hosts: Path) -> list[str]:
         "-o",
         "StrictHostKeyChecking=accept-new",
         "-o",
-        f"UserKnownHostsFile={known_hosts}",
+        f"UserKnownHostsFile={known}",
         "-o",
         "LogLevel=ERROR",
         "-p",
         str(access.port),
     ]
+    # -o IdentityFile, not -i: ssh checks -i's file before expanding its % tokens, so
+    # a quoted name with a % would not reach the key (SshAccess.argv).
     if access.key_file:
-        args += ["-o", "IdentitiesOnly=yes", "-i", access.key_file]
+        key = config_path(access.key_file, KEY)
+        args += ["-o", "IdentitiesOnly=yes", "-o", f"IdentityFile={key}"]
     # The inventory's ProxyJump/ProxyCommand; ssh keeps the first value of an
     # option, so these cannot override the host-key settings above.
     args += list(access.extra_args)

@@ -100,8 +100,35 @@ def test_argv_carries_the_inventory_proxy(tmp_path: Path) -> None:
     assert argv[0] == "ssh" and argv[-3:] == ["--", "hpc@10.2.0.5", "true"]
     assert "ProxyJump=me@bastion.example:22" in argv
     assert "BatchMode=yes" in argv and "StrictHostKeyChecking=accept-new" in argv
-    assert f"UserKnownHostsFile={tmp_path / 'known_hosts'}" in argv
-    assert argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-i") + 1] == "/k/id"
+    assert f'UserKnownHostsFile="{tmp_path / "known_hosts"}"' in argv
+    assert argv[argv.index("-p") + 1] == "2222" and 'IdentityFile="/k/id"' in argv
+    assert "-i" not in argv  # ssh checks -i's file before expanding its tokens
+
+
+# Folder names ssh's configuration syntax would misread unquoted: % starts a token (%d
+# is the home folder), " is quoting, a space splits UserKnownHostsFile into two files
+# (which `ssh -G` prints joined by a space again: the real login below tells them apart).
+ODD_NAMES = ["hb 50%d", "50%", 'say "hi"']
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh client")
+@pytest.mark.parametrize("name", ODD_NAMES)
+def test_ssh_reads_the_known_hosts_as_named(tmp_path: Path, name: str) -> None:
+    """`ssh -G` prints the configuration ssh would use, without connecting."""
+    known = tmp_path / name / "known_hosts"
+    args = reach.argv(reach.SshAccess("10.2.0.5", 2222, "hpc"), known)
+    out = subprocess.run(["ssh", "-G", *args[1:-1]], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    config = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+    assert config["userknownhostsfile"] == str(known)
+    assert config["stricthostkeychecking"] == "accept-new"
+
+
+def test_a_known_hosts_ssh_would_expand_is_refused_in_one_line(tmp_path: Path) -> None:
+    """ssh expands ${NAME} from the environment in the name and has no escape for it."""
+    with pytest.raises(UsageError) as err:
+        reach.argv(reach.SshAccess("10.2.0.5"), tmp_path / "${HOME}" / "known_hosts")
+    assert "\n" not in str(err.value) and "has no escape" in str(err.value)
 
 
 @pytest.mark.parametrize(
@@ -290,6 +317,35 @@ def test_reach_logs_in_through_a_jump_host(tmp_path: Path, sshd: Sshd) -> None:
         timeout=30,
     )
     assert found.returncode == 0
+
+
+def test_reach_logs_in_with_a_key_and_known_hosts_oddly_named(
+    tmp_path: Path, sshd: Sshd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real login: before, ssh read the folder's space as the end of the known_hosts
+    name (two files) and the key's % as a token, so the key was not the one given."""
+    monkeypatch.setenv("HPCBENCH_REACH_TIMEOUT_S", "30")
+    odd = tmp_path / 'hb 50%d "x"'
+    odd.mkdir()
+    key = odd / "id %k"
+    shutil.copy(sshd.client_key, key)  # mode bits too: ssh refuses a key others can read
+    known = odd / "known hosts"
+    inv = inventory(
+        tmp_path / "inv.yml",
+        {
+            "ansible_host": "127.0.0.1",
+            "ansible_port": sshd.port,
+            "ansible_user": sshd.user,
+            "ansible_ssh_private_key_file": str(key),
+        },
+    )
+    reach.wait(inv, known)
+    found = subprocess.run(
+        ["ssh-keygen", "-F", f"[127.0.0.1]:{sshd.port}", "-f", str(known)],
+        capture_output=True,
+        timeout=30,
+    )
+    assert found.returncode == 0  # learned into that file, not into "hb" or the home folder
 
 
 def test_reach_fails_on_a_refused_key_with_sshs_words(
