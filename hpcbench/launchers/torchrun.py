@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from hpcbench.launchers.base import Command, Launcher, RunSpec, free_port
+from hpcbench import paths
+from hpcbench.launchers.base import BIND_SCRIPT, Command, Launcher, RunSpec, free_port
 
 
 class TorchrunLauncher(Launcher):
@@ -55,12 +56,13 @@ class TorchrunLauncher(Launcher):
 
 def here(nproc: int) -> list[str]:
     """torchrun for `nproc` ranks on this machine by this Python, at the same static
-    rendezvous (127.0.0.1, a free port) as a run's, for the GPU checks and tests that
-    start ranks themselves."""
+    rendezvous (127.0.0.1, a free port) as a run's, its store bound there by the same
+    wrapper (bench/bind_rendezvous.py), for the GPU checks and tests that start ranks
+    themselves."""
     return [
         sys.executable,
-        "-m",
-        "torch.distributed.run",
+        str(paths.BENCH_DIR / BIND_SCRIPT),
+        "torchrun",
         "--nnodes",
         "1",
         "--node-rank",

@@ -1,9 +1,11 @@
 import os
 import shlex
+import sys
+from pathlib import Path
 
 import pytest
 
-from hpcbench import launchers
+from hpcbench import launchers, paths
 from hpcbench.errors import UsageError
 from hpcbench.launchers import Placement, RunSpec
 from hpcbench.launchers.horovodrun import HorovodrunLauncher
@@ -164,6 +166,16 @@ def test_torchrun_one_command_per_node_with_static_rendezvous():
 def test_torchrun_refuses_uneven_nodes():
     spec = _spec([Placement("a", 2, HEAD), Placement("b", 1, HEAD)])
     assert "same number of workers" in TorchrunLauncher().check(spec, "ddp")
+
+
+def test_torchrun_here_goes_through_the_same_wrapper_on_loopback():
+    """The GPU checks' and tests' own ranks: the run's static rendezvous, its store
+    bound to 127.0.0.1 by bench/bind_rendezvous.py, not on every interface."""
+    argv = launchers.torchrun.here(2)
+    assert argv[:3] == [sys.executable, str(paths.BENCH_DIR / "bind_rendezvous.py"), "torchrun"]
+    assert Path(argv[1]).is_file()
+    assert argv[argv.index("--master-addr") + 1] == "127.0.0.1" and "--standalone" not in argv
+    assert argv[argv.index("--nproc-per-node") + 1] == "2"
 
 
 def test_local_launcher_sets_env_per_rank():
