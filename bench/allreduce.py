@@ -154,8 +154,23 @@ def main(argv: list[str] | None = None) -> int:
             },
             args.out,
         )
+    # Every rank is past its last collective before any tears the group down.
+    comm.barrier()
     comm.shutdown()
     return 0
+
+
+def _exit(code: int) -> None:
+    """Leave without the interpreter's teardown. Gloo's worker threads outlive
+    destroy_process_group, and one that frees a finished collective's tensors after
+    the main thread has begun finalising cannot take the GIL: pthread_exit unwinds
+    through a noexcept destructor, std::terminate, "terminate called without an
+    active exception" and exit status 134, after the record was written (a core
+    dump's stack: ProcessGroupGloo::runLoop -> ~AsyncAllgatherWork -> decref_pyobject
+    -> take_gil -> PyThread_exit_thread). Output is flushed first."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _piece() -> Callable[[], object]:
@@ -272,4 +287,4 @@ def measure_cpu_work(
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())
