@@ -22,12 +22,21 @@ cycle, Gloo's socket loop) run between all-reduces too, so the alone phases
 already pay for them, and a one-worker run does not: the CPU time the threads
 started with the backend take during the alone phases, against the cores the
 computation has, is the backend's background share of the computation.
+
+--budget-s bounds the size sweep: counted from rank 0's process start, no size
+starts once the budget is spent or once the next size, at the last size's
+time per byte, would overrun it. Rank 0's clock decides and every rank learns
+it from the gather that ends each size, so all stop after the same size and
+none waits in a collective its peers never start. The record says so
+(stopped_early) and holds the sizes completed; the CPU-work phase (a few
+seconds, --cpu-work-s) still runs, on the largest of them.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import time
@@ -80,10 +89,18 @@ def main(argv: list[str] | None = None) -> int:
         default=3.0,
         help="seconds of each phase of the CPU-work measurement (CPU only; 0: skip)",
     )
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=0.0,
+        help="seconds from the process start after which no new size starts (0: none)",
+    )
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     if args.factor < 2 or not 4 <= args.min_bytes <= args.max_bytes:
         p.error("need 4 <= --min-bytes <= --max-bytes and --factor >= 2")
+    if not 0 <= args.budget_s < float("inf"):
+        p.error("--budget-s must be a number of seconds, 0 or more")
     timeline = {"process_start": runtime.process_start_time()}
     device = runtime.pick_device(args.device)
     compute = None
@@ -98,10 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     timeline["initialised"] = time.time()
     n = comm.size
     results = []
-    for size in sizes(args.min_bytes, args.max_bytes, args.factor):
+    deadline = timeline["process_start"] + args.budget_s if args.budget_s else None
+    left_s = math.inf  # rank 0's, after each size
+    planned = sizes(args.min_bytes, args.max_bytes, args.factor)
+    for size in planned:
+        if results and not budget_allows(results[-1], size, args.warmup, left_s):
+            break
         # Zeros stay zero under repeated summing: no overflow however many iterations.
         tensor = torch.zeros(size // 4, dtype=torch.float32, device=device)
-        iters = max(3, min(MAX_ITERS, BYTES_PER_SIZE // size))
+        iters = iterations(size)
         for _ in range(args.warmup):
             comm.allreduce_(tensor)
         runtime.synchronize(device)
@@ -113,18 +135,29 @@ def main(argv: list[str] | None = None) -> int:
         # process_time counts every thread of this process: the Gloo and Horovod
         # threads that reduce and copy, whose CPU a training step loses on CPU nodes.
         mine = ((time.perf_counter() - start) / iters, (time.process_time() - cpu_start) / iters)
-        everyone = comm.gather(mine)
-        seconds = max(t for t, _ in everyone)
+        # Each rank's budget left rides along; rank 0's decides for all (budget_allows).
+        left = math.inf if deadline is None else deadline - time.time()
+        everyone = comm.gather((*mine, left))
+        left_s = everyone[0][2]
+        seconds = max(t for t, _, _ in everyone)
         algbw = size / seconds
         results.append(
             {
                 "bytes": size,
                 "iters": iters,
                 "time_s": seconds,
-                "cpu_s": max(c for _, c in everyone),
+                "cpu_s": max(c for _, c, _ in everyone),
                 "algbw": algbw,
                 "busbw": algbw * 2 * (n - 1) / n,
             }
+        )
+    stopped_early = len(results) < len(planned)
+    if stopped_early and comm.rank == 0:
+        print(
+            f"probe budget of {args.budget_s:g} s: stopped after {results[-1]['bytes']} B, "
+            f"{len(results)} of {len(planned)} sizes (up to {planned[-1]} B asked); "
+            "the next would not fit",
+            file=sys.stderr,
         )
     cpu_work = None
     if device.type == "cpu" and n > 1 and args.cpu_work_s > 0:
@@ -149,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
                 "cpus": nodemon.cpu_source()["cpus"],
                 "results": results,
                 "cpu_work": cpu_work,
+                "budget_s": args.budget_s or None,
+                "stopped_early": stopped_early,
                 "timeline": timeline,
                 "fingerprint": runtime.merge_fingerprints(fingerprints),
             },
@@ -158,6 +193,18 @@ def main(argv: list[str] | None = None) -> int:
     comm.barrier()
     comm.shutdown()
     return 0
+
+
+def iterations(size: int) -> int:
+    return max(3, min(MAX_ITERS, BYTES_PER_SIZE // size))
+
+
+def budget_allows(last: dict, size: int, warmup: int, left_s: float) -> bool:
+    """Whether `size` may start with left_s seconds of the budget left: none once it is
+    spent, nor when the size, at the last size's time per byte (an all-reduce that is
+    latency-bound takes less), would overrun it."""
+    expected = last["time_s"] * size / last["bytes"] * (iterations(size) + warmup)
+    return left_s > 0 and expected <= left_s
 
 
 def _exit(code: int) -> None:

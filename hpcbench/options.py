@@ -360,7 +360,9 @@ def target_spec(args: argparse.Namespace) -> TargetSpec:
 
 def probe_spec(args: argparse.Namespace) -> ProbeSpec:
     parse_size(args.probe_max_bytes, "--probe-max-bytes")
-    return ProbeSpec(args.probe_max_bytes, args.device, args.threads, args.timeout)
+    return ProbeSpec(
+        args.probe_max_bytes, args.device, args.threads, args.timeout, args.probe_budget
+    )
 
 
 def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
@@ -439,9 +441,21 @@ def add_scale_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true", help="skip runs the store already holds")
     p.add_argument("--no-probe", action="store_true", help="skip the all-reduce probe")
     p.add_argument("--probe-max-bytes", default="64M")
+    add_probe_budget(p, probe.SWEEP_DEFAULT_HELP)
     p.add_argument("--verbose", action="store_true", help="echo the workers' output")
     p.add_argument(
         "--dry-run", action="store_true", help="print what each run would launch; run nothing"
+    )
+
+
+def add_probe_budget(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument(
+        "--probe-budget",
+        type=duration_type("probe-budget"),
+        default=None,
+        help="each probe starts no message size after this long (90s, 5m), keeps the "
+        f"sizes it completed and is killed {probe.GRACE_S} s after; default: "
+        + default.replace("%", "%%"),  # argparse expands % in help
     )
 
 
@@ -478,6 +492,7 @@ def register(subparsers: argparse._SubParsersAction, campaign: dict[str, Handler
     add_target_arguments(p, nodes_default="2")
     workload_options.add_to(p, WORKLOAD_PARSERS, only=("--device", "--threads"))
     p.add_argument("--probe-max-bytes", default="64M", help="largest message (default 64M)")
+    add_probe_budget(p, "--timeout")
     p.set_defaults(func=probe_main)
     add_report_commands(subparsers)
     add_predict_command(subparsers)

@@ -2,6 +2,11 @@
 
 The records go to the same results store as the sweep; the analysis fits the
 ring all-reduce model's latency and bandwidth from them to predict efficiency.
+
+Each probe has a time budget (--probe-budget): bench/allreduce.py starts no
+message size once it is spent and keeps the sizes it completed, and the
+harness kills it 120 s after the budget, as a run is killed at
+--timeout. In a sweep the default is a share of the sweep's own limit.
 """
 
 from __future__ import annotations
@@ -15,10 +20,45 @@ from hpcbench.specs import ProbeSpec, TargetSpec
 from hpcbench.store import Store
 from hpcbench.target import Target
 
+# Beyond its budget, what a probe may still take before it is killed: the launch before
+# its clock starts, the size under way, the CPU-work phase (bench/allreduce.py, about
+# 3 x its 3 s, slower beside a busy backend) and the result.
+GRACE_S = 120
+# A sweep's probes together get this share of the sweep's limit, each at least
+# BUDGET_FLOOR_S (enough for the small and middle sizes on slow nodes) and at most
+# --timeout (what any run of the sweep may take).
+BUDGET_SHARE = 0.10
+BUDGET_FLOOR_S = 120
+SWEEP_DEFAULT_HELP = (
+    f"{BUDGET_SHARE:.0%} of --budget (else of the planned runs x --timeout) shared by the "
+    f"node counts probed, at least {BUDGET_FLOOR_S} s each and at most --timeout"
+)
+
+
+def default_budget_s(sweep_budget_s: int | None, runs: int, timeout_s: int, probes: int) -> int:
+    """Each probe's budget in a sweep with no --probe-budget: SWEEP_DEFAULT_HELP. The
+    sweep's limit is --budget, else the longest its planned runs may take."""
+    limit = sweep_budget_s if sweep_budget_s is not None else runs * timeout_s
+    share = BUDGET_SHARE * limit / max(1, probes)
+    return min(timeout_s, max(BUDGET_FLOOR_S, round(share)))
+
+
+def budget_line(record: dict) -> str | None:
+    """The one line that says a probe's budget stopped it (None: it was not)."""
+    if record.get("status") != "ok" or not record.get("stopped_early"):
+        return None
+    return (
+        f"probe on {record['workers']} workers stopped at {record['results'][-1]['bytes']} B "
+        f"within its budget of {record.get('budget_s')} s (--probe-budget); the prediction "
+        "uses the sizes it measured"
+    )
+
 
 def run_probe(target: Target, nodes: int, probe: ProbeSpec) -> dict:
-    """Probe all workers of `nodes` nodes; returns the record to store (ok or failed)."""
+    """Probe all workers of `nodes` nodes; returns the record to store (ok or failed).
+    It is killed GRACE_S after its budget (probe.budget_s, else --timeout)."""
     workers = target.workers(nodes)
+    budget = probe.budget_s if probe.budget_s is not None else probe.timeout_s
     script_args = [
         "--backend",
         target.backend,
@@ -28,9 +68,11 @@ def run_probe(target: Target, nodes: int, probe: ProbeSpec) -> dict:
         str(probe.threads),
         "--max-bytes",
         probe.max_bytes,
+        "--budget-s",
+        str(budget),
     ]
-    spec = target.spec("allreduce.py", script_args, nodes, workers, probe.timeout_s)
-    outcome = target.run(spec, timeout_s=probe.timeout_s)
+    spec = target.spec("allreduce.py", script_args, nodes, workers, budget + GRACE_S)
+    outcome = target.run(spec, timeout_s=budget + GRACE_S)
     tb = target.testbed
     record = {
         "kind": "probe",
@@ -41,6 +83,7 @@ def run_probe(target: Target, nodes: int, probe: ProbeSpec) -> dict:
         "launched_at": outcome.launched_at,
         "duration_s": outcome.duration_s,
         "status": "ok" if outcome.ok else "failed",
+        "budget_s": budget,
         "fingerprint": fingerprint.controller(tb.env, tb.link_rate, tb.iface, target.launcher.name),
     }
     if outcome.ok:
@@ -50,6 +93,8 @@ def run_probe(target: Target, nodes: int, probe: ProbeSpec) -> dict:
         record["cpus"] = result.get("cpus")  # the nodes' CPU quota (bench/allreduce.py)
         # CPU nodes: the all-reduce's work told from its waiting (None on GPUs).
         record["cpu_work"] = result.get("cpu_work")
+        # True: the budget ran out before --probe-max-bytes; results hold what completed.
+        record["stopped_early"] = bool(result.get("stopped_early"))
         record["fingerprint"] = {**result["fingerprint"], **record["fingerprint"]}
     else:
         record["error"] = outcome.error()
@@ -83,6 +128,9 @@ def format_probe(record: dict) -> str:
                 f"background: the running backend's threads took {work['background_share']:.1%}"
                 " of the computation's cores between all-reduces (ranks' mean)"
             )
+    stopped = budget_line(record)
+    if stopped:
+        lines.append(stopped)
     return "\n".join(lines)
 
 

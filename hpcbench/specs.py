@@ -325,6 +325,9 @@ class ProbeSpec:
     device: str = "auto"
     threads: int = 0
     timeout_s: int = 1800
+    # Seconds after which no new size starts (--probe-budget); None: the default rule
+    # (hpcbench.probe.default_budget_s in a sweep, timeout_s for `probe` alone).
+    budget_s: int | None = None
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ LOCK_FILE = ".lock"
 #      2026-11-23  + method fields, convergence records (e135c3d)
 #      2026-11-25  read against RECORD_SCHEMA, a line that does not fit is skipped (a0ee18e)
 #      2026-11-26  + step and decode, written only when not eager/auto (74182f7)
+#      2026-11-27  + a probe's budget_s and stopped_early (absent: the full size sweep)
 # A change of a field's meaning or unit is version 2, with a reader for 1.
 SCHEMA = 1
 
@@ -207,6 +208,10 @@ _PROBE = {
         "workers": {**_COUNT, "maximum": MAX_NODES * MAX_SLOTS},
         "status": {"type": "string"},
         "duration_s": _SECONDS_OR_NULL,
+        # --probe-budget, and whether it stopped the size sweep before --probe-max-bytes
+        # (then results end at the largest size completed).
+        "budget_s": _SECONDS_OR_NULL,
+        "stopped_early": {"type": ["boolean", "null"]},
         "cpus": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1e6},
         # bench/allreduce.py's CPU-work phase on CPU nodes (hpcbench.allreduce_model reads it)
         "cpu_work": {

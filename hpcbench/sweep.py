@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench import analysis, fingerprint
+from hpcbench import analysis, fingerprint, probe
 from hpcbench.errors import UsageError
 from hpcbench.launchers import RunSpec
 from hpcbench.probe import run_probe
@@ -329,13 +329,29 @@ def _measure_all(
             for p in store.probes()
             if p.get("status") == "ok"
         }
-        for nodes in sorted({c.nodes for c, _ in todo if c.workers > 1}):
-            if (tb.env, target.workers(nodes), target.backend) in probed:
-                continue
-            print(f"probing all-reduce on {nodes} node(s) ...", file=sys.stderr)
-            record = run_probe(target, nodes, sweep.probe)
+        to_probe = [
+            nodes
+            for nodes in sorted({c.nodes for c, _ in todo if c.workers > 1})
+            if (tb.env, target.workers(nodes), target.backend) not in probed
+        ]
+        probe_spec = sweep.probe
+        if probe_spec.budget_s is None:
+            # A share of what bounds the sweep: slow nodes cost a bounded part of it.
+            budget = probe.default_budget_s(
+                sweep.budget_s, len(todo), sweep.timeout_s, len(to_probe)
+            )
+            probe_spec = dataclasses.replace(probe_spec, budget_s=budget)
+        for nodes in to_probe:
+            print(
+                f"probing all-reduce on {nodes} node(s), within {probe_spec.budget_s} s ...",
+                file=sys.stderr,
+            )
+            record = run_probe(target, nodes, probe_spec)
             store.append(record)
             live.add_probe(record)
+            stopped = probe.budget_line(record)
+            if stopped:
+                print(stopped, file=sys.stderr)
     controller = fingerprint.controller(tb.env, tb.link_rate, tb.iface, target.launcher.name)
     progress = Progress(len(todo))
     sweep_started = time.monotonic()

@@ -132,6 +132,7 @@ RESERVED = ("env", "hosts", "out", "resume", "dry_run", "help")
 OPERATIONAL = (
     "timeout",
     "budget",
+    "probe_budget",
     "verbose",
     "slurm_queue_wait",
     "slurm_time",
