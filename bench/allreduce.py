@@ -207,19 +207,6 @@ def budget_allows(last: dict, size: int, warmup: int, left_s: float) -> bool:
     return left_s > 0 and expected <= left_s
 
 
-def _exit(code: int) -> None:
-    """Leave without the interpreter's teardown. Gloo's worker threads outlive
-    destroy_process_group, and one that frees a finished collective's tensors after
-    the main thread has begun finalising cannot take the GIL: pthread_exit unwinds
-    through a noexcept destructor, std::terminate, "terminate called without an
-    active exception" and exit status 134, after the record was written (a core
-    dump's stack: ProcessGroupGloo::runLoop -> ~AsyncAllgatherWork -> decref_pyobject
-    -> take_gil -> PyThread_exit_thread). Output is flushed first."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 def _piece() -> Callable[[], object]:
     a = torch.rand(PIECE_DIM, PIECE_DIM)
     b = torch.rand(PIECE_DIM, PIECE_DIM)
@@ -334,4 +321,4 @@ def measure_cpu_work(
 
 
 if __name__ == "__main__":
-    _exit(main())
+    runtime.leave(main())

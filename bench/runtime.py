@@ -356,3 +356,17 @@ def emit(record: dict[str, Any], out: str | None) -> None:
         os.replace(tmp, out)
     sys.stdout.write(RESULT_MARKER + line + "\n")
     sys.stdout.flush()
+
+
+def leave(code: int) -> None:
+    """Exit with `code` without the interpreter's teardown (train.py, allreduce.py).
+    Gloo's worker threads outlive destroy_process_group, and one that frees a
+    finished collective's tensors after the main thread has begun finalising
+    cannot take the GIL: pthread_exit unwinds
+    through a noexcept destructor, std::terminate, "terminate called without an
+    active exception" and exit status 134, after the record was written (a core
+    dump's stack: ProcessGroupGloo::runLoop -> ~AsyncAllgatherWork -> decref_pyobject
+    -> take_gil -> PyThread_exit_thread). Output is flushed first."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

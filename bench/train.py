@@ -335,9 +335,11 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         runtime.emit(record, args.out)
+    # Every rank is past its last collective before any tears the group down.
+    comm.barrier()
     comm.shutdown()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    runtime.leave(main())
