@@ -52,7 +52,7 @@ def fake_outcome(self: Target, run_spec: Any, timeout_s: float, echo: bool = Fal
 LAYERS = (
     ("hpcbench.campaign.runner", "hpcbench.campaign.commands"),
     ("hpcbench.campaign.",),
-    ("hpcbench.deploy", "hpcbench.probe", "hpcbench.sweep", "hpcbench.options"),
+    ("hpcbench.deploy", "hpcbench.probe", "hpcbench.sweep", "hpcbench.scale_options"),
     ("hpcbench.target", "hpcbench.nodeset"),
     ("hpcbench.launchers", "hpcbench.schedulers"),
     ("hpcbench",),

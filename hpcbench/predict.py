@@ -28,9 +28,12 @@ from hpcbench import allreduce_model, analysis
 from hpcbench.errors import UsageError
 from hpcbench.scaling_model import (
     DEFAULT_INTERFERENCE,
+    DEFAULT_INTRA_NODE,
     INTRA_NODE,
     LATENCY_US,
     LINK_EFFICIENCY,
+    RDMA_EFFICIENCY,
+    TCP_EFFICIENCY,
     Case,
     Plan,
     case_point,
@@ -38,12 +41,7 @@ from hpcbench.scaling_model import (
     parse_link,
     predictions,
 )
-
-# options.py reads these through this module for predict's options and their help.
-from hpcbench.scaling_model import DEFAULT_INTRA_NODE as DEFAULT_INTRA_NODE
-from hpcbench.scaling_model import RDMA_EFFICIENCY as RDMA_EFFICIENCY
-from hpcbench.scaling_model import TCP_EFFICIENCY as TCP_EFFICIENCY
-from hpcbench.specs import parse_int_list, units
+from hpcbench.specs import count_type, megabytes_type, parse_int_list, units
 from hpcbench.store import Store
 
 MAX_WORKERS = 4096
@@ -278,3 +276,119 @@ def main(args: argparse.Namespace) -> int:
         "the interference share of it); band: no overlap to full overlap"
     )
     return 0
+
+
+def add_command(sub: argparse._SubParsersAction) -> None:
+    """The `predict` command's options."""
+    p = sub.add_parser(
+        "predict",
+        help="predict scaling efficiency from a model, a step time and a network",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", default="resnet50", help="a torchvision model name")
+    p.add_argument("--image-size", type=count_type("image-size"), default=224)
+    p.add_argument("--batch", type=count_type("batch"), default=32, help="per-worker batch")
+    p.add_argument("--workers", default="1-10", help="worker counts: 1-16 or 1,2,4,8")
+    p.add_argument(
+        "--gpus-per-node", type=count_type("gpus-per-node"), default=1, help="workers per node"
+    )
+    p.add_argument(
+        "--single-worker-ips",
+        type=real_type("single-worker-ips"),
+        default=None,
+        help="one worker's images/s (or give --step-time)",
+    )
+    p.add_argument(
+        "--step-time",
+        type=real_type("step-time"),
+        default=None,
+        help="one worker's step, seconds",
+    )
+    p.add_argument(
+        "--link",
+        default=None,
+        help="line rate between nodes, e.g. 10gbit; bus bandwidth = link efficiency x rate",
+    )
+    p.add_argument(
+        "--transport",
+        default="tcp",
+        choices=sorted(LINK_EFFICIENCY),
+        help="between nodes: its default link efficiency (tcp "
+        f"{TCP_EFFICIENCY:.2f}, rdma {RDMA_EFFICIENCY:.2f}) and "
+        "latency",
+    )
+    p.add_argument(
+        "--link-efficiency",
+        type=real_type("link-efficiency"),
+        default=None,
+        help="share of --link a ring achieves (a probe's busbw / rate; "
+        "predict --calibrate fits it)",
+    )
+    p.add_argument(
+        "--busbw",
+        type=real_type("busbw"),
+        default=None,
+        help="measured bus bandwidth in GB/s (hpcbench probe, nccl-tests)",
+    )
+    p.add_argument(
+        "--latency-us",
+        type=real_type("latency-us"),
+        default=None,
+        help="per-step latency across nodes (default tcp "
+        f"{LATENCY_US['tcp']:g}, rdma {LATENCY_US['rdma']:g}: "
+        "assumed)",
+    )
+    p.add_argument(
+        "--intra-node",
+        default=DEFAULT_INTRA_NODE,
+        choices=list(INTRA_NODE),
+        help="interconnect inside a node: pcie3-5, nvlink2 (V100), nvlink3 (A100), nvlink4 (H100)",
+    )
+    p.add_argument(
+        "--intra-busbw",
+        type=real_type("intra-busbw"),
+        default=None,
+        help="bus bandwidth inside a node in GB/s (overrides --intra-node)",
+    )
+    p.add_argument(
+        "--collectives",
+        default="nccl",
+        choices=["nccl", "gloo"],
+        help="nccl: ring or tree, whichever is faster per message; gloo: ring",
+    )
+    p.add_argument(
+        "--interference",
+        type=real_type("interference"),
+        default=None,
+        help="share of overlapped communication time backward loses (default "
+        f"{DEFAULT_INTERFERENCE:.2f})",
+    )
+    p.add_argument("--backend", default="ddp", choices=["ddp", "horovod"])
+    p.add_argument(
+        "--bucket-cap-mb",
+        type=megabytes_type("bucket-cap-mb"),
+        default=None,
+        help="ddp: DistributedDataParallel's bucket_cap_mb (default 25)",
+    )
+    p.add_argument(
+        "--fusion-threshold-mb",
+        type=megabytes_type("fusion-threshold-mb"),
+        default=None,
+        help="horovod: HOROVOD_FUSION_THRESHOLD in MiB (default 128; 0 = no fusion)",
+    )
+    p.add_argument(
+        "--cycle-time-ms",
+        type=real_type("cycle-time-ms"),
+        default=None,
+        help="horovod: HOROVOD_CYCLE_TIME, ms between fusions (default 1)",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per worker count")
+    p.add_argument(
+        "--calibrate",
+        default=None,
+        metavar="RESULTS",
+        help="fit link efficiency and interference to the measured runs of a "
+        "results store (two node counts or more) and print them",
+    )
+    p.set_defaults(func=main)

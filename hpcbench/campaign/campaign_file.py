@@ -44,9 +44,9 @@ from typing import Any
 
 import yaml
 
-from hpcbench import options, paths
+from hpcbench import paths, scale_options
 from hpcbench.errors import UsageError, one_line
-from hpcbench.predict import parse_link
+from hpcbench.scaling_model import parse_link
 from hpcbench.specs import (
     MAX_SLOTS,
     SweepSpec,
@@ -543,14 +543,19 @@ def _parse(
     `where`: the options the campaign sets itself (--env, --out, ...); a stand-in
     environment and folder while a key is checked alone."""
     fixed = where or ["--env", "localhost", "--out", "results"]
-    args = options.scale_parser().parse_args([*fixed, *argv])
-    return args, options.workload_spec(args), options.target_spec(args), options.sweep_spec(args)
+    args = scale_options.scale_parser().parse_args([*fixed, *argv])
+    return (
+        args,
+        scale_options.workload_spec(args),
+        scale_options.target_spec(args),
+        scale_options.sweep_spec(args),
+    )
 
 
 def _sweep_argv(sweep: dict[str, Any], path: str) -> tuple[list[str], list[int] | None]:
     """A sweep mapping as scale's argv (each key checked alone, so that an error names
     it), and its gpus_per_node list (None: not given)."""
-    known = _options(options.scale_parser())
+    known = _options(scale_options.scale_parser())
     argv: list[str] = []
     gpus: list[int] | None = None
     for raw_key, value in sweep.items():

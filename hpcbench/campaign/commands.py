@@ -1,5 +1,5 @@
-"""What `hpcbench campaign plan|run|status|report|destroy FILE` do (their options:
-hpcbench/options.py, add_campaign_command)."""
+"""What `hpcbench campaign plan|run|status|report|destroy FILE` do, and their
+options (`add_command`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 import json
 import signal
 import time
+from pathlib import Path
 
 from hpcbench import bounded
 from hpcbench.campaign import campaign_file, comparison, estimate, runner
@@ -256,11 +257,54 @@ def destroy_main(args: argparse.Namespace) -> int:
                 signal.signal(sig, handler)
 
 
-# By action, for hpcbench/options.py's `campaign` command.
-HANDLERS = {
-    "plan": plan_main,
-    "run": run_main,
-    "status": status_main,
-    "report": report_main,
-    "destroy": destroy_main,
-}
+def add_command(sub: argparse._SubParsersAction) -> None:
+    """The `campaign` command's actions, each with its handler above."""
+    p = sub.add_parser(
+        "campaign",
+        help="several testbeds x one sweep, deployed, measured and destroyed in turn",
+        description=CAMPAIGN_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, text, handler in (
+        ("plan", "the cells, wall time and GPU-hours; creates nothing", plan_main),
+        ("run", "deploy, verify, sweep and destroy each testbed in turn", run_main),
+        ("status", "the cell table as it stands", status_main),
+        ("report", "one comparison report of every testbed", report_main),
+        ("destroy", "release every testbed the campaign still holds", destroy_main),
+    ):
+        q = actions.add_parser(name, help=text, description=text)
+        q.add_argument("file", type=Path, help="the campaign file (campaigns/*.yaml)")
+        q.set_defaults(func=handler)
+        if name == "run":
+            q.add_argument(
+                "--resume",
+                action="store_true",
+                help="skip the cells already measured and run what is left",
+            )
+            q.add_argument(
+                "--dry-run",
+                action="store_true",
+                help="print every job script and command line; create, submit and write nothing",
+            )
+        if name == "status":
+            q.add_argument("--json", action="store_true", help="the table as JSON")
+        if name == "destroy":
+            q.add_argument(
+                "--testbed",
+                action="append",
+                default=[],
+                metavar="NAME",
+                help="only this testbed (repeatable)",
+            )
+
+
+CAMPAIGN_HELP = """\
+`hpcbench campaign plan|run|status|report|destroy FILE` (docs/campaigns.md):
+
+    plan     the cells in order, each testbed's wall time and GPU-hours; creates nothing
+    run      per testbed: deploy, verify, probe and sweep, destroy (--resume: what is left)
+    status   the cell table as it stands (--json: for programs)
+    report   the comparison report of every testbed (HTML, Markdown, PNG, JSON, CSV)
+    destroy  release every testbed the campaign still holds (after a failed destroy)
+"""

@@ -120,13 +120,13 @@ def baseline_record(tb: DeployedTestbed, argv: list[str], monkeypatch: pytest.Mo
     """The 1-worker baseline of the sweep `argv` would run, as if already in the store:
     --resume goes straight to the 2-node run (a sweep runs its baselines first). Built
     from the same specs the sweep builds, so its key (method included) matches."""
-    from hpcbench import cli, options, sweep
+    from hpcbench import cli, scale_options, sweep
     from hpcbench.target import Target
 
     args = cli.build_parser().parse_args(argv)
     monkeypatch.setenv("HPCBENCH_STATE", tb.environ["HPCBENCH_STATE"])
-    target = Target.resolve(options.target_spec(args))
-    workload, spec = options.workload_spec(args), options.sweep_spec(args)
+    target = Target.resolve(scale_options.target_spec(args))
+    workload, spec = scale_options.workload_spec(args), scale_options.sweep_spec(args)
     base = next(c for c, _ in sweep.plan(target, spec.batches, 1, spec.seed) if c.workers == 1)
     record = sweep.base_record(target, workload, spec.seed, base, 0)
     return {"schema": 1, **record, "status": "ok", "window_times": [1.0]}

@@ -19,7 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpcbench import cli, options, probe, store, sweep
+from hpcbench import cli, probe, scale_options, store, sweep
 from hpcbench.campaign import campaign_file
 from hpcbench.launchers.base import free_port
 from hpcbench.schedulers.base import Outcome
@@ -51,8 +51,8 @@ def test_a_bad_probe_budget_is_one_line_and_exit_2(tmp_path, capsys, command, va
 
 def test_the_probe_budget_is_a_duration_and_absent_by_default():
     def spec(*argv: str) -> ProbeSpec:
-        args = options.scale_parser().parse_args(["--env", "localhost", *argv])
-        return options.sweep_spec(args).probe
+        args = scale_options.scale_parser().parse_args(["--env", "localhost", *argv])
+        return scale_options.sweep_spec(args).probe
 
     assert spec().budget_s is None  # the sweep's default rule decides
     assert spec("--probe-budget", "90").budget_s == 90

@@ -37,7 +37,7 @@ from hpcbench.launchers.slurm import (
     mount_problem,
     sbatch_script,
 )
-from hpcbench.options import sbatch_option
+from hpcbench.scale_options import sbatch_option
 from hpcbench.schedulers import SlurmScheduler
 
 # srun as pyxis reads it. Its state (which containers exist on which node, each

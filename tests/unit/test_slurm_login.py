@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import cli, manifest, options, paths, ssh
+from hpcbench import cli, manifest, paths, scale_options, ssh
 from hpcbench.errors import UsageError
 from hpcbench.launchers.slurm import SlurmLauncher
 from hpcbench.specs import TargetSpec, parse_login
@@ -97,9 +97,9 @@ def test_the_dry_run_shows_sbatch_on_the_login_node_with_the_clusters_paths(tmp_
     assert "exec /home/me/envs/hb/bin/python train.py" in out
     # Resolved on the login node before the first job; the dry run shows them as given
     # (~/ as "$HOME", which the batch shell expands where it runs).
-    home_rel = options.REMOTE_BENCH_DIR.removeprefix("~")
+    home_rel = scale_options.REMOTE_BENCH_DIR.removeprefix("~")
     assert f'cd "$HOME"{home_rel} && exec' in out
-    assert f"#SBATCH -o '{options.REMOTE_JOB_DIR}/hpcbench-" in out
+    assert f"#SBATCH -o '{scale_options.REMOTE_JOB_DIR}/hpcbench-" in out
     assert "\nmodule load anaconda3\nset -u\n" in out  # after the profile, if needed
 
 
@@ -135,7 +135,7 @@ def _target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Target, Lo
     login.home.mkdir(exist_ok=True)
     monkeypatch.setattr(ssh, "call", lambda access, command, **kw: login.run(command))
     monkeypatch.setattr(ssh, "send", lambda access, command, data, **kw: login.run(command, data))
-    args = options.scale_parser().parse_args(
+    args = scale_options.scale_parser().parse_args(
         [
             "--env",
             "slurm",
@@ -149,7 +149,7 @@ def _target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Target, Lo
             str(tmp_path / "out"),
         ]
     )
-    spec: TargetSpec = options.target_spec(args)
+    spec: TargetSpec = scale_options.target_spec(args)
     return Target.resolve(spec), login
 
 

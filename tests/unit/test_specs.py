@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-from hpcbench import cli, options, paths, specs
+from hpcbench import cli, paths, scale_options, specs
 from hpcbench.errors import UsageError
 from hpcbench.specs import HostSlots, check_node_counts, parse_batch, parse_hosts, parse_nodes
 
@@ -83,7 +83,7 @@ def _args(command: str, *argv: str):
 
 
 def test_target_spec_from_the_command_line(tmp_path):
-    spec = options.target_spec(
+    spec = scale_options.target_spec(
         _args(
             "scale",
             "--env",
@@ -99,7 +99,7 @@ def test_target_spec_from_the_command_line(tmp_path):
     assert spec.kind is specs.TestbedKind.SLURM and spec.node_counts == (1, 2)
     assert spec.slurm.gpus_per_node == 4 and not spec.slurm.pin_nodes
     assert spec.slurm.job_dir == str(tmp_path.resolve() / "slurm")
-    cpu = options.target_spec(
+    cpu = scale_options.target_spec(
         _args(
             "probe",
             "--hosts",
@@ -115,28 +115,31 @@ def test_target_spec_from_the_command_line(tmp_path):
     assert cpu.kind is specs.TestbedKind.HOSTS
     assert cpu.hosts == (HostSlots("a", 2), HostSlots("b", 2))
     assert cpu.slurm.gpus_per_node == 0 and cpu.slurm.mpi == "pmix" and cpu.slurm.pin_nodes
-    assert options.target_spec(_args("probe", "--env", "localhost")).kind.value == "localhost"
-    assert options.target_spec(_args("probe", "--env", "local")).kind is specs.TestbedKind.DEPLOYED
+    assert scale_options.target_spec(_args("probe", "--env", "localhost")).kind.value == "localhost"
+    assert (
+        scale_options.target_spec(_args("probe", "--env", "local")).kind
+        is specs.TestbedKind.DEPLOYED
+    )
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.node_counts = (4,)  # type: ignore[misc]
 
 
 def test_env_defaults_to_hpcbench_env(monkeypatch):
     monkeypatch.setenv("HPCBENCH_ENV", "virtualwall")
-    assert options.target_spec(_args("scale")).env == "virtualwall"
+    assert scale_options.target_spec(_args("scale")).env == "virtualwall"
 
 
 def test_workload_and_sweep_specs_from_the_command_line():
     args = _args("scale", "--model", "resnet18", "--batch", "8,16", "--no-probe", "--amp", "on")
-    workload = options.workload_spec(args)
+    workload = scale_options.workload_spec(args)
     assert workload.model == "resnet18" and workload.image_size == 224 and workload.amp == "on"
-    sweep = options.sweep_spec(args)
+    sweep = scale_options.sweep_spec(args)
     assert sweep.batches == (8, 16) and sweep.probe is None and sweep.repeats == 3
-    assert options.sweep_spec(_args("scale")).probe == specs.ProbeSpec("64M", "auto", 0, 1800)
+    assert scale_options.sweep_spec(_args("scale")).probe == specs.ProbeSpec("64M", "auto", 0, 1800)
     with pytest.raises(UsageError, match="--probe-max-bytes: 'x' is not a size"):
-        options.sweep_spec(_args("scale", "--probe-max-bytes", "x"))
+        scale_options.sweep_spec(_args("scale", "--probe-max-bytes", "x"))
     with pytest.raises(UsageError, match="--windows: 0 is out of range: use 1 to 10000"):
-        options.workload_spec(_args("scale", "--windows", "0"))
+        scale_options.workload_spec(_args("scale", "--windows", "0"))
 
 
 def test_node_counts_bounded_by_the_resolved_testbed():
@@ -193,7 +196,7 @@ def test_real_slurm_values_pass_the_checks(tmp_path):
         "--slurm-job-dir",
         "/home/u1/jobs",
     )
-    slurm = options.target_spec(args).slurm
+    slurm = scale_options.target_spec(args).slurm
     assert slurm.container_image == "nvcr.io#nvidia/pytorch:23.10-py3"
     assert slurm.container_mounts == ("/data:/data", "/scratch/u1:/scratch:ro")
     assert (slurm.partition, slurm.account, slurm.qos, slurm.mpi) == (

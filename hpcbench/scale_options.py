@@ -1,7 +1,8 @@
-"""Every command's options (`register`), and the one place `scale`'s and `probe`'s
-become specs.
+"""`scale`'s and `probe`'s options, and the one place they become specs.
 
-The argparse Namespace stops here: it is validated once and turned into
+The command line registers both commands here (`add_commands`); a campaign file's
+sweep is read with the same parser (`scale_parser`), so a sweep key is a `scale`
+option. The argparse Namespace stops here: it is validated once and turned into
 frozen WorkloadSpec, TargetSpec, SweepSpec and ProbeSpec; hpcbench.sweep and
 hpcbench.probe take only those. Bad input is a UsageError naming the bad
 value (exit status 2, nothing launched).
@@ -14,11 +15,10 @@ import dataclasses
 import functools
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hpcbench import deploy, launchers, paths, predict, probe, report, sweep
+from hpcbench import launchers, paths, probe, sweep
 from hpcbench.errors import Parser, UsageError
 from hpcbench.launchers import slurm
 from hpcbench.launchers.slurm import SlurmOptions
@@ -468,15 +468,8 @@ def scale_parser() -> argparse.ArgumentParser:
     return p
 
 
-Handler = Callable[[argparse.Namespace], int]
-
-
-def register(subparsers: argparse._SubParsersAction, campaign: dict[str, Handler]) -> None:
-    """Every command's options, in the order `--help` lists them; each command's
-    handler lives with what it does. The campaign's come in as `campaign` (action ->
-    handler): the campaign file is read with this module's parser, so this module
-    cannot import them."""
-    add_deploy_commands(subparsers)
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    """The `scale` and `probe` commands, in the order `--help` lists them."""
     p = subparsers.add_parser(
         "scale",
         help="measure how data-parallel training scales",
@@ -494,229 +487,3 @@ def register(subparsers: argparse._SubParsersAction, campaign: dict[str, Handler
     p.add_argument("--probe-max-bytes", default="64M", help="largest message (default 64M)")
     add_probe_budget(p, "--timeout")
     p.set_defaults(func=probe_main)
-    add_report_commands(subparsers)
-    add_predict_command(subparsers)
-    add_campaign_command(subparsers, campaign)
-
-
-def _env_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--env",
-        default=os.environ.get("HPCBENCH_ENV", "local"),
-        help="environment: a folder of environments/ or a variant "
-        "(`hpcbench envs` lists them); default $HPCBENCH_ENV or local",
-    )
-
-
-def add_deploy_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("deploy", help="create the testbed's machines and configure them")
-    _env_argument(p)
-    p.add_argument(
-        "--var",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="set a Terraform variable of the env (remembered for later deploys)",
-    )
-    p.add_argument("--skip-ansible", action="store_true", help="create machines only")
-    p.set_defaults(func=deploy.cmd_deploy)
-
-    p = sub.add_parser("verify", help="run the testinfra checks against the deployed nodes")
-    _env_argument(p)
-    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments")
-    p.set_defaults(func=deploy.cmd_verify)
-
-    p = sub.add_parser("destroy", help="remove the testbed and its local state")
-    _env_argument(p)
-    p.set_defaults(func=deploy.cmd_destroy)
-
-    p = sub.add_parser("envs", help="list the environments")
-    p.set_defaults(func=lambda args: print("\n".join(deploy.environments())) or 0)
-
-
-def add_report_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "report", help="Markdown and HTML report with plots", description=report.__doc__
-    )
-    p.add_argument("--out", default="results", help="results directory (default: results/)")
-    p.add_argument(
-        "--format",
-        choices=("html", "json", "csv"),
-        default="html",
-        help="html: report.html, report.md, plots and the numbers as files (default); "
-        "json or csv: one record per configuration on stdout, nothing written "
-        "(fields: docs/report.md)",
-    )
-    p.set_defaults(func=report.report_main)
-    c = sub.add_parser("compare", help="two results directories side by side")
-    c.add_argument("dir_a")
-    c.add_argument("dir_b")
-    c.add_argument("--output", help="write the Markdown here instead of stdout")
-    c.set_defaults(func=report.compare_main)
-
-
-def add_predict_command(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "predict",
-        help="predict scaling efficiency from a model, a step time and a network",
-        description=predict.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--model", default="resnet50", help="a torchvision model name")
-    p.add_argument("--image-size", type=count_type("image-size"), default=224)
-    p.add_argument("--batch", type=count_type("batch"), default=32, help="per-worker batch")
-    p.add_argument("--workers", default="1-10", help="worker counts: 1-16 or 1,2,4,8")
-    p.add_argument(
-        "--gpus-per-node", type=count_type("gpus-per-node"), default=1, help="workers per node"
-    )
-    p.add_argument(
-        "--single-worker-ips",
-        type=predict.real_type("single-worker-ips"),
-        default=None,
-        help="one worker's images/s (or give --step-time)",
-    )
-    p.add_argument(
-        "--step-time",
-        type=predict.real_type("step-time"),
-        default=None,
-        help="one worker's step, seconds",
-    )
-    p.add_argument(
-        "--link",
-        default=None,
-        help="line rate between nodes, e.g. 10gbit; bus bandwidth = link efficiency x rate",
-    )
-    p.add_argument(
-        "--transport",
-        default="tcp",
-        choices=sorted(predict.LINK_EFFICIENCY),
-        help="between nodes: its default link efficiency (tcp "
-        f"{predict.TCP_EFFICIENCY:.2f}, rdma {predict.RDMA_EFFICIENCY:.2f}) and "
-        "latency",
-    )
-    p.add_argument(
-        "--link-efficiency",
-        type=predict.real_type("link-efficiency"),
-        default=None,
-        help="share of --link a ring achieves (a probe's busbw / rate; "
-        "predict --calibrate fits it)",
-    )
-    p.add_argument(
-        "--busbw",
-        type=predict.real_type("busbw"),
-        default=None,
-        help="measured bus bandwidth in GB/s (hpcbench probe, nccl-tests)",
-    )
-    p.add_argument(
-        "--latency-us",
-        type=predict.real_type("latency-us"),
-        default=None,
-        help="per-step latency across nodes (default tcp "
-        f"{predict.LATENCY_US['tcp']:g}, rdma {predict.LATENCY_US['rdma']:g}: "
-        "assumed)",
-    )
-    p.add_argument(
-        "--intra-node",
-        default=predict.DEFAULT_INTRA_NODE,
-        choices=list(predict.INTRA_NODE),
-        help="interconnect inside a node: pcie3-5, nvlink2 (V100), nvlink3 (A100), nvlink4 (H100)",
-    )
-    p.add_argument(
-        "--intra-busbw",
-        type=predict.real_type("intra-busbw"),
-        default=None,
-        help="bus bandwidth inside a node in GB/s (overrides --intra-node)",
-    )
-    p.add_argument(
-        "--collectives",
-        default="nccl",
-        choices=["nccl", "gloo"],
-        help="nccl: ring or tree, whichever is faster per message; gloo: ring",
-    )
-    p.add_argument(
-        "--interference",
-        type=predict.real_type("interference"),
-        default=None,
-        help="share of overlapped communication time backward loses (default "
-        f"{predict.DEFAULT_INTERFERENCE:.2f})",
-    )
-    p.add_argument("--backend", default="ddp", choices=["ddp", "horovod"])
-    p.add_argument(
-        "--bucket-cap-mb",
-        type=megabytes_type("bucket-cap-mb"),
-        default=None,
-        help="ddp: DistributedDataParallel's bucket_cap_mb (default 25)",
-    )
-    p.add_argument(
-        "--fusion-threshold-mb",
-        type=megabytes_type("fusion-threshold-mb"),
-        default=None,
-        help="horovod: HOROVOD_FUSION_THRESHOLD in MiB (default 128; 0 = no fusion)",
-    )
-    p.add_argument(
-        "--cycle-time-ms",
-        type=predict.real_type("cycle-time-ms"),
-        default=None,
-        help="horovod: HOROVOD_CYCLE_TIME, ms between fusions (default 1)",
-    )
-    p.add_argument("--json", action="store_true", help="one JSON object per worker count")
-    p.add_argument(
-        "--calibrate",
-        default=None,
-        metavar="RESULTS",
-        help="fit link efficiency and interference to the measured runs of a "
-        "results store (two node counts or more) and print them",
-    )
-    p.set_defaults(func=predict.main)
-
-
-def add_campaign_command(sub: argparse._SubParsersAction, handlers: dict[str, Handler]) -> None:
-    p = sub.add_parser(
-        "campaign",
-        help="several testbeds x one sweep, deployed, measured and destroyed in turn",
-        description=CAMPAIGN_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    for name, text in (
-        ("plan", "the cells, wall time and GPU-hours; creates nothing"),
-        ("run", "deploy, verify, sweep and destroy each testbed in turn"),
-        ("status", "the cell table as it stands"),
-        ("report", "one comparison report of every testbed"),
-        ("destroy", "release every testbed the campaign still holds"),
-    ):
-        q = actions.add_parser(name, help=text, description=text)
-        q.add_argument("file", type=Path, help="the campaign file (campaigns/*.yaml)")
-        q.set_defaults(func=handlers[name])
-        if name == "run":
-            q.add_argument(
-                "--resume",
-                action="store_true",
-                help="skip the cells already measured and run what is left",
-            )
-            q.add_argument(
-                "--dry-run",
-                action="store_true",
-                help="print every job script and command line; create, submit and write nothing",
-            )
-        if name == "status":
-            q.add_argument("--json", action="store_true", help="the table as JSON")
-        if name == "destroy":
-            q.add_argument(
-                "--testbed",
-                action="append",
-                default=[],
-                metavar="NAME",
-                help="only this testbed (repeatable)",
-            )
-
-
-CAMPAIGN_HELP = """\
-`hpcbench campaign plan|run|status|report|destroy FILE` (docs/campaigns.md):
-
-    plan     the cells in order, each testbed's wall time and GPU-hours; creates nothing
-    run      per testbed: deploy, verify, probe and sweep, destroy (--resume: what is left)
-    status   the cell table as it stands (--json: for programs)
-    report   the comparison report of every testbed (HTML, Markdown, PNG, JSON, CSV)
-    destroy  release every testbed the campaign still holds (after a failed destroy)
-"""
