@@ -193,9 +193,27 @@ EFFICIENCY_GRID = tuple(round(0.02 * i, 2) for i in range(1, 51))
 INTERFERENCE_GRID = tuple(round(0.05 * i, 2) for i in range(21))
 
 
+@dataclass(frozen=True)
+class _Parts:
+    """One case's replay at one link efficiency, taken apart so that interferences can
+    be tried without replaying: step = t1 + exposed + interference x hidden."""
+
+    t1: float
+    exposed: float
+    hidden: float
+
+    def point(self, interference: float) -> float:
+        return self.t1 / (self.t1 + self.exposed + interference * self.hidden)
+
+
+def case_parts(case: Case, efficiency: float) -> _Parts:
+    plan = replace(case.plan, busbw=case.line_rate / 8 * efficiency, interference=1.0)
+    row = predictions(plan)[0]
+    return _Parts(plan.step_time_s, row["exposed_s"], row["slowdown_s"])
+
+
 def case_point(case: Case, efficiency: float, interference: float) -> float:
-    plan = replace(case.plan, busbw=case.line_rate / 8 * efficiency, interference=interference)
-    return predictions(plan)[0]["efficiency"]
+    return case_parts(case, efficiency).point(interference)
 
 
 @dataclass(frozen=True)
@@ -209,17 +227,27 @@ def fit(
     cases: list[Case],
     efficiencies: tuple[float, ...] = EFFICIENCY_GRID,
     interferences: tuple[float, ...] = INTERFERENCE_GRID,
+    cache: dict | None = None,
 ) -> Fit:
     """The link efficiency per transport and the one interference that make the points
     closest to the measured efficiencies (least absolute error: a few odd rows should not
-    decide). Given the interference, each transport's efficiency is fitted on its own."""
+    decide). Given the interference, each transport's efficiency is fitted on its own.
+    Each case is replayed once per efficiency (the interference only scales what the
+    replay hid); `cache`, keyed by the case's id, keeps the replays between fits over
+    the same cases."""
+    cache = {} if cache is None else cache
+    for k in cases:
+        for e in efficiencies:
+            if (id(k), e) not in cache:
+                cache[id(k), e] = case_parts(k, e)
     best: Fit | None = None
     for c in interferences:
         shares, total = {}, 0.0
         for transport in sorted({k.transport for k in cases}):
             mine = [k for k in cases if k.transport == transport]
             err, share = min(
-                (sum(abs(case_point(k, e, c) - k.measured) for k in mine), e) for e in efficiencies
+                (sum(abs(cache[id(k), e].point(c) - k.measured) for k in mine), e)
+                for e in efficiencies
             )
             shares[transport] = share
             total += err
