@@ -1,22 +1,22 @@
-"""`hpcbench predict` against published scaling results.
+"""`hpcbench predict` against published scaling results, scored on sources it never saw.
 
     python evaluation/published.py [--markdown]
-    python evaluation/published.py --fit     # refit predict's defaults
+    python evaluation/published.py --fit     # refit predict's defaults on every row
 
 Each row of evaluation/published.json is a published multi-node run (model,
-per-GPU batch, GPUs per node, workers, network, single-GPU and N-GPU
-images/s) with its source and the quoted lines its numbers come from. For
-each row this runs `hpcbench predict` with the single-GPU throughput, the
-network's line rate and transport (predict's default link efficiency for
-it) and the interconnect inside a node, and prints measured
-E = X(N) / (N X(1)) beside the point prediction and the band, the
-difference, and the command that reproduces the prediction. The summary
-gives, for the fitted rows and the held-out rows apart, the share within
-0.05 of the point, the median and worst |point - published| and the share
-inside the band. --fit searches the link efficiency per transport and the
-interference on the rows not held out (never on the others) and prints
-them: predict's defaults are that fit. Nothing here is measured on this
-machine.
+per-GPU batch, GPUs per node, workers, network, framework, single-GPU and
+N-GPU images/s) with its source and the quoted lines its numbers come from.
+
+Leave one source out: for each source (a source's `group` joins sources of
+one team and cluster), the constants predict fits (link efficiency per
+transport, interference) are fitted on the other sources only, and the held-out
+source's rows are predicted with them. The summary gives, over every row so
+predicted, the median |point - published|, the bias (mean of point -
+published, > 0 where the model is optimistic) and the share of rows whose
+published E lies inside the band, with the same per source. --fit fits the
+constants on every row: predict's defaults are that fit. Every line of the
+table comes with the `hpcbench predict` command that gives its point from the
+constants of its fold. Nothing here is measured on this machine.
 """
 
 from __future__ import annotations
@@ -28,18 +28,36 @@ import json
 import shlex
 import statistics
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cli import REPO
 
 sys.path.insert(0, str(REPO))
-from hpcbench import analysis, cli, predict, scaling_model  # noqa: E402  (run as a script from evaluation/)
+from hpcbench import cli, predict, scaling_model  # noqa: E402  (run as a script from evaluation/)
 
 DATA = Path(__file__).resolve().parent / "published.json"
-CLOSE = analysis.POINT_CLOSE
 
 
-def predict_argv(row: dict) -> list[str]:
+def load(path: Path = DATA) -> dict:
+    return json.loads(path.read_text())
+
+
+def group_of(data: dict, row: dict) -> str:
+    """The source group a row is held out with."""
+    return data["sources"][row["source"]].get("group", row["source"])
+
+
+def measured_e(row: dict) -> float:
+    """The published E(N) = X(N) / (N X(1)), or the efficiency the source states."""
+    if row.get("efficiency") is not None:
+        return row["efficiency"]
+    if row.get("multi_ips_per_worker") is not None:
+        return row["multi_ips_per_worker"] / row["single_ips"]
+    return row["multi_ips"] / (row["workers"] * row["single_ips"])
+
+
+def predict_argv(row: dict, interference: float | None = None) -> list[str]:
     """The `hpcbench predict` command line for one published row."""
     argv = [
         "predict",
@@ -62,12 +80,14 @@ def predict_argv(row: dict) -> list[str]:
         "--intra-node",
         row["intra_node"],
         "--backend",
-        "horovod",
+        row.get("backend", "horovod"),
     ]
     if row.get("fusion_threshold_mb") is not None:
         argv += ["--fusion-threshold-mb", str(row["fusion_threshold_mb"])]
     if row.get("cycle_time_ms") is not None:
         argv += ["--cycle-time-ms", str(row["cycle_time_ms"])]
+    if interference is not None:
+        argv += ["--interference", f"{interference:g}"]
     return argv + ["--json"]
 
 
@@ -89,88 +109,148 @@ def case(row: dict) -> scaling_model.Case:
     return scaling_model.Case(plan, rate, measured_e(row), row["transport"])
 
 
-def measured_e(row: dict) -> float:
-    return row["multi_ips"] / (row["workers"] * row["single_ips"])
+@dataclass(frozen=True)
+class Scored:
+    row: dict
+    group: str
+    measured: float
+    point: float
+    low: float
+    high: float
+    efficiency: float  # the link efficiency of its fold
+    interference: float
+
+    @property
+    def error(self) -> float:
+        return self.point - self.measured
+
+    @property
+    def inside(self) -> bool:
+        return self.low <= self.measured <= self.high
 
 
-def summary(name: str, rows: list[tuple[dict, float, dict]]) -> str:
-    """Share within CLOSE of the point, median and worst |point - published|, share
-    inside the band."""
+def scored(k: scaling_model.Case, found: scaling_model.Fit, row: dict, group: str) -> Scored:
+    share = found.efficiency[k.transport]
+    plan = replace(k.plan, busbw=k.line_rate / 8 * share, interference=found.interference)
+    p = scaling_model.predictions(plan)[0]
+    return Scored(
+        row,
+        group,
+        k.measured,
+        p["efficiency"],
+        p["efficiency_low"],
+        p["efficiency_high"],
+        share,
+        found.interference,
+    )
+
+
+def fit_constants(cases: list[scaling_model.Case], cache: dict | None = None) -> scaling_model.Fit:
+    """The constants predict fits, fitted to these cases."""
+    return scaling_model.fit(cases, cache=cache)
+
+
+def leave_one_source_out(data: dict) -> tuple[list[Scored], dict[str, scaling_model.Fit]]:
+    """Every row predicted with constants fitted on the other groups only."""
+    rows = data["rows"]
+    cases = [case(r) for r in rows]
+    groups = [group_of(data, r) for r in rows]
+    cache: dict = {}
+    out, fits = [], {}
+    for g in dict.fromkeys(groups):
+        train = [k for k, h in zip(cases, groups, strict=True) if h != g]
+        missing = {k.transport for k, h in zip(cases, groups, strict=True) if h == g} - {
+            k.transport for k in train
+        }
+        if missing:
+            raise SystemExit(f"{g}: no other source has {sorted(missing)} rows to fit on")
+        fits[g] = found = fit_constants(train, cache)
+        out += [
+            scored(k, found, r, h) for k, r, h in zip(cases, rows, groups, strict=True) if h == g
+        ]
+    return out, fits
+
+
+def figures(name: str, rows: list[Scored]) -> str:
+    """Median |point - published|, bias and the share inside the band."""
     if not rows:
         return f"{name}: no rows"
-    diffs = [abs(p["efficiency"] - m) for _, m, p in rows]
-    close = sum(d <= CLOSE for d in diffs)
-    inside = sum(p["efficiency_low"] <= m <= p["efficiency_high"] for _, m, p in rows)
+    inside = sum(s.inside for s in rows)
     return (
-        f"{name} ({len(rows)} rows): point within {CLOSE} of the published E in {close} "
-        f"({close / len(rows):.0%}); median |point - published| "
-        f"{statistics.median(diffs):.3f}, worst {max(diffs):.3f}; published E inside the "
-        f"band in {inside} ({inside / len(rows):.0%})"
+        f"{name} ({len(rows)} rows): median |point - published| "
+        f"{statistics.median(abs(s.error) for s in rows):.3f}, bias (mean point - published) "
+        f"{statistics.mean(s.error for s in rows):+.3f}, published E inside the band in "
+        f"{inside} ({inside / len(rows):.0%}); point above published in "
+        f"{sum(s.error > 0 for s in rows)}"
     )
+
+
+def command(s: Scored) -> str:
+    """The predict command that gives the row's point with its fold's constants."""
+    row = dict(s.row)
+    argv = predict_argv(row, s.interference)
+    i = argv.index("--transport")
+    argv[i:i] = ["--link-efficiency", f"{s.efficiency:g}"]
+    return "python -m hpcbench " + shlex.join(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--markdown", action="store_true", help="print the table of docs/benchmarks.md")
-    p.add_argument(
-        "--fit",
-        action="store_true",
-        help="fit link efficiency per transport and interference to the rows not held out",
-    )
+    p.add_argument("--fit", action="store_true", help="fit predict's constants to every row")
     p.add_argument("--data", type=Path, default=DATA)
     args = p.parse_args(argv)
-    data = json.loads(args.data.read_text())
+    data = load(args.data)
     if args.fit:
-        fitted = [case(r) for r in data["rows"] if not r["held_out"]]
-        found = scaling_model.fit(fitted)
+        cases = [case(r) for r in data["rows"]]
+        found = fit_constants(cases)
         print(
-            f"fitted on {len(fitted)} rows (held-out rows not used): link efficiency "
+            f"fitted on all {len(cases)} rows: link efficiency "
             + ", ".join(f"{t} {e:.2f}" for t, e in found.efficiency.items())
             + f"; interference {found.interference:.2f}; mean |point - published| "
             f"{found.mean_abs:.3f}"
         )
         return 0
-    rows = []
-    for row in data["rows"]:
-        measured = measured_e(row)
-        pred = predicted(row)
-        rows.append((row, measured, pred))
+    results, fits = leave_one_source_out(data)
+    for s in results:
         print(
-            f"{'held out' if row['held_out'] else 'fitted':>8} "
-            f"{row['model']:>12} {row['workers']:>3} GPUs {row['network']:<36} "
-            f"E {measured:.3f}  point {pred['efficiency']:.3f}  band "
-            f"{pred['efficiency_low']:.2f}-{pred['efficiency_high']:.2f}  "
-            f"diff {pred['efficiency'] - measured:+.3f}",
+            f"{s.group:>26} {s.row['model']:>16} {s.row['workers']:>3} GPUs "
+            f"{s.row['network']:<44} E {s.measured:.3f}  point {s.point:.3f}  band "
+            f"{s.low:.2f}-{s.high:.2f}  diff {s.error:+.3f}",
             file=sys.stderr,
         )
     if args.markdown:
         print(
-            "| source | rows | model | GPUs (nodes x per node) | network | E published | "
+            "| source | model | GPUs (nodes x per node) | network | backend | E published | "
             "E point | band | point - published |"
         )
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-        for row, measured, pred in rows:
-            nodes = row["workers"] // row["gpus_per_node"]
-            kind = "held out" if row["held_out"] else "fitted"
+        for s in results:
+            r = s.row
+            nodes = r["workers"] // r["gpus_per_node"]
             print(
-                f"| {row['source']} | {kind} | {row['model']} | {row['workers']} ({nodes} x "
-                f"{row['gpus_per_node']}) | {row['network']} | {measured:.3f} | "
-                f"{pred['efficiency']:.3f} | {pred['efficiency_low']:.2f}-"
-                f"{pred['efficiency_high']:.2f} | {pred['efficiency'] - measured:+.3f} |"
+                f"| {r['source']} | {r['model']} | {r['workers']} ({nodes} x "
+                f"{r['gpus_per_node']}) | {r['network']} | {r.get('backend', 'horovod')} | "
+                f"{s.measured:.3f} | {s.point:.3f} | {s.low:.2f}-{s.high:.2f} | "
+                f"{s.error:+.3f} |"
             )
     else:
-        for row, _, _ in rows:
-            print(f"python -m hpcbench {shlex.join(predict_argv(row))}")
+        for s in results:
+            print(command(s))
+    for g, found in fits.items():
+        print(
+            f"fitted without {g}: link efficiency "
+            + ", ".join(f"{t} {e:.2f}" for t, e in found.efficiency.items())
+            + f"; interference {found.interference:.2f}",
+            file=sys.stderr,
+        )
+    for g in fits:
+        print(figures(f"  {g}", [s for s in results if s.group == g]), file=sys.stderr)
     print(
-        f"predict's defaults, used on every row: link efficiency tcp "
-        f"{scaling_model.TCP_EFFICIENCY:.2f}, rdma {scaling_model.RDMA_EFFICIENCY:.2f}; "
-        f"interference {scaling_model.DEFAULT_INTERFERENCE:.2f}",
+        figures(f"leave one source out, {len(fits)} sources", results)
+        + " (python evaluation/published.py)",
         file=sys.stderr,
     )
-    print(summary("fitted", [r for r in rows if not r[0]["held_out"]]), file=sys.stderr)
-    print(summary("held out", [r for r in rows if r[0]["held_out"]]), file=sys.stderr)
-    for key, src in data["sources"].items():
-        print(f"{key}: {src['url']}", file=sys.stderr)
     return 0
 
 

@@ -206,17 +206,29 @@ def test_framework_settings_of_the_other_backend_are_refused(argv, message, caps
 
 
 def test_published_rows_reproduce_with_their_quoted_numbers():
-    """evaluation/published.json: each row's numbers appear in its source's quotes."""
+    """evaluation/published.json: each row's numbers appear in its source's quotes, and
+    every source says where it is and how its efficiency is derived."""
     data = json.loads((Path(__file__).parents[2] / "evaluation/published.json").read_text())
-    assert len(data["rows"]) >= 6
+    groups = {s.get("group", key) for key, s in data["sources"].items()}
+    assert len(data["rows"]) >= 25 and len(groups) >= 6
+    for key, source in data["sources"].items():
+        assert source["url"].startswith("https://") and source["efficiency_from"], key
     for row in data["rows"]:
-        quotes = " ".join(data["sources"][row["source"]]["quotes"]).replace(",", "")
-        for key in ("single_ips", "multi_ips"):
+        quoted = {row["source"], row.get("single_ips_from", row["source"])}
+        quotes = " ".join(q for s in quoted for q in data["sources"][s]["quotes"])
+        quotes = quotes.replace(",", "")
+        numbers = ["single_ips", "multi_ips", "multi_ips_per_worker", "node_ips"]
+        numbers += ["node_ips_per_worker"]
+        for key in (k for k in numbers if row.get(k) is not None):
             assert (
                 f"{row[key]:g}" in quotes
                 or f"{row[key]:.2f}" in quotes
                 or f"{row[key]:.3f}" in quotes
             ), (row, key)
+        if row.get("efficiency") is not None:  # a source that states only the efficiency
+            assert row.get("multi_ips") is None and f"{row['efficiency']:.0%}" in quotes, row
+        else:
+            assert (row.get("multi_ips") is None) != (row.get("multi_ips_per_worker") is None)
 
 
 def test_two_level_link_charges_each_level_its_own_alpha_and_beta():
@@ -347,24 +359,37 @@ def test_calibrate_needs_two_node_counts_and_a_store(tmp_path, capsys):
         assert message in err and "\n" not in err
 
 
-def test_a_third_of_the_published_rows_is_held_out_and_never_fitted(monkeypatch):
-    """published.py --fit sees the rows not held out, and only those."""
+def test_each_published_source_is_scored_with_constants_fitted_without_it(monkeypatch):
+    """published.py leaves one source group out at a time: every fit sees all the other
+    groups' rows and none of the held-out group's, and every row is scored once."""
     evaluation = Path(__file__).parents[2] / "evaluation"
     monkeypatch.syspath_prepend(str(evaluation))
     import published
 
-    data = json.loads((evaluation / "published.json").read_text())
-    held = [r for r in data["rows"] if r["held_out"]]
-    assert 0.3 <= len(held) / len(data["rows"]) <= 0.4
-    assert {r["source"] for r in held} >= {"horovod-readme-2017", "hkbu-ddl-benchmarks-2020"}
+    data = published.load()
+    key = {id(r): (r["source"], r["model"], r["workers"], r["network"]) for r in data["rows"]}
+    group = {key[id(r)]: published.group_of(data, r) for r in data["rows"]}
+    cases = {}
+    real_case = published.case
+
+    def case(row):
+        k = real_case(row)
+        cases[id(k)] = key[id(row)]
+        return k
+
     seen = []
-    monkeypatch.setattr(
-        scaling_model,
-        "fit",
-        lambda cases: seen.extend(cases) or scaling_model.Fit({"tcp": 0.5}, 0.1, 0.0),
-    )
-    assert published.main(["--fit"]) == 0
-    fitted = [r for r in data["rows"] if not r["held_out"]]
-    assert sorted(k.measured for k in seen) == sorted(published.measured_e(r) for r in fitted)
+
+    def fit_constants(train, cache=None):
+        seen.append({group[cases[id(k)]] for k in train})
+        return scaling_model.Fit({"tcp": 0.9, "rdma": 1.0}, 0.3, 0.0)
+
+    monkeypatch.setattr(published, "case", case)
+    monkeypatch.setattr(published, "fit_constants", fit_constants)
+    results, fits = published.leave_one_source_out(data)
+    everyone = set(group.values())
+    assert len(seen) == len(everyone) == len(fits)
+    assert sorted(tuple(sorted(everyone - s)) for s in seen) == sorted((g,) for g in everyone)
+    assert sorted(key[id(s.row)] for s in results) == sorted(key.values())
+    assert all(s.group == group[key[id(s.row)]] for s in results)
     for name in ("published", "cli"):  # evaluation's, not hpcbench's
         sys.modules.pop(name, None)
