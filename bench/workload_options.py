@@ -1,6 +1,6 @@
 """The workload's options that the harness passes through, declared once.
 
-bench/train.py builds its parser from them; the harness (hpcbench/options.py)
+bench/train.py builds its parser from them; the harness (hpcbench/scale_options.py)
 offers the same options to `scale` and a campaign's sweep, and turns its
 values back into train.py's command line (hpcbench/sweep.py, workload_args).
 Each side parses the values with its own bench/units.py checks (the harness's

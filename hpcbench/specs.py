@@ -1,7 +1,7 @@
 """What a sweep or a probe is asked to do, as typed, frozen specs, and the
 parsers of their textual forms (node counts, batch sizes, host lists, sizes).
 
-The CLI (hpcbench.options) builds the specs once from the command line;
+The CLI (hpcbench.scale_options) builds the specs once from the command line;
 nothing below it sees the argparse Namespace. Every parser raises UsageError
 with one line that names the bad value, so that nothing is launched on bad input.
 """

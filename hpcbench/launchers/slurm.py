@@ -242,7 +242,7 @@ def sbatch_script(
     per_node = spec.placements[0].slots
     out = f"{opts.job_dir or '/tmp'}/{job_name}-%j"
     # sbatch reads #SBATCH lines with shell-like quoting; the values were checked
-    # (hpcbench.options) and are quoted besides.
+    # (hpcbench.scale_options) and are quoted besides.
     q = shlex.quote
     minutes = _minutes(spec, opts)
     head = [
