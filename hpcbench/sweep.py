@@ -92,17 +92,31 @@ class Config:
 Observer = Callable[[Config, "analysis.ConfigSummary | None", "dict | None", bool], None]
 
 
+def configurations(
+    batches: Sequence[int],
+    node_counts: Sequence[int],
+    workers: Callable[[int], int],
+    baselines: bool = True,
+) -> list[Config]:
+    """The configurations a sweep measures, each once, in their order: per batch its
+    single-worker baseline, then each node count with workers(nodes) workers. A campaign
+    lists its cells from here. baselines=False leaves a batch's baseline to another
+    sweep of the same batches (a campaign's gpus_per_node after its first), unless a
+    node count has the same configuration."""
+    configs: dict[Config, None] = {}
+    for batch in batches:
+        shapes = [(1, 1)] if baselines else []
+        shapes += [(n, workers(n)) for n in node_counts]
+        configs.update(dict.fromkeys(Config(batch, nodes, w) for nodes, w in shapes))
+    return list(configs)
+
+
 def plan(
     target: Target, batches: Sequence[int], repeats: int, seed: int
 ) -> list[tuple[Config, int]]:
     """(configuration, repeat) pairs: baselines' first repeat first, then all else shuffled."""
     rng = random.Random(seed)
-    configs: list[Config] = []
-    for batch in batches:
-        for nodes, workers in [(1, 1)] + [(n, target.workers(n)) for n in target.node_counts]:
-            config = Config(batch, nodes, workers)
-            if config not in configs:
-                configs.append(config)
+    configs = configurations(batches, target.node_counts, target.workers)
     first = [(c, 0) for c in configs if c.workers == 1]
     rest = [(c, r) for c in configs for r in range(repeats) if (c, r) not in first]
     rng.shuffle(first)

@@ -61,7 +61,7 @@ from hpcbench.specs import (
     parse_login,
     units,
 )
-from hpcbench.sweep import Config
+from hpcbench.sweep import Config, configurations
 from hpcbench.terraform import looks_secret
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,39}", re.ASCII)
@@ -752,30 +752,27 @@ def _testbed(
     fingerprint = _digest(identity_of_testbed, 16)
     identity = _resolved(args)
     parts = []
-    based: set[int] = set()  # batches whose single-worker baseline an earlier part measures
-    for per_node in gpus:
+    for nth, per_node in enumerate(gpus):
         cells: list[Cell] = []
-        for batch in sweep_spec.batches:
-            # The sweep's own order: each batch's single-worker baseline, then node counts.
-            # One baseline serves every gpus_per_node of a batch (hpcbench.analysis).
-            configs = [(n, n * per_node) for n in node_counts]
-            if batch not in based:
-                configs.insert(0, (1, 1))
-                based.add(batch)
-            for nodes, workers in configs:
-                values = {
-                    "batch": batch,
-                    "nodes": nodes,
-                    "workers": workers,
-                    "gpus_per_node": per_node,
-                }
-                config = Config(batch, nodes, workers)
-                if _excluded(values, rules) or any(c.config == config for c in cells):
-                    continue
-                cell_id = _digest(
-                    {"testbed": name, "fingerprint": fingerprint, "params": identity, **values}, 12
-                )
-                cells.append(Cell(name, config, per_node, cell_id))
+        # What the part's sweep runs, in its order (hpcbench.sweep.configurations). One
+        # baseline serves every gpus_per_node of a batch (hpcbench.analysis): the first
+        # part's.
+        configs = configurations(
+            sweep_spec.batches, node_counts, lambda n, p=per_node: n * p, baselines=nth == 0
+        )
+        for config in configs:
+            values = {
+                "batch": config.batch,
+                "nodes": config.nodes,
+                "workers": config.workers,
+                "gpus_per_node": per_node,
+            }
+            if _excluded(values, rules):
+                continue
+            cell_id = _digest(
+                {"testbed": name, "fingerprint": fingerprint, "params": identity, **values}, 12
+            )
+            cells.append(Cell(name, config, per_node, cell_id))
         if cells:
             # What `scale` would run for this part: this testbed's environment and
             # folder, resumed, its gpus_per_node; parsed once, here.
