@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from hpcbench import analysis, fingerprint, probe
 from hpcbench.errors import UsageError
@@ -27,7 +28,7 @@ from hpcbench.probe import run_probe
 from hpcbench.progress import Progress, format_duration
 from hpcbench.schedulers import Outcome
 from hpcbench.schedulers.base import stop_on_signals
-from hpcbench.specs import SweepSpec, TargetSpec, WorkloadSpec, workload_options
+from hpcbench.specs import ProbeSpec, SweepSpec, TargetSpec, WorkloadSpec, workload_options
 from hpcbench.store import Store, method_label, run_key
 from hpcbench.target import Target
 
@@ -87,9 +88,18 @@ class Config:
         return (self.batch, self.nodes, self.workers)
 
 
-# Told of each run as it lands and of each configuration once it needs no further run:
-# (configuration, its summary so far, the run record or None, finished).
-Observer = Callable[[Config, "analysis.ConfigSummary | None", "dict | None", bool], None]
+class Observer(Protocol):
+    """Told of each run as it lands (record: the run record) and of each configuration
+    once it needs no further run (record None, finished True)."""
+
+    def __call__(
+        self,
+        config: Config,
+        summary: analysis.ConfigSummary | None,
+        record: dict | None,
+        finished: bool,
+        /,
+    ) -> None: ...
 
 
 def configurations(
@@ -319,25 +329,71 @@ def run(
     with target.exclusive():
         store.lock()
         try:
-            return _measure_all(workload, target, sweep, store, todo, configs, observe)
+            return _Measurement(workload, target, sweep, store, todo, configs, observe).run()
         finally:
             store.release()
 
 
-def _measure_all(
-    workload: WorkloadSpec,
-    target: Target,
-    sweep: SweepSpec,
-    store: Store,
-    todo: list[tuple[Config, int]],
-    configs: list[Config],
-    observe: Observer | None,
-) -> int:
-    """The probes, the planned runs, then extra repeats while intervals are wide."""
-    tb = target.testbed
-    # Seeded once from the store; each probe and run is added as it lands.
-    live = analysis.LiveSummary(store.runs(), store.probes())
-    if sweep.probe is not None:
+class _Measurement:
+    """One sweep's runs once its store is locked: the probes, the planned runs, then
+    rounds of extra repeats while intervals are wide. What the runs so far tell is kept
+    here: each configuration's summary (live), the seconds its runs took (took), its
+    planned runs not yet made (planned), the nodes found unreachable (down) and the
+    configurations that needed one (stopped)."""
+
+    # Set once the probes are done, as the planned runs start.
+    controller: dict  # the fingerprint of this machine every run record holds
+    progress: Progress
+    sweep_started: float  # time.monotonic(): what --budget counts from
+
+    def __init__(
+        self,
+        workload: WorkloadSpec,
+        target: Target,
+        sweep: SweepSpec,
+        store: Store,
+        todo: list[tuple[Config, int]],
+        configs: list[Config],
+        observe: Observer | None,
+    ) -> None:
+        self.workload, self.target, self.sweep, self.store = workload, target, sweep, store
+        self.todo, self.configs, self.observe = todo, configs, observe
+        # Seeded once from the store; each probe and run is added as it lands.
+        self.live = analysis.LiveSummary(store.runs(), store.probes())
+        # Seconds each configuration's runs took: an extra repeat is judged against the
+        # budget by its own configuration's length (a 1-node run is a fraction of a
+        # 4-node one).
+        self.took: dict[str, list[float]] = {}
+        # Planned runs not yet made, per configuration: one is finished only when none
+        # is left.
+        self.planned = {c: sum(1 for d, _ in todo if d == c) for c in configs}
+        # Nodes a run found unreachable (name -> why), and the configurations that need
+        # one: they make no further run, the others go on.
+        self.down: dict[str, str] = {}
+        self.stopped: dict[Config, str] = {}
+        self.out_of_budget = False
+
+    def run(self) -> int:
+        """The probes, the planned runs, then extra repeats while intervals are wide."""
+        if self.sweep.probe is not None:
+            self.probe_nodes(self.sweep.probe)
+        tb = self.target.testbed
+        self.controller = fingerprint.controller(
+            tb.env, tb.link_rate, tb.iface, self.target.launcher.name
+        )
+        self.progress = Progress(len(self.todo))
+        self.sweep_started = time.monotonic()
+        for config, repeat in self.todo:
+            if config in self.stopped:
+                self.progress.total -= 1  # a run that will not be made
+                continue
+            self.measure(config, repeat)
+        self.extra_repeats()
+        return self.conclude()
+
+    def probe_nodes(self, probe_spec: ProbeSpec) -> None:
+        """The all-reduce probe on each node count of several workers not yet probed."""
+        target, sweep, store = self.target, self.sweep, self.store
         probed = {
             (p["env"], p["workers"], p["backend"])
             for p in store.probes()
@@ -345,14 +401,13 @@ def _measure_all(
         }
         to_probe = [
             nodes
-            for nodes in sorted({c.nodes for c, _ in todo if c.workers > 1})
-            if (tb.env, target.workers(nodes), target.backend) not in probed
+            for nodes in sorted({c.nodes for c, _ in self.todo if c.workers > 1})
+            if (target.testbed.env, target.workers(nodes), target.backend) not in probed
         ]
-        probe_spec = sweep.probe
         if probe_spec.budget_s is None:
             # A share of what bounds the sweep: slow nodes cost a bounded part of it.
             budget = probe.default_budget_s(
-                sweep.budget_s, len(todo), sweep.timeout_s, len(to_probe)
+                sweep.budget_s, len(self.todo), sweep.timeout_s, len(to_probe)
             )
             probe_spec = dataclasses.replace(probe_spec, budget_s=budget)
         for nodes in to_probe:
@@ -362,129 +417,124 @@ def _measure_all(
             )
             record = run_probe(target, nodes, probe_spec)
             store.append(record)
-            live.add_probe(record)
+            self.live.add_probe(record)
             stopped = probe.budget_line(record)
             if stopped:
                 print(stopped, file=sys.stderr)
-    controller = fingerprint.controller(tb.env, tb.link_rate, tb.iface, target.launcher.name)
-    progress = Progress(len(todo))
-    sweep_started = time.monotonic()
-    # Seconds each configuration's runs took: an extra repeat is judged against the
-    # budget by its own configuration's length (a 1-node run is a fraction of a 4-node one).
-    took: dict[str, list[float]] = {}
 
-    def expected_s(config: Config) -> float:
-        own = took.get(config.label)
-        return sum(own) / len(own) if own else progress.mean_duration()
+    def expected_s(self, config: Config) -> float:
+        own = self.took.get(config.label)
+        return sum(own) / len(own) if own else self.progress.mean_duration()
 
-    # Planned runs not yet made, per configuration: one is finished only when none is left.
-    planned = {c: sum(1 for d, _ in todo if d == c) for c in configs}
-    # Nodes a run found unreachable (name -> why), and the configurations that need one:
-    # they make no further run, the others go on.
-    down: dict[str, str] = {}
-    stopped: dict[Config, str] = {}
+    def stop_those_needing_down_nodes(self) -> None:
+        for config in self.configs:
+            lost = [n for n in self.target.nodes_of(config.nodes, config.workers) if n in self.down]
+            if lost and config not in self.stopped:
+                self.stopped[config] = f"node {lost[0]} is unreachable ({self.down[lost[0]]})"
+                self.progress.note(f"{config.label}: no further run, {self.stopped[config]}")
 
-    def stop_those_needing_down_nodes() -> None:
-        for config in configs:
-            lost = [n for n in target.nodes_of(config.nodes, config.workers) if n in down]
-            if lost and config not in stopped:
-                stopped[config] = f"node {lost[0]} is unreachable ({down[lost[0]]})"
-                progress.note(f"{config.label}: no further run, {stopped[config]}")
-
-    def measure(config: Config, repeat: int) -> None:
+    def measure(self, config: Config, repeat: int) -> None:
+        """One run of the configuration: stored, summarised, shown and observed."""
+        target, sweep, progress = self.target, self.sweep, self.progress
         label = f"{config.label}, repeat {repeat + 1}"
         progress.start(label)
-        record = base_record(target, workload, sweep.seed, config, repeat)
-        record["fingerprint"] = dict(controller)
+        record = base_record(target, self.workload, sweep.seed, config, repeat)
+        record["fingerprint"] = dict(self.controller)
         started = time.monotonic()
-        spec = run_spec(target, workload, sweep, config)
+        spec = run_spec(target, self.workload, sweep, config)
         lost = target.unreachable(spec)  # seconds, where a dead node would cost --timeout
         if lost:
-            down.update(lost)
+            self.down.update(lost)
             record = unreached(record, lost, time.monotonic() - started)
         else:
             outcome = target.run(spec, timeout_s=sweep.timeout_s, echo=sweep.verbose)
             record = complete(record, outcome)
-        store.append(record)
-        summary = live.add(record)
+        self.store.append(record)
+        summary = self.live.add(record)
         ok = record["status"] == "ok"
-        took.setdefault(config.label, []).append(time.monotonic() - started)
-        progress.finish(label, ok, took[config.label][-1], progress_detail(record, summary))
-        planned[config] = max(0, planned.get(config, 0) - 1)
-        if observe is not None:
-            finished = not planned[config] and _stop_reason(summary, sweep) is not None
-            observe(config, summary, record, finished)
+        self.took.setdefault(config.label, []).append(time.monotonic() - started)
+        progress.finish(label, ok, self.took[config.label][-1], progress_detail(record, summary))
+        self.planned[config] = max(0, self.planned.get(config, 0) - 1)
+        if self.observe is not None:
+            finished = not self.planned[config] and _stop_reason(summary, sweep) is not None
+            self.observe(config, summary, record, finished)
         if lost:
-            stop_those_needing_down_nodes()
+            self.stop_those_needing_down_nodes()
 
-    for config, repeat in todo:
-        if config in stopped:
-            progress.total -= 1  # a run that will not be made
-            continue
-        measure(config, repeat)
+    def summary_of(self, config: Config) -> analysis.ConfigSummary | None:
+        return self.live.of(base_record(self.target, self.workload, self.sweep.seed, config, 0))
 
-    def summary_of(config: Config) -> analysis.ConfigSummary | None:
-        return live.of(base_record(target, workload, sweep.seed, config, 0))
-
-    def width(config: Config) -> float:
-        summary = summary_of(config)
+    def width(self, config: Config) -> float:
+        summary = self.summary_of(config)
         rel = summary.relative_ci if summary else None
         return math.inf if rel is None else rel
 
-    def fits(config: Config) -> bool:
-        return sweep.budget_s is None or (
-            time.monotonic() - sweep_started + expected_s(config) <= sweep.budget_s
+    def fits(self, config: Config) -> bool:
+        return self.sweep.budget_s is None or (
+            time.monotonic() - self.sweep_started + self.expected_s(config) <= self.sweep.budget_s
         )
 
-    # Rounds of one more run for each configuration still short of its target, the
-    # widest interval first, so that the runs the budget pays for go where they
-    # narrow the most; a configuration whose next run would overrun the budget is
-    # left and a shorter one may still run. Rounds, not one configuration at a time:
-    # this machine's cores change speed in spells, and runs of one configuration
-    # back to back would share a spell.
-    rng = random.Random(sweep.seed + 1)
-    out_of_budget = False
-    while True:
-        wanted = [
-            c for c in configs if c not in stopped and _stop_reason(summary_of(c), sweep) is None
-        ]
-        rng.shuffle(wanted)  # ties (no interval yet) in a seeded order
-        wanted.sort(key=width, reverse=True)
-        if not any(fits(c) for c in wanted):
-            out_of_budget = out_of_budget or bool(wanted)
-            break
-        progress.total += len(wanted)
-        for config in wanted:
-            if not fits(config):
-                out_of_budget = True
-                progress.total -= 1
-                continue
-            so_far = summary_of(config)
-            measure(config, so_far.runs + so_far.failed if so_far else 0)
-    progress.total = progress.done
-    progress.close()
-    convergence = {
-        "kind": "convergence",
-        "target_ci": sweep.target_ci,
-        "max_repeats": sweep.max_repeats,
-        "budget_s": sweep.budget_s,
-        "configs": [
-            {
-                "label": c.label,
-                **convergence_of(
-                    summary_of(c), sweep, out_of_budget, UNREACHABLE if c in stopped else None
-                ),
-            }
-            for c in configs
-        ],
-    }
-    store.append(convergence)
-    for config in configs if observe else ():
-        observe(config, summary_of(config), None, True)  # type: ignore[misc]
-    for line in analysis.convergence_lines(convergence):
-        print(line, file=sys.stderr)
-    print(
-        f"results in {store.path}; `python -m hpcbench report --out {sweep.out}` makes the report",
-        file=sys.stderr,
-    )
-    return 1 if progress.failed else 0
+    def extra_repeats(self) -> None:
+        """Rounds of one more run for each configuration still short of its target, the
+        widest interval first, so that the runs the budget pays for go where they
+        narrow the most; a configuration whose next run would overrun the budget is
+        left and a shorter one may still run. Rounds, not one configuration at a time:
+        this machine's cores change speed in spells, and runs of one configuration
+        back to back would share a spell."""
+        rng = random.Random(self.sweep.seed + 1)
+        progress = self.progress
+        while True:
+            wanted = [
+                c
+                for c in self.configs
+                if c not in self.stopped and _stop_reason(self.summary_of(c), self.sweep) is None
+            ]
+            rng.shuffle(wanted)  # ties (no interval yet) in a seeded order
+            wanted.sort(key=self.width, reverse=True)
+            if not any(self.fits(c) for c in wanted):
+                self.out_of_budget = self.out_of_budget or bool(wanted)
+                break
+            progress.total += len(wanted)
+            for config in wanted:
+                if not self.fits(config):
+                    self.out_of_budget = True
+                    progress.total -= 1
+                    continue
+                so_far = self.summary_of(config)
+                self.measure(config, so_far.runs + so_far.failed if so_far else 0)
+
+    def conclude(self) -> int:
+        """The convergence record, each configuration observed finished, the summary
+        lines; 1 if a run failed."""
+        sweep, store = self.sweep, self.store
+        self.progress.total = self.progress.done
+        self.progress.close()
+        convergence = {
+            "kind": "convergence",
+            "target_ci": sweep.target_ci,
+            "max_repeats": sweep.max_repeats,
+            "budget_s": sweep.budget_s,
+            "configs": [
+                {
+                    "label": c.label,
+                    **convergence_of(
+                        self.summary_of(c),
+                        sweep,
+                        self.out_of_budget,
+                        UNREACHABLE if c in self.stopped else None,
+                    ),
+                }
+                for c in self.configs
+            ],
+        }
+        store.append(convergence)
+        for config in self.configs if self.observe else ():
+            self.observe(config, self.summary_of(config), None, True)  # type: ignore[misc]
+        for line in analysis.convergence_lines(convergence):
+            print(line, file=sys.stderr)
+        print(
+            f"results in {store.path}; `python -m hpcbench report --out {sweep.out}` makes "
+            "the report",
+            file=sys.stderr,
+        )
+        return 1 if self.progress.failed else 0
