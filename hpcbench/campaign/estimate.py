@@ -16,8 +16,10 @@ step; a cell runs --repeats times, at most --max-repeats while its interval is w
 Each figure has an upper bound beside it ("at most", Estimate.most): the slowest
 of what was measured times MARGIN, the low end of the predicted efficiency band,
 and stated upper defaults where nothing was measured (DEFAULT_*_MOST_S). The
-sweep's probe is a piece of its own. A lease (a GPULab job's max_duration, a
-Virtual Wall slice's expiry) is sized from the bound (lease_minutes).
+sweep's probe is a piece of its own; where the campaign gives probe_budget, each probe
+takes at most that plus the grace after which the harness kills it (probe.GRACE_S).
+A lease (a GPULab job's max_duration, a Virtual Wall slice's expiry) is sized from
+the bound (lease_minutes).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 from hpcbench import allreduce_model, analysis, paths
 from hpcbench.campaign.campaign_file import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.errors import UsageError
+from hpcbench.probe import GRACE_S
 from hpcbench.scaling_model import (
     DEFAULT_LATENCY_US,
     TCP_EFFICIENCY,
@@ -52,7 +55,9 @@ DEFAULT_OVERHEAD_S = 20.0  # launch to first timed step of one run (ssh, launche
 # Upper defaults where nothing was measured: a run's launch on slow one-core nodes took
 # up to 60 s here (horovodrun over SSH, torch imported on one core per rank).
 DEFAULT_OVERHEAD_MOST_S = 90.0
-DEFAULT_PROBE_S, DEFAULT_PROBE_MOST_S = 60.0, 240.0  # the sweep's all-reduce probe
+# The sweep's all-reduce probes; at most DEFAULT_PROBE_MOST_S where no probe_budget bounds
+# each.
+DEFAULT_PROBE_S, DEFAULT_PROBE_MOST_S = 60.0, 240.0
 # What a figure given in `expect:` or assumed may be off by, and what a measured one
 # may grow by on the next run (a slow spell of the host, a busier queue).
 GIVEN_MARGIN = 1.5
@@ -122,8 +127,8 @@ def phases(tb: TestbedPlan, phase_records: list[dict[str, Any]]) -> dict[str, Es
 
 
 def probe_seconds(campaign: Campaign, tb: TestbedPlan) -> Estimate | None:
-    """The sweep's all-reduce probe (None: the sweep runs none): the testbed's earlier
-    probes, else a stated default."""
+    """The sweep's all-reduce probes (None: the sweep runs none): the testbed's earlier
+    probes, else a stated default, bounded by each probe's budget where it is given."""
     if all(part.sweep.probe is None for part in tb.parts):
         return None
     store = Store(campaign.testbed_out(tb))
@@ -134,6 +139,18 @@ def probe_seconds(campaign: Campaign, tb: TestbedPlan) -> Estimate | None:
     ]
     if took:
         return Estimate(sum(took), "measured earlier", sum(took) * MARGIN)
+    # One probe per count of several workers among the cells (the sweeps of a testbed's
+    # parts share a store, and none probes a count of workers already probed), each
+    # killed GRACE_S after its budget where the campaign gives one.
+    probes = len({c.workers for c in tb.cells if c.workers > 1})
+    budgets = [part.sweep.probe.budget_s for part in tb.parts if part.sweep.probe is not None]
+    known = [b for b in budgets if b is not None]
+    if probes and len(known) == len(budgets):
+        return Estimate(
+            DEFAULT_PROBE_S,
+            f"assumed; at most {probes} x (probe_budget + {GRACE_S} s)",
+            probes * (max(known) + GRACE_S),
+        )
     return Estimate(DEFAULT_PROBE_S, "assumed", DEFAULT_PROBE_MOST_S)
 
 
