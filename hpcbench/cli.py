@@ -13,7 +13,7 @@ import argparse
 import os
 import sys
 
-from hpcbench import deploy, predict, report, scale_options
+from hpcbench import deploy, paths, predict, report, scale_options
 from hpcbench.campaign import commands as campaign_commands
 from hpcbench.errors import Parser, UsageError, one_line
 
@@ -64,7 +64,7 @@ def add_deploy_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=deploy.cmd_destroy)
 
     p = sub.add_parser("envs", help="list the environments")
-    p.set_defaults(func=lambda args: print("\n".join(deploy.environments())) or 0)
+    p.set_defaults(func=lambda args: print("\n".join(paths.environments())) or 0)
 
 
 def add_report_commands(sub: argparse._SubParsersAction) -> None:

@@ -656,3 +656,10 @@ def test_a_failed_module_script_is_named_by_its_own_last_line(tmp_path: Path) ->
     )
     assert out.returncode != 0
     assert summarize_error(out.stdout + out.stderr) == said
+
+
+def test_envs_lists_every_environment_one_a_line(capsys) -> None:
+    assert cli.main(["envs"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert "local" in listed
+    assert listed == sorted(listed)
