@@ -9,14 +9,18 @@ N-GPU images/s) with its source and the quoted lines its numbers come from.
 
 Leave one source out: for each source (a source's `group` joins sources of
 one team and cluster), the constants predict fits (link efficiency per
-transport, interference) are fitted on the other sources only, and the held-out
-source's rows are predicted with them. The summary gives, over every row so
-predicted, the median |point - published|, the bias (mean of point -
-published, > 0 where the model is optimistic) and the share of rows whose
-published E lies inside the band, with the same per source. --fit fits the
-constants on every row: predict's defaults are that fit. Every line of the
-table comes with the `hpcbench predict` command that gives its point from the
-constants of its fold. Nothing here is measured on this machine.
+transport, interference) are fitted on the other sources only, and the
+held-out source's rows are predicted with them. Where a source gives one full
+node's throughput, the row's point and band are rescaled to it
+(scaling_model.rescaled_to_node): that measurement is an input, like the
+single-GPU rate. The summary gives, over every row so predicted, the median
+|point - published|, the bias (mean of point - published, > 0 where the model
+is optimistic) and the share of rows whose published E lies inside the band,
+with the same per source, and the same figures for predict's defaults (fitted
+on every row: in sample). --fit fits those defaults. stdout lists, per row,
+the `hpcbench predict` command that gives its point with the defaults (one
+node's workers too where the row is rescaled to its node).
+Nothing here is measured on this machine.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import json
 import shlex
 import statistics
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from cli import REPO
@@ -57,8 +61,26 @@ def measured_e(row: dict) -> float:
     return row["multi_ips"] / (row["workers"] * row["single_ips"])
 
 
+def node_efficiency(row: dict) -> float | None:
+    """One full node's measured E(g) = X(g) / (g X(1)), where the source gives it."""
+    if row.get("node_ips_per_worker") is not None:
+        return row["node_ips_per_worker"] / row["single_ips"]
+    if row.get("node_ips") is not None and row["gpus_per_node"] > 1:
+        return row["node_ips"] / (row["gpus_per_node"] * row["single_ips"])
+    return None
+
+
+def node_based(row: dict) -> bool:
+    """Whether the row's prediction is rescaled to a measured full node."""
+    return node_efficiency(row) is not None and 1 < row["gpus_per_node"] < row["workers"]
+
+
 def predict_argv(row: dict, interference: float | None = None) -> list[str]:
-    """The `hpcbench predict` command line for one published row."""
+    """The `hpcbench predict` command line for one published row (one node's workers
+    too where the row is rescaled to a measured node)."""
+    workers = str(row["workers"])
+    if node_based(row):
+        workers = f"{row['gpus_per_node']},{workers}"
     argv = [
         "predict",
         "--model",
@@ -68,7 +90,7 @@ def predict_argv(row: dict, interference: float | None = None) -> list[str]:
         "--batch",
         str(row["batch"]),
         "--workers",
-        str(row["workers"]),
+        workers,
         "--gpus-per-node",
         str(row["gpus_per_node"]),
         "--single-worker-ips",
@@ -86,27 +108,40 @@ def predict_argv(row: dict, interference: float | None = None) -> list[str]:
         argv += ["--fusion-threshold-mb", str(row["fusion_threshold_mb"])]
     if row.get("cycle_time_ms") is not None:
         argv += ["--cycle-time-ms", str(row["cycle_time_ms"])]
+    if row.get("collectives") == "ring":  # NCCL before trees: predict's ring-only choice
+        argv += ["--collectives", "gloo"]
     if interference is not None:
         argv += ["--interference", f"{interference:g}"]
     return argv + ["--json"]
 
 
+def default_argv(row: dict) -> list[str]:
+    """predict's command for the row with its defaults."""
+    return predict_argv(row)
+
+
 def predicted(row: dict) -> dict:
-    """What `hpcbench predict` prints for the row (its one JSON object)."""
+    """What `hpcbench predict` prints for the row with its defaults, rescaled to the
+    measured node where the row has one."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        rc = cli.main(predict_argv(row))
+        rc = cli.main(default_argv(row))
     if rc != 0:
-        raise SystemExit(f"hpcbench {shlex.join(predict_argv(row))} failed ({rc})")
-    return json.loads(out.getvalue())[-1]
+        raise SystemExit(f"hpcbench {shlex.join(default_argv(row))} failed ({rc})")
+    rows = json.loads(out.getvalue())
+    if node_based(row):
+        return scaling_model.rescaled_to_node(rows[-1], rows[0], node_efficiency(row))
+    return rows[-1]
 
 
 def case(row: dict) -> scaling_model.Case:
     """The row as predict's calibration sees it (the parser of `hpcbench predict`)."""
-    args = cli.build_parser().parse_args(predict_argv(row))
-    plan = predict.plan_from(args)
+    argv = predict_argv(row)
+    argv[argv.index("--workers") + 1] = str(row["workers"])
+    plan = predict.plan_from(cli.build_parser().parse_args(argv))
     rate = scaling_model.parse_link(row["link"])
-    return scaling_model.Case(plan, rate, measured_e(row), row["transport"])
+    node = node_efficiency(row) if node_based(row) else None
+    return scaling_model.Case(plan, rate, measured_e(row), row["transport"], node)
 
 
 @dataclass(frozen=True)
@@ -130,19 +165,11 @@ class Scored:
 
 
 def scored(k: scaling_model.Case, found: scaling_model.Fit, row: dict, group: str) -> Scored:
-    share = found.efficiency[k.transport]
-    plan = replace(k.plan, busbw=k.line_rate / 8 * share, interference=found.interference)
-    p = scaling_model.predictions(plan)[0]
-    return Scored(
-        row,
-        group,
-        k.measured,
-        p["efficiency"],
-        p["efficiency_low"],
-        p["efficiency_high"],
-        share,
-        found.interference,
-    )
+    share, inter = found.efficiency[k.transport], found.interference
+    parts = scaling_model.case_parts(k, share)
+    point = parts.point(inter, k.node_efficiency)
+    low, high = parts.band(inter, k.node_efficiency)
+    return Scored(row, group, k.measured, point, low, high, share, inter)
 
 
 def fit_constants(cases: list[scaling_model.Case], cache: dict | None = None) -> scaling_model.Fit:
@@ -185,13 +212,33 @@ def figures(name: str, rows: list[Scored]) -> str:
     )
 
 
-def command(s: Scored) -> str:
-    """The predict command that gives the row's point with its fold's constants."""
-    row = dict(s.row)
-    argv = predict_argv(row, s.interference)
-    i = argv.index("--transport")
-    argv[i:i] = ["--link-efficiency", f"{s.efficiency:g}"]
-    return "python -m hpcbench " + shlex.join(argv)
+def constants(found: scaling_model.Fit) -> str:
+    return (
+        "link efficiency "
+        + ", ".join(f"{t} {e:.2f}" for t, e in found.efficiency.items())
+        + f"; interference {found.interference:.2f}"
+    )
+
+
+def in_sample(data: dict) -> list[Scored]:
+    """Every row with predict's defaults (fitted on every row), through predict itself."""
+    out = []
+    for r in data["rows"]:
+        p = predicted(r)
+        t = r["transport"]
+        out.append(
+            Scored(
+                r,
+                group_of(data, r),
+                measured_e(r),
+                p["efficiency"],
+                p["efficiency_low"],
+                p["efficiency_high"],
+                scaling_model.LINK_EFFICIENCY[t],
+                scaling_model.DEFAULT_INTERFERENCE,
+            )
+        )
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,49 +252,51 @@ def main(argv: list[str] | None = None) -> int:
         cases = [case(r) for r in data["rows"]]
         found = fit_constants(cases)
         print(
-            f"fitted on all {len(cases)} rows: link efficiency "
-            + ", ".join(f"{t} {e:.2f}" for t, e in found.efficiency.items())
-            + f"; interference {found.interference:.2f}; mean |point - published| "
+            f"fitted on all {len(cases)} rows: {constants(found)}; mean |point - published| "
             f"{found.mean_abs:.3f}"
         )
         return 0
     results, fits = leave_one_source_out(data)
     for s in results:
+        node = node_efficiency(s.row) if node_based(s.row) else None
         print(
             f"{s.group:>26} {s.row['model']:>16} {s.row['workers']:>3} GPUs "
             f"{s.row['network']:<44} E {s.measured:.3f}  point {s.point:.3f}  band "
-            f"{s.low:.2f}-{s.high:.2f}  diff {s.error:+.3f}",
+            f"{s.low:.2f}-{s.high:.2f}  diff {s.error:+.3f}"
+            + (f"  (rescaled to its node's E {node:.3f})" if node is not None else ""),
             file=sys.stderr,
         )
     if args.markdown:
         print(
             "| source | model | GPUs (nodes x per node) | network | backend | E published | "
-            "E point | band | point - published |"
+            "E point, source left out | band | point - published |"
         )
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for s in results:
             r = s.row
             nodes = r["workers"] // r["gpus_per_node"]
             print(
-                f"| {r['source']} | {r['model']} | {r['workers']} ({nodes} x "
-                f"{r['gpus_per_node']}) | {r['network']} | {r.get('backend', 'horovod')} | "
-                f"{s.measured:.3f} | {s.point:.3f} | {s.low:.2f}-{s.high:.2f} | "
-                f"{s.error:+.3f} |"
+                f"| {r['source']}{' (node)' if node_based(r) else ''} | {r['model']} | "
+                f"{r['workers']} ({nodes} x {r['gpus_per_node']}) | {r['network']} | "
+                f"{r.get('backend', 'horovod')} | {s.measured:.3f} | {s.point:.3f} | "
+                f"{s.low:.2f}-{s.high:.2f} | {s.error:+.3f} |"
             )
     else:
-        for s in results:
-            print(command(s))
+        for r in data["rows"]:
+            print("python -m hpcbench " + shlex.join(default_argv(r)))
     for g, found in fits.items():
-        print(
-            f"fitted without {g}: link efficiency "
-            + ", ".join(f"{t} {e:.2f}" for t, e in found.efficiency.items())
-            + f"; interference {found.interference:.2f}",
-            file=sys.stderr,
-        )
+        print(f"fitted without {g}: {constants(found)}", file=sys.stderr)
     for g in fits:
         print(figures(f"  {g}", [s for s in results if s.group == g]), file=sys.stderr)
     print(
-        figures(f"leave one source out, {len(fits)} sources", results)
+        f"predict's defaults, fitted on every row: link efficiency tcp "
+        f"{scaling_model.TCP_EFFICIENCY:.2f}, rdma {scaling_model.RDMA_EFFICIENCY:.2f}; "
+        f"interference {scaling_model.DEFAULT_INTERFERENCE:.2f}",
+        file=sys.stderr,
+    )
+    print(figures("in sample, predict's defaults", in_sample(data)), file=sys.stderr)
+    print(
+        figures(f"leave one source out, {len(fits)} source groups", results)
         + " (python evaluation/published.py)",
         file=sys.stderr,
     )

@@ -2,6 +2,7 @@
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -391,5 +392,72 @@ def test_each_published_source_is_scored_with_constants_fitted_without_it(monkey
     assert sorted(tuple(sorted(everyone - s)) for s in seen) == sorted((g,) for g in everyone)
     assert sorted(key[id(s.row)] for s in results) == sorted(key.values())
     assert all(s.group == group[key[id(s.row)]] for s in results)
+    for name in ("published", "cli"):  # evaluation's, not hpcbench's
+        sys.modules.pop(name, None)
+
+
+def _plan(workers, gpus_per_node, **kw):
+    return scaling_model.Plan(
+        model="resnet18",
+        image_size=64,
+        batch=32,
+        workers=workers,
+        gpus_per_node=gpus_per_node,
+        step_time_s=0.1,
+        busbw=1.25e9,
+        latency_s=50e-6,
+        backend="horovod",
+        grouping=allreduce_model.Grouping("horovod"),
+        **kw,
+    )
+
+
+def test_a_measured_node_rescales_the_point_and_band_across_nodes():
+    node, across = scaling_model.predictions(_plan([4, 16], 4))
+    out = scaling_model.rescaled_to_node(across, node, 0.8)
+    k = 0.8 / node["efficiency"]
+    assert out["node_factor"] == pytest.approx(k) and k < 1
+    assert out["efficiency"] == pytest.approx(across["efficiency"] * k)
+    assert out["efficiency_low"] == pytest.approx(across["efficiency_low"] * k)
+    assert out["efficiency_high"] == pytest.approx(min(1.0, across["efficiency_high"] * k))
+    # A node measured better than the model says never lifts the band's top above 1.
+    assert scaling_model.rescaled_to_node(across, node, 1.0)["efficiency_high"] <= 1.0
+
+
+def test_the_fit_scores_a_case_with_a_measured_node_as_rescaled():
+    plan = _plan([16], 4)
+    case = scaling_model.Case(plan, 1e10, 0.7, "tcp", node_efficiency=0.9)
+    share, inter = 0.5, 0.3
+    tried = replace(plan, workers=[4, 16], busbw=1e10 / 8 * share, interference=inter)
+    node, across = scaling_model.predictions(tried)
+    want = scaling_model.rescaled_to_node(across, node, 0.9)
+    assert scaling_model.case_point(case, share, inter) == pytest.approx(want["efficiency"])
+    low, high = scaling_model.case_band(case, share, inter)
+    assert (low, high) == pytest.approx((want["efficiency_low"], want["efficiency_high"]))
+    # Without a measured node (or within one node) the point is the model's own.
+    alone = replace(case, node_efficiency=None)
+    assert scaling_model.case_point(alone, share, inter) == pytest.approx(across["efficiency"])
+
+
+def test_published_commands_give_the_points_the_defaults_score(monkeypatch):
+    """A row's printed predict command, with predict's defaults, gives the point that the
+    in-sample figures count (rescaled to its measured node where it has one)."""
+    evaluation = Path(__file__).parents[2] / "evaluation"
+    monkeypatch.syspath_prepend(str(evaluation))
+    import published
+
+    data = published.load()
+    node_rows = [r for r in data["rows"] if published.node_based(r)]
+    ring_rows = [r for r in data["rows"] if r.get("collectives") == "ring"]
+    assert node_rows and ring_rows
+    for row in (node_rows[0], ring_rows[0]):
+        k = published.case(row)
+        share = scaling_model.LINK_EFFICIENCY[row["transport"]]
+        want = scaling_model.case_point(k, share, scaling_model.DEFAULT_INTERFERENCE)
+        assert published.predicted(row)["efficiency"] == pytest.approx(want)
+    row = node_rows[0]
+    argv = published.predict_argv(row)
+    assert argv[argv.index("--workers") + 1] == f"{row['gpus_per_node']},{row['workers']}"
+    assert "gloo" in published.predict_argv(ring_rows[0])  # NCCL before trees: rings only
     for name in ("published", "cli"):  # evaluation's, not hpcbench's
         sys.modules.pop(name, None)
