@@ -250,8 +250,9 @@ def series_key(record: dict[str, Any]) -> tuple:
 def _summarise_config(runs: list[dict[str, Any]]) -> ConfigSummary:
     first = runs[0]
     ok = [r for r in runs if r.get("status") == "ok" and r.get("window_times")]
+    series: dict[str, Any] = {f: first.get(f) for f in SERIES_FIELDS}
     summary = ConfigSummary(
-        **{f: first.get(f) for f in SERIES_FIELDS},
+        **series,
         nodes=first["nodes"],
         workers=first["workers"],
         runs=len(ok),
@@ -322,7 +323,7 @@ def _add_stragglers(summary: ConfigSummary, ok: list[dict[str, Any]]) -> None:
             slowest[hosts[rank] if rank < len(hosts) else f"rank {rank}"] += 1
     if leads:
         summary.straggler_lead = statistics.fmean(leads)
-        summary.straggler = max(slowest, key=slowest.get)
+        summary.straggler = max(slowest, key=lambda host: slowest[host])
 
 
 def _add_node_use(summary: ConfigSummary, ok: list[dict[str, Any]]) -> None:
@@ -376,7 +377,8 @@ def _add_scaling(
     for s in series:
         if not s.images_per_sec:
             continue
-        if base is not None:
+        # Both were chosen for a throughput: the checks only tell the type checker.
+        if base is not None and base.images_per_sec:
             s.speedup = s.images_per_sec / base.images_per_sec
             s.efficiency = s.speedup / s.workers
             s.efficiency_ci95 = (
@@ -387,7 +389,7 @@ def _add_scaling(
                 )
                 / s.workers
             )
-        if full_node is not None:
+        if full_node is not None and full_node.images_per_sec:
             scale = s.workers / full_node.workers
             s.internode_efficiency = s.images_per_sec / (scale * full_node.images_per_sec)
             s.internode_efficiency_ci95 = (
@@ -408,7 +410,13 @@ def _add_scaling(
             continue
         probe = _matching_probe(probes, s)
         model = allreduce_model.link_model(probe) if probe else None
-        if model is None or base is None or grad_bytes is None:
+        if (
+            probe is None
+            or model is None
+            or base is None
+            or base.step_time_s is None  # never: a throughput comes with a step time
+            or grad_bytes is None
+        ):
             continue
         p = allreduce_model.predict(base.step_time_s, grad_bytes, model)
         s.predicted_efficiency_low = p["efficiency_low"]
@@ -459,14 +467,15 @@ def off_prediction(s: ConfigSummary, nominal_bytes_per_s: float | None) -> str |
     and within POINT_CLOSE of the point (its interval touching them). Else where it falls
     and the likeliest cause, from the run's own breakdown and node figures."""
     band = inside_band(s)
-    if band is None or s.workers == 1:
+    efficiency, low = s.efficiency, s.predicted_efficiency_low
+    if band is None or efficiency is None or low is None or s.workers == 1:
         return None
     ci = s.efficiency_ci95 or 0.0
     point = s.predicted_efficiency
     if not band:
-        where = f"{'below' if s.efficiency < s.predicted_efficiency_low else 'above'} the band"
-    elif point is not None and abs(s.efficiency - point) - ci > POINT_CLOSE:
-        side = "below" if s.efficiency < point else "above"
+        where = f"{'below' if efficiency < low else 'above'} the band"
+    elif point is not None and abs(efficiency - point) - ci > POINT_CLOSE:
+        side = "below" if efficiency < point else "above"
         where = f"{side} the point {point:.2f}"
     else:
         return None

@@ -114,7 +114,7 @@ def ctrl_c_deferred() -> Iterator[None]:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if pressed:
-        previous[pressed[0]](pressed[0], None)  # type: ignore[operator]
+        previous[signal.Signals(pressed[0])](pressed[0], None)
 
 
 def run(

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Set
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,7 +155,7 @@ def load_settings(path: Path) -> dict[str, str]:
     return data
 
 
-def save_settings(env: str, values: dict[str, str], secret: set[str] = frozenset()) -> None:
+def save_settings(env: str, values: dict[str, str], secret: Set[str] = frozenset()) -> None:
     """settings.json, 0600 from the start, without secrets (by name, or declared
     `sensitive` in the configuration as Terraform reports it)."""
     path = ensure_env_state(env) / "settings.json"

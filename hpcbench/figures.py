@@ -6,7 +6,7 @@ only when they draw: the command line starts without it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -28,6 +28,12 @@ class Curve:
     points: Sequence[ConfigSummary]
 
 
+def _known(values: Iterable[float | None]) -> list[float]:
+    """The figures of points chosen for having them: the same values, without None in
+    their type (matplotlib's stubs take none)."""
+    return [v for v in values if v is not None]
+
+
 def efficiency_panel(
     ax: Axes,
     curves: Sequence[Curve],
@@ -41,7 +47,7 @@ def efficiency_panel(
         measured = [s for s in c.points if s.efficiency is not None]
         ax.errorbar(
             [getattr(s, x) for s in measured],
-            [s.efficiency for s in measured],
+            _known(s.efficiency for s in measured),
             yerr=[s.efficiency_ci95 or 0 for s in measured],
             marker="o",
             capsize=3,
@@ -49,12 +55,17 @@ def efficiency_panel(
             label=f"{c.label} measured",
         )
         # The band is named in the legend, or, with a point prediction, by its line.
-        band = [s for s in c.points if s.predicted_efficiency_low is not None]
+        # Both ends are set together (analysis._add_scaling).
+        band = [
+            s
+            for s in c.points
+            if s.predicted_efficiency_low is not None and s.predicted_efficiency_high is not None
+        ]
         if band:
             ax.fill_between(
                 [getattr(s, x) for s in band],
-                [s.predicted_efficiency_low for s in band],
-                [s.predicted_efficiency_high for s in band],
+                _known(s.predicted_efficiency_low for s in band),
+                _known(s.predicted_efficiency_high for s in band),
                 color=c.color,
                 alpha=0.15,
                 label=None if point_prediction else f"{c.label} predicted",
@@ -63,7 +74,7 @@ def efficiency_panel(
         if point_prediction and on_point:
             ax.plot(
                 [getattr(s, x) for s in on_point],
-                [s.predicted_efficiency for s in on_point],
+                _known(s.predicted_efficiency for s in on_point),
                 linestyle="--",
                 marker="x",
                 color=c.color,

@@ -23,6 +23,7 @@ import math
 import statistics
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from hpcbench import allreduce_model, analysis
 from hpcbench.errors import UsageError
@@ -97,7 +98,7 @@ def calibrate_main(args: argparse.Namespace) -> int:
     cases = store_cases(args)
     found = fit(cases)
     share = found.efficiency[args.transport]
-    rows = []
+    rows: list[dict[str, Any]] = []
     for k in cases:
         n = k.plan.workers[0]
         rows.append(
@@ -239,7 +240,8 @@ def main(args: argparse.Namespace) -> int:
     if args.calibrate is not None:
         return calibrate_main(args)
     plan = plan_from(args)
-    rows = predictions(plan)
+    # The rows are numbers; each also gets the link figures it stands on, some of them text.
+    rows: list[dict[str, Any]] = predictions(plan)
     for r in rows:  # each row says which link figures it stands on
         r.update(
             busbw=plan.busbw,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from hpcbench import fingerprint
 from hpcbench.schedulers.base import stop_on_signals
@@ -74,7 +75,7 @@ def run_probe(target: Target, nodes: int, probe: ProbeSpec) -> dict:
     spec = target.spec("allreduce.py", script_args, nodes, workers, budget + GRACE_S)
     outcome = target.run(spec, timeout_s=budget + GRACE_S)
     tb = target.testbed
-    record = {
+    record: dict[str, Any] = {
         "kind": "probe",
         "env": tb.env,
         "nodes": nodes,

@@ -269,7 +269,7 @@ def _breakdown_plot(plt: Any, by_batch: dict[int, list[ConfigSummary]], path: Pa
             key=lambda s: s.nodes,
         )
         x = [str(s.nodes) for s in points]
-        compute = [s.compute_s * 1e3 for s in points]
+        compute = [(s.compute_s or 0) * 1e3 for s in points]
         data = [(s.data_s or 0) * 1e3 for s in points]
         exposed = [(s.exposed_comm_s or 0) * 1e3 for s in points]
         ax.bar(x, compute, label="compute")
@@ -453,7 +453,7 @@ def report_page(
             opening.append(Bullets(wide))
     sections = [Section("", opening)]
 
-    envs = sorted({r.get("env") for r in runs if r.get("env")})
+    envs = sorted({r["env"] for r in runs if r.get("env")})
     for env in envs:
         fp = fingerprint_of(runs, env)
         rows = [[k, _fp_value(fp[k])] for k in FINGERPRINT_KEYS if k in fp]

@@ -177,6 +177,7 @@ class Target:
             replies = list(pool.map(lambda n: ssh.call(n.access, command), nodes))
         expected = manifest.compute(paths.BENCH_DIR) if deployed else {}
         for node, reply in zip(nodes, replies, strict=True):
+            assert node.access is not None  # remote_nodes keeps the nodes reached over SSH
             if not reply.ok:
                 raise UsageError(
                     f"node {node.name} ({node.access.host}:{node.access.port}) "

@@ -416,7 +416,7 @@ def campaign_page(
     )
     header = [""] + [s["system_name"] for s in systems]
     rows = [[k] + [_cell(s.get(k)) for s in systems] for k in SYSTEM_KEYS]
-    systems_table = [Table(header, rows), Paragraph("As JSON: systems.json.")]
+    systems_table: list[Block] = [Table(header, rows), Paragraph("As JSON: systems.json.")]
     sections = [
         Section("", intro),
         Section("At a glance", glance),
