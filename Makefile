@@ -172,9 +172,10 @@ test: tools images ## every test, end to end (the full loop)
 test-unit: venv ## tests/unit only, no Docker or testbed (the quick loop)
 	@$(PY) -m pytest -ra tests/unit
 
-lint: venv ## ruff check and format, terraform fmt, ansible-lint
+lint: venv ## ruff check and format, mypy, terraform fmt, ansible-lint
 	@$(PY) -m ruff check .
 	@$(PY) -m ruff format --check .
+	@$(PY) -m mypy
 	@$$(command -v tofu || command -v terraform) fmt -check -recursive terraform environments
 	@ANSIBLE_CONFIG=ansible/ansible.cfg PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint
 
