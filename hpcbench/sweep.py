@@ -293,7 +293,8 @@ def run(
             f"{store.path} already holds {len(held)} runs: add --resume to skip "
             "them and run the rest, or choose another --out"
         )
-    allowed = (lambda c: True) if sweep.only is None else (lambda c: c.key in sweep.only)
+    only = sweep.only
+    allowed = (lambda c: True) if only is None else (lambda c: c.key in only)
     todo = [(c, r) for c, r in plan(target, sweep.batches, sweep.repeats, sweep.seed) if allowed(c)]
     done = store.done_keys()
     todo = [

@@ -32,9 +32,11 @@ settings, Ansible variables), so a changed campaign file makes new cells and
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import math
+import operator
 import re
 import sys
 from collections.abc import Iterator, Mapping
@@ -279,7 +281,7 @@ def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool
 
 _UniqueKeyLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _unique_mapping,  # type: ignore[arg-type]
+    _unique_mapping,
 )
 
 
@@ -304,7 +306,7 @@ def _int_or_too_long(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> Any:
 
 _UniqueKeyLoader.add_constructor(
     "tag:yaml.org,2002:int",
-    _int_or_too_long,  # type: ignore[arg-type]
+    _int_or_too_long,
 )
 
 
@@ -757,9 +759,8 @@ def _testbed(
         # What the part's sweep runs, in its order (hpcbench.sweep.configurations). One
         # baseline serves every gpus_per_node of a batch (hpcbench.analysis): the first
         # part's.
-        configs = configurations(
-            sweep_spec.batches, node_counts, lambda n, p=per_node: n * p, baselines=nth == 0
-        )
+        workers = functools.partial(operator.mul, per_node)  # nodes -> nodes x per_node
+        configs = configurations(sweep_spec.batches, node_counts, workers, baselines=nth == 0)
         for config in configs:
             values = {
                 "batch": config.batch,
