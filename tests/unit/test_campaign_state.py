@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpcbench import cli, sweep
-from hpcbench.campaign import campaign_file, runner, state
+from hpcbench.campaign import campaign_file, runner, state, testbeds
 from hpcbench.errors import UsageError
 from hpcbench.store import CONFIG_FIELDS, RESULTS_FILE, Store
 from hpcbench.target import Target
@@ -315,7 +315,7 @@ def test_the_default_name_leaves_cell_ids_and_other_testbeds_as_they_were(
     assert b.settings == ()
     # The fingerprint is of the settings the file gives (a journal's cells stay).
     given = {"env": "local", "settings": {"node_count": "2", "link_rate": "1gbit"}, "ansible": {}}
-    assert a.fingerprint == campaign_file._digest(given, 16)
+    assert a.fingerprint == testbeds.digest(given, 16)
 
 
 @settings(_SETTINGS, max_examples=60)

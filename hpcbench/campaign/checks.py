@@ -1,0 +1,172 @@
+"""The checks of one value of a campaign file at its key path
+(`testbeds[2].settings.link_rate`): each returns the value as the campaign keeps it
+or raises a Problem naming the path and what to write instead, which
+campaign_file.load turns into one UsageError line."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from typing import Any
+
+from hpcbench.campaign.yaml_loader import TooLong
+from hpcbench.errors import UsageError
+from hpcbench.scaling_model import parse_link
+from hpcbench.specs import duration_s, parse_int_list
+
+NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,39}", re.ASCII)  # a campaign's or a testbed's label
+SETTING_MAX = 4096  # as `deploy --var`
+
+
+class Problem(Exception):
+    """A bad value at a key path; campaign_file.load turns it into one UsageError line."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+def no_number_too_long(node: Any, path: str = "") -> None:
+    """A number too long for Python to convert, named by its key path."""
+    if isinstance(node, TooLong):
+        raise Problem(
+            path,
+            f"a number of {node.digits} digits, over the {sys.get_int_max_str_digits()} "
+            "Python reads, and far over any count or size here",
+        )
+    if isinstance(node, dict):
+        for key, value in node.items():
+            where = f"{path}.{key}" if path else str(key)
+            no_number_too_long(key, path)
+            no_number_too_long(value, where)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            no_number_too_long(value, f"{path}[{i}]")
+
+
+def encodable(value: str, path: str) -> None:
+    """Text that files, pages and terminals can hold: UTF-8, so no lone surrogate
+    (YAML's "\\uDCFF" escape makes one)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Problem(path, "holds a lone surrogate (\\uD800-\\uDFFF): not text") from None
+
+
+def mapping(value: Any, path: str, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Problem(path, "must be a mapping of key: value")
+    for key in value:
+        if not isinstance(key, str):
+            raise Problem(path, f"key {key!r} is not text")
+        if keys is not None and key not in keys:
+            raise Problem(
+                f"{path}.{key}" if path else key, f"unknown key; use one of {', '.join(keys)}"
+            )
+    return value
+
+
+def text(value: Any, path: str, pattern: re.Pattern[str] | None = None, example: str = "") -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise Problem(path, f"must be text{f' like {example}' if example else ''}")
+    if any(ord(c) < 32 and c not in "\t" for c in value) or len(value) > SETTING_MAX:
+        raise Problem(path, f"must be one line of at most {SETTING_MAX} characters")
+    encodable(value, path)
+    if pattern is not None and not pattern.fullmatch(value):
+        raise Problem(path, f"{value[:40]!r} is not {example}")
+    return value
+
+
+def flag(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise Problem(path, "must be true or false")
+    return value
+
+
+def int_list(value: Any, path: str, maximum: int) -> list[int]:
+    """A number, a list of numbers, or text like '1-4,8'."""
+    if isinstance(value, bool):
+        raise Problem(path, "must be a number, a list of numbers or a range like 1-4")
+    if isinstance(value, int):
+        text = str(value)
+    elif (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
+        text = ",".join(str(v) for v in value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        raise Problem(path, "must be a number, a list of numbers or a range like 1-4")
+    try:
+        return parse_int_list(text, path, maximum)
+    except UsageError as err:
+        raise Problem(path, str(err).removeprefix(f"{path}: ")) from None
+
+
+def setting(value: Any, path: str) -> str:
+    """A Terraform variable's value as `deploy --var` takes it (lists and maps as JSON)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int) and abs(value) < 10**18:
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return str(value)
+    if isinstance(value, list | dict):
+        try:  # JSON as Terraform reads it: no NaN, no infinity, no number past 18 digits
+            text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+        except (ValueError, TypeError):
+            raise Problem(path, "must hold finite numbers, text and true/false") from None
+        if len(text) <= SETTING_MAX and not _huge_int(value):
+            return text
+    if isinstance(value, str) and "\x00" not in value and len(value) <= SETTING_MAX:
+        encodable(value, path)
+        return value
+    raise Problem(
+        path,
+        f"must be text, a number of at most 18 digits, true/false or a list "
+        f"(at most {SETTING_MAX} characters)",
+    )
+
+
+def link(key: str, text: str, where: str) -> None:
+    """A testbed's nominal link in its settings, as the plan reads it
+    (estimate.link_rate_bits): a line rate above zero and finite; an empty link_rate
+    leaves a local testbed unshaped."""
+    if key == "link_rate" and text:
+        try:
+            parse_link(text)
+        except UsageError:
+            raise Problem(
+                where, f"{text[:40]!r} is not a line rate above 0 such as 100mbit or 1gbit"
+            ) from None
+    elif key == "link_capacity_mbps":
+        try:
+            mbps = float(text)
+        except ValueError:
+            mbps = math.nan
+        if not (math.isfinite(mbps) and mbps > 0):
+            raise Problem(where, f"{text[:40]!r} is not a finite number of Mbit/s above 0")
+
+
+def _huge_int(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_huge_int(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_huge_int(v) for v in value)
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**18
+
+
+def duration(value: Any, path: str) -> int:
+    if not isinstance(value, int | str) or isinstance(value, bool):
+        raise Problem(path, "must be a duration such as 90s, 10m or 1h")
+    try:
+        return duration_s(str(value))
+    except ValueError as err:
+        raise Problem(path, f"{err}: write a duration such as 90s, 10m or 1h") from None

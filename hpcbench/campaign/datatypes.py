@@ -1,0 +1,122 @@
+"""A campaign as its file gives it (campaign_file.load): its testbeds, each testbed's
+sweep parts and the cells they owe, as frozen data the runner, the journal and the
+plan read. Nothing here reads a file or checks a value."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcbench.errors import UsageError
+from hpcbench.specs import SweepSpec, TargetSpec, TestbedKind, WorkloadSpec
+from hpcbench.sweep import Config
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One configuration on one testbed: what `status` lists and `--resume` skips."""
+
+    testbed: str
+    config: Config  # batch, nodes, workers: its label and key are the sweep's
+    gpus_per_node: int  # the sweep it belongs to (a baseline is one worker of such a sweep)
+    id: str
+
+    @property
+    def batch(self) -> int:
+        return self.config.batch
+
+    @property
+    def nodes(self) -> int:
+        return self.config.nodes
+
+    @property
+    def workers(self) -> int:
+        return self.config.workers
+
+    @property
+    def label(self) -> str:
+        return self.config.label
+
+
+@dataclass(frozen=True)
+class SweepPart:
+    """One `scale` sweep on a testbed, as `scale` resolves its options (this testbed's
+    environment, its results folder, resumed, its gpus_per_node), and its cells."""
+
+    gpus_per_node: int
+    workload: WorkloadSpec
+    target: TargetSpec
+    sweep: SweepSpec
+    cells: tuple[Cell, ...]
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What `campaign plan` assumes before any result exists (None: not given)."""
+
+    images_per_s: float | None = None
+    deploy_s: int | None = None
+    verify_s: int | None = None
+    destroy_s: int | None = None
+
+
+@dataclass(frozen=True)
+class TestbedPlan:
+    index: int  # 1-based, in the file's order
+    name: str
+    env: str  # the environment deployed, or the kind's own name (slurm, hosts)
+    title: str
+    settings: tuple[tuple[str, str], ...]  # Terraform variables, as `deploy --var` takes them
+    ansible: dict[str, Any]  # group_vars written beside the rendered inventory
+    keep_on_failure: bool
+    expect: Expect
+    fingerprint: str
+    nodes_available: int | None  # from the settings, where they say (node_count, topology)
+    gpus_per_node: int | None  # per node, where the settings say (topology)
+    parts: tuple[SweepPart, ...]
+    kind: TestbedKind = TestbedKind.DEPLOYED  # or SLURM (a partition), HOSTS (machines)
+    where: str = ""  # the partition and login node, or the hosts: what the plan shows
+
+    @property
+    def cells(self) -> list[Cell]:
+        return [c for part in self.parts for c in part.cells]
+
+    @property
+    def deployed(self) -> bool:
+        """A testbed hpcbench deploys and destroys (the others are only measured)."""
+        return self.kind is TestbedKind.DEPLOYED
+
+
+@dataclass(frozen=True)
+class Campaign:
+    path: Path
+    name: str
+    description: str
+    out: Path
+    testbeds: tuple[TestbedPlan, ...]
+    sweep: dict[str, Any] = field(default_factory=dict)  # the campaign-wide sweep, as given
+
+    @property
+    def cells(self) -> list[Cell]:
+        return [c for tb in self.testbeds for c in tb.cells]
+
+    def testbed(self, name: str) -> TestbedPlan:
+        for tb in self.testbeds:
+            if tb.name == name:
+                return tb
+        raise UsageError(
+            f"{self.path}: no testbed {name!r}: choose one of "
+            f"{', '.join(t.name for t in self.testbeds)}"
+        )
+
+    def testbed_out(self, tb: TestbedPlan) -> Path:
+        """Each testbed's own results store (a `scale --out` folder)."""
+        return self.out / tb.name
+
+
+def iter_cells(campaign: Campaign) -> Iterator[tuple[TestbedPlan, Cell]]:
+    for tb in campaign.testbeds:
+        for cell in tb.cells:
+            yield tb, cell

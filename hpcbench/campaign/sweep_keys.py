@@ -1,0 +1,144 @@
+"""A campaign's sweep keys as `scale`'s options: each key turned into the argv
+`scale` would take and checked alone by the very parser and spec builders `scale`
+uses, so that a campaign accepts exactly what the command line accepts and an error
+names the file's key; and the parsed options that make a cell's identity."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from hpcbench import scale_options
+from hpcbench.campaign import checks
+from hpcbench.campaign.checks import Problem
+from hpcbench.errors import UsageError
+from hpcbench.specs import MAX_SLOTS, SweepSpec, TargetSpec, WorkloadSpec
+
+# `scale` options a campaign sets itself (where each testbed's results go, resuming)
+# or that make no sense unattended.
+RESERVED = ("env", "hosts", "out", "resume", "dry_run", "help")
+# Options that bound how long a sweep may take, not what it measures: not part of a
+# cell's identity, so that raising a timeout does not make finished cells new.
+OPERATIONAL = (
+    "timeout",
+    "budget",
+    "probe_budget",
+    "verbose",
+    "slurm_queue_wait",
+    "slurm_time",
+    "slurm_job_dir",
+    "container_import_time",
+)
+
+
+def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """scale's options by key (dest), reserved ones left out."""
+    found = {}
+    for action in parser._actions:
+        if action.option_strings and action.dest not in RESERVED:
+            found[action.dest] = action
+    return found
+
+
+def _argv_of(key: str, value: Any, action: argparse.Action, path: str) -> list[str]:
+    flag = max(action.option_strings, key=len)
+    if action.nargs == 0:  # a switch (store_true): true sets it
+        return [flag] if checks.flag(value, path) else []
+    if isinstance(value, bool):
+        # YAML 1.1 reads on/off/yes/no as true/false: give back the word for choices that
+        # take on/off (--amp on), else say to quote it.
+        if action.choices and {"on", "off"} <= set(action.choices):
+            return [flag, "on" if value else "off"]
+        raise Problem(path, "YAML read this as true/false: write the value in quotes")
+    if isinstance(value, list):
+        if key == "sbatch":  # the one repeatable option; =: its values start with '-'
+            return [f"{flag}={checks.text(v, path)}" for v in value]
+        if not value or not all(
+            isinstance(v, int | float | str) and not isinstance(v, bool) for v in value
+        ):
+            raise Problem(path, "a list must hold numbers or text, e.g. [32, 64, 96]")
+        return [flag, ",".join(str(v) for v in value)]
+    if isinstance(value, int | float | str):
+        return [flag, str(value)]
+    raise Problem(path, "must be a number, text, true/false or a list")
+
+
+def parse(
+    argv: list[str], where: list[str] | None = None
+) -> tuple[argparse.Namespace, WorkloadSpec, TargetSpec, SweepSpec]:
+    """argv through `scale`'s parser and spec builders: what the command line would accept.
+    `where`: the options the campaign sets itself (--env, --out, ...); a stand-in
+    environment and folder while a key is checked alone."""
+    fixed = where or ["--env", "localhost", "--out", "results"]
+    args = scale_options.scale_parser().parse_args([*fixed, *argv])
+    return (
+        args,
+        scale_options.workload_spec(args),
+        scale_options.target_spec(args),
+        scale_options.sweep_spec(args),
+    )
+
+
+def sweep_argv(sweep: dict[str, Any], path: str) -> tuple[list[str], list[int] | None]:
+    """A sweep mapping as scale's argv (each key checked alone, so that an error names
+    it), and its gpus_per_node list (None: not given)."""
+    known = _options(scale_options.scale_parser())
+    argv: list[str] = []
+    gpus: list[int] | None = None
+    for raw_key, value in sweep.items():
+        key = raw_key.replace("-", "_")
+        where = f"{path}.{raw_key}"
+        if key == "gpus_per_node":
+            gpus = checks.int_list(value, where, MAX_SLOTS)
+            continue
+        if key in RESERVED:
+            raise Problem(
+                where,
+                "is set by the campaign itself (each testbed's results go "
+                "to <out>/<testbed>; `campaign run --resume` resumes)",
+            )
+        if key not in known:
+            raise Problem(
+                where, "not an option of `hpcbench scale`; see `python -m hpcbench scale --help`"
+            )
+        own = _argv_of(key, value, known[key], where)
+        try:
+            parse(own)
+        except UsageError as err:
+            raise Problem(where, strip_prefix(str(err))) from None
+        argv += own
+    return argv, gpus
+
+
+def strip_prefix(message: str) -> str:
+    return message.removeprefix("scale: ")
+
+
+# `scale` options added after campaigns existed, with the value every earlier cell was
+# measured with: left out of a cell's identity at that value, so that a campaign's
+# journal from before them still names the same cells (and --resume still holds).
+ADDED_LATER = {
+    "step": "eager",
+    "decode": "auto",
+    "slurm_login": "",
+    "slurm_ssh_key": "",
+    "slurm_known_hosts": "",
+    "slurm_python": "",
+    "slurm_bench_dir": "",
+    "slurm_setup": "",
+    "slurm_cpus_per_task": 0,
+}
+
+
+def identity(args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed options that define what a cell measures (identity), JSON-ready."""
+    skip = {*RESERVED, *OPERATIONAL, "func", "command", "nodes", "batch", "gpus_per_node"}
+    out: dict[str, Any] = {}
+    for key, value in sorted(vars(args).items()):
+        if key in skip or (key in ADDED_LATER and value == ADDED_LATER[key]):
+            continue
+        if isinstance(value, str | int | float | bool | type(None)):
+            out[key] = value
+        elif isinstance(value, list | tuple):
+            out[key] = [str(v) for v in value]
+    return out

@@ -1,0 +1,231 @@
+"""A testbed's kind, the first step of reading a testbed: which of `env:` (a testbed
+hpcbench deploys), `slurm:` (a partition) or `hosts:` (machines you have) it gives,
+and that kind's keys checked and resolved into a Place: `scale`'s options for it,
+what identifies it (hashed into the testbed's fingerprint), its nodes and GPUs per
+node where its keys say, and a line for the plan."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from hpcbench import paths
+from hpcbench.campaign import checks
+from hpcbench.campaign.checks import Problem
+from hpcbench.campaign.sweep_keys import parse, strip_prefix
+from hpcbench.errors import UsageError
+from hpcbench.specs import TestbedKind, check_path, parse_hosts, parse_login
+from hpcbench.terraform import looks_secret
+
+VARIABLE = re.compile(r"[a-z_][a-z0-9_]{0,63}", re.ASCII)
+TOPOLOGY = re.compile(r"([1-9][0-9]*)x([1-9][0-9]*)", re.ASCII)
+# The key that gives each kind, in the order the error names them.
+KINDS = {"env": TestbedKind.DEPLOYED, "slurm": TestbedKind.SLURM, "hosts": TestbedKind.HOSTS}
+# A Slurm partition's keys, and the `scale` option each becomes (--env slurm).
+SLURM_KEYS = {
+    "partition": "--partition",
+    "account": "--account",
+    "qos": "--qos",
+    "gpus_per_node": "--slurm-gpus",
+    "time": "--slurm-time",
+    "sbatch": "--sbatch",
+    "login": "--slurm-login",
+    "ssh_key": "--slurm-ssh-key",
+    "known_hosts": "--slurm-known-hosts",
+    "container_image": "--container-image",
+    "container_mounts": "--container-mounts",
+    "container_python": "--container-python",
+    "python": "--slurm-python",
+    "bench_dir": "--slurm-bench-dir",
+    "job_dir": "--slurm-job-dir",
+    "setup": "--slurm-setup",
+    "queue_wait": "--slurm-queue-wait",
+    "cpus_per_task": "--slurm-cpus-per-task",
+    "container_import": "--container-import-time",
+    "nodes": None,
+}
+# Who says how many nodes a testbed has, for the message when the sweep asks for more.
+GIVES = {
+    TestbedKind.DEPLOYED: "the settings give",
+    TestbedKind.SLURM: "slurm: nodes gives",
+    TestbedKind.HOSTS: "hosts: gives",
+}
+# Slurm keys that bound how long, not what is measured: not part of the identity.
+SLURM_OPERATIONAL = (
+    "time",
+    "queue_wait",
+    "container_import",
+    "job_dir",
+    "ssh_key",
+    "known_hosts",
+)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a testbed's sweep runs, as its kind's keys say."""
+
+    kind: TestbedKind
+    key: str  # the file's key that gave the kind: env, slurm or hosts
+    env: str  # the environment deployed, or the kind's own name (slurm, hosts)
+    where_args: list[str]  # `scale`'s options for it: --env ... or --hosts ...
+    identity: dict[str, Any]  # what identifies it, hashed into the fingerprint
+    nodes_available: int | None  # where its keys say (node_count, topology, nodes:)
+    slots: int | None  # GPUs (workers) per node, where its keys say
+    where: str = ""  # the partition and login node, or the hosts: what the plan shows
+    settings: dict[str, str] = field(default_factory=dict)  # a deployed one's Terraform
+    ansible: dict[str, Any] = field(default_factory=dict)  # and Ansible variables
+
+
+def kind_of(raw: dict[str, Any], path: str) -> str:
+    """Which of env:, slurm: and hosts: a testbed gives (exactly one); settings: and
+    ansible: only with env:."""
+    given = [k for k in KINDS if k in raw]
+    if len(given) != 1:
+        raise Problem(
+            path,
+            "give one of env: (a testbed hpcbench deploys), slurm: (a "
+            "partition of a cluster you use) or hosts: (machines you have)",
+        )
+    if KINDS[given[0]] is not TestbedKind.DEPLOYED:
+        for key in ("settings", "ansible"):
+            if key in raw:
+                raise Problem(
+                    f"{path}.{key}", f"is for testbeds hpcbench deploys (env:), not {given[0]}:"
+                )
+    return given[0]
+
+
+def resolve(key: str, raw: dict[str, Any], path: str) -> Place:
+    """The kind's keys (key: what kind_of found) checked, each error naming its key."""
+    kind = KINDS[key]
+    if kind is TestbedKind.SLURM:
+        return Place(kind, key, kind.value, *_slurm(raw["slurm"], f"{path}.slurm"))
+    if kind is TestbedKind.HOSTS:
+        return Place(kind, key, kind.value, *_hosts(raw["hosts"], f"{path}.hosts"))
+    env = checks.text(raw.get("env"), f"{path}.env", None, "an environment")
+    try:
+        paths.env_layout(env)
+    except UsageError as err:
+        raise Problem(f"{path}.env", str(err)) from None
+    settings, ansible = _deployed(raw, path)
+    nodes_available, slots = _shape(settings)
+    identity = {"env": env, "settings": settings, "ansible": ansible}
+    return Place(
+        kind, key, env, ["--env", env], identity, nodes_available, slots, "", settings, ansible
+    )
+
+
+def _deployed(raw: dict[str, Any], path: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """A deployed testbed's Terraform settings and Ansible variables, checked."""
+    settings: dict[str, str] = {}
+    for key, value in checks.mapping(raw.get("settings"), f"{path}.settings").items():
+        where = f"{path}.settings.{key}"
+        if not VARIABLE.fullmatch(key):
+            raise Problem(where, "a Terraform variable name: lower-case letters, digits, _")
+        if looks_secret(key):
+            raise Problem(
+                where,
+                "looks like a secret, which never goes in a file: export it "
+                "as its module documents (docs/testbeds.md)",
+            )
+        settings[key] = checks.setting(value, where)
+        checks.link(key, settings[key], where)
+    ansible = checks.mapping(raw.get("ansible"), f"{path}.ansible")
+    for key, value in ansible.items():
+        where = f"{path}.ansible.{key}"
+        if not VARIABLE.fullmatch(key):
+            raise Problem(where, "an Ansible variable name: lower-case letters, digits, _")
+        if looks_secret(key):
+            raise Problem(where, "looks like a secret, which never goes in a file")
+        try:
+            yaml.safe_dump(value)
+        except yaml.YAMLError:
+            raise Problem(where, "must be plain YAML data") from None
+    return settings, ansible
+
+
+def _slurm(value: Any, path: str) -> tuple[list[str], dict[str, Any], int | None, int | None, str]:
+    """A Slurm partition: `scale --env slurm`'s options for it (each key checked by the
+    very parser `scale` uses, its error naming the key), what identifies it, its nodes
+    and GPUs per node where given, and a line for the plan."""
+    given = checks.mapping(value, path, tuple(SLURM_KEYS))
+    if "partition" not in given:
+        raise Problem(f"{path}.partition", "name the partition (sinfo -s lists them)")
+    argv: list[str] = []
+    for key, raw_value in given.items():
+        flag, where = SLURM_KEYS[key], f"{path}.{key}"
+        if flag is None:  # nodes: the most the partition gives; bounds the sweep
+            continue
+        if key == "time":
+            own = [flag, str(max(1, -(-checks.duration(raw_value, where) // 60)))]
+        elif key in ("sbatch", "container_mounts") and isinstance(raw_value, list):
+            texts = [checks.text(v, where) for v in raw_value]
+            own = [f"{flag}={t}" for t in texts] if key == "sbatch" else [flag, ",".join(texts)]
+        elif key in ("queue_wait", "container_import"):
+            own = [flag, str(checks.duration(raw_value, where))]
+        else:
+            text = checks.text(
+                str(raw_value)
+                if isinstance(raw_value, int) and not isinstance(raw_value, bool)
+                else raw_value,
+                where,
+            )
+            own = [f"{flag}={text}"]  # =: a value may start with '-' (sbatch's --exclusive)
+        try:
+            if key == "login":  # alone it lacks --slurm-python: its own syntax only
+                parse_login(own[0].partition("=")[2])
+            elif key in ("ssh_key", "known_hosts"):  # alone they lack the login they are for
+                check_path(own[0].partition("=")[2], flag)
+            elif key == "job_dir" and "login" in given:  # its ~ is the login's: checked
+                pass  # with the keys together, below
+            else:
+                parse(own, ["--env", "slurm", "--out", "results"])
+        except UsageError as err:
+            raise Problem(where, strip_prefix(str(err))) from None
+        argv += own
+    try:
+        parse([], ["--env", "slurm", "--out", "results", *argv])  # the keys together
+    except UsageError as err:
+        raise Problem(path, strip_prefix(str(err))) from None
+    nodes = (
+        checks.int_list(given["nodes"], f"{path}.nodes", 100_000)[-1] if "nodes" in given else None
+    )
+    gpus = given.get("gpus_per_node")
+    slots = int(gpus) if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus else None
+    identity = {k: v for k, v in given.items() if k not in SLURM_OPERATIONAL}
+    login = given.get("login")
+    where = f"partition {given['partition']}" + (f" via {login}" if login else "")
+    return ["--env", "slurm", *argv], {"slurm": identity}, nodes, slots, where
+
+
+def _hosts(value: Any, path: str) -> tuple[list[str], dict[str, Any], int | None, int | None, str]:
+    """Machines you have, as `scale --hosts` takes them: host:slots (workers)."""
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        text = ",".join(value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        raise Problem(path, "must be a list of host:slots such as [node1:4, node2:4]")
+    try:
+        hosts = parse_hosts(text)
+    except UsageError as err:
+        raise Problem(path, str(err).removeprefix("--hosts: ")) from None
+    listed = ",".join(f"{h.name}:{h.slots}" for h in hosts)
+    slots = min(h.slots for h in hosts)
+    return ["--hosts", listed], {"hosts": listed}, len(hosts), slots, f"hosts {listed}"
+
+
+def _shape(settings: dict[str, str]) -> tuple[int | None, int | None]:
+    """Nodes and GPUs per node where the settings say: `node_count` and `gpus_per_node`
+    (local, Virtual Wall, OpenStack) or a GPULab `topology` <jobs>x<GPUs per job>."""
+    topology = settings.get("topology")
+    if topology is not None:
+        match = TOPOLOGY.fullmatch(topology)
+        if match:
+            return int(match[1]), int(match[2])
+    count, gpus = settings.get("node_count", ""), settings.get("gpus_per_node", "")
+    return (int(count) if count.isdigit() else None), (int(gpus) if gpus.isdigit() else None)

@@ -1,0 +1,243 @@
+"""A testbed of the campaign file as a TestbedPlan, in three steps: its kind's keys
+resolved into a Place (testbed_kinds.resolve), its sweep (the campaign's merged with
+its own, parsed as `scale` would, and bounded by the nodes and GPUs the testbed has),
+then its sweep parts, one per gpus_per_node, each with the cells it owes.
+
+A cell's id hashes its resolved parameters with the testbed's fingerprint (what
+identifies the testbed: environment, settings, Ansible variables; a partition; the
+hosts), so a changed campaign file makes new cells and `--resume` never counts a
+result measured another way."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpcbench.campaign import checks, sweep_keys, testbed_kinds
+from hpcbench.campaign.checks import NAME, Problem
+from hpcbench.campaign.datatypes import Cell, Expect, SweepPart, TestbedPlan
+from hpcbench.campaign.testbed_kinds import GIVES, Place
+from hpcbench.errors import UsageError
+from hpcbench.specs import format_int_list, units
+from hpcbench.sweep import configurations
+
+TESTBED_KEYS = (
+    "name",
+    "env",
+    "slurm",
+    "hosts",
+    "title",
+    "settings",
+    "ansible",
+    "sweep",
+    "exclude",
+    "keep_on_failure",
+    "expect",
+)
+EXCLUDE_KEYS = ("batch", "nodes", "gpus_per_node", "workers")
+EXPECT_KEYS = ("images_per_s", "deploy", "verify", "destroy")
+
+
+@dataclass(frozen=True)
+class _Sweep:
+    """A testbed's sweep: the campaign's merged with its own, as `scale` parses it."""
+
+    argv: list[str]  # `scale`'s options for it, less where it runs
+    args: argparse.Namespace
+    batches: tuple[int, ...]
+    node_counts: list[int]
+    gpus: list[int]  # gpus_per_node: one sweep part each
+
+
+def digest(value: Any, size: int) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:size]
+
+
+def testbed(
+    index: int, raw: Any, path: str, sweep: dict[str, Any], keep_default: bool, out: Path
+) -> TestbedPlan:
+    """testbeds[index - 1] of the file, checked in the order its errors are named."""
+    raw = checks.mapping(raw, path, TESTBED_KEYS)
+    name = checks.text(
+        raw.get("name"),
+        f"{path}.name",
+        NAME,
+        "a label like vwall-1g (lower-case letters, digits and '-', at most 40)",
+    )
+    key = testbed_kinds.kind_of(raw, path)
+    title = checks.text(raw.get("title", name), f"{path}.title")
+    place = testbed_kinds.resolve(key, raw, path)
+    keep = raw.get("keep_on_failure", keep_default)
+    checks.flag(keep, f"{path}.keep_on_failure")
+    own = _sweep(raw, path, sweep, place)
+    rules = _exclusions(raw.get("exclude"), f"{path}.exclude")
+    fingerprint = digest(place.identity, 16)
+    parts = _parts(name, path, own, place, rules, fingerprint, out)
+    return TestbedPlan(
+        index=index,
+        name=name,
+        env=place.env,
+        title=title,
+        settings=tuple(sorted(place.settings.items())),
+        ansible=place.ansible,
+        keep_on_failure=keep,
+        expect=_expect(raw.get("expect"), f"{path}.expect"),
+        fingerprint=fingerprint,
+        nodes_available=place.nodes_available,
+        gpus_per_node=place.slots,
+        parts=parts,
+        kind=place.kind,
+        where=place.where,
+    )
+
+
+def _sweep(raw: dict[str, Any], path: str, sweep: dict[str, Any], place: Place) -> _Sweep:
+    """The testbed's sweep: the campaign's and its own checked key by key (an error
+    names the file's key), merged, parsed, and within the testbed's nodes and GPUs."""
+    own = checks.mapping(raw.get("sweep"), f"{path}.sweep")
+    _, base_gpus = sweep_keys.sweep_argv(sweep, "sweep")
+    _, own_gpus = sweep_keys.sweep_argv(own, f"{path}.sweep")
+    merged = {
+        **{k.replace("-", "_"): v for k, v in sweep.items()},
+        **{k.replace("-", "_"): v for k, v in own.items()},
+    }
+    merged.pop("gpus_per_node", None)
+    argv, _ = sweep_keys.sweep_argv(merged, f"{path}.sweep")
+    try:
+        args, _workload, target, spec = sweep_keys.parse(argv)  # checked alone: errors name keys
+    except UsageError as err:
+        raise Problem(f"{path}.sweep", sweep_keys.strip_prefix(str(err))) from None
+    gpus = own_gpus or base_gpus or [place.slots or 1]
+    node_counts = list(target.node_counts)
+    _fits(path, place, gpus, node_counts)
+    return _Sweep(argv, args, spec.batches, node_counts, gpus)
+
+
+def _fits(path: str, place: Place, gpus: list[int], node_counts: list[int]) -> None:
+    """The sweep asks for no more GPUs per node and no more nodes than the testbed has,
+    where its keys say."""
+    slots, nodes_available = place.slots, place.nodes_available
+    if slots is not None and max(gpus) > slots:
+        said = (
+            f"topology {place.settings['topology']}"
+            if "topology" in place.settings
+            else f"{place.key}: gpus_per_node"
+        )
+        raise Problem(
+            f"{path}.sweep.gpus_per_node",
+            f"{max(gpus)} is more than the {slots} GPUs per node of {said}",
+        )
+    if nodes_available is not None and max(node_counts) > nodes_available:
+        raise Problem(
+            f"{path}.sweep.nodes",
+            f"{format_int_list(node_counts)} asks for {max(node_counts)} nodes but "
+            f"{GIVES[place.kind]} {nodes_available}: lower nodes or exclude "
+            f"{{nodes: {nodes_available + 1}-{max(node_counts)}}}",
+        )
+
+
+def _parts(
+    name: str,
+    path: str,
+    sweep: _Sweep,
+    place: Place,
+    rules: list[dict[str, set[int]]],
+    fingerprint: str,
+    out: Path,
+) -> tuple[SweepPart, ...]:
+    """One sweep part per gpus_per_node that owes a cell: what `scale` would run for
+    it (this testbed's environment and folder, resumed, its gpus_per_node), parsed
+    once, here."""
+    identity = sweep_keys.identity(sweep.args)
+    parts = []
+    for nth, per_node in enumerate(sweep.gpus):
+        cells = _cells(name, fingerprint, identity, sweep, per_node, nth == 0, rules)
+        if not cells:
+            continue
+        fixed = [
+            *place.where_args,
+            "--out",
+            str(out / name),
+            "--resume",
+            "--gpus-per-node",
+            str(per_node),
+        ]
+        try:
+            _, workload, target, part_sweep = sweep_keys.parse(sweep.argv, fixed)
+        except UsageError as err:
+            raise Problem(f"{path}.sweep", sweep_keys.strip_prefix(str(err))) from None
+        parts.append(SweepPart(per_node, workload, target, part_sweep, tuple(cells)))
+    if not parts:
+        raise Problem(f"{path}.exclude", "leaves no cell to run: drop the testbed instead")
+    return tuple(parts)
+
+
+def _cells(
+    name: str,
+    fingerprint: str,
+    identity: dict[str, Any],
+    sweep: _Sweep,
+    per_node: int,
+    baselines: bool,
+    rules: list[dict[str, set[int]]],
+) -> list[Cell]:
+    """A part's cells in the order its sweep runs them (hpcbench.sweep.configurations),
+    less those excluded. One baseline serves every gpus_per_node of a batch
+    (hpcbench.analysis): the first part's (baselines)."""
+    cells: list[Cell] = []
+    configs = configurations(
+        sweep.batches, sweep.node_counts, lambda n: n * per_node, baselines=baselines
+    )
+    for config in configs:
+        values = {
+            "batch": config.batch,
+            "nodes": config.nodes,
+            "workers": config.workers,
+            "gpus_per_node": per_node,
+        }
+        if _excluded(values, rules):
+            continue
+        cell_id = digest(
+            {"testbed": name, "fingerprint": fingerprint, "params": identity, **values}, 12
+        )
+        cells.append(Cell(name, config, per_node, cell_id))
+    return cells
+
+
+def _exclusions(value: Any, path: str) -> list[dict[str, set[int]]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise Problem(path, "must be a list of {batch:, nodes:, gpus_per_node:, workers:}")
+    rules = []
+    for i, entry in enumerate(value):
+        where = f"{path}[{i}]"
+        entry = checks.mapping(entry, where, EXCLUDE_KEYS)
+        if not entry:
+            raise Problem(where, f"names no cell; give some of {', '.join(EXCLUDE_KEYS)}")
+        rules.append({k: set(checks.int_list(v, f"{where}.{k}", 10**6)) for k, v in entry.items()})
+    return rules
+
+
+def _excluded(cell: dict[str, int], rules: list[dict[str, set[int]]]) -> bool:
+    return any(all(cell[k] in values for k, values in rule.items()) for rule in rules)
+
+
+def _expect(value: Any, path: str) -> Expect:
+    value = checks.mapping(value, path, EXPECT_KEYS)
+    ips = value.get("images_per_s")
+    if ips is not None:
+        try:
+            ips = units.parse_real(str(ips), 0.001, 10_000_000.0)
+        except ValueError as err:
+            raise Problem(f"{path}.images_per_s", f"{err}; one worker's images/s") from None
+    durations = {
+        k: checks.duration(value[k], f"{path}.{k}") if k in value else None
+        for k in ("deploy", "verify", "destroy")
+    }
+    return Expect(ips, durations["deploy"], durations["verify"], durations["destroy"])

@@ -1,0 +1,114 @@
+"""A campaign file's text as YAML data, refused in one line (UsageError) where it
+cannot be read: missing or unreadable, over 1 MB, not YAML, a key given twice in one
+mapping, or aliases that expand without end. A whole number too long for Python to
+convert is kept as a TooLong, so that the checks of the data name its key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hpcbench.errors import UsageError, one_line
+from hpcbench.specs import check_path
+
+MAX_NODES = 100_000  # values in a campaign file once its aliases are expanded
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load, but a key given twice in one mapping is an error (YAML keeps the last
+    silently, so `nodes:` written twice would run what the user did not read)."""
+
+
+def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: its keys may be overridden
+            continue
+        key = loader.construct_object(key_node, deep=deep)
+        if isinstance(key, str | int | float | bool) and key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} is given twice", key_node.start_mark
+            )
+        seen.add(key) if isinstance(key, str | int | float | bool) else None
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _unique_mapping,
+)
+
+
+class TooLong:
+    """A whole number of more digits than Python converts from text
+    (sys.get_int_max_str_digits; PyYAML's int() of it raises ValueError): kept as
+    this, so that the check of the file names its key."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"<a number of {self.digits} digits>"
+
+
+def _int_or_too_long(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> Any:
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:
+        return TooLong(len(node.value))
+
+
+_UniqueKeyLoader.add_constructor(
+    "tag:yaml.org,2002:int",
+    _int_or_too_long,
+)
+
+
+def read_yaml(path: Path) -> Any:
+    check_path(str(path), "campaign file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such campaign file (campaigns/ holds examples)") from None
+    except (OSError, UnicodeDecodeError) as err:
+        why = getattr(err, "strerror", None) or type(err).__name__
+        raise UsageError(f"{path}: cannot read it ({why})") from None
+    if len(text) > 1_000_000:
+        raise UsageError(f"{path}: over 1 MB; a campaign file is a page of YAML")
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise UsageError(f"{path}: not valid YAML ({where}{problem})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: nested more than YAML can read") from None
+    except ValueError as err:  # a value YAML's own types refuse: a date such as 2026-13-40
+        raise UsageError(f"{path}: not valid YAML ({one_line(str(err), 200)})") from None
+    if _too_big(data):
+        raise UsageError(
+            f"{path}: its aliases refer to themselves or expand to over "
+            f"{MAX_NODES} values: write the campaign out plainly"
+        )
+    return data
+
+
+def _too_big(data: Any) -> bool:
+    """Whether a document expands to more than MAX_NODES values or nests deeper than
+    64 (a self-referring alias does both): json.dumps of such a thing never ends."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    seen = 0
+    while stack:
+        node, depth = stack.pop()
+        seen += 1
+        if seen > MAX_NODES or depth > 64:
+            return True
+        if isinstance(node, dict):
+            stack += [(v, depth + 1) for v in node.values()]
+            stack += [(k, depth + 1) for k in node]
+        elif isinstance(node, list):
+            stack += [(v, depth + 1) for v in node]
+    return False
