@@ -41,13 +41,18 @@ RESULTS_FILE = "results.jsonl"
 LOCK_FILE = ".lock"
 # The version every line carries. History (a reader of version N reads every line
 # written under N; a field is only ever added under one version, and a reader takes
-# its absence as what every earlier run had, METHOD_FIELDS_LATER):
+# its absence as what every earlier run had, ADDED_LATER):
 #   1  2026-11-22  one JSON object per line: runs and probes (f233d13)
 #      2026-11-23  + method fields, convergence records (e135c3d)
 #      2026-11-25  read against RECORD_SCHEMA, a line that does not fit is skipped (a0ee18e)
 #      2026-11-26  + step and decode, written only when not eager/auto (74182f7)
 #      2026-11-27  + a probe's budget_s and stopped_early (absent: the full size sweep)
 # A change of a field's meaning or unit is version 2, with a reader for 1.
+# What is read: version 1, every line of it, the one format written so far; there is
+# no older format and so no reader for one. ADDED_LATER is part of version 1 as it is
+# written today (a label leaves step and decode out at eager and auto), not a reader
+# of an earlier format: dropping it would change the labels of today's records and
+# the cell ids of today's campaign journals.
 SCHEMA = 1
 
 # Fields that name a run configuration; a repeat index completes a run's key.
@@ -79,17 +84,33 @@ METHOD_FIELDS = (
 )
 
 
-# Method fields added later, with the value every earlier run had: written only when a run
-# asks for another, so that a store from before them keeps its labels and resumes.
-METHOD_FIELDS_LATER = {"step": "eager", "decode": "auto"}
+# The one table of `scale` options added after runs were recorded and campaigns
+# journalled, with the value every earlier run was measured with. At that value an
+# option is left out of a run's method label (its store key; the record fields among
+# them, METHOD_FIELDS_LATER) and of a campaign cell's identity
+# (hpcbench/campaign/sweep_keys.py), so that the labels and cell ids of today's stores
+# and journals stay as they are and --resume still finds them.
+ADDED_LATER: dict[str, str | int] = {
+    "step": "eager",
+    "decode": "auto",
+    "slurm_login": "",
+    "slurm_ssh_key": "",
+    "slurm_known_hosts": "",
+    "slurm_python": "",
+    "slurm_bench_dir": "",
+    "slurm_setup": "",
+    "slurm_cpus_per_task": 0,
+}
+# The method fields among them, in the order a label names them.
+METHOD_FIELDS_LATER = ("step", "decode")
 
 
 def method_label(values: dict[str, Any]) -> str:
     """One readable string (a store key and a report line): 'link_rate=1gbit launcher=...'."""
     later = [
-        f"{f}={values.get(f, usual)}"
-        for f, usual in METHOD_FIELDS_LATER.items()
-        if values.get(f, usual) != usual
+        f"{f}={values.get(f, ADDED_LATER[f])}"
+        for f in METHOD_FIELDS_LATER
+        if values.get(f, ADDED_LATER[f]) != ADDED_LATER[f]
     ]
     return " ".join([f"{f}={values.get(f)}" for f in METHOD_FIELDS] + later)
 

@@ -13,6 +13,7 @@ from hpcbench.campaign import checks
 from hpcbench.campaign.checks import Problem
 from hpcbench.errors import UsageError
 from hpcbench.specs import MAX_SLOTS, SweepSpec, TargetSpec, WorkloadSpec
+from hpcbench.store import ADDED_LATER
 
 # `scale` options a campaign sets itself (where each testbed's results go, resuming)
 # or that make no sense unattended.
@@ -114,24 +115,11 @@ def strip_prefix(message: str) -> str:
     return message.removeprefix("scale: ")
 
 
-# `scale` options added after campaigns existed, with the value every earlier cell was
-# measured with: left out of a cell's identity at that value, so that a campaign's
-# journal from before them still names the same cells (and --resume still holds).
-ADDED_LATER = {
-    "step": "eager",
-    "decode": "auto",
-    "slurm_login": "",
-    "slurm_ssh_key": "",
-    "slurm_known_hosts": "",
-    "slurm_python": "",
-    "slurm_bench_dir": "",
-    "slurm_setup": "",
-    "slurm_cpus_per_task": 0,
-}
-
-
 def identity(args: argparse.Namespace) -> dict[str, Any]:
-    """The parsed options that define what a cell measures (identity), JSON-ready."""
+    """The parsed options that define what a cell measures (identity), JSON-ready. An
+    option added after campaigns existed is left out at the value every earlier cell
+    was measured with (store.ADDED_LATER), so that a journal from before it still
+    names the same cells."""
     skip = {*RESERVED, *OPERATIONAL, "func", "command", "nodes", "batch", "gpus_per_node"}
     out: dict[str, Any] = {}
     for key, value in sorted(vars(args).items()):
