@@ -60,7 +60,7 @@ class CellRecorder:
         console.cells_done += 1
         console.clock.finished(self.tb.name, cell.id, self.seconds.get(cell.id, 0.0))
         if summary is not None and summary.runs:
-            figures = {}
+            figures: dict[str, Any] = {}
             if summary.images_per_sec:
                 figures = {
                     "runs": summary.runs,
