@@ -11,8 +11,10 @@ result measured another way."""
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
+import operator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -190,9 +192,8 @@ def _cells(
     less those excluded. One baseline serves every gpus_per_node of a batch
     (hpcbench.analysis): the first part's (baselines)."""
     cells: list[Cell] = []
-    configs = configurations(
-        sweep.batches, sweep.node_counts, lambda n: n * per_node, baselines=baselines
-    )
+    workers = functools.partial(operator.mul, per_node)  # nodes -> nodes x per_node
+    configs = configurations(sweep.batches, sweep.node_counts, workers, baselines=baselines)
     for config in configs:
         values = {
             "batch": config.batch,
