@@ -16,10 +16,10 @@ import math
 import random
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from hpcbench import analysis, fingerprint, probe
 from hpcbench.errors import UsageError
@@ -88,18 +88,25 @@ class Config:
         return (self.batch, self.nodes, self.workers)
 
 
-class Observer(Protocol):
-    """Told of each run as it lands (record: the run record) and of each configuration
-    once it needs no further run (record None, finished True)."""
+@dataclass(frozen=True)
+class RunLanded:
+    """A run stored: its record, and its configuration's summary with it."""
 
-    def __call__(
-        self,
-        config: Config,
-        summary: analysis.ConfigSummary | None,
-        record: dict | None,
-        finished: bool,
-        /,
-    ) -> None: ...
+    config: Config
+    summary: analysis.ConfigSummary
+    record: dict
+
+
+@dataclass(frozen=True)
+class ConfigFinished:
+    """A configuration that needs no further run, and its summary (None: no run)."""
+
+    config: Config
+    summary: analysis.ConfigSummary | None
+
+
+# What a sweep yields as it goes (events): whoever iterates it handles each.
+Event = RunLanded | ConfigFinished
 
 
 def configurations(
@@ -275,12 +282,23 @@ def run_spec(target: Target, workload: WorkloadSpec, sweep: SweepSpec, config: C
     return target.spec("train.py", script_args, config.nodes, config.workers, sweep.timeout_s)
 
 
-def run(
-    workload: WorkloadSpec,
-    target_spec: TargetSpec,
-    sweep: SweepSpec,
-    observe: Observer | None = None,
-) -> int:
+def run(workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec) -> int:
+    """`scale`: the sweep to its end, its events left unread; its exit status."""
+    with closing(events(workload, target_spec, sweep)) as sweeping:
+        while True:
+            try:
+                next(sweeping)
+            except StopIteration as done:
+                return int(done.value)
+
+
+def events(
+    workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec
+) -> Generator[Event, None, int]:
+    """The sweep, run as it is iterated: each run as it lands and each configuration
+    once it needs no further run, as events; the exit status when it ends. Nothing
+    starts before the first next(); whoever stops iterating early closes it (close()),
+    which releases the store and the testbed as an exception would."""
     stop_on_signals()
     target = Target.resolve(target_spec)
     tb = target.testbed
@@ -313,8 +331,8 @@ def run(
             c: held_live.of(base_record(target, workload, sweep.seed, c, 0)) for c in configs
         }
         if all(_stop_reason(summaries[c], sweep) for c in configs):
-            for config in configs if observe else ():
-                observe(config, summaries[config], None, True)  # type: ignore[misc]
+            for config in configs:
+                yield ConfigFinished(config, summaries[config])
             print(f"nothing to do: {store.path} holds every run", file=sys.stderr)
             return 0
 
@@ -330,7 +348,7 @@ def run(
     with target.exclusive():
         store.lock()
         try:
-            return _Measurement(workload, target, sweep, store, todo, configs, observe).run()
+            return (yield from _Measurement(workload, target, sweep, store, todo, configs).run())
         finally:
             store.release()
 
@@ -355,10 +373,9 @@ class _Measurement:
         store: Store,
         todo: list[tuple[Config, int]],
         configs: list[Config],
-        observe: Observer | None,
     ) -> None:
         self.workload, self.target, self.sweep, self.store = workload, target, sweep, store
-        self.todo, self.configs, self.observe = todo, configs, observe
+        self.todo, self.configs = todo, configs
         # Seeded once from the store; each probe and run is added as it lands.
         self.live = analysis.LiveSummary(store.runs(), store.probes())
         # Seconds each configuration's runs took: an extra repeat is judged against the
@@ -374,8 +391,9 @@ class _Measurement:
         self.stopped: dict[Config, str] = {}
         self.out_of_budget = False
 
-    def run(self) -> int:
-        """The probes, the planned runs, then extra repeats while intervals are wide."""
+    def run(self) -> Generator[Event, None, int]:
+        """The probes, the planned runs, then extra repeats while intervals are wide; the
+        events of each as it goes, the exit status at the end."""
         if self.sweep.probe is not None:
             self.probe_nodes(self.sweep.probe)
         tb = self.target.testbed
@@ -388,9 +406,9 @@ class _Measurement:
             if config in self.stopped:
                 self.progress.total -= 1  # a run that will not be made
                 continue
-            self.measure(config, repeat)
-        self.extra_repeats()
-        return self.conclude()
+            yield from self.measure(config, repeat)
+        yield from self.extra_repeats()
+        return (yield from self.conclude())
 
     def probe_nodes(self, probe_spec: ProbeSpec) -> None:
         """The all-reduce probe on each node count of several workers not yet probed."""
@@ -434,8 +452,9 @@ class _Measurement:
                 self.stopped[config] = f"node {lost[0]} is unreachable ({self.down[lost[0]]})"
                 self.progress.note(f"{config.label}: no further run, {self.stopped[config]}")
 
-    def measure(self, config: Config, repeat: int) -> None:
-        """One run of the configuration: stored, summarised, shown and observed."""
+    def measure(self, config: Config, repeat: int) -> Iterator[Event]:
+        """One run of the configuration: stored, summarised and shown; yielded as it
+        landed, then as its configuration finished where it needs no further run."""
         target, sweep, progress = self.target, self.sweep, self.progress
         label = f"{config.label}, repeat {repeat + 1}"
         progress.start(label)
@@ -456,9 +475,9 @@ class _Measurement:
         self.took.setdefault(config.label, []).append(time.monotonic() - started)
         progress.finish(label, ok, self.took[config.label][-1], progress_detail(record, summary))
         self.planned[config] = max(0, self.planned.get(config, 0) - 1)
-        if self.observe is not None:
-            finished = not self.planned[config] and _stop_reason(summary, sweep) is not None
-            self.observe(config, summary, record, finished)
+        yield RunLanded(config, summary, record)
+        if not self.planned[config] and _stop_reason(summary, sweep) is not None:
+            yield ConfigFinished(config, summary)
         if lost:
             self.stop_those_needing_down_nodes()
 
@@ -475,7 +494,7 @@ class _Measurement:
             time.monotonic() - self.sweep_started + self.expected_s(config) <= self.sweep.budget_s
         )
 
-    def extra_repeats(self) -> None:
+    def extra_repeats(self) -> Iterator[Event]:
         """Rounds of one more run for each configuration still short of its target, the
         widest interval first, so that the runs the budget pays for go where they
         narrow the most; a configuration whose next run would overrun the budget is
@@ -502,10 +521,10 @@ class _Measurement:
                     progress.total -= 1
                     continue
                 so_far = self.summary_of(config)
-                self.measure(config, so_far.runs + so_far.failed if so_far else 0)
+                yield from self.measure(config, so_far.runs + so_far.failed if so_far else 0)
 
-    def conclude(self) -> int:
-        """The convergence record, each configuration observed finished, the summary
+    def conclude(self) -> Generator[Event, None, int]:
+        """The convergence record, each configuration yielded finished, the summary
         lines; 1 if a run failed."""
         sweep, store = self.sweep, self.store
         self.progress.total = self.progress.done
@@ -529,8 +548,8 @@ class _Measurement:
             ],
         }
         store.append(convergence)
-        for config in self.configs if self.observe else ():
-            self.observe(config, self.summary_of(config), None, True)  # type: ignore[misc]
+        for config in self.configs:
+            yield ConfigFinished(config, self.summary_of(config))
         for line in analysis.convergence_lines(convergence):
             print(line, file=sys.stderr)
         print(

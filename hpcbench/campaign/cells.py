@@ -1,10 +1,11 @@
-"""A testbed's cells measured by one `scale` sweep: each run reported as it lands,
-each cell's status journaled once it needs no further run."""
+"""A testbed's cells measured by one `scale` sweep, whose events are read here: each
+run reported as it lands, each cell's status journaled once it needs no further run."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from contextlib import closing
 from typing import Any
 
 from hpcbench import analysis, sweep
@@ -14,9 +15,10 @@ from hpcbench.errors import UsageError, one_line
 
 
 class CellRecorder:
-    """The sweep's observer (sweep.Observer): terminal lines per run, and per finished
-    cell its journal status, the cells-done count and the ETA's clock. `finished`
-    (shared with the runner) holds the cells that got their final status."""
+    """What the sweep's events (sweep.Event) mean to the campaign: terminal lines per
+    run, and per finished cell its journal status, the cells-done count and the ETA's
+    clock. `finished` (shared with the runner) holds the cells that got their final
+    status."""
 
     def __init__(
         self, console: Console, tb: TestbedPlan, todo: list[Cell], finished: set[str]
@@ -25,20 +27,16 @@ class CellRecorder:
         self.by_config = {c.config.key: c for c in todo}
         self.seconds: dict[str, float] = {}  # each cell's runs so far
 
-    def __call__(
-        self,
-        config: sweep.Config,
-        summary: analysis.ConfigSummary | None,
-        record: dict[str, Any] | None,
-        done: bool,
-    ) -> None:
-        cell = self.by_config.get(config.key)
+    def handle(self, event: sweep.Event) -> None:
+        """One event of the sweep, for the cell of its configuration (none: not this
+        part's, or already given its final status)."""
+        cell = self.by_config.get(event.config.key)
         if cell is None or cell.id in self.finished:
             return
-        if record is not None:
-            self.run_landed(cell, summary, record)
-        if done:
-            self.cell_done(cell, summary)
+        if isinstance(event, sweep.RunLanded):
+            self.run_landed(cell, event.summary, event.record)
+        else:
+            self.cell_done(cell, event.summary)
 
     def run_landed(
         self, cell: Cell, summary: analysis.ConfigSummary | None, record: dict[str, Any]
@@ -86,7 +84,11 @@ def measure_part(
     try:
         with console.phase(tb, "sweep", label):
             try:
-                sweep.run(part.workload, part.target, spec, observe=recorder)
+                # Closed on every path: a stop while an event is handled here releases
+                # the sweep's store and testbed before it goes on up.
+                with closing(sweep.events(part.workload, part.target, spec)) as events:
+                    for event in events:
+                        recorder.handle(event)
             except (UsageError, RuntimeError) as err:
                 raise Stopped(f"sweep: {err}") from None
     except Stopped as err:

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import pytest
 import yaml
 
 from hpcbench import analysis, cli, paths, sweep
-from hpcbench.campaign import campaign_file, commands, estimate, lifecycle, runner
+from hpcbench.campaign import campaign_file, cells, commands, estimate, lifecycle, runner
 from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
 from hpcbench.store import Store
@@ -280,7 +281,7 @@ def fake_run(
 
 
 class Fakes:
-    """deploy/verify/destroy/check and sweep.run, keeping their contracts: a deployed
+    """deploy/verify/destroy/check and sweep.events, keeping their contracts: a deployed
     testbed holds Terraform state with resources and a lease until destroyed."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -293,7 +294,7 @@ class Fakes:
         monkeypatch.setattr(lifecycle, "deploy", self.deploy)
         monkeypatch.setattr(lifecycle, "verify", self.verify)
         monkeypatch.setattr(lifecycle, "destroy", self.destroy)
-        monkeypatch.setattr(sweep, "run", self.sweep)
+        monkeypatch.setattr(sweep, "events", self.sweep)
         monkeypatch.setattr(sweep, "stop_on_signals", lambda: None)
         monkeypatch.setattr(runner, "stop_on_signals", lambda: None)
 
@@ -346,7 +347,7 @@ class Fakes:
         shutil.rmtree(paths.env_state(req.env))
         return 0
 
-    def sweep(self, workload: Any, target: Any, spec_: Any, observe: Any = None) -> int:
+    def sweep(self, workload: Any, target: Any, spec_: Any) -> Generator[sweep.Event, None, int]:
         self.calls.append(("sweep", paths.state_root().name))
         store = Store(spec_.out)
         live = analysis.LiveSummary(store.runs())
@@ -362,7 +363,8 @@ class Fakes:
             store.append(record)
             self.runs += 1
             summary = live.add(record)
-            observe(config, summary, record, True)
+            yield sweep.RunLanded(config, summary, record)
+            yield sweep.ConfigFinished(config, summary)
         return 0
 
     def held(self) -> list[Path]:
@@ -558,6 +560,31 @@ def test_keep_on_failure_keeps_the_failed_testbed_and_says_how_to_remove_it(
     assert cli.main(["campaign", "status", str(path)]) == 0
     assert "testbed a still holds" in capfd.readouterr().out
     assert cli.main(["campaign", "destroy", str(path)]) == 0
+    assert fakes.held() == []
+
+
+def test_a_stop_while_a_run_is_reported_closes_the_sweep_before_the_destroy(
+    tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The sweep is a generator the campaign iterates: a stop raised while the campaign
+    # handles one of its events leaves it suspended, and the campaign closes it (its
+    # store and testbed released) before the testbed is destroyed.
+    path = base(tmp_path)
+    events = fakes.sweep
+
+    def sweep_events(*args: Any) -> Generator[sweep.Event, None, int]:
+        try:
+            return (yield from events(*args))
+        finally:
+            fakes.calls.append(("sweep closed", paths.state_root().name))
+
+    def stop(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep, "events", sweep_events)
+    monkeypatch.setattr(cells.CellRecorder, "run_landed", stop)
+    assert cli.main(["campaign", "run", str(path)]) == 130
+    assert fakes.calls[-3:] == [("sweep", "a"), ("sweep closed", "a"), ("destroy", "a")]
     assert fakes.held() == []
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -217,7 +218,7 @@ def test_the_shipped_cluster_campaigns_dry_run_without_a_cluster(
 
 
 class Cluster:
-    """readiness.preflight/check and sweep.run in place of a cluster: they record the
+    """readiness.preflight/check and sweep.events in place of a cluster: they record the
     calls and keep the contracts (a refused partition is a UsageError before anything
     runs; a failed check says which check)."""
 
@@ -228,7 +229,7 @@ class Cluster:
         self.left_behind: str | None = None  # a job the scheduler could not cancel
         monkeypatch.setattr(readiness, "preflight", self.preflight)
         monkeypatch.setattr(readiness, "check", self.check)
-        monkeypatch.setattr(sweep, "run", self.sweep)
+        monkeypatch.setattr(sweep, "events", self.sweep)
         monkeypatch.setattr(sweep, "stop_on_signals", lambda: None)
         monkeypatch.setattr(runner, "stop_on_signals", lambda: None)
         monkeypatch.setattr(runner, "check", self.forbidden("check"))
@@ -252,7 +253,7 @@ class Cluster:
             return readiness.CheckResult(False, self.check_fails, queue_wait_s=3.0)
         return readiness.CheckResult(True, "", [{"name": "stack imports", "ok": True}], 2.0)
 
-    def sweep(self, workload: Any, target: Any, spec_: Any, observe: Any = None) -> int:
+    def sweep(self, workload: Any, target: Any, spec_: Any) -> Generator[sweep.Event, None, int]:
         from hpcbench import analysis
 
         self.calls.append(("sweep", target.kind.value))
@@ -283,7 +284,9 @@ class Cluster:
                 "gpu": {"util_mean": 90.0, "mem_used_max_mib": 1000.0},
             }
             store.append(record)
-            observe(sweep.Config(batch, nodes, workers), live.add(record), record, True)
+            config, summary = sweep.Config(batch, nodes, workers), live.add(record)
+            yield sweep.RunLanded(config, summary, record)
+            yield sweep.ConfigFinished(config, summary)
         return 0
 
 

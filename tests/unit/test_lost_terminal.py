@@ -139,7 +139,7 @@ if os.environ.pop("STANDIN_CAMPAIGN", None):
     def step(phase):  # a tool of the phase, in its own process as the real ones are
         return bounded.run([sys.executable, "-m", "standin_hold", phase], bounded.VERIFY).returncode
 
-    def run_sweep(workload, target, spec, observe=None):
+    def sweep_events(workload, target, spec):
         from tests.unit.test_campaign import fake_run
 
         step("sweep")
@@ -148,14 +148,15 @@ if os.environ.pop("STANDIN_CAMPAIGN", None):
         for batch, nodes, workers in sorted(spec.only):
             record = fake_run(target.env, batch, nodes, workers, 1)
             store.append(record)
-            summary = live.add(record)
-            observe(sweep.Config(batch, nodes, workers), summary, record, True)
+            config, summary = sweep.Config(batch, nodes, workers), live.add(record)
+            yield sweep.RunLanded(config, summary, record)
+            yield sweep.ConfigFinished(config, summary)
         return 0
 
     reach.wait = lambda inventory, known_hosts, *a, **k: None
     deploy.run_ansible = lambda env, extra=None: (step("ansible"), {"changed": 0, "failed": 0})[1]
     lifecycle.verify = lambda req: step("verify")
-    sweep.run = run_sweep
+    sweep.events = sweep_events
 """
 
 CAMPAIGN = """\

@@ -8,7 +8,7 @@ import time
 import pytest
 import yaml
 
-from hpcbench import cli, launchers, nodeset, sweep
+from hpcbench import cli, launchers, nodeset, scale_options, sweep
 from hpcbench.specs import HostSlots, WorkloadSpec
 from hpcbench.target import Target
 
@@ -308,6 +308,51 @@ def test_no_extra_repeats_without_max_repeats(tmp_path, monkeypatch, capsys):
     code, fake, _ = _adaptive(tmp_path, monkeypatch, {1: [1.0], 2: [1.0, 2.0]})
     assert code == 0 and fake.calls == {1: 2, 2: 2}
     assert "wider than --target-ci 5.0%" in capsys.readouterr().err
+
+
+def _events(tmp_path, *argv):
+    """The sweep `scale` makes of argv, as the generator a campaign iterates."""
+    args = scale_options.scale_parser().parse_args(
+        ["--out", str(tmp_path / "out"), "--model", "resnet18", *argv]
+    )
+    specs = scale_options.workload_spec(args), scale_options.target_spec(args)
+    return sweep.events(*specs, scale_options.sweep_spec(args))
+
+
+def test_a_sweeps_events_are_each_run_as_it_lands_and_each_configuration_once_done(
+    tmp_path, monkeypatch
+):
+    fake = _FakeRuns({1: [1.0], 2: [1.0]})
+    monkeypatch.setattr(Target, "run", lambda self, spec, timeout_s, echo=False: fake(spec, 0))
+    monkeypatch.setattr(Target, "prepare", lambda self: None)
+    sweeping, seen = _events(tmp_path, *args_of(TWO_WORKERS)), []
+    with pytest.raises(StopIteration) as done:
+        while True:
+            seen.append(next(sweeping))
+    assert done.value.value == 0  # the exit status `scale` returns
+    runs = [sweep.run_key(e.record) for e in seen if isinstance(e, sweep.RunLanded)]
+    stored = sweep.Store(tmp_path / "out").records()
+    assert runs == [sweep.run_key(r) for r in stored if r["kind"] == "run"]  # in their order
+    # Each configuration finished once its last run landed, and again at the end.
+    for config in {e.config for e in seen}:
+        mine = [type(e) for e in seen if e.config == config]
+        assert mine == [sweep.RunLanded] * 2 + [sweep.ConfigFinished] * 2
+
+
+def test_a_sweep_left_after_its_first_run_and_closed_releases_its_store_and_testbed(
+    tmp_path, monkeypatch, capsys
+):
+    fake = _FakeRuns({1: [1.0], 2: [1.0]})
+    monkeypatch.setattr(Target, "run", lambda self, spec, timeout_s, echo=False: fake(spec, 0))
+    monkeypatch.setattr(Target, "prepare", lambda self: None)
+    sweeping = _events(tmp_path, *args_of(TWO_WORKERS))
+    assert isinstance(next(sweeping), sweep.RunLanded)
+    # Suspended, it still holds the testbed: a second sweep is refused.
+    assert _scale(tmp_path, *args_of(TWO_WORKERS), "--resume") == 2
+    assert "in use by another sweep" in capsys.readouterr().err
+    sweeping.close()
+    assert _scale(tmp_path, *args_of(TWO_WORKERS), "--resume") == 0
+    assert sum(fake.calls.values()) == 4  # the first run kept, the other three made now
 
 
 def test_budget_stops_extra_repeats(tmp_path, monkeypatch, capsys):
