@@ -13,7 +13,7 @@ once per stretch of consecutive calls into it; "returns" counts each stretch of
 a module seen before; "upward calls" counts calls into a module of a higher
 layer than the caller's (LAYERS: the campaign, then deploy/probe/sweep, then
 the target, then launchers and schedulers, then the utilities), such as a
-sweep's observer; "parses" counts argparse parses (a Namespace built) on the path.
+callback a lower layer was handed; "parses" counts argparse parses (a Namespace built) on the path.
 """
 
 from __future__ import annotations
