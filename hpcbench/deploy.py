@@ -15,21 +15,19 @@ from __future__ import annotations
 
 import argparse
 import configparser
-import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Set
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench import bounded, files, hostkeys, leases, reach
+from hpcbench import bounded, files, hostkeys, leases, reach, ssh
 from hpcbench.errors import UsageError
 from hpcbench.paths import (
     ANSIBLE_DIR,
@@ -239,54 +237,6 @@ def tool_environ(**extra: str) -> dict[str, str]:
     }
 
 
-# How long the `ssh -O exit`s that end an ansible run's connection masters may take.
-MASTER_EXIT_TIMEOUT_S = 10
-
-
-@contextmanager
-def _own_ssh_masters() -> Iterator[Path]:
-    """A control-path folder of its own for one ansible-playbook or verify run; the ssh
-    connection masters in it are ended when the run ends, however it ends.
-
-    ansible.cfg keeps masters 120 s (ControlPersist) and ssh detaches them from the
-    playbook's process group: a Ctrl-C or a timeout, which stops that group, would
-    leave them holding root sessions on the nodes. A short folder: a socket's path
-    is at most 108 bytes."""
-    base = tempfile.gettempdir()
-    folder = Path(tempfile.mkdtemp(prefix="hpcbench-cp-", dir=base if len(base) <= 60 else "/tmp"))
-    try:
-        yield folder
-    finally:
-        with bounded.ctrl_c_deferred():  # a second Ctrl-C cuts no master's exit short
-            _end_masters(folder)
-
-
-def _end_masters(folder: Path) -> None:
-    """`ssh -O exit` to every master in `folder` at once, within MASTER_EXIT_TIMEOUT_S in
-    all; one that does not answer, or no ssh, leaves it to end on its own (ControlPersist)."""
-    asked = []
-    for socket in sorted(folder.iterdir()):
-        if not socket.is_socket():  # verify's ansible.cfg beside them
-            continue
-        with contextlib.suppress(OSError):
-            asked.append(
-                subprocess.Popen(
-                    ["ssh", "-O", "exit", "-o", f"ControlPath={socket}", "hpcbench-master"],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
-    deadline = time.monotonic() + MASTER_EXIT_TIMEOUT_S
-    for proc in asked:
-        try:
-            proc.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    shutil.rmtree(folder, ignore_errors=True)
-
-
 def run_ansible(env: str, extra: list[str] | None = None) -> dict[str, int]:
     """Runs site.yml, streaming its output; returns the recap totals."""
     # common group_vars, then the env's, then the rendered hosts: Ansible's
@@ -303,7 +253,7 @@ def run_ansible(env: str, extra: list[str] | None = None) -> dict[str, int]:
                 found = re.search(rf"\b{key}=(\d+)", line)
                 totals[key] += int(found[1]) if found else 0
 
-    with _own_ssh_masters() as folder:
+    with ssh.own_masters_folder() as folder:
         proc = bounded.run(
             cmd,
             bounded.ANSIBLE,
@@ -452,7 +402,7 @@ def verify(req: VerifyRequest) -> int:
         "--connection=ansible",
         *req.pytest_args,
     ]
-    with _own_ssh_masters() as folder:
+    with ssh.own_masters_folder() as folder:
         config = _testinfra_config(folder)
         environ = tool_environ(
             HPCBENCH_INVENTORY=str(inv), HPCBENCH_ENV=req.env, ANSIBLE_CONFIG=str(config)

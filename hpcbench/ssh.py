@@ -1,16 +1,24 @@
-"""How the controller reaches a node over SSH, and one bounded remote call.
+"""How the controller reaches a node over SSH, one bounded remote call, and the end of
+the connection masters a run leaves.
 
 Launchers wrap their commands in `SshAccess.argv()`; the target's pre-flight
-check (reachability and the node's bench/ manifest) uses `call`.
+check (reachability and the node's bench/ manifest) uses `call`; an ansible-playbook
+or verify run keeps its masters in `own_masters_folder()`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench import paths
+from hpcbench import bounded, paths
 from hpcbench.errors import UsageError
 
 CALL_TIMEOUT_S = 30
@@ -176,3 +184,52 @@ def send(access: SshAccess, command: str, data: bytes, timeout_s: float = 120) -
     if proc.returncode != 0:
         return Reply(out, last_line(proc.stderr.decode(errors="replace")))
     return Reply(out)
+
+
+# How long the `ssh -O exit`s that end an ansible run's connection masters may take.
+MASTER_EXIT_TIMEOUT_S = 10
+
+
+@contextmanager
+def own_masters_folder() -> Iterator[Path]:
+    """A control-path folder of its own for one ansible-playbook or verify run; the ssh
+    connection masters in it are ended when the run ends, however it ends.
+
+    ansible.cfg keeps masters 120 s (ControlPersist) and ssh detaches them from the
+    playbook's process group: a Ctrl-C or a timeout, which stops that group, would
+    leave them holding root sessions on the nodes. A short folder: a socket's path
+    is at most 108 bytes."""
+    base = tempfile.gettempdir()
+    folder = Path(tempfile.mkdtemp(prefix="hpcbench-cp-", dir=base if len(base) <= 60 else "/tmp"))
+    try:
+        yield folder
+    finally:
+        with bounded.ctrl_c_deferred():  # a second Ctrl-C cuts no master's exit short
+            end_masters(folder)
+
+
+def end_masters(folder: Path) -> None:
+    """`ssh -O exit` to every master in `folder` at once, within MASTER_EXIT_TIMEOUT_S in
+    all, then the folder removed; one that does not answer, or no ssh, leaves it to end
+    on its own (ControlPersist)."""
+    asked = []
+    for socket in sorted(folder.iterdir()):
+        if not socket.is_socket():  # verify's ansible.cfg beside them
+            continue
+        with contextlib.suppress(OSError):
+            asked.append(
+                subprocess.Popen(
+                    ["ssh", "-O", "exit", "-o", f"ControlPath={socket}", "hpcbench-master"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+    deadline = time.monotonic() + MASTER_EXIT_TIMEOUT_S
+    for proc in asked:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    shutil.rmtree(folder, ignore_errors=True)
