@@ -8,12 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from hpcbench import cli, files, locks
+from hpcbench import cli, files, locks, sweep
 from hpcbench.campaign import console
 from hpcbench.errors import UsageError
 from tests.unit.test_campaign import Fakes, base
@@ -173,21 +174,24 @@ def test_a_link_at_a_testbeds_log_is_refused_before_anything_is_created(
 
 
 def test_a_link_planted_at_the_log_during_a_run_still_lets_the_destroy_run(
-    tmp_path: Path, victim: Path, fakes: Fakes, capfd: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    victim: Path,
+    fakes: Fakes,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     path = base(tmp_path)
     log = tmp_path / "out" / "logs" / "a.log"
-    sweep = fakes.sweep
+    events = fakes.sweep
 
-    def planted_then_sweep(*args: object, **kwargs: object) -> int:
+    def planted_then_sweep(*args: Any) -> Generator[sweep.Event, None, int]:
         if not log.is_symlink():  # testbed a's first sweep: the link appears mid-run
             log.unlink()
             log.symlink_to(victim)
-        return sweep(*args, **kwargs)  # type: ignore[arg-type]
+        return (yield from events(*args))
 
-    from hpcbench import sweep as sweep_module
-
-    sweep_module.run = planted_then_sweep  # the Fakes' monkeypatch undoes it
+    # The campaign iterates the sweep's events; monkeypatch puts them back after.
+    monkeypatch.setattr(sweep, "events", planted_then_sweep)
     cli.main(["campaign", "run", str(path)])
     err = capfd.readouterr().err
     assert ("destroy", "a") in fakes.calls and fakes.held() == []
