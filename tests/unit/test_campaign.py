@@ -716,6 +716,13 @@ def test_resume_measures_again_what_the_journal_says_but_the_store_lost(
     import shutil
 
     shutil.rmtree(tmp_path / "out" / "b")  # b's store gone; the journal says measured
+    assert "is measured in the journal but" in resume_measures_b_again(path, fakes, capfd)
+    assert len(Store(tmp_path / "out" / "b").runs()) == 4
+
+
+def resume_measures_b_again(path: Path, fakes: Fakes, capfd: pytest.CaptureFixture[str]) -> str:
+    """`campaign run --resume` of base()'s campaign whose testbed b lost what it
+    measured: b alone is deployed, measured and destroyed again. What it printed."""
     fakes.calls.clear()
     capfd.readouterr()
     assert cli.main(["campaign", "run", str(path), "--resume"]) == 0
@@ -725,8 +732,7 @@ def test_resume_measures_again_what_the_journal_says_but_the_store_lost(
         ("sweep", "b"),
         ("destroy", "b"),
     ]
-    assert "is measured in the journal but" in capfd.readouterr().err
-    assert len(Store(tmp_path / "out" / "b").runs()) == 4
+    return capfd.readouterr().err
 
 
 def test_a_journal_path_that_is_a_folder_and_an_out_that_is_a_file_are_refused(

@@ -27,7 +27,14 @@ from hpcbench.campaign import campaign_file, runner, state, testbeds
 from hpcbench.errors import UsageError
 from hpcbench.store import CONFIG_FIELDS, RESULTS_FILE, Store
 from hpcbench.target import Target
-from tests.unit.test_campaign import BASE, Fakes, base, fake_run, write
+from tests.unit.test_campaign import (
+    BASE,
+    Fakes,
+    base,
+    fake_run,
+    resume_measures_b_again,
+    write,
+)
 from tests.unit.test_hostile_records import _SETTINGS
 
 
@@ -91,16 +98,8 @@ def test_a_store_of_the_other_link_rate_is_not_this_testbeds(
     path = base(tmp_path)  # a at 1gbit, b at 100mbit; the same cells otherwise
     assert cli.main(["campaign", "run", str(path)]) == 0
     shutil.copy(tmp_path / "out" / "a" / RESULTS_FILE, tmp_path / "out" / "b" / RESULTS_FILE)
-    fakes.calls.clear()
-    capfd.readouterr()
-    assert cli.main(["campaign", "run", str(path), "--resume"]) == 0
-    assert [c for c in fakes.calls if c[0] != "check"] == [
-        ("deploy", "b"),
-        ("verify", "b"),
-        ("sweep", "b"),
-        ("destroy", "b"),
-    ]
-    assert "as this campaign measures it: measuring it again" in capfd.readouterr().err
+    err = resume_measures_b_again(path, fakes, capfd)
+    assert "as this campaign measures it: measuring it again" in err
 
 
 def test_a_link_rate_only_terraform_knows_leaves_the_cells_trusted(
