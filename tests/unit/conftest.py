@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.interrupt import ctrl_c_raises_here
+from tests.unit.test_campaign import Fakes
 
 
 @pytest.fixture
@@ -15,3 +17,11 @@ def ctrl_c_raises() -> Iterator[None]:
     the test run inherited SIGINT ignored (tests/interrupt.py)."""
     with ctrl_c_raises_here():
         yield
+
+
+@pytest.fixture
+def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fakes:
+    """tests/unit/test_campaign.py's stand-ins for deploy, verify, sweep and destroy,
+    with the testbeds' state in this test's folder."""
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    return Fakes(monkeypatch)

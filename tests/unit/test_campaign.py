@@ -371,12 +371,6 @@ class Fakes:
         return sorted(paths.state_root().rglob("leases/*.json"))
 
 
-@pytest.fixture
-def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fakes:
-    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
-    return Fakes(monkeypatch)
-
-
 def states(path: Path) -> dict[tuple[str, int, int], str]:
     campaign = campaign_file.load(path)
     return {

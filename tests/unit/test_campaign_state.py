@@ -38,12 +38,6 @@ from tests.unit.test_campaign import (
 from tests.unit.test_hostile_records import _SETTINGS
 
 
-@pytest.fixture
-def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fakes:
-    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
-    return Fakes(monkeypatch)
-
-
 def kept(path: Path) -> dict[str, set[str]]:
     """The cells `campaign run --resume` trusts, by testbed."""
     campaign = campaign_file.load(path)

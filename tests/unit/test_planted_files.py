@@ -150,13 +150,6 @@ def test_status_beside_a_running_campaign_refuses_a_fifo_at_its_pid_file(tmp_pat
 
 
 # ------------------------------------------------------------------ the logs
-@pytest.fixture
-def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fakes:
-    """tests/unit/test_campaign.py's stand-ins for deploy, verify, sweep and destroy."""
-    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
-    return Fakes(monkeypatch)
-
-
 def test_a_link_at_a_testbeds_log_is_refused_before_anything_is_created(
     tmp_path: Path, victim: Path, fakes: Fakes, capfd: pytest.CaptureFixture[str]
 ) -> None:
