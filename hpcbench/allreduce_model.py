@@ -447,13 +447,41 @@ def predict_point(
     link: Link,
     backend: str | Grouping,
     interference: float = 0.0,
+    cpu: CpuWork | None = None,
 ) -> Point:
     """Replays one step against a timeline made from the model's layers (backward takes
     BACKWARD_SHARE of the step, shared among layers by their FLOPs); backend: a name
-    (its defaults) or a Grouping with the run's own bucket or fusion settings."""
+    (its defaults) or a Grouping with the run's own bucket or fusion settings; cpu: what
+    a probe on CPU nodes measured of the backend's own work (none on GPUs)."""
     backward_s = step_time_1 * BACKWARD_SHARE
     grads = gradient_timeline(layers, backward_s)
-    return _replayed(step_time_1, grads, backward_s, link, backend, interference)
+    cpu = cpu or CpuWork()
+    return _replayed(
+        step_time_1,
+        grads,
+        backward_s,
+        link,
+        backend,
+        interference,
+        cpu.s_per_byte,
+        cpu.background_share,
+        cpu.overlap_stretch,
+    )
+
+
+@dataclass(frozen=True)
+class CpuWork:
+    """What the probe measured of the backend's CPU work on CPU nodes (_replayed has
+    each figure's meaning); the defaults: none measured."""
+
+    s_per_byte: float = 0.0
+    background_share: float = 0.0
+    overlap_stretch: float = 1.0
+
+
+def cpu_work(probe: dict[str, Any]) -> CpuWork:
+    """The probe's three CPU-work figures (defaults where it measured none)."""
+    return CpuWork(cpu_work_per_byte(probe), background_share(probe), overlap_stretch(probe))
 
 
 def predict_measured(

@@ -52,6 +52,8 @@ INTRA_NODE = {
     "pcie4": 31.5e9,
     # PCI-SIG: 32 GT/s x 16: 63 GB/s (H100 PCIe).
     "pcie5": 63.0e9,
+    # NVIDIA Tesla P100 SXM2 datasheet: NVLink 160 GB/s in both directions (DGX-1 P100).
+    "nvlink1": 80e9,
     # NVIDIA V100 SXM2 datasheet: NVLink 300 GB/s in both directions (p3.16xlarge, DGX-1).
     "nvlink2": 150e9,
     # NVIDIA A100 SXM datasheet: NVLink 600 GB/s in both directions.
@@ -141,6 +143,8 @@ class Plan:
     interference: float = DEFAULT_INTERFERENCE
     nccl: bool = False  # NCCL's tree for small messages
     link_note: str = ""  # where busbw came from, for every output
+    # CPU nodes: the backend's own work as a probe on the same nodes measured it.
+    cpu: allreduce_model.CpuWork = allreduce_model.CpuWork()
 
 
 def link_for(plan: Plan, workers: int) -> allreduce_model.TwoLevelLink:
@@ -164,7 +168,7 @@ def predictions(plan: Plan) -> list[dict[str, float]]:
     for n in plan.workers:
         link = link_for(plan, n)
         p = allreduce_model.predict_point(
-            plan.step_time_s, layers, link, plan.grouping, plan.interference
+            plan.step_time_s, layers, link, plan.grouping, plan.interference, plan.cpu
         )
         rows.append(
             {

@@ -74,7 +74,15 @@ __all__ = [
 
 MAX_TESTBEDS = 64
 MAX_CELLS = 10_000  # a typo such as nodes: 1-4000, before any work is planned
-TOP_KEYS = ("name", "description", "out", "keep_on_failure", "sweep", "testbeds")
+TOP_KEYS = (
+    "name",
+    "description",
+    "out",
+    "keep_on_failure",
+    "sweep",
+    "testbeds",
+    "calibrate_from",
+)
 
 
 def out_digest(out: Path) -> str:
@@ -147,7 +155,43 @@ def _campaign(path: Path, data: Any) -> Campaign:
     total = sum(len(t.cells) for t in testbeds)
     if total > MAX_CELLS:
         raise Problem("sweep", f"{total} cells; at most {MAX_CELLS}: fewer nodes or batches")
-    return Campaign(path, name, description, Path(out_text), tuple(testbeds), dict(sweep))
+    calibrate = _folders(top.get("calibrate_from"), "calibrate_from")
+    return Campaign(
+        path, name, description, Path(out_text), tuple(testbeds), dict(sweep), calibrate
+    )
+
+
+def _folders(value: Any, path: str) -> tuple[Path, ...]:
+    """Results folders (`scale --out` folders) as a list of paths; one that does not
+    exist is named, as `--calibrate-from` names it."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise Problem(path, "must be a list of results folders, e.g. [results/earlier]")
+    folders = []
+    for i, entry in enumerate(value):
+        where = f"{path}[{i}]"
+        entry = checks.text(entry, where, None, "a results folder such as results/earlier")
+        try:
+            check_path(entry, where)
+        except UsageError as err:
+            raise Problem(where, str(err).removeprefix(f"{where}: ")) from None
+        if not (Path(entry) / "results.jsonl").is_file():
+            raise Problem(
+                where, f"{entry[:80]} holds no results.jsonl: give a `scale --out` folder"
+            )
+        folders.append(Path(entry))
+    return tuple(folders)
+
+
+def calibrated(campaign: Campaign, folders: list[str]) -> Campaign:
+    """The campaign with more results folders for its forecast (`--calibrate-from`),
+    each checked as `calibrate_from:` is; one UsageError line otherwise."""
+    try:
+        more = _folders(folders, "--calibrate-from")
+    except Problem as problem:
+        raise UsageError(f"{problem.path}: {problem.message}") from None
+    return replace(campaign, calibrate_from=campaign.calibrate_from + more)
 
 
 def load(path: Path | str) -> Campaign:

@@ -137,7 +137,7 @@ def setting(value: Any, path: str) -> str:
 
 def link(key: str, text: str, where: str) -> None:
     """A testbed's nominal link in its settings, as the plan reads it
-    (estimate.link_rate_bits): a line rate above zero and finite; an empty link_rate
+    (forecast.link_rate_bits): a line rate above zero and finite; an empty link_rate
     leaves a local testbed unshaped."""
     if key == "link_rate" and text:
         try:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from hpcbench import bounded
-from hpcbench.campaign import campaign_file, comparison, estimate, runner
+from hpcbench.campaign import campaign_file, comparison, estimate, forecast, runner
 from hpcbench.campaign.journal import Journal
 from hpcbench.campaign.state import held, state_root, testbed_state
 from hpcbench.errors import UsageError
@@ -34,9 +34,10 @@ def plan_lines(campaign: campaign_file.Campaign) -> list[str]:
         f"({len(campaign.testbeds)} testbeds, {len(cells)} cells)"
     ]
     total = total_max = node_h = gpu_h = 0.0
-    unknown = False
+    unknown_cells = unknown_queue = False
     for tb in campaign.testbeds:
-        est = estimate.testbed(campaign, tb, phase_records)
+        forecasts = forecast.testbed_forecast(campaign, tb, forecast.earlier_of(campaign, tb))
+        est = estimate.testbed(campaign, tb, phase_records, forecasts)
         device = tb.parts[0].workload.device
         lines += [
             "",
@@ -57,16 +58,24 @@ def plan_lines(campaign: campaign_file.Campaign) -> list[str]:
         lease = estimate.lease(est)
         if lease is not None:
             lines.append(f"  lease: {lease.variable} {lease.value or '(default)'} ({lease.source})")
-        lines.append(f"  {'cell':<12}  {'configuration':<40} {'status':<9} estimate")
+        lines += [f"  {line}" for line in forecast.sources(forecasts)]
+        lines.append(
+            f"  {'cell':<12}  {'configuration':<40} {'status':<9} {'images/s':>9}  "
+            f"{'E (band)':<17} estimate"
+        )
+        by_cell = {f.cell.id: f for f in forecasts}
         for cell, e in est.cells:
             state = states.get(cell.id)
             status = state.status if state else "pending"
             config = f"{cell.label}" + (f", {cell.gpus_per_node}/node" if len(tb.parts) > 1 else "")
+            fc = by_cell[cell.id]
             lines.append(
-                f"  {cell.id:<12}  {config:<40} {status:<9} {_duration(e.seconds)} ({e.source})"
+                f"  {cell.id:<12}  {config:<40} {status:<9} {_figure(fc.images_per_s):>9}  "
+                f"{_band(fc):<17} {_duration(e.seconds)} ({e.source})"
             )
         wall, most = est.wall_s(), est.wall_max_s()
-        unknown |= not est.known or (est.queue is not None and est.queue.seconds is None)
+        unknown_cells |= not est.known
+        unknown_queue |= est.queue is not None and est.queue.seconds is None
         nodes_h, gpus_h = est.node_hours(), est.gpu_hours(device)
         gpu_text = "GPU-hours unknown" if gpus_h is None else f"{gpus_h:.1f} GPU-hours"
         budget = f" within --budget {_duration(est.budget_s)}" if est.budget_s else ""
@@ -88,10 +97,21 @@ def plan_lines(campaign: campaign_file.Campaign) -> list[str]:
         "",
         f"total: wall about {_duration(total)} (up to {_duration(total_max)}), "
         f"{node_h:.1f} node-hours, {gpu_h:.1f} GPU-hours"
-        + (" (not counting what is unknown above)" if unknown else ""),
+        + (" (not counting what is unknown above)" if unknown_cells else "")
+        + (" (not counting queue waits: none known until a job has run)" if unknown_queue else ""),
         "nothing was created; `hpcbench campaign run` runs it",
     ]
     return lines
+
+
+def _figure(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.1f}"
+
+
+def _band(fc: forecast.CellForecast) -> str:
+    if fc.efficiency is None:
+        return "unknown"
+    return f"{fc.efficiency:.2f} ({fc.efficiency_low or 0:.2f}-{fc.efficiency_high or 0:.2f})"
 
 
 def booked_line(est: estimate.TestbedEstimate, device: str) -> str:
@@ -197,8 +217,16 @@ def lease_ends(campaign: campaign_file.Campaign) -> dict[str, str]:
     return out
 
 
-def plan_main(args: argparse.Namespace) -> int:
+def _load(args: argparse.Namespace) -> campaign_file.Campaign:
+    """The campaign file, with the results folders --calibrate-from adds."""
     campaign = campaign_file.load(args.file)
+    if args.calibrate_from:
+        campaign = campaign_file.calibrated(campaign, args.calibrate_from)
+    return campaign
+
+
+def plan_main(args: argparse.Namespace) -> int:
+    campaign = _load(args)
     try:
         lines = plan_lines(campaign)
     except UsageError as err:  # a plan longer than a testbed's lease allows
@@ -208,7 +236,7 @@ def plan_main(args: argparse.Namespace) -> int:
 
 
 def run_main(args: argparse.Namespace) -> int:
-    campaign = campaign_file.load(args.file)
+    campaign = _load(args)
     if args.dry_run:
         return runner.dry_run(campaign)
     return runner.run(campaign, args.resume)
@@ -276,6 +304,15 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         q = actions.add_parser(name, help=text, description=text)
         q.add_argument("file", type=Path, help="the campaign file (campaigns/*.yaml)")
         q.set_defaults(func=handler)
+        if name in ("plan", "run"):
+            q.add_argument(
+                "--calibrate-from",
+                action="append",
+                default=[],
+                metavar="DIR",
+                help="a results folder whose one-worker runs the forecast may use "
+                "(repeatable; as calibrate_from: in the file)",
+            )
         if name == "run":
             q.add_argument(
                 "--resume",

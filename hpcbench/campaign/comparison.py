@@ -24,6 +24,7 @@ from typing import Any
 
 from hpcbench import allreduce_model, analysis, export, figures, files, page
 from hpcbench.analysis import ConfigSummary
+from hpcbench.campaign import scoring
 from hpcbench.campaign.campaign_file import Campaign, TestbedPlan
 from hpcbench.campaign.journal import CellState, Journal
 from hpcbench.errors import UsageError, one_line
@@ -353,19 +354,24 @@ def build(campaign: Campaign) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     journal = Journal(out, campaign.name)
     states = journal.cell_states() if journal.store.exists() else {}
+    forecasts = scoring.load(journal)
     made = charts(
         results, out, f"hpcbench campaign report {campaign.path}, {time.strftime('%Y-%m-%d')}"
     )
     systems = [system(r) for r in results]
     files.write_atomic(out / "systems.json", json.dumps(systems, indent=1) + "\n")
     configurations = [
-        export.configuration(s, testbed=r.tb.name, title=r.title)
+        export.configuration(s, testbed=r.tb.name, title=r.title, **forecasts.fields(r.tb.name, s))
         for r in results
         for s in r.summaries
     ]
     files.write_atomic(out / DATA_JSON, export.as_json(configurations, campaign=campaign.name))
-    files.write_atomic(out / DATA_CSV, export.as_csv(configurations, ("testbed", "title")))
-    md_path, html_path = page.write(campaign_page(campaign, results, states, systems, made), out)
+    files.write_atomic(
+        out / DATA_CSV, export.as_csv(configurations, ("testbed", "title", *scoring.FIELDS))
+    )
+    md_path, html_path = page.write(
+        campaign_page(campaign, results, states, systems, made, forecasts), out
+    )
     return [
         html_path,
         md_path,
@@ -382,6 +388,7 @@ def campaign_page(
     states: dict[str, CellState],
     systems: list[dict[str, Any]],
     made: list[tuple[str, Path]],
+    forecasts: scoring.Forecasts,
 ) -> Page:
     """report.md and report.html, as one description (hpcbench.page)."""
     cells = campaign.cells
@@ -411,6 +418,7 @@ def campaign_page(
     ]
     glance: list[Block] = [Table(GLANCE_HEADER, glance_rows(results))]
     glance += [Image(path.name, title) for title, path in made]
+    glance.append(forecast_paragraph(results, forecasts))
     glance.append(
         Paragraph(f"The numbers: {DATA_JSON} and {DATA_CSV} (one record per configuration).")
     )
@@ -433,6 +441,7 @@ def campaign_page(
                         str(s.workers),
                         str(s.runs),
                         *figure_cells(s, r.link_rate, alone="baseline"),
+                        *forecast_cells(forecasts, r.tb.name, s),
                     ]
                 )
         header = [
@@ -446,6 +455,8 @@ def campaign_page(
             "E band",
             "where the time went",
             "flag",
+            "E forecast: plan, booking",
+            "forecast - measured",
         ]
         more = Paragraph(
             "Full report of this testbed: ",
@@ -472,6 +483,43 @@ def campaign_page(
         sections,
         style,
         html_title=f"hpcbench campaign {campaign.name}",
+    )
+
+
+def forecast_cells(forecasts: scoring.Forecasts, testbed: str, s: ConfigSummary) -> list[str]:
+    """E as forecast before anything was booked and just before the testbed was, and
+    each one's error against the measured E."""
+    if s.workers < 2:
+        return ["-", "-"]
+    made = ("plan", "booking")
+    return [
+        ", ".join(fmt(forecasts.efficiency(testbed, s, m), 3) for m in made),
+        ", ".join(_signed(forecasts.error(testbed, s, m)) for m in made),
+    ]
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.3f}"
+
+
+def forecast_paragraph(results: list[TestbedResults], forecasts: scoring.Forecasts) -> Paragraph:
+    """The campaign's forecast error at a glance."""
+    said = []
+    for made, when in (
+        ("plan", "made before anything was booked"),
+        ("booking", "made again just before each testbed was booked"),
+    ):
+        scored = scoring.median_abs(
+            [forecasts.error(r.tb.name, s, made) for r in results for s in r.summaries]
+        )
+        if scored is not None:
+            said.append(f"{scored[0]:.3f} for the forecast {when} ({scored[1]} configuration(s))")
+    if not said:
+        return Paragraph("No forecast of E was journaled for a configuration of several workers.")
+    return Paragraph(
+        "Forecast against measured E, median |forecast - measured|: "
+        + "; ".join(said)
+        + " (campaign plan shows each forecast's sources; docs/campaigns.md)."
     )
 
 

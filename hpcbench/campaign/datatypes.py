@@ -63,6 +63,19 @@ class Expect:
 
 
 @dataclass(frozen=True)
+class Hardware:
+    """What a testbed's forecast needs of its machines before they run anything (None:
+    not given): the accelerator (or CPU) model a published figure or another store's
+    runs are matched by, and the link across nodes where the settings give none."""
+
+    accelerator: str | None = None  # 'V100', 'A100-SXM4-80GB': a GPU name holds it
+    link: str | None = None  # line rate across nodes, '100gbit'
+    transport: str | None = None  # tcp | rdma (scaling_model.LINK_EFFICIENCY)
+    intra_node: str | None = None  # scaling_model.INTRA_NODE: pcie3, nvlink2, ...
+    link_efficiency: float | None = None  # share of the line rate a ring achieves
+
+
+@dataclass(frozen=True)
 class TestbedPlan:
     index: int  # 1-based, in the file's order
     name: str
@@ -78,6 +91,7 @@ class TestbedPlan:
     parts: tuple[SweepPart, ...]
     kind: TestbedKind = TestbedKind.DEPLOYED  # or SLURM (a partition), HOSTS (machines)
     where: str = ""  # the partition and login node, or the hosts: what the plan shows
+    hardware: Hardware = Hardware()
 
     @property
     def cells(self) -> list[Cell]:
@@ -97,6 +111,8 @@ class Campaign:
     out: Path
     testbeds: tuple[TestbedPlan, ...]
     sweep: dict[str, Any] = field(default_factory=dict)  # the campaign-wide sweep, as given
+    # Results folders of earlier sweeps whose single-worker runs a forecast may use.
+    calibrate_from: tuple[Path, ...] = ()
 
     @property
     def cells(self) -> list[Cell]:

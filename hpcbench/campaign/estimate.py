@@ -24,23 +24,17 @@ the bound (lease_minutes).
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from hpcbench import allreduce_model, analysis, paths
+from hpcbench import paths
+from hpcbench.campaign import forecast
 from hpcbench.campaign.campaign_file import Campaign, Cell, SweepPart, TestbedPlan
+from hpcbench.campaign.forecast import CellForecast
 from hpcbench.errors import UsageError
 from hpcbench.probe import GRACE_S
-from hpcbench.scaling_model import (
-    DEFAULT_LATENCY_US,
-    TCP_EFFICIENCY,
-    Plan,
-    parse_link,
-    predictions,
-)
 from hpcbench.specs import TestbedKind, WorkloadSpec
 from hpcbench.store import Store
 
@@ -155,59 +149,6 @@ def probe_seconds(campaign: Campaign, tb: TestbedPlan) -> Estimate | None:
 
 
 # ------------------------------------------------------------------- cells
-def link_rate_bits(tb: TestbedPlan) -> float | None:
-    """The testbed's nominal link between nodes in bits/s, where its settings (or its
-    variant's file) say: link_rate ('1gbit') or link_capacity_mbps. A partition's or
-    a host list's is not known before it is probed."""
-    if not tb.deployed:
-        return None
-    values: dict[str, Any] = {}
-    var_file = paths.env_layout(tb.env).var_file
-    if var_file is not None:
-        values.update(json.loads(var_file.read_text()))
-    values.update(dict(tb.settings))
-    if "link_capacity_mbps" in values:
-        try:
-            return float(values["link_capacity_mbps"]) * 1e6
-        except (TypeError, ValueError):
-            return None
-    rate = values.get("link_rate")
-    if isinstance(rate, str) and rate:
-        try:
-            return parse_link(rate)
-        except UsageError:
-            return None
-    return None
-
-
-def point_efficiency(
-    part: SweepPart, tb: TestbedPlan, cell: Cell, step_s: float
-) -> tuple[float, float] | None:
-    """The point prediction of E at the cell's workers over the nominal link, and the
-    low end of its band (no overlap), from one worker's step time."""
-    rate = link_rate_bits(tb)
-    if cell.workers == 1 or rate is None:
-        return None
-    backend = part.target.backend
-    plan = Plan(
-        model=part.workload.model,
-        image_size=part.workload.image_size,
-        batch=cell.batch,
-        workers=[cell.workers],
-        gpus_per_node=cell.gpus_per_node,
-        step_time_s=step_s,
-        busbw=rate / 8 * TCP_EFFICIENCY,
-        latency_s=DEFAULT_LATENCY_US * 1e-6,
-        backend=backend,
-        grouping=allreduce_model.Grouping(backend, None, None),
-    )
-    try:
-        row = predictions(plan)[0]
-    except UsageError:
-        return None
-    return float(row["efficiency"]), float(row["efficiency_low"])
-
-
 def _runs(campaign: Campaign, tb: TestbedPlan, ok_only: bool = True) -> list[dict[str, Any]]:
     store = Store(campaign.testbed_out(tb))
     if not store.exists():
@@ -232,10 +173,12 @@ def queue_wait(campaign: Campaign, tb: TestbedPlan) -> Estimate | None:
     )
 
 
-def cell_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cell) -> Estimate:
+def cell_seconds(
+    campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cell, fc: CellForecast
+) -> Estimate:
     """One cell's time on its testbed: `repeats` runs, each with its queue wait where
     a partition's is known."""
-    run = one_run_seconds(campaign, tb, part, cell)
+    run = one_run_seconds(campaign, tb, part, cell, fc)
     queued = queue_wait(campaign, tb)
     if run.seconds is None or queued is None or queued.seconds is None:
         return run
@@ -247,9 +190,12 @@ def cell_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cel
     )
 
 
-def one_run_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cell) -> Estimate:
-    """`repeats` runs of the cell, from its own earlier runs or its testbed's baseline;
-    at most: the slowest of them, or the model with its slow ends (see the module)."""
+def one_run_seconds(
+    campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: Cell, fc: CellForecast
+) -> Estimate:
+    """`repeats` runs of the cell, from its own earlier runs or its forecast (one
+    worker's figure and E); at most: the slowest of them, or the forecast with its slow
+    ends (see the module)."""
     repeats, workload = part.sweep.repeats, part.workload
     runs = _runs(campaign, tb)
     same = [
@@ -265,7 +211,6 @@ def one_run_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: 
             f"{repeats} x {took:.0f} s measured earlier",
             repeats * max(same) * MARGIN,
         )
-    base = [r for r in runs if r.get("batch") == cell.batch and r.get("workers") == 1]
     # Launch to first step spans two clocks (this host's, the node's): a node's skewed
     # clock can make it negative, and no launch takes less than nothing.
     overheads = [
@@ -275,24 +220,18 @@ def one_run_seconds(campaign: Campaign, tb: TestbedPlan, part: SweepPart, cell: 
     ]
     overhead = statistics.fmean(overheads) if overheads else DEFAULT_OVERHEAD_S
     overhead_most = max(overheads) * MARGIN if overheads else DEFAULT_OVERHEAD_MOST_S
-    if base:
-        ips = statistics.fmean(analysis.run_stats(r)["images_per_sec"] for r in base)
-        slowest = min(analysis.run_stats(r)["images_per_sec"] for r in base) / MARGIN
-        source = f"{ips:.1f} images/s measured on one worker"
-    elif tb.expect.images_per_s is not None:
-        ips = tb.expect.images_per_s
-        slowest = ips / GIVEN_MARGIN
-        source = f"{ips:g} images/s given in expect:"
-    else:
+    single = fc.single
+    if single is None:
         return Estimate(None, "unknown")
-    step, step_most = cell.batch / ips, cell.batch / slowest
-    efficiency = point_efficiency(part, tb, cell, step)
-    if efficiency:
-        step, step_most = step / efficiency[0], step_most / max(efficiency[1], 0.05)
-        source += f", E {efficiency[0]:.2f} predicted"
+    slowest = single.slowest / MARGIN if single.slowest else single.images_per_s / GIVEN_MARGIN
+    step, step_most = cell.batch / single.images_per_s, cell.batch / slowest
+    source = single.source
+    if cell.workers > 1 and fc.efficiency is not None:
+        step, step_most = step / fc.efficiency, step_most / max(fc.efficiency_low or 0.0, 0.05)
+        source += f", E {fc.efficiency:.2f} forecast"
     elif cell.workers > 1:
-        step_most *= 2  # no nominal link to predict from: at most half the speed, assumed
-        source += ", no prediction (no nominal link): no slowdown assumed"
+        step_most *= 2  # no link to forecast from: at most half the speed, assumed
+        source += f", no E forecast ({fc.link_source}): no slowdown assumed"
     run_s = run_seconds(workload, step, overhead)
     run_most = run_seconds(workload, step_most, overhead_most)
     return Estimate(repeats * run_s, f"{repeats} x {run_s:.0f} s from {source}", repeats * run_most)
@@ -386,9 +325,21 @@ class TestbedEstimate:
 
 
 def testbed(
-    campaign: Campaign, tb: TestbedPlan, phase_records: list[dict[str, Any]]
+    campaign: Campaign,
+    tb: TestbedPlan,
+    phase_records: list[dict[str, Any]],
+    forecasts: list[CellForecast] | None = None,
 ) -> TestbedEstimate:
-    cells = [(c, cell_seconds(campaign, tb, part, c)) for part in tb.parts for c in part.cells]
+    """The testbed's plan, from its cells' forecasts (made here from what is known now
+    where none are given)."""
+    if forecasts is None:
+        forecasts = forecast.testbed_forecast(campaign, tb, forecast.earlier_of(campaign, tb))
+    by_cell = {f.cell.id: f for f in forecasts}
+    cells = [
+        (c, cell_seconds(campaign, tb, part, c, by_cell[c.id]))
+        for part in tb.parts
+        for c in part.cells
+    ]
     first = tb.parts[0].sweep  # the parts differ in gpus_per_node only
     return TestbedEstimate(
         tb,

@@ -1,12 +1,14 @@
 """The campaign's journal: what happened to each cell and testbed, append-only.
 
 It is a results store (hpcbench.store: one fsync'd line per record, a torn
-line skipped) at the campaign's folder, holding two kinds of record:
+line skipped) at the campaign's folder, holding three kinds of record:
 
     {"kind": "cell", "campaign", "testbed", "cell", "batch", "nodes", "workers",
      "gpus_per_node", "status": pending|deployed|verified|measured|failed, "why", "at", ...}
     {"kind": "phase", "campaign", "testbed", "fingerprint", "phase": deploy|verify|sweep|
      destroy|keep, "status": ok|failed|interrupted, "seconds", "why", "at"}
+    {"kind": "forecast", "campaign", "testbed", "made": plan|booking, "at",
+     "cells": [forecast.CellForecast.record(), ...], "lease"}
 
 A cell's status is its latest record; the measurements themselves are in each
 testbed's own store (<out>/<testbed>/results.jsonl), which `scale` and
@@ -30,6 +32,9 @@ from hpcbench.store import MAX_SECONDS, Store, validator
 CELL_STATUSES = ("pending", "deployed", "verified", "measured", "failed")
 PHASES = ("deploy", "verify", "sweep", "destroy", "keep")
 PHASE_STATUSES = ("ok", "failed", "interrupted")
+# A forecast made by `campaign run` before anything was booked (plan), and the one made
+# again just before each testbed is booked, from what the earlier ones measured.
+FORECASTS = ("plan", "booking")
 WHY_MAX = 500  # characters of a cause kept in the journal
 
 
@@ -80,7 +85,33 @@ _PHASE = {
         },
     },
 }
-_CHECKER = validator({"cell": _CELL, "phase": _PHASE})
+_EFFICIENCY = {"type": ["number", "null"], "minimum": 0, "maximum": 10}
+_FORECAST = {
+    "required": ["testbed", "made", "cells"],
+    "properties": {
+        "testbed": _STRING,
+        "made": {"enum": list(FORECASTS)},
+        "cells": {
+            "type": "array",
+            "maxItems": 100_000,
+            "items": {
+                "type": "object",
+                "required": ["cell", "batch", "nodes", "workers"],
+                "properties": {
+                    "cell": _STRING,
+                    **{k: {"type": "integer"} for k in ("batch", "nodes", "workers")},
+                    "single_images_per_s": _FIGURE,
+                    "images_per_s": _FIGURE,
+                    "single_source": _STRING,
+                    "link_source": _STRING,
+                    **{k: _EFFICIENCY for k in ("efficiency", "efficiency_low", "efficiency_high")},
+                },
+            },
+        },
+        "lease": _PHASE["properties"]["lease"],  # type: ignore[index]
+    },
+}
+_CHECKER = validator({"cell": _CELL, "phase": _PHASE, "forecast": _FORECAST})
 
 
 def _printable(record: dict[str, Any]) -> dict[str, Any]:
@@ -120,6 +151,18 @@ class Journal:
         """This campaign's cell and phase records, their text one line each; damaged
         ones and ones of the wrong shape are skipped and named by the store."""
         return [_printable(r) for r in self.store.records() if r.get("kind") in ("cell", "phase")]
+
+    def forecasts(self) -> list[dict[str, Any]]:
+        """This campaign's forecast records, oldest first, their text one line each."""
+        out = []
+        for r in self.store.records():
+            if r.get("kind") != "forecast" or r.get("campaign") != self.campaign:
+                continue
+            for c in r["cells"]:
+                for key in ("single_source", "link_source"):
+                    c[key] = why_line(c.get(key, ""))
+            out.append(_printable(r))
+        return out
 
     def check_owner(self) -> None:
         """A folder holds one campaign: another's journal there is refused."""
@@ -191,6 +234,26 @@ class Journal:
                 "why": why_line(why),
                 "at": now(),
                 **extra,
+            }
+        )
+
+    def forecast(
+        self,
+        tb: TestbedPlan,
+        made: str,
+        cells: list[dict[str, Any]],
+        lease: dict[str, Any] | None = None,
+    ) -> None:
+        assert made in FORECASTS
+        self.store.append(
+            {
+                "kind": "forecast",
+                "campaign": self.campaign,
+                "testbed": tb.name,
+                "made": made,
+                "at": now(),
+                "cells": cells,
+                **({"lease": lease} if lease else {}),
             }
         )
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from hpcbench import paths, readiness, sweep
-from hpcbench.campaign import comparison, estimate
+from hpcbench.campaign import comparison, estimate, forecast
 from hpcbench.campaign.campaign_file import Campaign, SweepPart, TestbedPlan
 from hpcbench.campaign.console import Console, Stopped, logged
 from hpcbench.campaign.journal import Journal
@@ -111,6 +111,7 @@ class Runner:
             return self._finish()
         console.clock.plan(*estimate.remaining(campaign, records, measured, todo))
         self.preflight(todo)
+        self.journal_plan_forecasts()
         left = console.cells_total - console.cells_done
         self.say(
             f"{campaign.name}: {len(todo)} testbed(s) to run, {left} cell(s) left; "
@@ -119,11 +120,46 @@ class Runner:
         for k, tb in enumerate(todo, 1):
             console.tb, console.tb_number = tb, (k, len(todo))
             try:
+                self.reforecast(tb)
                 self.run_testbed(tb, measured)
             finally:
                 console.tb = None
                 console.clock.settled(tb.name)
         return self._finish()
+
+    def journal_plan_forecasts(self) -> None:
+        """Each testbed's forecast as made before anything is booked, once: a resumed
+        campaign keeps its first (the report scores it)."""
+        made = {r["testbed"] for r in self.journal.forecasts() if r["made"] == "plan"}
+        for tb in self.campaign.testbeds:
+            if tb.name not in made:
+                cells = forecast.testbed_forecast(
+                    self.campaign, tb, forecast.earlier_of(self.campaign, tb)
+                )
+                self.journal.forecast(tb, "plan", [f.record() for f in cells])
+
+    def reforecast(self, tb: TestbedPlan) -> None:
+        """Just before the testbed is booked: its forecast again from what the earlier
+        testbeds measured (forecast.testbed_forecast), said, journaled, and its lease
+        sized from it. A lease the new forecast would make longer than the testbed
+        allows keeps the one sized at the start (said so)."""
+        campaign = self.campaign
+        cells = forecast.testbed_forecast(campaign, tb, forecast.earlier_of(campaign, tb))
+        phase_records = self.journal.phases()
+        est = estimate.testbed(campaign, tb, phase_records, cells)
+        try:
+            self.leases[tb.name] = estimate.lease(est)
+        except UsageError as err:
+            self.say(f"{err}; keeping the lease sized at the start")
+        lease = self.leases.get(tb.name)
+        self.say("forecast before booking, from what is measured so far:")
+        for line in forecast.sources(cells) + forecast.cell_lines(cells):
+            self.say(f"  {line}")
+        booked = None
+        if lease is not None and lease.value:
+            self.say(f"  lease: {lease.variable} {lease.value} ({lease.source})")
+            booked = {"variable": lease.variable, "value": lease.value, "ends_at": None}
+        self.journal.forecast(tb, "booking", [f.record() for f in cells], booked)
 
     def still_measured(self, journaled: set[str]) -> set[str]:
         """The cells the journal calls measured whose runs their testbed's store still

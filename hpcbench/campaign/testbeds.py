@@ -21,9 +21,10 @@ from typing import Any
 
 from hpcbench.campaign import checks, sweep_keys, testbed_kinds
 from hpcbench.campaign.checks import NAME, Problem
-from hpcbench.campaign.datatypes import Cell, Expect, SweepPart, TestbedPlan
+from hpcbench.campaign.datatypes import Cell, Expect, Hardware, SweepPart, TestbedPlan
 from hpcbench.campaign.testbed_kinds import GIVES, Place
 from hpcbench.errors import UsageError
+from hpcbench.scaling_model import INTRA_NODE, LINK_EFFICIENCY
 from hpcbench.specs import format_int_list, units
 from hpcbench.sweep import configurations
 
@@ -39,9 +40,11 @@ TESTBED_KEYS = (
     "exclude",
     "keep_on_failure",
     "expect",
+    "hardware",
 )
 EXCLUDE_KEYS = ("batch", "nodes", "gpus_per_node", "workers")
 EXPECT_KEYS = ("images_per_s", "deploy", "verify", "destroy")
+HARDWARE_KEYS = ("accelerator", "link", "transport", "intra_node", "link_efficiency")
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,7 @@ def testbed(
         parts=parts,
         kind=place.kind,
         where=place.where,
+        hardware=_hardware(raw.get("hardware"), f"{path}.hardware", place),
     )
 
 
@@ -242,3 +246,42 @@ def _expect(value: Any, path: str) -> Expect:
         for k in ("deploy", "verify", "destroy")
     }
     return Expect(ips, durations["deploy"], durations["verify"], durations["destroy"])
+
+
+def _hardware(value: Any, path: str, place: Place) -> Hardware:
+    """The testbed's `hardware:`; a GPULab testbed's accelerator defaults to the first
+    of its settings' gpu_models."""
+    value = checks.mapping(value, path, HARDWARE_KEYS)
+    accelerator = value.get("accelerator")
+    if accelerator is not None:
+        accelerator = checks.text(
+            accelerator, f"{path}.accelerator", None, "V100 or A100-SXM4-80GB"
+        )
+    else:
+        try:  # as checks.setting wrote it: JSON
+            models = json.loads(place.settings.get("gpu_models", "[]"))
+        except ValueError:
+            models = []
+        first = models[0] if isinstance(models, list) and models else None
+        accelerator = first if isinstance(first, str) and first.strip() else None
+    link = value.get("link")
+    if link is not None:
+        link = checks.text(link, f"{path}.link", None, "a line rate such as 100gbit")
+        checks.link("link_rate", link, f"{path}.link")
+    transport = value.get("transport")
+    if transport is not None and (
+        not isinstance(transport, str) or transport not in LINK_EFFICIENCY
+    ):
+        raise Problem(f"{path}.transport", f"use one of {', '.join(LINK_EFFICIENCY)}")
+    intra = value.get("intra_node")
+    if intra is not None and (not isinstance(intra, str) or intra not in INTRA_NODE):
+        raise Problem(f"{path}.intra_node", f"use one of {', '.join(INTRA_NODE)}")
+    share = value.get("link_efficiency")
+    if share is not None:
+        try:
+            share = units.parse_real(str(share), 0.01, 1.0)
+        except ValueError as err:
+            raise Problem(
+                f"{path}.link_efficiency", f"{err}; the share of the line rate, 0.01 to 1"
+            ) from None
+    return Hardware(accelerator, link, transport, intra, share)

@@ -1,0 +1,428 @@
+"""Each cell of a campaign forecast before its testbed is booked: one worker's images/s,
+E(N) with its band, and the images/s of N workers, each number with where it came from.
+
+One worker's images/s at the cell's batch, best first (single_worker):
+- measured on this testbed (its baseline in its own store);
+- measured on an earlier testbed of this campaign with the same hardware
+  (same_hardware: the same `hardware: accelerator`, or local testbeds of as many
+  cores per node);
+- the testbed's `expect: images_per_s`;
+- runs in a results folder the campaign names (`calibrate_from:`, `--calibrate-from`),
+  matched by model, image size, batch and device, and by the accelerator's name in
+  the runs' own fingerprints;
+- the shipped table of published figures (hpcbench.published_figures), by the
+  accelerator, the model and the precision the runs will use.
+A measured figure at another batch only stands in for a same-batch one as time per
+image (said so).
+
+E(N) is the scaling model's point and band (scaling_model.predictions, as `hpcbench
+predict`) over the testbed's link (link_basis), best first:
+- probed on this testbed: the all-reduce probe's latency and bandwidth, and on CPU
+  nodes the backend's CPU work it measured;
+- probed on an earlier testbed of the same environment: the bandwidth's share of that
+  testbed's line rate times this one's, its latency and its CPU work;
+- `hardware: link_efficiency` times the line rate;
+- the transport's default share (scaling_model.LINK_EFFICIENCY) times the line rate.
+The line rate is the testbed's settings' (link_rate, link_capacity_mbps), else
+`hardware: link`. Interference is DEFAULT_INTERFERENCE, except where a probe measured
+the CPU work, which is what it stands for on CPU nodes (the report's point takes it so).
+Cells inside one node need no line rate: their link is `hardware: intra_node`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpcbench import allreduce_model, analysis, paths, published_figures
+from hpcbench.campaign.datatypes import Campaign, Cell, SweepPart, TestbedPlan
+from hpcbench.errors import UsageError
+from hpcbench.scaling_model import (
+    DEFAULT_INTERFERENCE,
+    DEFAULT_INTRA_NODE,
+    INTRA_NODE,
+    LATENCY_US,
+    LINK_EFFICIENCY,
+    Plan,
+    parse_link,
+    predictions,
+)
+from hpcbench.store import Store
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One worker's images/s and where it came from; slowest: the slowest measured run's
+    (None where it was given or published, not measured)."""
+
+    images_per_s: float
+    source: str
+    slowest: float | None = None
+
+
+@dataclass(frozen=True)
+class LinkBasis:
+    busbw: float | None  # bytes/s one node's NIC achieves; None: no line rate known
+    latency_s: float
+    cpu: allreduce_model.CpuWork
+    interference: float
+    source: str
+
+
+@dataclass(frozen=True)
+class CellForecast:
+    cell: Cell
+    single: Figure | None
+    efficiency: float | None  # the point; None: unknown (no figure, or no link)
+    efficiency_low: float | None
+    efficiency_high: float | None
+    link_source: str
+
+    @property
+    def images_per_s(self) -> float | None:
+        if self.single is None or self.efficiency is None:
+            return None
+        return self.cell.workers * self.single.images_per_s * self.efficiency
+
+    def record(self) -> dict[str, Any]:
+        """As the journal keeps it (journal.Journal.forecast)."""
+        c = self.cell
+        return {
+            "cell": c.id,
+            "batch": c.batch,
+            "nodes": c.nodes,
+            "workers": c.workers,
+            "gpus_per_node": c.gpus_per_node,
+            "single_images_per_s": None if self.single is None else self.single.images_per_s,
+            "single_source": "unknown" if self.single is None else self.single.source,
+            "efficiency": self.efficiency,
+            "efficiency_low": self.efficiency_low,
+            "efficiency_high": self.efficiency_high,
+            "images_per_s": self.images_per_s,
+            "link_source": self.link_source,
+        }
+
+
+# ------------------------------------------------------------------ the link
+def link_rate_bits(tb: TestbedPlan) -> float | None:
+    """The testbed's nominal link between nodes in bits/s: its settings' (or its
+    variant's file's) link_rate or link_capacity_mbps, else `hardware: link`."""
+    values: dict[str, Any] = {}
+    if tb.deployed:
+        var_file = paths.env_layout(tb.env).var_file
+        if var_file is not None:
+            values.update(json.loads(var_file.read_text()))
+        values.update(dict(tb.settings))
+    if "link_capacity_mbps" in values:
+        try:
+            return float(values["link_capacity_mbps"]) * 1e6
+        except (TypeError, ValueError):
+            return None
+    rate = values.get("link_rate") or tb.hardware.link
+    if isinstance(rate, str) and rate:
+        try:
+            return parse_link(rate)
+        except UsageError:
+            return None
+    return None
+
+
+def _probes(store: Store) -> list[dict[str, Any]]:
+    """A store's ok probes whose link model fits, the most workers last."""
+    if not store.exists():
+        return []
+    ok = [
+        p
+        for p in store.probes()
+        if p.get("status") == "ok" and allreduce_model.link_model(p) is not None
+    ]
+    return sorted(ok, key=lambda p: int(p.get("workers") or 0))
+
+
+def _same_env(a: TestbedPlan, b: TestbedPlan) -> bool:
+    return (
+        a.deployed
+        and b.deployed
+        and paths.env_layout(a.env).root.name == paths.env_layout(b.env).root.name
+    )
+
+
+def link_basis(campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPlan]) -> LinkBasis:
+    """What the testbed's link achieves across nodes (the module's order)."""
+    transport = tb.hardware.transport or "tcp"
+    default_latency = LATENCY_US[transport] * 1e-6
+    rate = link_rate_bits(tb)
+    own = _probes(Store(campaign.testbed_out(tb)))
+    if own:
+        model = allreduce_model.link_model(own[-1])
+        assert model is not None  # _probes keeps those that fit
+        return LinkBasis(
+            model.busbw,
+            model.latency_s,
+            allreduce_model.cpu_work(own[-1]),
+            _interference(own[-1]),
+            f"probed on this testbed: {model.busbw * 8 / 1e6:.0f} Mbit/s bus bandwidth",
+        )
+    if rate is None:
+        return LinkBasis(
+            None,
+            default_latency,
+            allreduce_model.CpuWork(),
+            DEFAULT_INTERFERENCE,
+            "no line rate across nodes: give hardware: {link: ...}",
+        )
+    for other in reversed(earlier):
+        probes = _probes(Store(campaign.testbed_out(other)))
+        other_rate = link_rate_bits(other)
+        if not probes or other_rate is None or not _same_env(tb, other):
+            continue
+        model = allreduce_model.link_model(probes[-1])
+        assert model is not None
+        share = min(1.0, model.busbw * 8 / other_rate)
+        return LinkBasis(
+            rate / 8 * share,
+            model.latency_s,
+            allreduce_model.cpu_work(probes[-1]),
+            _interference(probes[-1]),
+            f"{_rate(rate)} x {share:.2f}, the share probed on {other.name}",
+        )
+    if tb.hardware.link_efficiency is not None:
+        share, said = tb.hardware.link_efficiency, "given in hardware:"
+    else:
+        share, said = LINK_EFFICIENCY[transport], f"{transport}'s default"
+    return LinkBasis(
+        rate / 8 * share,
+        default_latency,
+        allreduce_model.CpuWork(),
+        DEFAULT_INTERFERENCE,
+        f"{_rate(rate)} x {share:.2f} ({said})",
+    )
+
+
+def _interference(probe: dict[str, Any]) -> float:
+    """None where the probe measured the backend's CPU work: that is what interference
+    stands for on CPU nodes."""
+    work = allreduce_model.cpu_work(probe)
+    return 0.0 if work != allreduce_model.CpuWork() else DEFAULT_INTERFERENCE
+
+
+def _rate(bits: float) -> str:
+    return f"{bits / 1e9:g} Gbit/s" if bits >= 1e9 else f"{bits / 1e6:g} Mbit/s"
+
+
+# ------------------------------------------------------- one worker's figure
+def same_hardware(a: TestbedPlan, b: TestbedPlan) -> bool:
+    """Testbeds whose one worker runs as fast: the same accelerator named, or local
+    testbeds (this machine's cores) of as many cores per node."""
+    if a.hardware.accelerator and b.hardware.accelerator:
+        return a.hardware.accelerator.lower() == b.hardware.accelerator.lower()
+    local = [t for t in (a, b) if t.deployed and paths.env_layout(t.env).root.name == "local"]
+    return len(local) == 2 and (
+        dict(a.settings).get("cpus_per_node") == dict(b.settings).get("cpus_per_node")
+    )
+
+
+def _ok_baselines(runs: list[dict[str, Any]], part: SweepPart) -> list[dict[str, Any]]:
+    w = part.workload
+    return [
+        r
+        for r in runs
+        if r.get("status") == "ok"
+        and r.get("workers") == 1
+        and r.get("model") == w.model
+        and r.get("image_size") == w.image_size
+    ]
+
+
+def _measured(runs: list[dict[str, Any]], batch: int, where: str) -> Figure | None:
+    """One worker's figure at `batch` from baselines (ok, of the part's model), else
+    from the nearest batch's time per image, said so."""
+    if not runs:
+        return None
+    batches = {int(r["batch"]) for r in runs if isinstance(r.get("batch"), int)}
+    if not batches:
+        return None
+    nearest = min(batches, key=lambda b: abs(math.log(b / batch)))
+    rates = [analysis.run_stats(r)["images_per_sec"] for r in runs if r.get("batch") == nearest]
+    rates = [x for x in rates if math.isfinite(x) and x > 0]
+    if not rates:
+        return None
+    at = "" if nearest == batch else f" at batch {nearest}"
+    return Figure(
+        statistics.fmean(rates),
+        f"{statistics.fmean(rates):.1f} images/s measured {where}{at} ({len(rates)} run(s))",
+        min(rates),
+    )
+
+
+def _amp(part: SweepPart, tb: TestbedPlan) -> bool:
+    """Whether the runs train in mixed precision (bench/train.py: auto is on with CUDA)."""
+    w = part.workload
+    cuda = w.device == "cuda" or (w.device == "auto" and tb.hardware.accelerator is not None)
+    return w.amp == "on" or (w.amp == "auto" and cuda)
+
+
+def _fingerprint_names(record: dict[str, Any]) -> str:
+    fp = record.get("fingerprint") or {}
+    return f"{fp.get('gpu') or ''} {fp.get('cpu') or ''}".lower()
+
+
+def single_worker(
+    campaign: Campaign,
+    tb: TestbedPlan,
+    part: SweepPart,
+    batch: int,
+    earlier: Sequence[TestbedPlan],
+    stores: dict[Path, list[dict[str, Any]]],
+) -> Figure | None:
+    """One worker's images/s at `batch` (the module's order); None: nothing to go on.
+    stores: each results folder's runs, read once per forecast."""
+
+    def runs(folder: Path) -> list[dict[str, Any]]:
+        if folder not in stores:
+            store = Store(folder)
+            stores[folder] = store.runs() if store.exists() else []
+        return stores[folder]
+
+    own = _measured(_ok_baselines(runs(campaign.testbed_out(tb)), part), batch, "on this testbed")
+    if own is not None:
+        return own
+    for other in reversed(earlier):
+        if same_hardware(tb, other):
+            found = _measured(
+                _ok_baselines(runs(campaign.testbed_out(other)), part),
+                batch,
+                f"on {other.name}, the same hardware,",
+            )
+            if found is not None:
+                return found
+    if tb.expect.images_per_s is not None:
+        given = tb.expect.images_per_s
+        return Figure(given, f"{given:g} images/s given in expect:")
+    accelerator = tb.hardware.accelerator
+    if accelerator is None:
+        return None
+    amp = _amp(part, tb)
+    for folder in campaign.calibrate_from:
+        matching = [
+            r
+            for r in _ok_baselines(runs(folder), part)
+            if accelerator.lower() in _fingerprint_names(r)
+            and (part.workload.device == "auto" or _device(r) == part.workload.device)
+            and r.get("amp", amp) is amp
+        ]
+        found = _measured(matching, batch, f"in {folder} on {accelerator}")
+        if found is not None:
+            return found
+    precisions = ("amp",) if amp else ("tf32", "fp32")
+    row = published_figures.lookup(
+        accelerator, part.workload.model, part.workload.image_size, batch, precisions
+    )
+    return None if row is None else Figure(row.images_per_s, row.source)
+
+
+def _device(record: dict[str, Any]) -> str | None:
+    value = (record.get("fingerprint") or {}).get("device")
+    return value if isinstance(value, str) else None
+
+
+# ------------------------------------------------------------------ the cells
+def cell_forecast(
+    tb: TestbedPlan, part: SweepPart, cell: Cell, single: Figure | None, link: LinkBasis
+) -> CellForecast:
+    """The cell's point and band from one worker's figure over the link."""
+    if single is None:
+        return CellForecast(cell, None, None, None, None, "no single-worker figure")
+    if cell.workers == 1:
+        return CellForecast(cell, single, 1.0, 1.0, 1.0, "one worker")
+    intra_name = tb.hardware.intra_node or DEFAULT_INTRA_NODE
+    across = cell.nodes > 1
+    if across and link.busbw is None:
+        return CellForecast(cell, single, None, None, None, link.source)
+    backend = part.target.backend
+    plan = Plan(
+        model=part.workload.model,
+        image_size=part.workload.image_size,
+        batch=cell.batch,
+        workers=[cell.workers],
+        gpus_per_node=cell.gpus_per_node,
+        step_time_s=cell.batch / single.images_per_s,
+        # One node: its own link only; the NIC's figure is never used.
+        busbw=link.busbw if link.busbw is not None else INTRA_NODE[intra_name],
+        latency_s=link.latency_s,
+        backend=backend,
+        grouping=allreduce_model.Grouping(backend, None, None),
+        intra_busbw=INTRA_NODE[intra_name],
+        interference=link.interference,
+        cpu=link.cpu,
+    )
+    row = predictions(plan)[0]
+    inside = f"{intra_name} inside a node" + ("" if tb.hardware.intra_node else " (assumed)")
+    where = f"{link.source}; {inside}" if across and cell.gpus_per_node > 1 else link.source
+    return CellForecast(
+        cell,
+        single,
+        float(row["efficiency"]),
+        float(row["efficiency_low"]),
+        float(row["efficiency_high"]),
+        where if across else inside,
+    )
+
+
+def testbed_forecast(
+    campaign: Campaign,
+    tb: TestbedPlan,
+    earlier: Sequence[TestbedPlan] = (),
+    stores: dict[Path, list[dict[str, Any]]] | None = None,
+) -> list[CellForecast]:
+    """Every cell of the testbed, forecast from what is known now; earlier: the testbeds
+    of the campaign measured before it, whose results recalibrate its forecast."""
+    stores = {} if stores is None else stores
+    link = link_basis(campaign, tb, earlier)
+    out = []
+    for part in tb.parts:
+        singles = {
+            b: single_worker(campaign, tb, part, b, earlier, stores)
+            for b in sorted({c.batch for c in part.cells})
+        }
+        for cell in part.cells:
+            out.append(cell_forecast(tb, part, cell, singles[cell.batch], link))
+    return out
+
+
+def earlier_of(campaign: Campaign, tb: TestbedPlan) -> list[TestbedPlan]:
+    """The testbeds before tb in the campaign's order: those a re-forecast learns from."""
+    return [t for t in campaign.testbeds if t.index < tb.index]
+
+
+def sources(forecasts: list[CellForecast]) -> list[str]:
+    """Where a testbed's forecast comes from: one worker's figure per batch, and E
+    across workers (each said once)."""
+    lines = []
+    singles = {f.cell.batch: f.single for f in forecasts}
+    for batch, single in sorted(singles.items()):
+        said = "unknown: give `expect: {images_per_s: N}` or `hardware: {accelerator: ...}`"
+        lines.append(f"one worker at batch {batch}: {single.source if single else said}")
+    links = sorted({f.link_source for f in forecasts if f.cell.workers > 1 and f.single})
+    return lines + [f"E across workers: {link}" for link in links]
+
+
+def cell_lines(forecasts: list[CellForecast]) -> list[str]:
+    """Each configuration of several workers: images/s and E with its band."""
+    lines = []
+    for f in forecasts:
+        if f.cell.workers == 1:
+            continue
+        if f.efficiency is None or f.images_per_s is None:
+            lines.append(f"{f.cell.label}: unknown ({f.link_source})")
+            continue
+        lines.append(
+            f"{f.cell.label}: {f.images_per_s:.1f} images/s, E {f.efficiency:.2f} "
+            f"({f.efficiency_low or 0:.2f}-{f.efficiency_high or 0:.2f})"
+        )
+    return lines

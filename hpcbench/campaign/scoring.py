@@ -1,0 +1,77 @@
+"""The campaign's forecasts scored against what it measured: per testbed and
+configuration, E forecast before anything was booked (the journal's "plan" forecast)
+and just before its testbed was (its latest "booking" forecast), against the measured
+E; the error is forecast minus measured (above 0: the forecast was optimistic)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from hpcbench.analysis import ConfigSummary
+from hpcbench.campaign.journal import FORECASTS, Journal
+
+Key = tuple[str, int, int, int]  # testbed, batch, workers, gpus_per_node
+
+
+@dataclass(frozen=True)
+class Forecasts:
+    """Each configuration's forecast cell record, by when it was made."""
+
+    made: dict[str, dict[Key, dict[str, Any]]]
+
+    def of(self, testbed: str, s: ConfigSummary, made: str) -> dict[str, Any] | None:
+        return self.made[made].get((testbed, s.batch, s.workers, s.gpus_per_node))
+
+    def efficiency(self, testbed: str, s: ConfigSummary, made: str) -> float | None:
+        cell = self.of(testbed, s, made)
+        value = None if cell is None else cell.get("efficiency")
+        return float(value) if isinstance(value, int | float) else None
+
+    def error(self, testbed: str, s: ConfigSummary, made: str) -> float | None:
+        """Forecast minus measured E, where both exist (several workers only)."""
+        forecast = self.efficiency(testbed, s, made)
+        if forecast is None or s.efficiency is None or s.workers < 2:
+            return None
+        return forecast - s.efficiency
+
+    def fields(self, testbed: str, s: ConfigSummary) -> dict[str, float | None]:
+        """The configuration's forecasts as the report's JSON and CSV carry them."""
+        out: dict[str, float | None] = {}
+        for made in FORECASTS:
+            cell = self.of(testbed, s, made) or {}
+            ips = cell.get("images_per_s")
+            out[f"forecast_{made}_efficiency"] = self.efficiency(testbed, s, made)
+            out[f"forecast_{made}_images_per_s"] = (
+                float(ips) if isinstance(ips, int | float) else None
+            )
+            out[f"forecast_{made}_error"] = self.error(testbed, s, made)
+        return out
+
+
+FIELDS = tuple(
+    f"forecast_{made}_{what}"
+    for made in FORECASTS
+    for what in ("efficiency", "images_per_s", "error")
+)
+
+
+def load(journal: Journal) -> Forecasts:
+    """The plan's forecast (the first made: a resumed campaign keeps it) and the latest
+    booking forecast of every configuration."""
+    made: dict[str, dict[Key, dict[str, Any]]] = {m: {} for m in FORECASTS}
+    records = journal.forecasts() if journal.store.exists() else []
+    for r in records:
+        for c in r["cells"]:
+            key = (r["testbed"], c["batch"], c["workers"], c.get("gpus_per_node") or 1)
+            if r["made"] == "plan" and key in made["plan"]:
+                continue
+            made[r["made"]][key] = c
+    return Forecasts(made)
+
+
+def median_abs(errors: list[float | None]) -> tuple[float, int] | None:
+    """The median |error| and how many errors it is over (None: none)."""
+    known = [abs(e) for e in errors if e is not None]
+    return (statistics.median(known), len(known)) if known else None

@@ -1,0 +1,396 @@
+"""The forecast of each campaign cell (hpcbench.campaign.forecast): where one worker's
+figure and E come from, in their order; the re-forecast before each testbed is booked,
+journaled with its lease; and the forecast scored in the campaign's report."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hpcbench import allreduce_model, cli, published_figures
+from hpcbench.campaign import campaign_file, comparison, forecast, scoring
+from hpcbench.campaign.datatypes import Hardware
+from hpcbench.campaign.journal import Journal
+from hpcbench.errors import UsageError
+from hpcbench.store import Store
+from tests.unit.test_campaign import SHIPPED, Fakes, fake_run, write
+
+TWO_LOCAL = """\
+name: f
+out: {out}
+sweep:
+  model: resnet18
+  image_size: 64
+  batch: [64]
+  nodes: [1, 2]
+  repeats: 1
+  device: cpu
+testbeds:
+  - name: slow
+    env: local
+    settings: {{node_count: 2, cpus_per_node: 1, link_rate: 200mbit}}
+    expect: {{images_per_s: 90}}
+  - name: fast
+    env: local
+    settings: {{node_count: 2, cpus_per_node: 1, link_rate: 1gbit}}
+    expect: {{images_per_s: 90}}
+"""
+
+
+def two_local(tmp_path: Path, **extra: Any) -> campaign_file.Campaign:
+    data = yaml.safe_load(TWO_LOCAL.format(out=tmp_path / "out"))
+    data.update(extra)
+    return campaign_file.load(write(tmp_path, yaml.safe_dump(data)))
+
+
+def baseline(images_per_s: float, batch: int = 64, **fields: Any) -> dict[str, Any]:
+    """An ok one-worker run that made images_per_s (two windows of `steps` steps)."""
+    seconds = 2 * batch / images_per_s
+    return {
+        **fake_run("local", batch, 1, 1, 1),
+        "model": "resnet18",
+        "image_size": 64,
+        "window_times": [seconds, seconds],
+        **fields,
+    }
+
+
+def probe(workers: int, busbw_bytes: float, **fields: Any) -> dict[str, Any]:
+    """A probe whose sizes fit a link of busbw_bytes and 50 us per step exactly."""
+    results = []
+    for size in (2**16, 2**20, 2**24):
+        t = 2 * (workers - 1) * 50e-6 + allreduce_model.ring_factor(workers) * size / busbw_bytes
+        results.append(
+            {"bytes": size, "time_s": t, "busbw": allreduce_model.busbw(size, t, workers)}
+        )
+    return {
+        "kind": "probe",
+        "env": "local",
+        "backend": "horovod",
+        "nodes": workers,
+        "workers": workers,
+        "status": "ok",
+        "results": results,
+        **fields,
+    }
+
+
+def cell_of(forecasts: list[forecast.CellForecast], workers: int) -> forecast.CellForecast:
+    return next(f for f in forecasts if f.cell.workers == workers)
+
+
+# ------------------------------------------------------------- one worker's figure
+def test_one_workers_figure_comes_from_the_best_source_there_is(tmp_path: Path) -> None:
+    campaign = two_local(tmp_path)
+    slow, fast = campaign.testbeds
+    first = forecast.testbed_forecast(campaign, fast, [slow])
+    assert cell_of(first, 1).single.source == "90 images/s given in expect:"  # type: ignore[union-attr]
+    # The earlier testbed of the same hardware measured it: that beats expect:.
+    Store(campaign.testbed_out(slow)).append(baseline(60.0))
+    again = forecast.testbed_forecast(campaign, fast, [slow])
+    single = cell_of(again, 1).single
+    assert single is not None and single.images_per_s == pytest.approx(60.0)
+    assert "measured on slow, the same hardware," in single.source
+    # Not the same hardware (half a core a node): expect: again.
+    other = campaign_file.load(
+        write(
+            tmp_path,
+            TWO_LOCAL.format(out=tmp_path / "out").replace(
+                "cpus_per_node: 1, link_rate: 1gbit", "cpus_per_node: 0.5, link_rate: 1gbit"
+            ),
+            "half.yaml",
+        )
+    )
+    half = forecast.testbed_forecast(other, other.testbeds[1], [other.testbeds[0]])
+    assert "expect:" in cell_of(half, 1).single.source  # type: ignore[union-attr]
+    # Its own baseline beats both.
+    Store(campaign.testbed_out(fast)).append(baseline(75.0))
+    own = cell_of(forecast.testbed_forecast(campaign, fast, [slow]), 1).single
+    assert own is not None and own.images_per_s == pytest.approx(75.0)
+    assert "on this testbed" in own.source and own.slowest == pytest.approx(75.0)
+
+
+def test_a_measured_figure_of_another_batch_stands_in_as_time_per_image_and_says_so(
+    tmp_path: Path,
+) -> None:
+    campaign = two_local(tmp_path)
+    slow, fast = campaign.testbeds
+    Store(campaign.testbed_out(slow)).append(baseline(50.0, batch=32))
+    single = cell_of(forecast.testbed_forecast(campaign, fast, [slow]), 1).single
+    assert single is not None and single.images_per_s == pytest.approx(50.0)
+    assert "at batch 32" in single.source
+
+
+GPU_CAMPAIGN = """\
+name: g
+out: {out}
+{calibrate}
+sweep:
+  model: resnet50
+  batch: [32]
+  nodes: [1, 2]
+  repeats: 1
+testbeds:
+  - name: part
+    slurm: {{partition: gpu, gpus_per_node: 4, nodes: 2, time: 30m}}
+    sweep: {{gpus_per_node: [1, 4]}}
+    hardware: {{accelerator: A100, link: 200gbit, transport: rdma, intra_node: nvlink3}}
+"""
+
+
+def gpu_campaign(tmp_path: Path, calibrate: str = "") -> campaign_file.Campaign:
+    text = GPU_CAMPAIGN.format(out=tmp_path / "out", calibrate=calibrate)
+    return campaign_file.load(write(tmp_path, text, "g.yaml"))
+
+
+def test_without_expect_a_named_store_of_the_same_accelerator_then_the_published_table(
+    tmp_path: Path,
+) -> None:
+    campaign = gpu_campaign(tmp_path)
+    (tb,) = campaign.testbeds
+    single = cell_of(forecast.testbed_forecast(campaign, tb), 1).single
+    assert single is not None and single.source.startswith("published: ")
+    row = published_figures.lookup("A100", "resnet50", 224, 32, ("amp",))
+    assert row is not None and single.images_per_s == row.images_per_s
+    assert row.url in single.source and row.precision == "amp"
+    # Runs of the same model on an A100 in a folder the campaign names come first; a
+    # V100's beside them, and an FP32 one, are not taken.
+    earlier = tmp_path / "earlier"
+    store = Store(earlier)
+    run = {**fake_run("slurm", 32, 1, 1, 1), "model": "resnet50", "image_size": 224, "amp": True}
+    a100 = {"gpu": "NVIDIA A100-SXM4-40GB", "device": "cuda"}
+    store.append({**run, "window_times": [0.04, 0.04], "fingerprint": a100})
+    store.append({**run, "window_times": [0.01, 0.01], "fingerprint": {"gpu": "Tesla V100"}})
+    store.append({**run, "window_times": [0.01, 0.01], "fingerprint": a100, "amp": False})
+    named = gpu_campaign(tmp_path, f"calibrate_from: [{earlier}]")
+    single = cell_of(forecast.testbed_forecast(named, named.testbeds[0]), 1).single
+    # Two steps a window: 64 images in 0.04 s.
+    assert single is not None and single.images_per_s == pytest.approx(2 * 32 / 0.04)
+    assert f"in {earlier} on A100" in single.source
+
+
+def test_a_calibrate_from_folder_without_a_store_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(UsageError, match=r"calibrate_from\[0\]: .* holds no results.jsonl"):
+        gpu_campaign(tmp_path, f"calibrate_from: [{tmp_path / 'nothing'}]")
+    path = gpu_campaign(tmp_path).path
+    assert cli.main(["campaign", "plan", str(path), "--calibrate-from", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--calibrate-from[0]: " in err
+    # A folder that holds a store: its runs stand for one worker, the plan says so.
+    store = Store(tmp_path / "earlier")
+    run = {**fake_run("slurm", 32, 1, 1, 1), "model": "resnet50", "image_size": 224}
+    store.append({**run, "amp": True, "fingerprint": {"gpu": "NVIDIA A100-PCIE-40GB"}})
+    argv = ["campaign", "plan", str(path), "--calibrate-from", str(tmp_path / "earlier")]
+    assert cli.main(argv) == 0
+    assert f"measured in {tmp_path / 'earlier'} on A100" in capsys.readouterr().out
+
+
+HARDWARE_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**6), max_value=10**6),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=30),
+    st.sampled_from(["100gbit", "rdma", "nvlink3", "0.93", "0", "1e400", "V100"]),
+    st.lists(st.text(max_size=3), max_size=2),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    key=st.sampled_from(
+        ["accelerator", "link", "transport", "intra_node", "link_efficiency", "wifi"]
+    ),
+    value=HARDWARE_VALUES,
+)
+def test_any_hardware_value_is_taken_or_refused_in_one_line_naming_the_key(
+    key: str, value: Any
+) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        text = GPU_CAMPAIGN.format(out=Path(folder) / "out", calibrate="")
+        data = yaml.safe_load(text)
+        data["testbeds"][0]["hardware"] = {key: value}
+        try:
+            campaign = campaign_file.load(write(Path(folder), yaml.safe_dump(data), "h.yaml"))
+        except UsageError as err:
+            assert f"testbeds[0].hardware.{key}" in str(err) and "\n" not in str(err)
+            return
+        hw = campaign.testbeds[0].hardware
+        if value is None:  # not given
+            assert hw == Hardware()
+        elif key == "link_efficiency":
+            assert hw.link_efficiency is not None and 0.01 <= hw.link_efficiency <= 1
+        elif key == "link":
+            assert forecast.link_rate_bits(campaign.testbeds[0]) is not None
+        forecast.testbed_forecast(campaign, campaign.testbeds[0])  # never raises
+
+
+# --------------------------------------------------------------------------- E
+def test_e_over_the_link_the_settings_or_hardware_give_and_inside_a_node(
+    tmp_path: Path,
+) -> None:
+    campaign = gpu_campaign(tmp_path)
+    cells = forecast.testbed_forecast(campaign, campaign.testbeds[0])
+    by = {(f.cell.nodes, f.cell.workers): f for f in cells}
+    inside = by[1, 4]
+    assert inside.link_source == "nvlink3 inside a node"
+    across = by[2, 8]
+    assert "200 Gbit/s x 0.92 (rdma's default)" in across.link_source
+    for f in (inside, across):
+        assert f.efficiency is not None and 0 < f.efficiency_low <= f.efficiency  # type: ignore[operator]
+        assert f.efficiency <= f.efficiency_high <= 1.0  # type: ignore[operator]
+        assert f.images_per_s == pytest.approx(
+            f.cell.workers * f.single.images_per_s * f.efficiency  # type: ignore[union-attr]
+        )
+    # No rate anywhere: E across nodes is unknown and says what to give.
+    text = GPU_CAMPAIGN.format(out=tmp_path / "out", calibrate="").replace("link: 200gbit, ", "")
+    bare = campaign_file.load(write(tmp_path, text, "bare.yaml"))
+    unknown = cell_of(forecast.testbed_forecast(bare, bare.testbeds[0]), 8)
+    assert unknown.efficiency is None and "give hardware: {link: ...}" in unknown.link_source
+
+
+def test_the_next_testbed_takes_the_link_share_and_cpu_work_probed_on_the_earlier_one(
+    tmp_path: Path,
+) -> None:
+    campaign = two_local(tmp_path)
+    slow, fast = campaign.testbeds
+    before = cell_of(forecast.testbed_forecast(campaign, fast, [slow]), 2)
+    assert before.link_source == "1 Gbit/s x 0.64 (tcp's default)"
+    work = {"lost_s_per_byte": 1e-9, "background_share": 0.13}
+    Store(campaign.testbed_out(slow)).append(probe(2, 0.9 * 200e6 / 8, cpu_work=work))
+    after = cell_of(forecast.testbed_forecast(campaign, fast, [slow]), 2)
+    assert after.link_source == "1 Gbit/s x 0.90, the share probed on slow"
+    # The probe's CPU work stands in for interference, and slows the step.
+    basis = forecast.link_basis(campaign, fast, [slow])
+    assert basis.interference == 0.0 and basis.cpu.background_share == pytest.approx(0.13)
+    assert basis.busbw == pytest.approx(0.9 * 1e9 / 8)
+    # The testbed's own probe beats it.
+    Store(campaign.testbed_out(fast)).append(probe(2, 100e6))
+    own = forecast.link_basis(campaign, fast, [slow])
+    assert own.busbw == pytest.approx(100e6, rel=1e-6) and "probed on this testbed" in own.source
+
+
+# -------------------------------------------------------------- the shipped ones
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_every_shipped_campaign_forecasts_every_cell_and_sizes_every_lease(
+    path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no results of an earlier run here
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    campaign = campaign_file.load(path)
+    for tb in campaign.testbeds:
+        for f in forecast.testbed_forecast(campaign, tb, forecast.earlier_of(campaign, tb)):
+            assert f.single is not None, (tb.name, f.cell.label)
+            assert f.efficiency is not None and f.images_per_s is not None, (tb.name, f.link_source)
+    assert cli.main(["campaign", "plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    # Every cell's line and every source line (a partition's queue wait, and the GPUs
+    # a Virtual Wall node has, stay unknown until a job or a deploy tells).
+    told = [
+        line
+        for line in out.splitlines()
+        if re.match(r"  [0-9a-f]{12}  ", line) or line.startswith(("  one worker", "  E across"))
+    ]
+    assert len(told) > len(campaign.cells)
+    assert not [line for line in told if "unknown" in line] and "(default)" not in out
+    assert out.count("one worker at batch") == sum(
+        len({c.batch for c in tb.cells}) for tb in campaign.testbeds
+    )
+
+
+# ------------------------------------------------------ journaled and scored
+def test_run_journals_the_plans_forecast_then_each_booking_one_and_the_report_scores_them(
+    tmp_path: Path, fakes: Fakes, capfd: pytest.CaptureFixture[str]
+) -> None:
+    campaign = two_local(tmp_path)
+    path = campaign.path
+    assert cli.main(["campaign", "run", str(path)]) == 0
+    err = capfd.readouterr().err
+    assert err.count("forecast before booking, from what is measured so far:") == 2
+    # The fake sweep's baseline made 64 / 1.05 s images/s: the second testbed's figure.
+    assert "measured on slow, the same hardware," in err
+    journal = Journal(campaign.out, campaign.name)
+    made = [(r["testbed"], r["made"]) for r in journal.forecasts()]
+    assert made == [("slow", "plan"), ("fast", "plan"), ("slow", "booking"), ("fast", "booking")]
+    # A resumed run keeps the plan's first forecast; the report scores both.
+    assert cli.main(["campaign", "run", "--resume", str(path)]) == 0
+    assert [r["made"] for r in journal.forecasts()].count("plan") == 2
+    comparison.build(campaign)
+    data = json.loads((campaign.out / "configurations.json").read_text())
+    two = [c for c in data["configurations"] if c["workers"] == 2]
+    assert len(two) == 2
+    for c in two:
+        assert c["forecast_plan_efficiency"] is not None
+        assert c["forecast_booking_error"] == pytest.approx(
+            c["forecast_booking_efficiency"] - c["efficiency"]
+        )
+    fast = next(c for c in two if c["testbed"] == "fast")
+    assert fast["forecast_booking_efficiency"] != fast["forecast_plan_efficiency"]
+    page = (campaign.out / "report.md").read_text()
+    assert "median |forecast - measured|" in page and "E forecast: plan, booking" in page
+    header = (campaign.out / "configurations.csv").read_text().splitlines()[0]
+    assert all(name in header for name in scoring.FIELDS)
+
+
+FORECAST_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    key=st.sampled_from(
+        ["efficiency", "images_per_s", "batch", "workers", "cell", "single_source", "made"]
+    ),
+    value=FORECAST_VALUES,
+)
+def test_a_crafted_forecast_record_is_skipped_or_read_never_a_crash(
+    tmp_path: Path, key: str, value: Any
+) -> None:
+    folder = tmp_path / f"j{abs(hash((key, repr(value))))}"
+    journal = Journal(folder, "c")
+    cell = {
+        "cell": "x",
+        "batch": 64,
+        "nodes": 2,
+        "workers": 2,
+        "gpus_per_node": 1,
+        "efficiency": 0.5,
+        "images_per_s": 10.0,
+        "single_source": "s",
+        "link_source": "l",
+    }
+    record: dict[str, Any] = {"kind": "forecast", "campaign": "c", "testbed": "t", "made": "plan"}
+    if key == "made":
+        record["made"] = value
+    else:
+        cell[key] = value
+    record["cells"] = [cell]
+    folder.mkdir()
+    text = json.dumps(record, allow_nan=True)
+    (folder / "results.jsonl").write_text(text + "\n")
+    for r in journal.forecasts():
+        for c in r["cells"]:
+            e = c.get("efficiency")
+            assert e is None or (isinstance(e, int | float) and math.isfinite(e))
+            assert isinstance(c["batch"], int) and "\x1b" not in c["single_source"]
+    scoring.load(journal)
