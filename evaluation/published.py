@@ -61,18 +61,24 @@ def measured_e(row: dict) -> float:
     return row["multi_ips"] / (row["workers"] * row["single_ips"])
 
 
+def node_workers(row: dict) -> int:
+    """The workers of the row's one-node figure: the whole node unless the source
+    measured fewer of its GPUs (node_workers)."""
+    return int(row.get("node_workers") or row["gpus_per_node"])
+
+
 def node_efficiency(row: dict) -> float | None:
-    """One full node's measured E(g) = X(g) / (g X(1)), where the source gives it."""
+    """One node's measured E(g) = X(g) / (g X(1)), where the source gives it."""
     if row.get("node_ips_per_worker") is not None:
         return row["node_ips_per_worker"] / row["single_ips"]
-    if row.get("node_ips") is not None and row["gpus_per_node"] > 1:
-        return row["node_ips"] / (row["gpus_per_node"] * row["single_ips"])
+    if row.get("node_ips") is not None and node_workers(row) > 1:
+        return row["node_ips"] / (node_workers(row) * row["single_ips"])
     return None
 
 
 def node_based(row: dict) -> bool:
-    """Whether the row's prediction is rescaled to a measured full node."""
-    return node_efficiency(row) is not None and 1 < row["gpus_per_node"] < row["workers"]
+    """Whether the row's prediction is rescaled to a measured node."""
+    return node_efficiency(row) is not None and 1 < node_workers(row) < row["workers"]
 
 
 def predict_argv(row: dict, interference: float | None = None) -> list[str]:
@@ -80,7 +86,7 @@ def predict_argv(row: dict, interference: float | None = None) -> list[str]:
     too where the row is rescaled to a measured node)."""
     workers = str(row["workers"])
     if node_based(row):
-        workers = f"{row['gpus_per_node']},{workers}"
+        workers = f"{node_workers(row)},{workers}"
     argv = [
         "predict",
         "--model",
@@ -141,7 +147,9 @@ def case(row: dict) -> scaling_model.Case:
     plan = predict.plan_from(cli.build_parser().parse_args(argv))
     rate = scaling_model.parse_link(row["link"])
     node = node_efficiency(row) if node_based(row) else None
-    return scaling_model.Case(plan, rate, measured_e(row), row["transport"], node)
+    return scaling_model.Case(
+        plan, rate, measured_e(row), row["transport"], node, node_workers(row)
+    )
 
 
 @dataclass(frozen=True)

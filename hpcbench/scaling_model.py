@@ -184,12 +184,13 @@ def predictions(plan: Plan) -> list[dict[str, float]]:
 def rescaled_to_node(
     row: dict[str, float], node_row: dict[str, float], measured_node: float
 ) -> dict[str, float]:
-    """A prediction across nodes rescaled to a measured full node: the point and the band
-    at N workers times measured E(g) / predicted E(g), g the workers of one node (the top
-    of the band at most 1). The model's two-level link sees no loss inside a node but
-    its link's (no PCIe switch shared with the NIC, no framework of its own: PyTorch's DDP
-    benchmark loses 3% on one GPU by wrapping it, 7% on one DGX-1's eight); a measured
-    node brings that loss in, and the model predicts what going across nodes adds."""
+    """A prediction across nodes rescaled to a measured node: the point and the band at
+    N workers times measured E(g) / predicted E(g), g the workers measured on one node
+    (all of its own, or as many as its source measured; the top of the band at most
+    1). The model's two-level link sees no loss inside a node but its link's (no PCIe
+    switch shared with the NIC, no framework of its own: PyTorch's DDP benchmark loses
+    3% on one GPU by wrapping it, 7% on one DGX-1's eight); a measured node brings that
+    loss in, and the model predicts what going across nodes adds."""
     k = measured_node / node_row["efficiency"]
     return {
         **row,
@@ -204,14 +205,16 @@ def rescaled_to_node(
 class Case:
     """One measured efficiency and the plan that predicts it (one worker count); its
     busbw is replaced by line_rate x the efficiency being tried. node_efficiency: the
-    measured E of one full node of the same run, where there is one: the point is then
-    rescaled to it (rescaled_to_node)."""
+    measured E of one node of the same run, where there is one: the point is then
+    rescaled to it (rescaled_to_node); node_workers: that node's workers, where they
+    are fewer than the node's own (a source that measured 4 GPUs of a node of 8)."""
 
     plan: Plan
     line_rate: float  # bits/s
     measured: float
     transport: str = "tcp"
     node_efficiency: float | None = None
+    node_workers: int | None = None  # None: gpus_per_node, the whole node
 
 
 # The grids calibration searches: link efficiency 0.02-1.00, interference 0-1.
@@ -267,8 +270,9 @@ def case_parts(case: Case, efficiency: float) -> _Parts:
     plan = replace(case.plan, busbw=case.line_rate / 8 * efficiency)
     n = plan.workers[0]
     parts = _replay_parts(plan, n)
-    if case.node_efficiency is not None and 1 < plan.gpus_per_node < n:
-        parts = replace(parts, node=_replay_parts(plan, plan.gpus_per_node))
+    node = case.node_workers or plan.gpus_per_node
+    if case.node_efficiency is not None and 1 < node < n:
+        parts = replace(parts, node=_replay_parts(plan, node))
     return parts
 
 

@@ -437,6 +437,13 @@ def test_the_fit_scores_a_case_with_a_measured_node_as_rescaled():
     # Without a measured node (or within one node) the point is the model's own.
     alone = replace(case, node_efficiency=None)
     assert scaling_model.case_point(alone, share, inter) == pytest.approx(across["efficiency"])
+    # A source that measured 2 of the node's 4 GPUs: rescaled by what 2 workers on one
+    # node were predicted, not 4.
+    half = replace(case, node_workers=2)
+    two, _ = scaling_model.predictions(replace(tried, workers=[2, 16]))
+    want = scaling_model.rescaled_to_node(across, two, 0.9)
+    assert scaling_model.case_point(half, share, inter) == pytest.approx(want["efficiency"])
+    assert two["efficiency"] != node["efficiency"]
 
 
 def test_published_commands_give_the_points_the_defaults_score(monkeypatch):
