@@ -90,6 +90,8 @@ def _jfed(name: str, capacity: int, cidr: str, pem: Path, jar: Path) -> dict:
         },
         # The stand-in's nodes boot an image that holds the stack (its group_vars.yml).
         "ansible": yaml.safe_load((JFED / "group_vars.yml").read_text()),
+        # A planning figure for the forecast the report scores (not a measurement).
+        "expect": {"images_per_s": 50},
     }
 
 
@@ -501,6 +503,16 @@ def test_one_report_compares_every_testbed(campaign: Campaign) -> None:
     assert "Failed cells" in html and "broken" in html
     for name in ("throughput.png", "efficiency.png"):
         assert (campaign.out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The jFed testbed's forecast (from its expect: and its nominal link), made before
+    # anything was booked and again before it was, set against what it measured.
+    data = json.loads((campaign.out / "configurations.json").read_text())
+    (two,) = [c for c in data["configurations"] if c["testbed"] == "vw-1g" and c["workers"] == 2]
+    for made in ("plan", "booking"):
+        assert two[f"forecast_{made}_efficiency"] is not None
+        assert two[f"forecast_{made}_error"] == pytest.approx(
+            two[f"forecast_{made}_efficiency"] - two["efficiency"]
+        )
+    assert "median |forecast - measured|" in html
     systems = json.loads((campaign.out / "systems.json").read_text())
     assert {s["testbed"] for s in systems} == {"gpulab-1x2", "vw-1g", "gpulab-2x1"}
     assert all(s["number_of_nodes"] >= 1 and s["framework"].startswith("PyTorch") for s in systems)
