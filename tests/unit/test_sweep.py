@@ -632,3 +632,21 @@ def test_nodes_that_are_processes_here_are_not_probed(monkeypatch):
     monkeypatch.setattr("hpcbench.bounded.run", no_ssh)
     target = _target(nodes=(1, 2), tb=nodeset.localhost(cores=2))
     assert target.unreachable(target.spec("train.py", [], 2, 2)) == {}
+
+
+def test_an_interval_within_the_target_from_one_run_is_not_called_wider():
+    """One run's windows give an interval, but the target counts repeats: the line says
+    the interval met it from one run, never that it was wider."""
+    from hpcbench import analysis
+
+    record = {
+        "target_ci": 0.05,
+        "configs": [
+            {"label": "one", "runs": 1, "relative_ci": 0.041, "stopped": "max repeats"},
+            {"label": "wide", "runs": 3, "relative_ci": 0.2, "stopped": "budget"},
+        ],
+    }
+    one, wide = analysis.convergence_lines(record)
+    assert "CI 4.1% after 1 run(s), within --target-ci 5.0% but from one run" in one
+    assert "wider" not in one
+    assert "CI 20.0% after 3 run(s), wider than --target-ci 5.0%: --budget ran out" in wide
