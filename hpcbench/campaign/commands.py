@@ -36,7 +36,7 @@ def plan_lines(campaign: campaign_file.Campaign) -> list[str]:
     total = total_max = node_h = gpu_h = 0.0
     unknown_cells = unknown_queue = False
     for tb in campaign.testbeds:
-        forecasts = forecast.testbed_forecast(campaign, tb, forecast.earlier_of(campaign, tb))
+        forecasts = forecast.testbed_forecast(campaign, tb)
         est = estimate.testbed(campaign, tb, phase_records, forecasts)
         device = tb.parts[0].workload.device
         lines += [

@@ -333,7 +333,7 @@ def testbed(
     """The testbed's plan, from its cells' forecasts (made here from what is known now
     where none are given)."""
     if forecasts is None:
-        forecasts = forecast.testbed_forecast(campaign, tb, forecast.earlier_of(campaign, tb))
+        forecasts = forecast.testbed_forecast(campaign, tb)
     by_cell = {f.cell.id: f for f in forecasts}
     cells = [
         (c, cell_seconds(campaign, tb, part, c, by_cell[c.id]))

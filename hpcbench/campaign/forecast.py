@@ -109,15 +109,23 @@ class CellForecast:
 
 
 # ------------------------------------------------------------------ the link
-def link_rate_bits(tb: TestbedPlan) -> float | None:
-    """The testbed's nominal link between nodes in bits/s: its settings' (or its
-    variant's file's) link_rate or link_capacity_mbps, else `hardware: link`."""
+def given_settings(tb: TestbedPlan) -> dict[str, Any]:
+    """The Terraform variables a deployed testbed is known to get before it is deployed:
+    its variant's file (environments/<env>/<variant>.tfvars.json), then its settings;
+    none for a partition or a host list. Terraform's own defaults are not read."""
     values: dict[str, Any] = {}
     if tb.deployed:
         var_file = paths.env_layout(tb.env).var_file
         if var_file is not None:
             values.update(json.loads(var_file.read_text()))
         values.update(dict(tb.settings))
+    return values
+
+
+def link_rate_bits(tb: TestbedPlan) -> float | None:
+    """The testbed's nominal link between nodes in bits/s: its settings' (or its
+    variant's file's) link_rate or link_capacity_mbps, else `hardware: link`."""
+    values = given_settings(tb)
     if "link_capacity_mbps" in values:
         try:
             return float(values["link_capacity_mbps"]) * 1e6
@@ -205,8 +213,8 @@ def link_basis(campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPla
 
 
 def _interference(probe: dict[str, Any]) -> float:
-    """None where the probe measured the backend's CPU work: that is what interference
-    stands for on CPU nodes."""
+    """0 where the probe measured the backend's CPU work (that is what interference
+    stands for on CPU nodes), else the default."""
     work = allreduce_model.cpu_work(probe)
     return 0.0 if work != allreduce_model.CpuWork() else DEFAULT_INTERFERENCE
 
@@ -374,15 +382,11 @@ def cell_forecast(
     )
 
 
-def testbed_forecast(
-    campaign: Campaign,
-    tb: TestbedPlan,
-    earlier: Sequence[TestbedPlan] = (),
-    stores: dict[Path, list[dict[str, Any]]] | None = None,
-) -> list[CellForecast]:
-    """Every cell of the testbed, forecast from what is known now; earlier: the testbeds
-    of the campaign measured before it, whose results recalibrate its forecast."""
-    stores = {} if stores is None else stores
+def testbed_forecast(campaign: Campaign, tb: TestbedPlan) -> list[CellForecast]:
+    """Every cell of the testbed, forecast from what is known now: its own results and
+    those of the testbeds before it in the campaign, which recalibrate its forecast."""
+    earlier = [t for t in campaign.testbeds if t.index < tb.index]
+    stores: dict[Path, list[dict[str, Any]]] = {}  # each folder's runs, read once
     link = link_basis(campaign, tb, earlier)
     out = []
     for part in tb.parts:
@@ -393,11 +397,6 @@ def testbed_forecast(
         for cell in part.cells:
             out.append(cell_forecast(tb, part, cell, singles[cell.batch], link))
     return out
-
-
-def earlier_of(campaign: Campaign, tb: TestbedPlan) -> list[TestbedPlan]:
-    """The testbeds before tb in the campaign's order: those a re-forecast learns from."""
-    return [t for t in campaign.testbeds if t.index < tb.index]
 
 
 def sources(forecasts: list[CellForecast]) -> list[str]:

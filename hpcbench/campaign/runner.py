@@ -15,7 +15,6 @@ be is printed with the command that releases it) and `--resume` continues.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import tempfile
@@ -54,6 +53,8 @@ class Runner:
         self.base = paths.state_root()
         self.still_held: list[str] = []  # testbeds whose destroy failed
         self.leases: dict[str, estimate.Lease | None] = {}  # sized from the plan, by testbed
+        # Each testbed's forecast before anything is booked: what sized its lease.
+        self.plan_forecasts: dict[str, list[forecast.CellForecast]] = {}
 
     def say(self, text: str) -> None:
         self.console.say(text)
@@ -84,9 +85,11 @@ class Runner:
         records = self.journal.records() if self.journal.store.exists() else []
         phase_records = self.journal.phases(records)
         for tb in self.campaign.testbeds:
+            cells = forecast.testbed_forecast(self.campaign, tb)
+            self.plan_forecasts[tb.name] = cells
             try:
                 self.leases[tb.name] = estimate.lease(
-                    estimate.testbed(self.campaign, tb, phase_records)
+                    estimate.testbed(self.campaign, tb, phase_records, cells)
                 )
             except UsageError as err:
                 raise UsageError(f"{self.campaign.path}: {err}") from None
@@ -128,14 +131,12 @@ class Runner:
         return self._finish()
 
     def journal_plan_forecasts(self) -> None:
-        """Each testbed's forecast as made before anything is booked, once: a resumed
-        campaign keeps its first (the report scores it)."""
+        """Each testbed's forecast as made before anything is booked (the one that sized
+        its lease), once: a resumed campaign keeps its first (the report scores it)."""
         made = {r["testbed"] for r in self.journal.forecasts() if r["made"] == "plan"}
         for tb in self.campaign.testbeds:
             if tb.name not in made:
-                cells = forecast.testbed_forecast(
-                    self.campaign, tb, forecast.earlier_of(self.campaign, tb)
-                )
+                cells = self.plan_forecasts[tb.name]
                 self.journal.forecast(tb, "plan", [f.record() for f in cells])
 
     def reforecast(self, tb: TestbedPlan) -> None:
@@ -144,7 +145,7 @@ class Runner:
         sized from it. A lease the new forecast would make longer than the testbed
         allows keeps the one sized at the start (said so)."""
         campaign = self.campaign
-        cells = forecast.testbed_forecast(campaign, tb, forecast.earlier_of(campaign, tb))
+        cells = forecast.testbed_forecast(campaign, tb)
         phase_records = self.journal.phases()
         est = estimate.testbed(campaign, tb, phase_records, cells)
         try:
@@ -282,11 +283,7 @@ def planned_targets(
         stand_in = Target.resolve(dataclasses.replace(part.target, hosts=shape))
     except UsageError:
         return []
-    values: dict[str, object] = {}
-    var_file = paths.env_layout(tb.env).var_file
-    if var_file is not None:
-        values.update(json.loads(var_file.read_text()))
-    values.update(dict(tb.settings))
+    values = forecast.given_settings(tb)
     # The inventory's link_rate as nodeset reads it: empty where unshaped.
     given = [str(values["link_rate"] or "")] if "link_rate" in values else sorted(rates)
     return [

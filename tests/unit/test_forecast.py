@@ -91,11 +91,11 @@ def cell_of(forecasts: list[forecast.CellForecast], workers: int) -> forecast.Ce
 def test_one_workers_figure_comes_from_the_best_source_there_is(tmp_path: Path) -> None:
     campaign = two_local(tmp_path)
     slow, fast = campaign.testbeds
-    first = forecast.testbed_forecast(campaign, fast, [slow])
+    first = forecast.testbed_forecast(campaign, fast)
     assert cell_of(first, 1).single.source == "90 images/s given in expect:"  # type: ignore[union-attr]
     # The earlier testbed of the same hardware measured it: that beats expect:.
     Store(campaign.testbed_out(slow)).append(baseline(60.0))
-    again = forecast.testbed_forecast(campaign, fast, [slow])
+    again = forecast.testbed_forecast(campaign, fast)
     single = cell_of(again, 1).single
     assert single is not None and single.images_per_s == pytest.approx(60.0)
     assert "measured on slow, the same hardware," in single.source
@@ -109,11 +109,11 @@ def test_one_workers_figure_comes_from_the_best_source_there_is(tmp_path: Path) 
             "half.yaml",
         )
     )
-    half = forecast.testbed_forecast(other, other.testbeds[1], [other.testbeds[0]])
+    half = forecast.testbed_forecast(other, other.testbeds[1])
     assert "expect:" in cell_of(half, 1).single.source  # type: ignore[union-attr]
     # Its own baseline beats both.
     Store(campaign.testbed_out(fast)).append(baseline(75.0))
-    own = cell_of(forecast.testbed_forecast(campaign, fast, [slow]), 1).single
+    own = cell_of(forecast.testbed_forecast(campaign, fast), 1).single
     assert own is not None and own.images_per_s == pytest.approx(75.0)
     assert "on this testbed" in own.source and own.slowest == pytest.approx(75.0)
 
@@ -124,7 +124,7 @@ def test_a_measured_figure_of_another_batch_stands_in_as_time_per_image_and_says
     campaign = two_local(tmp_path)
     slow, fast = campaign.testbeds
     Store(campaign.testbed_out(slow)).append(baseline(50.0, batch=32))
-    single = cell_of(forecast.testbed_forecast(campaign, fast, [slow]), 1).single
+    single = cell_of(forecast.testbed_forecast(campaign, fast), 1).single
     assert single is not None and single.images_per_s == pytest.approx(50.0)
     assert "at batch 32" in single.source
 
@@ -266,11 +266,11 @@ def test_the_next_testbed_takes_the_link_share_and_cpu_work_probed_on_the_earlie
 ) -> None:
     campaign = two_local(tmp_path)
     slow, fast = campaign.testbeds
-    before = cell_of(forecast.testbed_forecast(campaign, fast, [slow]), 2)
+    before = cell_of(forecast.testbed_forecast(campaign, fast), 2)
     assert before.link_source == "1 Gbit/s x 0.64 (tcp's default)"
     work = {"lost_s_per_byte": 1e-9, "background_share": 0.13}
     Store(campaign.testbed_out(slow)).append(probe(2, 0.9 * 200e6 / 8, cpu_work=work))
-    after = cell_of(forecast.testbed_forecast(campaign, fast, [slow]), 2)
+    after = cell_of(forecast.testbed_forecast(campaign, fast), 2)
     assert after.link_source == "1 Gbit/s x 0.90, the share probed on slow"
     # The probe's CPU work stands in for interference, and slows the step.
     basis = forecast.link_basis(campaign, fast, [slow])
@@ -291,7 +291,7 @@ def test_every_shipped_campaign_forecasts_every_cell_and_sizes_every_lease(
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
     campaign = campaign_file.load(path)
     for tb in campaign.testbeds:
-        for f in forecast.testbed_forecast(campaign, tb, forecast.earlier_of(campaign, tb)):
+        for f in forecast.testbed_forecast(campaign, tb):
             assert f.single is not None, (tb.name, f.cell.label)
             assert f.efficiency is not None and f.images_per_s is not None, (tb.name, f.link_source)
     assert cli.main(["campaign", "plan", str(path)]) == 0
