@@ -26,7 +26,7 @@ from hpcbench import allreduce_model, analysis, export, figures, files, page
 from hpcbench.analysis import ConfigSummary
 from hpcbench.campaign import scoring
 from hpcbench.campaign.campaign_file import Campaign, TestbedPlan
-from hpcbench.campaign.journal import CellState, Journal
+from hpcbench.campaign.journal import FORECASTS, CellState, Journal
 from hpcbench.errors import UsageError, one_line
 from hpcbench.page import Block, Code, Image, Page, Paragraph, Section, Table
 from hpcbench.progress import format_duration
@@ -491,10 +491,9 @@ def forecast_cells(forecasts: scoring.Forecasts, testbed: str, s: ConfigSummary)
     each one's error against the measured E."""
     if s.workers < 2:
         return ["-", "-"]
-    made = ("plan", "booking")
     return [
-        ", ".join(fmt(forecasts.efficiency(testbed, s, m), 3) for m in made),
-        ", ".join(_signed(forecasts.error(testbed, s, m)) for m in made),
+        ", ".join(fmt(forecasts.efficiency(testbed, s, m), 3) for m in FORECASTS),
+        ", ".join(_signed(forecasts.error(testbed, s, m)) for m in FORECASTS),
     ]
 
 
