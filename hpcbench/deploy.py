@@ -37,6 +37,7 @@ from hpcbench.paths import (
     env_dir,
     env_state,
     inventory_path,
+    state_root,
 )
 from hpcbench.terraform import (
     PASSWORD_ENV,
@@ -127,7 +128,7 @@ def settings(env: str, overrides: dict[str, str]) -> dict[str, str]:
     not passed on, and the next save_settings drops it from the file.
     """
     path = env_state(env) / "settings.json"
-    saved = load_settings(path) if path.is_file() else {}
+    saved = load_settings(path) if files.present(path, state_root()) else {}
     for name in [n for n in saved if looks_secret(n)]:
         del saved[name]
         _say(f"forgot the remembered {name}: {secret_refusal(name).split(': ')[-1]}")
@@ -135,10 +136,11 @@ def settings(env: str, overrides: dict[str, str]) -> dict[str, str]:
 
 
 def load_settings(path: Path) -> dict[str, str]:
-    """settings.json: an object of variable names to strings; anything else says how to fix it."""
+    """settings.json (in the state folder, no link followed below it): an object of
+    variable names to strings; anything else says how to fix it."""
     fix = f"fix or delete {path} (it only remembers earlier --var settings)"
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(files.read_bounded(path, files.SETTINGS, state_root()))
     except (OSError, ValueError, UnicodeDecodeError) as err:
         why = getattr(err, "strerror", None) or type(err).__name__
         raise UsageError(f"{path}: not readable JSON ({why}): {fix}") from None
@@ -158,7 +160,8 @@ def save_settings(env: str, values: dict[str, str], secret: Set[str] = frozenset
     `sensitive` in the configuration as Terraform reports it)."""
     path = ensure_env_state(env) / "settings.json"
     kept = {k: v for k, v in values.items() if k not in secret and not looks_secret(k)}
-    files.write_atomic(path, json.dumps(kept, indent=2, sort_keys=True) + "\n", 0o600)
+    text = json.dumps(kept, indent=2, sort_keys=True) + "\n"
+    files.write_atomic(path, text, 0o600, state_root())
 
 
 def controller_key(env: str) -> Path:

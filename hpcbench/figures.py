@@ -85,7 +85,8 @@ def efficiency_panel(
     ax.set(ylabel="E(N) = X(N) / (N X(1))", ylim=(0, 1.15))
 
 
-def save_png(fig: Figure, path: Path) -> Path:
-    """The figure as a PNG at `path`, written whole (hpcbench.files)."""
-    files.write_atomic(path, lambda f: fig.savefig(f, dpi=100, format="png"))
+def save_png(fig: Figure, path: Path, root: Path | None = None) -> Path:
+    """The figure as a PNG at `path`, written whole (hpcbench.files), with no link
+    followed below `root` (the folder the user named; None: `path`'s own)."""
+    files.write_atomic(path, lambda f: fig.savefig(f, dpi=100, format="png"), root=root)
     return path

@@ -21,7 +21,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench import bounded
+from hpcbench import bounded, files
+from hpcbench.errors import UsageError
 
 LEASES = "leases"
 
@@ -44,10 +45,12 @@ def lease_dir(state_dir: Path) -> Path:
     return state_dir / LEASES
 
 
-def read(path: Path) -> Lease:
-    """A lease file; one that is not the contract's shape still counts as held."""
+def read(path: Path, root: Path | None = None) -> Lease:
+    """A lease file; one that is not the contract's shape, or that cannot be read
+    (a link, a FIFO or an oversized file planted at its name: never followed, waited
+    on or read whole), still counts as held. `root`: the state folder (files)."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(files.read_bounded(path, files.LEASE, root))
         what, created, cancel = data["what"], data.get("created", ""), data["cancel"]
         if not (
             isinstance(what, str)
@@ -57,17 +60,36 @@ def read(path: Path) -> Lease:
             and all(isinstance(a, str) and a for a in cancel)
         ):
             raise TypeError("fields of the wrong type")
+    except UsageError as err:  # planted: says what is there
+        return Lease(path, f"unreadable lease {path.name} ({_planted(err, path)})", "", ())
     except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError) as err:
         return Lease(path, f"unreadable lease {path.name} ({type(err).__name__})", "", ())
     return Lease(path, what, created, tuple(cancel))
 
 
-def held(state_dir: Path) -> list[Lease]:
-    """Every lease under the state directory, oldest file name first."""
+def _planted(err: UsageError, path: Path) -> str:
+    """What the opener found at a lease's name, without the name (said beside it)."""
+    return str(err).removeprefix(f"{path}: ").removeprefix(f"{path} ").split(":")[0]
+
+
+def held(state_dir: Path, root: Path | None = None) -> list[Lease]:
+    """Every lease under the state directory, oldest file name first. `root`: the
+    state folder `state_dir` is in (default: its parent), below which no link is
+    followed; a leases folder that is a link or not a folder counts as one lease held
+    (nothing says what it held)."""
+    root = state_dir.parent if root is None else root
     folder = lease_dir(state_dir)
-    if not folder.is_dir():
-        return []
-    return [read(p) for p in sorted(folder.glob("*.json"))]
+    try:
+        found = files.names(folder, root)
+    except (UsageError, NotADirectoryError) as err:
+        why = _planted(err, folder) if isinstance(err, UsageError) else "not a folder"
+        return [Lease(folder, f"unreadable leases folder ({why})", "", ())]
+    # As glob("*.json"): a script's temporary file (.lease.XXXXXX) is not a lease yet.
+    return [
+        read(folder / name, root)
+        for name in found
+        if name.endswith(".json") and not name.startswith(".")
+    ]
 
 
 def cancel(lease: Lease) -> str | None:
@@ -91,7 +113,9 @@ def cancel(lease: Lease) -> str | None:
     if proc.returncode != 0:
         lines = [ln for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
         return f"exit {proc.returncode}" + (f": {lines[-1].strip()[:200]}" if lines else "")
-    lease.path.unlink(missing_ok=True)  # confirmed (the script may have removed it itself)
+    # Confirmed (the script may have removed it itself); a link at its name goes, not
+    # what it points at.
+    files.remove(lease.path)
     return None
 
 

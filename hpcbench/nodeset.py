@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from hpcbench import paths, ssh
+from hpcbench import files, paths, ssh
 from hpcbench.errors import UsageError
 from hpcbench.specs import MAX_SLOTS, HostSlots, TestbedKind
 from hpcbench.specs import units as _units
@@ -153,9 +153,11 @@ def _iface(value: object) -> str:
     return "" if value in (None, "auto") else str(value)
 
 
-def load_inventory(path: Path) -> Testbed:
+def load_inventory(path: Path, root: Path | None = None) -> Testbed:
+    """The testbed of an inventory file (`root`: the state folder it is in, below
+    which no link is followed; None: its own folder)."""
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(files.read_bounded(path, files.INVENTORY, root))
     except OSError as err:
         raise UsageError(f"cannot read {path}: {err.strerror}") from err
     except (yaml.YAMLError, UnicodeDecodeError) as err:
@@ -174,7 +176,7 @@ def lock_files(tb: Testbed) -> list[Path]:
         return []
     if tb.kind is TestbedKind.DEPLOYED:
         return [paths.env_state(tb.env) / "testbed.lock"]
-    machines = paths.private_dir(paths.state_root() / "machines")
+    machines = paths.private_dir(paths.state_root() / "machines", paths.state_root())
     return [machines / f"{name}.lock" for name in sorted({n.name for n in tb.nodes})]
 
 
@@ -184,11 +186,11 @@ def for_env(env: str) -> Testbed:
         return localhost()
     paths.env_dir(env)  # unknown names: UsageError listing the known ones
     inventory = paths.inventory_path(env)
-    if not inventory.is_file():
+    if not files.present(inventory, paths.state_root()):  # a FIFO there: read says so
         raise UsageError(
             f"environment {env} is not deployed ({inventory} missing): run make deploy ENV={env}"
         )
-    testbed = load_inventory(inventory)
+    testbed = load_inventory(inventory, paths.state_root())
     testbed.env = testbed.env or env
     return testbed
 

@@ -9,13 +9,13 @@ Ansible group_vars in `inventory/`, and optionally its settings in
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcbench import files
 from hpcbench.errors import UsageError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -123,18 +123,20 @@ def ssh_control_dir() -> Path:
     return short
 
 
-def private_dir(path: Path) -> Path:
+def private_dir(path: Path, root: Path | None = None) -> Path:
     """A directory only its owner can enter, made so from the start.
 
     Each missing level is created 0700 (never made wider and tightened later);
-    a level an older hpcbench left wider is tightened once.
+    a level an older hpcbench left wider is tightened once. `root`: the folder the
+    user named (the state folder), below which no level is a link (hpcbench.files);
+    None: `path` itself.
     """
-    missing = [p for p in (path, *path.parents) if not p.exists()]
-    for level in reversed(missing):
-        with contextlib.suppress(FileExistsError):  # made meanwhile by another process
-            os.mkdir(level, 0o700)
-    if path.stat().st_mode & 0o077:
-        path.chmod(0o700)
+    fd = files.open_folder(path, root, make=0o700)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
     return path
 
 
@@ -143,7 +145,7 @@ def ensure_env_state(env: str) -> Path:
     root = state_root()
     if not root.exists():
         private_dir(root)
-    return private_dir(env_state(env))
+    return private_dir(env_state(env), root)
 
 
 def inventory_path(env: str) -> Path:

@@ -252,7 +252,9 @@ def _full_nodes(series: list[ConfigSummary]) -> list[ConfigSummary]:
     return [s for s in series if s.workers == s.nodes * s.gpus_per_node and s.images_per_sec]
 
 
-def _breakdown_plot(plt: Any, by_batch: dict[int, list[ConfigSummary]], path: Path) -> Path | None:
+def _breakdown_plot(
+    plt: Any, by_batch: dict[int, list[ConfigSummary]], path: Path, root: Path | None
+) -> Path | None:
     """Stacked bars per node count: compute, data and exposed communication make up the
     step; the overlapped communication is hatched over the compute it hid behind."""
     batches = [
@@ -290,7 +292,7 @@ def _breakdown_plot(plt: Any, by_batch: dict[int, list[ConfigSummary]], path: Pa
         ax.set(xlabel="nodes", ylabel="ms per step", title=f"batch {batch}")
         ax.legend(fontsize=8)
     fig.tight_layout()
-    figures.save_png(fig, path)
+    figures.save_png(fig, path, root)
     plt.close(fig)
     return path
 
@@ -302,19 +304,25 @@ def file_stem(text: str, most_bytes: int = 200) -> str:
     return safe.encode()[:most_bytes].decode(errors="ignore")
 
 
-def make_plots(summaries: list[ConfigSummary], plot_dir: Path) -> list[tuple[str, Path]]:
+def make_plots(
+    summaries: list[ConfigSummary], plot_dir: Path, root: Path | None = None
+) -> list[tuple[str, Path]]:
+    """The report's figures in `plot_dir` (made if missing), with no link followed
+    below `root` (the results folder; None: `plot_dir` itself)."""
     import matplotlib
 
     matplotlib.use("Agg")
     # Names from the records are shown as written, never parsed as mathtext ($\foo$).
     with matplotlib.rc_context({"text.usetex": False, "text.parse_math": False}):
-        return _make_plots(summaries, plot_dir)
+        return _make_plots(summaries, plot_dir, root)
 
 
-def _make_plots(summaries: list[ConfigSummary], plot_dir: Path) -> list[tuple[str, Path]]:
+def _make_plots(
+    summaries: list[ConfigSummary], plot_dir: Path, root: Path | None
+) -> list[tuple[str, Path]]:
     import matplotlib.pyplot as plt
 
-    plot_dir.mkdir(parents=True, exist_ok=True)
+    files.make_folder(plot_dir, root)
     made = []
     for index, (key, group) in enumerate(
         sorted(plot_groups(summaries).items(), key=lambda kv: str(kv[0]))
@@ -351,10 +359,10 @@ def _make_plots(summaries: list[ConfigSummary], plot_dir: Path) -> list[tuple[st
             ax.legend(fontsize=8)
         fig.suptitle(f"{model} ({backend}, {image_size} px) on {env}")
         fig.tight_layout()
-        path = figures.save_png(fig, plot_dir / f"{stem}.png")
+        path = figures.save_png(fig, plot_dir / f"{stem}.png", root)
         plt.close(fig)
         made.append((f"{model}, {backend}, {image_size} px on {env}", path))
-        breakdown = _breakdown_plot(plt, by_batch, plot_dir / f"{stem}-time.png")
+        breakdown = _breakdown_plot(plt, by_batch, plot_dir / f"{stem}-time.png", root)
         if breakdown:
             made.append((f"where the time went: {model}, {backend} on {env}", breakdown))
     return made
@@ -409,7 +417,7 @@ def build_report(directory: str) -> tuple[Path, Path]:
     data = data_texts(store, summaries)
     files.write_atomic(out / DATA_JSON, data["json"])
     files.write_atomic(out / DATA_CSV, data["csv"])
-    plots = make_plots(summaries, out / "plots")
+    plots = make_plots(summaries, out / "plots", out)  # a link at plots/ is refused
     return page.write(report_page(store, runs, probes, convergence, summaries, plots), out)
 
 
@@ -598,7 +606,9 @@ def compare_main(args: argparse.Namespace) -> int:
     text = comparison(args.dir_a, args.dir_b)
     if args.output:
         try:
-            Path(args.output).write_text(text)
+            # Whole or not at all; the user's link, FIFO or device at the name is refused,
+            # never written through, waited on or replaced.
+            files.write_atomic(Path(args.output), text, only_over_a_file=True)
         except OSError as err:
             raise UsageError(f"--output {args.output[:60]}: {err.strerror}") from None
         print(f"wrote {args.output}", file=sys.stderr)

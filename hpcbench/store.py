@@ -3,8 +3,10 @@
 Each record goes to disk as one write() of a whole line on an O_APPEND
 descriptor followed by fsync, so a killed sweep loses at most the run in
 flight; a write that fails (a full disk, a short write) is cut off again, so the
-file is as it was. The file is never opened through a symbolic link (O_NOFOLLOW:
-one planted at results.jsonl is refused, the file it points at untouched). A torn
+file is as it was. The file is opened through hpcbench.files: never through a
+symbolic link at its name or in its folder below the one the user named (one planted
+at results.jsonl is refused, the file it points at untouched), never waiting on a
+FIFO there, and read to at most files.RESULTS bytes. A torn
 last line (power loss mid-write, an older hpcbench) is skipped on reading, and so
 is any line that is not a record analysis can use (named on stderr, counted
 in `Store.skipped`), so a damaged store still reports and resumes.
@@ -18,7 +20,6 @@ record is (StoreWriteError: exit status 1).
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import math
 import os
@@ -33,7 +34,7 @@ from typing import Any
 
 import jsonschema
 
-from hpcbench import locks
+from hpcbench import files, locks
 from hpcbench.errors import UsageError, one_line
 from hpcbench.specs import MAX_BATCH, MAX_NODES, MAX_SLOTS
 
@@ -398,46 +399,38 @@ def _nearest_existing(path: Path) -> Path:
     return next(p for p in (path, *path.parents) if p.exists())
 
 
-def _write_new(path: Path | None, data: bytes) -> str:
-    """data in a new file: `path`, or a fresh one in the temporary folder; its name."""
+def _write_new(path: Path | None, data: bytes, root: Path | None = None) -> str:
+    """data in a new file: `path` (no link followed below `root`), or a fresh one in
+    the temporary folder; its name."""
     if path is None:
         fd, name = tempfile.mkstemp(prefix="hpcbench-unsaved-", suffix=".jsonl")
     else:
-        fd, name = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), str(path)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        fd, name = files.open_regular(path, flags, 0o644, root), str(path)
     try:
         if os.write(fd, data) != len(data):
             raise OSError(f"short write to {name}")
         os.fsync(fd)
     except OSError:
         with contextlib.suppress(OSError):  # no torn copy left behind
-            os.unlink(name)
+            files.remove(Path(name), root if path is not None else None)
         raise
     finally:
         os.close(fd)
     return name
 
 
-def _open_results(path: Path) -> int:
-    """The results file for appending, never through a link planted at its name
-    (O_NOFOLLOW), and only a regular file (a FIFO or device there is refused)."""
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise OSError(err.errno, LINK_REFUSED) from None
-        raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, f"{RESULTS_FILE} is not a regular file")
-    return fd
-
-
 class Store:
     def __init__(
-        self, directory: Path | str, checker: jsonschema.protocols.Validator = _VALIDATOR
+        self,
+        directory: Path | str,
+        checker: jsonschema.protocols.Validator = _VALIDATOR,
+        root: Path | str | None = None,
     ) -> None:
         self.dir = Path(directory)
+        # The folder the user named (`directory` or one above it, as a campaign's `out`
+        # above each testbed's store): no link is followed below it (hpcbench.files).
+        self.root = self.dir if root is None else Path(root)
         self._checker = checker  # what a record read must fit (validator())
         self.path = self.dir / RESULTS_FILE
         self.lock_path = self.dir / LOCK_FILE
@@ -455,6 +448,8 @@ class Store:
             raise StoreWriteError(
                 f"cannot write {_shown(self.path)}: {err.strerror or err}; {kept}"
             ) from None
+        except UsageError as err:  # planted on the way: a link, a FIFO (named in err)
+            raise StoreWriteError(f"{one_line(str(err), 300)}; {self._keep(line)}") from None
 
     def _keep(self, line: str) -> str:
         """Where a record the store refused went: beside the store, else in the
@@ -462,8 +457,8 @@ class Store:
         beside = self.dir / f"results.unsaved-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl"
         for path in (beside, None):
             try:
-                name = _write_new(path, line.encode())
-            except OSError:
+                name = _write_new(path, line.encode(), self.root)
+            except (OSError, UsageError):
                 continue
             return f"the record is kept in {_shown(name)} (append it to the store when it is fixed)"
         sys.stdout.write(line)
@@ -483,9 +478,13 @@ class Store:
     def _write_problem(self) -> str | None:
         if self.dir.exists() and not self.dir.is_dir():
             return "a file, not a folder"
-        if self.path.is_symlink():
+        try:
+            at_name = files.present(self.path, self.root)  # refuses a link on the way
+        except UsageError as err:
+            return str(err)
+        if at_name and stat.S_ISLNK(os.lstat(self.path).st_mode):
             return f"its {RESULTS_FILE} is {LINK_REFUSED}"
-        if self.path.exists() and not (self.path.is_file() and os.access(self.path, os.W_OK)):
+        if at_name and not (self.path.is_file() and os.access(self.path, os.W_OK)):
             return f"its {RESULTS_FILE} is not a writable file"
         where = _nearest_existing(self.dir)
         if not where.is_dir():
@@ -494,8 +493,8 @@ class Store:
         return None
 
     def _append(self, data: bytes) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = _open_results(self.path)
+        files.make_folder(self.dir, self.root)
+        fd = files.open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644, self.root)
         try:
             # After a torn last line, start on a fresh line so only the torn record is lost.
             size = os.fstat(fd).st_size
@@ -521,10 +520,11 @@ class Store:
         Two sweeps appending to one store would interleave their repeats and
         each resume the other's runs; the second (or a probe) is refused in one line.
         """
-        self.dir.mkdir(parents=True, exist_ok=True)
+        files.make_folder(self.dir, self.root)
         self._lock_fd = locks.hold(
             self.lock_path,
             f"{self.dir} is in use by another sweep or probe: wait for it, or choose another --out",
+            self.root,
         )
 
     def release(self) -> None:
@@ -533,20 +533,26 @@ class Store:
             self._lock_fd = None
 
     def exists(self) -> bool:
-        """Whether the store has a results file; a path the system refuses (too long,
-        unreadable, not a folder) is one line naming it (UsageError)."""
+        """Whether anything is at the results file's name (a link or a FIFO too: reading
+        it then says what it is); a path the system refuses (too long, unreadable) or a
+        link on the way is one line naming it (UsageError)."""
         try:
-            return self.path.is_file()
+            return files.present(self.path, self.root)
         except OSError as err:
             raise UsageError(f"{_shown(self.path)}: {err.strerror}") from None
 
     def _lines(self) -> Iterator[tuple[int, bytes]]:
         try:
-            f = self.path.open("rb")
+            fd = files.open_regular(self.path, os.O_RDONLY, root=self.root)
         except OSError as err:
             raise UsageError(f"cannot read {_shown(self.path)}: {err.strerror}") from None
-        with f:
-            yield from enumerate(f, 1)
+        with os.fdopen(fd, "rb") as f:
+            files.check_size(self.path, os.fstat(fd).st_size, files.RESULTS)
+            read = 0
+            for number, line in enumerate(f, 1):
+                read += len(line)
+                files.check_size(self.path, read, files.RESULTS)  # it may have grown
+                yield number, line
 
     def _skip(self, number: int, why: str) -> None:
         why = one_line(why)  # it may quote a key of the line: a line break, a terminal escape

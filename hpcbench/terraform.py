@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hpcbench import bounded
+from hpcbench import bounded, files
 from hpcbench.errors import UsageError
 from hpcbench.paths import cache_root, ensure_env_state, env_layout, env_state
 
@@ -284,10 +284,13 @@ class TerraformEnv:
         return {k: v["value"] for k, v in json.loads(proc.stdout or "{}").items()}
 
     def has_resources(self) -> bool:
-        if not self.state_file.is_file():
+        root = self.state_dir.parent  # the state folder: no link followed below it
+        if not files.present(self.state_file, root):
             return False
         try:
-            state = json.loads(self.state_file.read_text() or "{}")
+            state = json.loads(files.read_bounded(self.state_file, files.TF_STATE, root) or b"{}")
+        except OSError as err:
+            raise UsageError(f"{self.state_file}: cannot read it ({err.strerror or err})") from None
         except (ValueError, UnicodeDecodeError) as err:
             raise UsageError(
                 f"{self.state_file}: not a Terraform state ({err}); restore it "

@@ -56,6 +56,7 @@ from hpcbench.campaign.testbeds import testbed
 from hpcbench.campaign.yaml_loader import read_yaml
 from hpcbench.errors import UsageError
 from hpcbench.specs import check_path
+from hpcbench.store import Store
 
 # What the rest of hpcbench takes from here: load(), and the types it gives.
 __all__ = [
@@ -176,7 +177,7 @@ def _folders(value: Any, path: str) -> tuple[Path, ...]:
             check_path(entry, where)
         except UsageError as err:
             raise Problem(where, str(err).removeprefix(f"{where}: ")) from None
-        if not (Path(entry) / "results.jsonl").is_file():
+        if not Store(entry).exists():  # a FIFO or link there: reading it says what it is
             raise Problem(
                 where, f"{entry[:80]} holds no results.jsonl: give a `scale --out` folder"
             )

@@ -31,7 +31,6 @@ from hpcbench.errors import UsageError, one_line
 from hpcbench.page import Block, Code, Image, Page, Paragraph, Section, Table
 from hpcbench.progress import format_duration
 from hpcbench.report import DATA_CSV, DATA_JSON, fmt, fmt_band
-from hpcbench.store import Store
 
 
 @dataclass
@@ -80,7 +79,7 @@ def _points(summaries: list[ConfigSummary]) -> dict[int, list[ConfigSummary]]:
 def load(campaign: Campaign) -> list[TestbedResults]:
     found = []
     for tb in campaign.testbeds:
-        store = Store(campaign.testbed_out(tb))
+        store = campaign.testbed_store(tb)
         if not store.exists():
             continue
         records = list(store.records())

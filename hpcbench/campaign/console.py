@@ -35,18 +35,20 @@ class Stopped(Exception):
 TERMINAL_LOG = "campaign.terminal.log"
 
 
-def _open_log(path: Path) -> int:
-    """`path` open for appending, created 0600; a link or anything but a regular file
-    planted there is refused (UsageError naming it), never written through."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return files.open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+def _open_log(path: Path, root: Path | None) -> int:
+    """`path` open for appending, created 0600 (its folder made); a link there or in
+    any folder below `root` (the campaign's `out`; None: the log's folder), or anything
+    but a regular file at its name, is refused (UsageError naming it), never written
+    through."""
+    files.make_folder(path.parent, root)
+    return files.open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600, root)
 
 
-def append_lines(path: Path, lines: list[str]) -> bool:
+def append_lines(path: Path, lines: list[str], root: Path | None = None) -> bool:
     """`lines` appended to the log at `path`; False when it cannot be (said nowhere:
     this is the last place a line goes)."""
     try:
-        fd = _open_log(path)
+        fd = _open_log(path, root)
     except (UsageError, OSError):
         return False
     try:
@@ -69,7 +71,7 @@ def _flush_std() -> None:
 
 
 @contextlib.contextmanager
-def logged(path: Path, must_run: bool = False) -> Iterator[str | None]:
+def logged(path: Path, must_run: bool = False, root: Path | None = None) -> Iterator[str | None]:
     """This process's stdout and stderr (and so every child's) appended to `path`.
     Yields None, or, with must_run, why the log could not be opened: the output then
     goes to /dev/null rather than the block not running (a destroy never waits on
@@ -77,7 +79,7 @@ def logged(path: Path, must_run: bool = False) -> Iterator[str | None]:
     _flush_std()
     why = None
     try:
-        fd = _open_log(path)
+        fd = _open_log(path, root)
     except (UsageError, OSError) as err:
         if not must_run:
             raise
@@ -137,7 +139,7 @@ class Console:
             except (OSError, ValueError):  # ValueError: a closed stream
                 self.lose_terminal()
         if self.term_lost or keep:
-            append_lines(self.own_log(), [line])
+            append_lines(self.own_log(), [line], self.campaign.out)
 
     def own_log(self) -> Path:
         """The log of the testbed in hand, or the campaign's own between testbeds."""
@@ -202,7 +204,7 @@ class Console:
         started = self.phase_started = time.monotonic()
         try:
             try:
-                with logged(log, must_run) as refused:
+                with logged(log, must_run, self.campaign.out) as refused:
                     if refused:
                         self.say(f"{shown}: its output is not kept: {one_line(refused, 300)}")
                     print(

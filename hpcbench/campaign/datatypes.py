@@ -11,6 +11,7 @@ from typing import Any
 
 from hpcbench.errors import UsageError
 from hpcbench.specs import SweepSpec, TargetSpec, TestbedKind, WorkloadSpec
+from hpcbench.store import Store
 from hpcbench.sweep import Config
 
 
@@ -130,6 +131,10 @@ class Campaign:
     def testbed_out(self, tb: TestbedPlan) -> Path:
         """Each testbed's own results store (a `scale --out` folder)."""
         return self.out / tb.name
+
+    def testbed_store(self, tb: TestbedPlan) -> Store:
+        """That store, read and written with no link followed below `out`."""
+        return Store(self.testbed_out(tb), root=self.out)
 
 
 def iter_cells(campaign: Campaign) -> Iterator[tuple[TestbedPlan, Cell]]:

@@ -36,7 +36,6 @@ from hpcbench.campaign.forecast import CellForecast
 from hpcbench.errors import UsageError
 from hpcbench.probe import GRACE_S
 from hpcbench.specs import TestbedKind, WorkloadSpec
-from hpcbench.store import Store
 
 # Stated defaults where nothing was measured or given (expect: in the campaign file).
 # They are planning figures, not measurements: real testbeds differ widely (a
@@ -125,7 +124,7 @@ def probe_seconds(campaign: Campaign, tb: TestbedPlan) -> Estimate | None:
     probes, else a stated default, bounded by each probe's budget where it is given."""
     if all(part.sweep.probe is None for part in tb.parts):
         return None
-    store = Store(campaign.testbed_out(tb))
+    store = campaign.testbed_store(tb)
     took = [
         float(r["duration_s"])
         for r in (store.probes() if store.exists() else [])
@@ -150,7 +149,7 @@ def probe_seconds(campaign: Campaign, tb: TestbedPlan) -> Estimate | None:
 
 # ------------------------------------------------------------------- cells
 def _runs(campaign: Campaign, tb: TestbedPlan, ok_only: bool = True) -> list[dict[str, Any]]:
-    store = Store(campaign.testbed_out(tb))
+    store = campaign.testbed_store(tb)
     if not store.exists():
         return []
     return [r for r in store.runs() if r.get("status") == "ok" or not ok_only]

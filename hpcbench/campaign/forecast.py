@@ -165,7 +165,7 @@ def link_basis(campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPla
     transport = tb.hardware.transport or "tcp"
     default_latency = LATENCY_US[transport] * 1e-6
     rate = link_rate_bits(tb)
-    own = _probes(Store(campaign.testbed_out(tb)))
+    own = _probes(campaign.testbed_store(tb))
     if own:
         model = allreduce_model.link_model(own[-1])
         assert model is not None  # _probes keeps those that fit
@@ -185,7 +185,7 @@ def link_basis(campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPla
             "no line rate across nodes: give hardware: {link: ...}",
         )
     for other in reversed(earlier):
-        probes = _probes(Store(campaign.testbed_out(other)))
+        probes = _probes(campaign.testbed_store(other))
         other_rate = link_rate_bits(other)
         if not probes or other_rate is None or not _same_env(tb, other):
             continue
@@ -291,19 +291,18 @@ def single_worker(
     """One worker's images/s at `batch` (the module's order); None: nothing to go on.
     stores: each results folder's runs, read once per forecast."""
 
-    def runs(folder: Path) -> list[dict[str, Any]]:
-        if folder not in stores:
-            store = Store(folder)
-            stores[folder] = store.runs() if store.exists() else []
-        return stores[folder]
+    def runs(store: Store) -> list[dict[str, Any]]:
+        if store.dir not in stores:
+            stores[store.dir] = store.runs() if store.exists() else []
+        return stores[store.dir]
 
-    own = _measured(_ok_baselines(runs(campaign.testbed_out(tb)), part), batch, "on this testbed")
+    own = _measured(_ok_baselines(runs(campaign.testbed_store(tb)), part), batch, "on this testbed")
     if own is not None:
         return own
     for other in reversed(earlier):
         if same_hardware(tb, other):
             found = _measured(
-                _ok_baselines(runs(campaign.testbed_out(other)), part),
+                _ok_baselines(runs(campaign.testbed_store(other)), part),
                 batch,
                 f"on {other.name}, the same hardware,",
             )
@@ -319,7 +318,7 @@ def single_worker(
     for folder in campaign.calibrate_from:
         matching = [
             r
-            for r in _ok_baselines(runs(folder), part)
+            for r in _ok_baselines(runs(Store(folder)), part)
             if accelerator.lower() in _fingerprint_names(r)
             and (part.workload.device == "auto" or _device(r) == part.workload.device)
             and r.get("amp", amp) is amp

@@ -163,15 +163,15 @@ class TestbedLife:
         """The campaign's Ansible variables for this testbed, beside the inventory
         Terraform renders (the last inventory source: its group_vars win)."""
         folder = paths.ensure_env_state(tb.env) / "group_vars"
-        target = folder / "all.yml"
+        target, root = folder / "all.yml", paths.state_root()  # no link followed below root
         if not tb.ansible:
-            target.unlink(missing_ok=True)
+            files.remove(target, root)
             return
-        folder.mkdir(mode=0o700, exist_ok=True)
+        files.make_folder(folder, root, 0o700)
         text = f"# written by `hpcbench campaign run` from {self.campaign.path}\n"
         # 0600 as the inventory beside it; a link planted at its name is replaced.
         files.write_atomic(
-            target, text + yaml.safe_dump(tb.ansible, default_flow_style=False), 0o600
+            target, text + yaml.safe_dump(tb.ansible, default_flow_style=False), 0o600, root
         )
 
     def teardown(self, tb: TestbedPlan, keep: bool) -> None:

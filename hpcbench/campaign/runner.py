@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from hpcbench import paths, readiness, sweep
+from hpcbench import files, paths, readiness, sweep
 from hpcbench.campaign import comparison, estimate, forecast
 from hpcbench.campaign.campaign_file import Campaign, SweepPart, TestbedPlan
 from hpcbench.campaign.console import Console, Stopped, logged
@@ -41,7 +41,7 @@ from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
 from hpcbench.schedulers.base import stop_on_signals
 from hpcbench.specs import HostSlots, TestbedKind
-from hpcbench.store import Store, config_key, done_configs
+from hpcbench.store import config_key, done_configs
 from hpcbench.target import Target
 
 
@@ -172,7 +172,7 @@ class Runner:
         for tb in self.campaign.testbeds:
             if not any(c.id in journaled for c in tb.cells):
                 continue
-            store = Store(self.campaign.testbed_out(tb))
+            store = self.campaign.testbed_store(tb)
             runs = store.runs() if store.exists() else []
             done = done_configs(runs)
             rates = {r["link_rate"] for r in runs if isinstance(r.get("link_rate"), str)}
@@ -241,7 +241,8 @@ class Runner:
             self.say(f"checking testbed {k}/{len(todo)} {tb.name}: terraform plan, nothing created")
             scratch = Path(tempfile.mkdtemp(prefix="hpcbench-check-"))
             try:
-                with testbed_state(scratch), logged(self.console.log_path(tb)):
+                log = self.console.log_path(tb)
+                with testbed_state(scratch), logged(log, root=self.campaign.out):
                     check(DeployRequest(tb.env, tb.settings))
             except UsageError as err:
                 raise UsageError(f"{where}: {err}") from None
@@ -276,7 +277,7 @@ def planned_targets(
         if not tb.deployed:
             return [Target.resolve(part.target)]
         with testbed_state(state_root(campaign, tb, base)):
-            if paths.inventory_path(tb.env).is_file():
+            if files.present(paths.inventory_path(tb.env), paths.state_root()):
                 return [Target.resolve(part.target)]
         count = max(part.target.node_counts)
         shape = tuple(HostSlots(f"node{i}", part.gpus_per_node) for i in range(1, count + 1))

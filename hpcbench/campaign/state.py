@@ -28,7 +28,6 @@ from hpcbench.errors import UsageError, one_line
 from hpcbench.terraform import TerraformEnv
 
 OWNER_FILE = "owner.json"
-OWNER_MAX = 64 * 1024  # a marker is a line of JSON; more is not one
 
 
 def campaign_folder(campaign: Campaign, base: Path | None = None) -> Path:
@@ -45,6 +44,9 @@ def state_root(campaign: Campaign, tb: TestbedPlan, base: Path | None = None) ->
     owner checked first (check_owner)."""
     folder = campaign_folder(campaign, base)
     check_owner(campaign, folder)
+    root = folder.parent.parent
+    if files.present(folder / tb.name, root):  # a link planted there is never taken
+        os.close(files.open_folder(folder / tb.name, root))
     return folder / tb.name
 
 
@@ -62,13 +64,18 @@ def check_owner(campaign: Campaign, folder: Path) -> None:
       while it holds state (a Terraform state file, a lease), as nothing says whose
       testbed that is; the line says how to release it by hand. One that holds none
       is taken, and `claim` marks it before anything is deployed there."""
-    if not folder.exists() and not folder.is_symlink():
+    root = folder.parent.parent  # the state folder: no link is followed below it
+    if not files.present(folder, root):
         return
-    if folder.is_symlink() or not folder.is_dir():
-        raise UsageError(f"{folder} is not a folder: move it away; it is this campaign's state")
+    try:
+        os.close(files.open_folder(folder, root))
+    except UsageError:
+        raise UsageError(
+            f"{folder} is not a folder: move it away; it is this campaign's state"
+        ) from None
     marker = folder / OWNER_FILE
     try:
-        fd = files.open_regular(marker, os.O_RDONLY)
+        data = files.read_bounded(marker, files.OWNER, root)
     except FileNotFoundError:
         _unmarked(campaign, folder)
         return
@@ -76,10 +83,8 @@ def check_owner(campaign: Campaign, folder: Path) -> None:
         raise UsageError(
             f"{marker}: cannot read it ({err.strerror or errno.errorcode.get(err.errno or 0)})"
         ) from None
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(OWNER_MAX + 1)
     try:
-        owner = json.loads(data.decode("utf-8")) if len(data) <= OWNER_MAX else None
+        owner = json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError):
         owner = None
     if owner == _owner(campaign):
@@ -115,11 +120,12 @@ def claim(campaign: Campaign, base: Path | None = None) -> None:
     state is made there; written atomically, so a marker is whole or absent."""
     folder = campaign_folder(campaign, base)
     check_owner(campaign, folder)
+    root = folder.parent.parent
     marker = folder / OWNER_FILE
-    if marker.is_file():
+    if files.present(marker, root):  # read and found this campaign's by check_owner
         return
-    paths.private_dir(folder)
-    files.write_atomic(marker, json.dumps(_owner(campaign)) + "\n", 0o600)
+    paths.private_dir(folder, root)
+    files.write_atomic(marker, json.dumps(_owner(campaign)) + "\n", 0o600, root)
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from hpcbench import files
 from hpcbench.errors import UsageError, one_line
 from hpcbench.specs import check_path
 
@@ -69,14 +70,14 @@ _UniqueKeyLoader.add_constructor(
 def read_yaml(path: Path) -> Any:
     check_path(str(path), "campaign file")
     try:
-        text = path.read_text(encoding="utf-8")
+        # The file the user named (a link there is theirs): never waited on (a FIFO), read
+        # to at most files.CAMPAIGN_FILE (over it, /dev/zero: one line).
+        text = files.read_bounded(path, files.CAMPAIGN_FILE, root=path).decode("utf-8")
     except FileNotFoundError:
         raise UsageError(f"{path}: no such campaign file (campaigns/ holds examples)") from None
     except (OSError, UnicodeDecodeError) as err:
         why = getattr(err, "strerror", None) or type(err).__name__
         raise UsageError(f"{path}: cannot read it ({why})") from None
-    if len(text) > 1_000_000:
-        raise UsageError(f"{path}: over 1 MB; a campaign file is a page of YAML")
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as err:

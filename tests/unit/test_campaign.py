@@ -736,7 +736,7 @@ def test_a_journal_path_that_is_a_folder_and_an_out_that_is_a_file_are_refused(
     (tmp_path / "out" / "results.jsonl").mkdir(parents=True)
     assert cli.main(["campaign", "run", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "results.jsonl is not a file" in err[0]
+    assert len(err) == 1 and "results.jsonl is not a regular file" in err[0]
     filed = write(tmp_path, BASE.format(out=tmp_path / "a-file"), "f.yaml")
     (tmp_path / "a-file").write_text("x")
     assert cli.main(["campaign", "plan", str(filed)]) == 2

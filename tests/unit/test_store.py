@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import cli
+from hpcbench import cli, files
 from hpcbench.errors import UsageError
 from hpcbench.store import Store, StoreWriteError, run_key
 
@@ -161,10 +161,11 @@ def test_an_unreadable_store_is_one_line(tmp_path, monkeypatch, capsys):
     store = Store(tmp_path)
     store.append({"kind": "run"})
 
-    def refuse(self, *args, **kwargs):
-        raise PermissionError(13, "Permission denied", str(self))
+    def refuse(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(Path, "open", refuse)  # root reads every file: refuse it here
+    # root reads every file: refuse it where every read opens it
+    monkeypatch.setattr(files, "open_regular", refuse)
     assert cli.main(["report", "--out", str(tmp_path)]) == 2
     assert cli.main(["compare", str(tmp_path), str(tmp_path)]) == 2
     err = capsys.readouterr().err.splitlines()
@@ -185,7 +186,7 @@ def test_an_append_never_follows_a_link_planted_at_the_results_file(tmp_path):
     store.path.symlink_to(victim)
     with pytest.raises(UsageError, match="results.jsonl is a symbolic link"):
         store.check_writable()  # a sweep refuses it before launching anything
-    with pytest.raises(StoreWriteError, match="a symbolic link, which hpcbench never writes"):
+    with pytest.raises(StoreWriteError, match="results.jsonl is a symbolic link, which hpcbench"):
         store.append(_record(0))
     assert victim.read_bytes() == b"not yours\n"
     kept = list(store.dir.glob("results.unsaved-*.jsonl"))  # the record is not lost
