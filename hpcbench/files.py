@@ -294,7 +294,7 @@ def _not_folder(shown: Path, parent: int, name: str) -> str:
         is_link = False
     if is_link:
         return _link(shown, "follows")
-    return f"{shown} is not a folder (a file, FIFO, socket or device): remove it"
+    return f"{shown} is not a folder (a file, FIFO, socket or device): move it away"
 
 
 def _link(path: Path, does: str) -> str:

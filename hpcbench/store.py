@@ -541,13 +541,26 @@ class Store:
         except OSError as err:
             raise UsageError(f"{_shown(self.path)}: {err.strerror}") from None
 
-    def _lines(self) -> Iterator[tuple[int, bytes]]:
+    def check_readable(self) -> None:
+        """Refuse, before it is needed, a results file that could not be read: missing,
+        a link, a FIFO, over files.RESULTS (one UsageError line naming it)."""
+        os.close(self._open())
+
+    def _open(self) -> int:
         try:
             fd = files.open_regular(self.path, os.O_RDONLY, root=self.root)
         except OSError as err:
             raise UsageError(f"cannot read {_shown(self.path)}: {err.strerror}") from None
-        with os.fdopen(fd, "rb") as f:
+        try:
             files.check_size(self.path, os.fstat(fd).st_size, files.RESULTS)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _lines(self) -> Iterator[tuple[int, bytes]]:
+        fd = self._open()
+        with os.fdopen(fd, "rb") as f:
             read = 0
             for number, line in enumerate(f, 1):
                 read += len(line)

@@ -177,10 +177,12 @@ def _folders(value: Any, path: str) -> tuple[Path, ...]:
             check_path(entry, where)
         except UsageError as err:
             raise Problem(where, str(err).removeprefix(f"{where}: ")) from None
-        if not Store(entry).exists():  # a FIFO or link there: reading it says what it is
+        store = Store(entry)
+        if not store.exists():
             raise Problem(
                 where, f"{entry[:80]} holds no results.jsonl: give a `scale --out` folder"
             )
+        store.check_readable()  # a link, a FIFO or an oversized file there: named now
         folders.append(Path(entry))
     return tuple(folders)
 

@@ -176,10 +176,8 @@ class Journal:
     def lock(self) -> None:
         """The campaign's folder for this run alone; the pid beside the lock tells
         `campaign status` that a run is under way, and whose."""
-        if self.path.exists() and not self.path.is_file():
-            raise UsageError(
-                f"{self.path} is not a file: move it away, or give the campaign another `out:`"
-            )
+        if self.store.exists():  # a link, a FIFO, a folder, an oversized file: refused now
+            self.store.check_readable()
         self.store.dir.mkdir(parents=True, exist_ok=True)
         self._fd = locks.hold_as_process(
             self.store.lock_path,

@@ -67,12 +67,7 @@ def check_owner(campaign: Campaign, folder: Path) -> None:
     root = folder.parent.parent  # the state folder: no link is followed below it
     if not files.present(folder, root):
         return
-    try:
-        os.close(files.open_folder(folder, root))
-    except UsageError:
-        raise UsageError(
-            f"{folder} is not a folder: move it away; it is this campaign's state"
-        ) from None
+    os.close(files.open_folder(folder, root))  # a link or a file there: one line naming it
     marker = folder / OWNER_FILE
     try:
         data = files.read_bounded(marker, files.OWNER, root)

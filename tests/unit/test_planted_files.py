@@ -4,7 +4,10 @@ never makes it wait, and each is refused in one line naming it (exit status 2)."
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import resource
 import signal
 import subprocess
 import sys
@@ -14,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hpcbench import cli, files, locks, sweep
+from hpcbench import cli, files, locks, paths, sweep
 from hpcbench.campaign import console
 from hpcbench.errors import UsageError
 from tests.unit.test_campaign import Fakes, base
@@ -23,7 +26,15 @@ REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 20  # a hang fails the test instead of stopping the suite
 
 
+MEMORY_LIMIT = 4 << 30  # address space: a read without end fails instead of swapping
+
+
+def _bounded_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
 def hpcbench(*argv: str) -> subprocess.CompletedProcess[str]:
+    """The command in a process of its own, bounded in time and memory."""
     return subprocess.run(
         [sys.executable, "-m", "hpcbench", *argv],
         cwd=REPO,
@@ -31,6 +42,7 @@ def hpcbench(*argv: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=TIMEOUT_S,
         stdin=subprocess.DEVNULL,
+        preexec_fn=_bounded_memory,
     )
 
 
@@ -204,3 +216,300 @@ def test_lines_for_a_log_never_go_through_a_link(tmp_path: Path, victim: Path) -
         print("destroying")
     assert refused is not None and str(link) in refused
     assert victim.read_text() == "not yours\n"
+
+
+# ------------------------------------------- every name, every command, one table
+# A results folder (R, with R2 beside it for compare), a campaign's out folder (O)
+# and its testbeds' state (S, HPCBENCH_STATE; C is the campaign's folder there), as
+# the commands leave them; then a link, a FIFO or an oversized file at one name that
+# hpcbench reads or writes there. A link leads to what was at the name, moved out of
+# the folder, so that a command following it would work, and write, outside.
+COMMANDS = {
+    "report": ["report", "--out", "{R}"],
+    "export": ["report", "--out", "{R}", "--format", "json"],
+    "compare": ["compare", "{R}", "{R2}", "--output", "{T}/comparison.md"],
+    "scale --resume": [
+        *("scale", "--env", "localhost", "--nodes", "1", "--batch", "32"),
+        *("--repeats", "1", "--resume", "--dry-run", "--out", "{R}"),
+    ],
+    "checks": ["campaign", "plan", "{F}", "--calibrate-from", "{R}"],
+    "plan": ["campaign", "plan", "{F}"],
+    "status": ["campaign", "status", "{F}"],
+    "campaign report": ["campaign", "report", "{F}"],
+    "destroy": ["campaign", "destroy", "{F}"],
+}
+BOUNDS = {
+    "results.jsonl": files.RESULTS,
+    "owner.json": files.OWNER,
+    "terraform.tfstate": files.TF_STATE,
+    "job.json": files.LEASE,
+}
+REFUSED, KEPT_ON = "refused", "goes on"  # exit 2 in one line naming it; exit 0 as documented
+SAYS = {  # what the line says was found
+    "link": "is a symbolic link",
+    "fifo": r"is not a (regular file|folder)",
+    "big": r": over \d+ [KM]iB",
+}
+
+
+STORE_READERS = ("report", "export", "compare", "scale --resume", "checks")
+JOURNAL_READERS = ("plan", "status", "campaign report", "destroy")
+TESTBED_READERS = ("plan", "campaign report")
+STATE_READERS = ("status", "destroy")
+TABLE = [  # where, the commands that read or write there, the outcome, what is planted
+    ("R/results.jsonl", STORE_READERS, REFUSED, ("link", "fifo", "big")),
+    ("R/plots", ("report",), REFUSED, ("link", "fifo")),
+    ("O/results.jsonl", JOURNAL_READERS, REFUSED, ("link", "fifo", "big")),
+    ("O/.lock", ("status", "destroy"), REFUSED, ("link", "fifo")),
+    ("O/a", TESTBED_READERS, REFUSED, ("link", "fifo")),
+    ("O/a/results.jsonl", TESTBED_READERS, REFUSED, ("link", "fifo", "big")),
+    ("O/logs", ("destroy",), KEPT_ON, ("link", "fifo")),
+    ("O/logs/a.log", ("destroy",), KEPT_ON, ("link", "fifo")),
+    ("S/campaigns", STATE_READERS, REFUSED, ("link", "fifo")),
+    ("C", STATE_READERS, REFUSED, ("link", "fifo")),
+    ("C/owner.json", STATE_READERS, REFUSED, ("link", "fifo", "big")),
+    ("C/a", STATE_READERS, REFUSED, ("link", "fifo")),
+    ("C/a/local", STATE_READERS, REFUSED, ("link", "fifo")),
+    ("C/a/local/terraform.tfstate", STATE_READERS, REFUSED, ("link", "fifo", "big")),
+    ("C/a/local/leases", STATE_READERS, KEPT_ON, ("link", "fifo")),
+    ("C/a/local/leases/job.json", STATE_READERS, KEPT_ON, ("link", "fifo", "big")),
+]
+
+
+def _cases() -> Iterator[tuple[str, str, str, str]]:
+    """(command, where/name, what is planted, outcome)."""
+    for name, commands, outcome, planted in TABLE:
+        for command in commands:
+            for kind in planted:
+                yield command, name, kind, outcome
+
+
+class World:
+    """The folders as the commands find them, and what lies outside them."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        from hpcbench.campaign import campaign_file, state
+        from hpcbench.campaign.journal import Journal
+        from tests.unit.test_campaign import fake_run
+        from tests.unit.test_report import _store
+
+        self.tmp = tmp_path
+        self.outside = tmp_path / "outside"
+        self.outside.mkdir()
+        _store(tmp_path, "R")
+        _store(tmp_path, "R2")
+        self.campaign_path = base(tmp_path)
+        campaign = campaign_file.load(self.campaign_path)
+        Journal(campaign.out, campaign.name).phase(campaign.testbeds[0], "deploy", "ok", 1.0)
+        a = campaign.testbeds[0]
+        store = campaign.testbed_store(a)
+        for cell in a.cells:
+            store.append(fake_run(a.env, cell.batch, cell.nodes, cell.workers, 1))
+        (campaign.out / "logs").mkdir()
+        (campaign.out / "logs" / "a.log").write_text("")
+        state.claim(campaign)
+        env = state.state_root(campaign, a) / a.env
+        (env / "leases").mkdir(parents=True)
+        lease = {"what": "job 7", "cancel": ["true"]}
+        (env / "leases" / "job.json").write_text(json.dumps(lease))
+        (env / "terraform.tfstate").write_text(json.dumps({"resources": [{"x": 1}]}))
+        self.folders = {
+            "R": tmp_path / "R",
+            "O": campaign.out,
+            "S": paths.state_root(),
+            "C": state.campaign_folder(campaign),
+        }
+
+    def path(self, name: str) -> Path:
+        top, _, rest = name.partition("/")
+        if top == "C" and not rest:
+            return self.folders["C"]
+        return self.folders[top] / rest
+
+    def argv(self, command: str) -> list[str]:
+        given = {
+            "R": self.tmp / "R",
+            "R2": self.tmp / "R2",
+            "T": self.tmp,
+            "F": self.campaign_path,
+        }
+        return [arg.format(**given) for arg in COMMANDS[command]]
+
+    def plant(self, path: Path, kind: str) -> None:
+        """What is at `path` moved outside (a link then leads to it), and `kind` put there."""
+        if os.path.lexists(path):
+            moved = self.outside / f"{len(list(self.outside.iterdir()))}-{path.name}"
+            path.rename(moved)
+        else:
+            moved = self.outside / f"{len(list(self.outside.iterdir()))}-{path.name}"
+            moved.write_text("not yours\n")
+        if kind == "link":
+            path.symlink_to(moved)
+        elif kind == "fifo":
+            os.mkfifo(path)
+        else:  # a sparse file one byte over the bound of its kind
+            with path.open("wb") as f:
+                f.truncate(BOUNDS[path.name].most + 1)
+
+    def outside_now(self) -> dict[str, tuple[int, int, bytes]]:
+        """Every file outside: its type, size and first bytes."""
+        seen = {}
+        for p in sorted(self.outside.rglob("*")):
+            st = p.lstat()
+            head = p.read_bytes()[:4096] if p.is_file() and not p.is_symlink() else b""
+            seen[str(p.relative_to(self.outside))] = (st.st_mode, st.st_size, head)
+        return seen
+
+
+@pytest.mark.parametrize(
+    ("command", "name", "kind", "outcome"),
+    list(_cases()),
+    ids=[f"{c}-{n}-{k}" for c, n, k, _ in _cases()],
+)
+def test_a_planted_name_is_refused_in_one_line_or_passed_by_as_documented(
+    tmp_path: Path,
+    fakes: Fakes,
+    capfd: pytest.CaptureFixture[str],
+    command: str,
+    name: str,
+    kind: str,
+    outcome: str,
+) -> None:
+    world = World(tmp_path)
+    planted = world.path(name)
+    world.plant(planted, kind)
+    before = world.outside_now()
+    capfd.readouterr()
+    status = cli.main(world.argv(command))
+    out, err = capfd.readouterr()
+    assert "Traceback" not in err, err
+    if outcome == REFUSED:
+        lines = err.strip().splitlines()
+        assert status == 2 and len(lines) == 1, (status, err)
+        assert str(planted) in lines[0] and re.search(SAYS[kind], lines[0]), lines[0]
+    elif command == "status":  # what the lease file was still counts as held
+        assert status == 0, err
+        assert re.search(r"testbed a still holds .*unreadable lease", out), out
+    else:  # the destroy runs all the same; a log it cannot keep is said
+        assert status == 0 and ("destroy", "a") in fakes.calls, err
+        if "logs" in name:
+            assert "destroy: its output is not kept" in err, err
+    assert world.outside_now() == before  # nothing outside written
+
+
+# ------------------------------------------------- the files a report writes
+def _plant_at(paths_: list[Path], kind: str, outside: Path) -> None:
+    for i, path in enumerate(paths_):
+        moved = outside / f"{i}-{path.name}"
+        path.rename(moved)
+        if kind == "link":
+            path.symlink_to(moved)
+        else:
+            os.mkfifo(path)
+
+
+def _written(folder: Path) -> list[Path]:
+    """The files a report wrote in `folder` (not the stores, locks, logs it reads)."""
+    return sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file()
+        and p.name not in ("results.jsonl", ".lock", ".lock.pid")
+        and "logs" not in p.parts
+        and p.parent.name not in ("a", "b")
+    )
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+@pytest.mark.parametrize("command", ["report", "campaign report"])
+def test_each_file_a_report_writes_replaces_what_was_planted_at_its_name(
+    tmp_path: Path, fakes: Fakes, capfd: pytest.CaptureFixture[str], command: str, kind: str
+) -> None:
+    world = World(tmp_path)
+    folder = world.folders["R" if command == "report" else "O"]
+    assert cli.main(world.argv(command)) == 0
+    written = _written(folder)
+    assert {"report.md", "report.html", "configurations.json", "configurations.csv"} <= {
+        p.name for p in written
+    } and any(p.suffix == ".png" for p in written), written
+    _plant_at(written, kind, world.outside)
+    before = world.outside_now()
+    capfd.readouterr()
+    assert cli.main(world.argv(command)) == 0, capfd.readouterr().err
+    for path in written:  # each a regular file again, whole
+        assert path.is_file() and not path.is_symlink() and path.stat().st_size, path
+    assert world.outside_now() == before
+
+
+# ------------------------------------------------------------ compare --output
+@pytest.mark.parametrize("kind", ["link", "fifo", "folder"])
+def test_compare_output_at_a_link_a_fifo_or_a_folder_is_one_line(
+    tmp_path: Path, fakes: Fakes, victim: Path, kind: str
+) -> None:
+    world = World(tmp_path)
+    output = tmp_path / "comparison.md"
+    if kind == "link":
+        output.symlink_to(victim)
+    elif kind == "fifo":
+        os.mkfifo(output)  # no reader: an open for writing by name waits for one
+    else:
+        output.mkdir()
+    line = one_error_line(hpcbench(*world.argv("compare")))
+    assert str(output) in line and re.search(SAYS.get(kind, "not a regular file"), line), line
+    assert victim.read_text() == "not yours\n"
+    assert output.is_symlink() or not output.is_file()  # left as it was
+
+
+def test_compare_output_replaces_a_file_whole(tmp_path: Path, fakes: Fakes) -> None:
+    world = World(tmp_path)
+    output = tmp_path / "comparison.md"
+    output.write_text("old\n" * 10_000)
+    assert cli.main(world.argv("compare")) == 0
+    assert output.read_text().startswith("# Comparison") and "old" not in output.read_text()
+
+
+# ---------------------------------------------------------- the campaign file
+def test_a_fifo_given_as_the_campaign_file_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    fifo = tmp_path / "c.yaml"
+    os.mkfifo(fifo)  # no writer: an open for reading by name waits for one
+    line = one_error_line(hpcbench("campaign", "plan", str(fifo)))
+    assert f"{fifo} is not a regular file" in line
+
+
+def test_a_device_given_as_the_campaign_file_is_one_line_not_read_without_end() -> None:
+    # /dev/zero never ends: read whole, it took all memory (here, up to the limit).
+    line = one_error_line(hpcbench("campaign", "plan", "/dev/zero"))
+    assert "/dev/zero is not a regular file" in line
+
+
+def test_a_campaign_file_over_its_bound_is_one_line_and_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    with path.open("wb") as f:
+        f.truncate(files.CAMPAIGN_FILE.most + 1)  # sparse: nothing to read but its size
+    line = one_error_line(hpcbench("campaign", "plan", str(path)))
+    assert f"{path}: over 1 MB; a campaign file is a page of YAML" in line
+
+
+def test_a_link_given_as_the_campaign_file_is_the_users_own_and_followed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    link = tmp_path / "latest.yaml"
+    link.symlink_to(base(tmp_path))
+    assert cli.main(["campaign", "plan", str(link)]) == 0, capsys.readouterr().err
+
+
+# ----------------------------------------------- hangs, as a command meets them
+@pytest.mark.parametrize(
+    "name", ["C/a/local/leases/job.json", "O/results.jsonl", "R/results.jsonl"]
+)
+def test_a_fifo_at_a_file_read_never_makes_a_command_wait(
+    tmp_path: Path, fakes: Fakes, name: str
+) -> None:
+    world = World(tmp_path)
+    world.plant(world.path(name), "fifo")
+    command = "report" if name.startswith("R/") else "status"
+    proc = hpcbench(*world.argv(command))  # HPCBENCH_STATE: the fakes' state folder
+    if name.endswith("job.json"):  # what the lease was still counts as held
+        assert proc.returncode == 0 and "unreadable lease job.json" in proc.stdout, proc
+    else:
+        assert f"{world.path(name)} is not a regular file" in one_error_line(proc)
