@@ -449,7 +449,10 @@ class Store:
                 f"cannot write {_shown(self.path)}: {err.strerror or err}; {kept}"
             ) from None
         except UsageError as err:  # planted on the way: a link, a FIFO (named in err)
-            raise StoreWriteError(f"{one_line(str(err), 300)}; {self._keep(line)}") from None
+            kept = self._keep(line)
+            raise StoreWriteError(
+                f"cannot write {_shown(self.path)}: {one_line(str(err), 300)}; {kept}"
+            ) from None
 
     def _keep(self, line: str) -> str:
         """Where a record the store refused went: beside the store, else in the

@@ -305,7 +305,10 @@ def events(
     if workload.data != "synthetic" and tb.on_controller and not Path(workload.data).is_dir():
         raise UsageError(f"--data {workload.data}: no such directory (or say 'synthetic')")
     store = Store(sweep.out)
-    held = store.runs()
+    try:
+        held = store.runs()
+    except UsageError as err:  # a link, a FIFO, a folder, an oversized file at its name
+        raise UsageError(f"--out {sweep.out}: {err}") from None
     if held and not sweep.resume:
         raise UsageError(
             f"{store.path} already holds {len(held)} runs: add --resume to skip "

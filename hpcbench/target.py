@@ -139,7 +139,7 @@ class Target:
         )
         try:
             for path in nodeset.lock_files(self.testbed):
-                held.append(locks.hold(path, busy))
+                held.append(locks.hold(path, busy, paths.state_root()))  # no link below it
             yield
         finally:
             for fd in held:
