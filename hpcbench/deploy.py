@@ -141,7 +141,7 @@ def load_settings(path: Path) -> dict[str, str]:
     fix = f"fix or delete {path} (it only remembers earlier --var settings)"
     try:
         data = json.loads(files.read_bounded(path, files.SETTINGS, state_root()))
-    except (OSError, ValueError, UnicodeDecodeError) as err:
+    except (OSError, ValueError, RecursionError) as err:
         why = getattr(err, "strerror", None) or type(err).__name__
         raise UsageError(f"{path}: not readable JSON ({why}): {fix}") from None
     if not isinstance(data, dict) or not all(

@@ -62,7 +62,7 @@ def read(path: Path, root: Path | None = None) -> Lease:
             raise TypeError("fields of the wrong type")
     except UsageError as err:  # planted: says what is there
         return Lease(path, f"unreadable lease {path.name} ({_planted(err, path)})", "", ())
-    except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError) as err:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:  # [[[[... too deep
         return Lease(path, f"unreadable lease {path.name} ({type(err).__name__})", "", ())
     return Lease(path, what, created, tuple(cancel))
 

@@ -160,7 +160,7 @@ def load_inventory(path: Path, root: Path | None = None) -> Testbed:
         data = yaml.safe_load(files.read_bounded(path, files.INVENTORY, root))
     except OSError as err:
         raise UsageError(f"cannot read {path}: {err.strerror}") from err
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as err:
         why = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise UsageError(f"{path}: not valid YAML ({why})") from err
     # The per-testbed known_hosts beside the inventory (environments/common/controller.tf).

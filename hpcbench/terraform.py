@@ -291,7 +291,7 @@ class TerraformEnv:
             state = json.loads(files.read_bounded(self.state_file, files.TF_STATE, root) or b"{}")
         except OSError as err:
             raise UsageError(f"{self.state_file}: cannot read it ({err.strerror or err})") from None
-        except (ValueError, UnicodeDecodeError) as err:
+        except (ValueError, RecursionError) as err:  # RecursionError: nested without end
             raise UsageError(
                 f"{self.state_file}: not a Terraform state ({err}); restore it "
                 "from terraform.tfstate.backup beside it"

@@ -9,6 +9,8 @@ import shlex
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hpcbench import leases
 
@@ -94,3 +96,43 @@ def test_each_lease_is_tried_even_after_a_failure(tmp_path: Path) -> None:
     write(tmp_path, "b", ["touch", str(marker)], "second job")
     still = leases.cancel_leftovers(tmp_path)
     assert [lease.what for lease, _ in still] == ["first job"] and marker.is_file()
+
+
+LEASE_FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "what": st.one_of(st.text(max_size=20), st.integers(), st.none()),
+        "created": st.one_of(st.text(max_size=20), st.lists(st.integers(), max_size=2)),
+        "cancel": st.one_of(
+            st.lists(st.text(max_size=8), max_size=3), st.text(max_size=8), st.none()
+        ),
+    },
+)
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    body=st.one_of(
+        st.binary(max_size=200),
+        LEASE_FIELDS.map(lambda d: json.dumps(d).encode()),
+        st.integers(min_value=0, max_value=3).map(lambda k: b"[" * (k * 4000)),
+    )
+)
+def test_whatever_a_lease_file_holds_it_is_read_as_one_lease_held(
+    tmp_path: Path, body: bytes
+) -> None:
+    state = tmp_path / "state" / "env"
+    folder = leases.lease_dir(state)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "job0.json").write_bytes(body)
+    [lease] = leases.held(state)
+    assert lease.path == folder / "job0.json" and lease.what
+    if lease.cancel:  # only a lease of the contract's shape has a command to run
+        data = json.loads(body)
+        assert list(lease.cancel) == data["cancel"] and lease.what == data["what"]
+    else:
+        assert lease.what.startswith("unreadable lease job0.json") or not json.loads(body).get(
+            "cancel"
+        )

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hpcbench import cli, files, locks, paths, sweep
 from hpcbench.campaign import console
@@ -513,3 +515,43 @@ def test_a_fifo_at_a_file_read_never_makes_a_command_wait(
         assert proc.returncode == 0 and "unreadable lease job.json" in proc.stdout, proc
     else:
         assert f"{world.path(name)} is not a regular file" in one_error_line(proc)
+
+
+# ------------------------------------------------ what the state files hold
+STATE_FILES = ["C/owner.json", "C/a/local/terraform.tfstate", "C/a/local/leases/job.json"]
+BODIES = st.one_of(
+    st.binary(max_size=200),
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+        max_leaves=10,
+    ).map(lambda v: json.dumps(v).encode()),
+    st.integers(min_value=1, max_value=3).map(lambda k: b"[" * (k * 5000)),  # nested deep
+)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(name=st.sampled_from(STATE_FILES), body=BODIES)
+def test_whatever_a_state_file_holds_status_is_its_table_or_one_line(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    name: str,
+    body: bytes,
+) -> None:
+    tmp = tmp_path_factory.mktemp("state-file")
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp / "state"))
+    world = World(tmp)
+    world.path(name).write_bytes(body)
+    capfd.readouterr()
+    status = cli.main(world.argv("status"))
+    out, err = capfd.readouterr()
+    assert "Traceback" not in err and status in (0, 2), (status, err)
+    if status == 2:
+        # The file, or the folder it marks as this campaign's or another's
+        named = str(world.path(name)) in err or f"{world.folders['C']} holds" in err
+        assert len(err.strip().splitlines()) == 1 and named, err
+    else:
+        assert out.startswith("campaign t ") and not err, (out, err)
