@@ -1,15 +1,23 @@
-"""SIGTERM and SIGHUP stop `scale` and `probe` the way Ctrl-C does: the run in
-flight is stopped, the command says so in one line and exits 130."""
+"""Signals and the command line: SIGTERM and SIGHUP stop `scale` and `probe` the way
+Ctrl-C does (the run in flight is stopped, the command says so in one line and exits
+130); a second stop kills a tool that ignores the first at once, on a machine whose
+CPUs are all busy."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
-from hpcbench import paths
+from hpcbench import bounded, paths
+from tests.interrupt import as_from_a_terminal
 
 # The command up to Target.resolve, whose stand-in sends the signal to the harness
 # itself, the moment the nodes are resolved (before anything is launched).
@@ -41,3 +49,110 @@ def test_a_signal_stops_the_command_like_ctrl_c(tmp_path, sig, argv):
     assert proc.returncode == 130, (proc.returncode, proc.stderr)
     assert proc.stderr.strip() == "hpcbench: interrupted"
     assert proc.returncode != -getattr(signal, sig)
+
+
+# --------------------------------------------- two presses on a loaded machine
+# A tool that will not stop on Ctrl-C (as ansible-playbook finishing its task may not)
+# and talks all the while, so that the harness's reader thread wants the GIL too.
+STUBBORN = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+open(sys.argv[1], "w").write(str(os.getpid()))
+while True:
+    print("changed: [node1] => (item=x)", flush=True)
+    time.sleep(0.001)
+"""
+# `deploy` as it runs Ansible: its lines read by a thread, the whole grace period's.
+DEPLOYING = """
+import sys
+from hpcbench import bounded
+bounded.run([sys.executable, "-c", {code!r}, {pid_file!r}], bounded.ANSIBLE, on_line=len)
+"""
+HOG = "import signal\nsignal.alarm({seconds})\nwhile True: pass\n"
+HOG_S = 120  # each hog ends itself by then, whatever becomes of the test
+
+
+@pytest.fixture
+def busy_cpus() -> Iterator[None]:
+    """Every CPU busy (two spinning processes per core) for the test's length."""
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", HOG.format(seconds=HOG_S)])
+        for _ in range(2 * (os.cpu_count() or 1))
+    ]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def _until(done: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def _pending(pid: int, sig: int) -> bool:
+    """`sig` sent to the process and not yet delivered (proc(5): ShdPnd)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("ShdPnd:"):
+            return bool(int(line.split()[1], 16) & (1 << (sig - 1)))
+    return False
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+@pytest.mark.usefixtures("busy_cpus")
+@pytest.mark.parametrize("gap_s", [0.0, 0.2], ids=["at-once", "0.2s-later"])
+@pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGHUP], ids=["ctrl-c", "hang-up"])
+def test_a_second_stop_kills_the_deploys_tool_at_once_on_a_loaded_machine(
+    tmp_path: Path, gap_s: float, second: int
+) -> None:
+    # The first press has been delivered (the kernel has handed it over) when the
+    # second is sent: two deliveries, however late Python runs its handler for them.
+    pid_file = tmp_path / "tool.pid"
+    code = (
+        "from hpcbench.schedulers.base import stop_on_signals\nstop_on_signals()\n"
+        + DEPLOYING.format(code=STUBBORN, pid_file=str(pid_file))
+    )
+    harness = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=paths.REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=as_from_a_terminal,
+    )
+    tool = 0
+    try:
+        assert _until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", 60)
+        tool = int(pid_file.read_text())
+        harness.send_signal(signal.SIGINT)
+        assert _until(lambda: not _pending(harness.pid, signal.SIGINT), 30)
+        time.sleep(gap_s)
+        harness.send_signal(second)
+        pressed = time.monotonic()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            harness.wait(timeout=bounded.GRACE_S - 5)
+        took = time.monotonic() - pressed
+        assert harness.returncode is not None, "the second stop waited out the grace period"
+        assert took < bounded.GRACE_S / 3, took  # not the grace that one press gives
+        err = harness.stderr.read()
+        assert harness.returncode != 0 and "Interrupted: SIGINT" in err.splitlines()[-1], err
+        assert _until(lambda: _gone(tool), 10), "the tool outlived its harness"
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+            harness.wait()
+        if tool and not _gone(tool):
+            os.kill(tool, signal.SIGKILL)
