@@ -1,7 +1,7 @@
 """Signals and the command line: SIGTERM and SIGHUP stop `scale` and `probe` the way
 Ctrl-C does (the run in flight is stopped, the command says so in one line and exits
 130); a second stop kills a tool that ignores the first at once, on a machine whose
-CPUs are all busy."""
+CPUs are all busy; output piped to a reader that exited ends without a traceback."""
 
 from __future__ import annotations
 
@@ -156,3 +156,46 @@ def test_a_second_stop_kills_the_deploys_tool_at_once_on_a_loaded_machine(
             harness.wait()
         if tool and not _gone(tool):
             os.kill(tool, signal.SIGKILL)
+
+
+# ------------------------------------------------- a reader that stops reading
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["envs"],
+        ["campaign", "run", "--dry-run", str(paths.REPO / "campaigns" / "lrz.yaml")],
+        ["scale", "--env", "localhost", "--model", "resnet18", "--nodes", "1-2", "--dry-run"],
+    ],
+    ids=["envs", "campaign-dry-run", "scale-dry-run"],
+)
+def test_output_piped_to_a_reader_that_exited_ends_without_a_traceback(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    # `... | head -c1`, where head has taken its byte and exited before the command
+    # writes: every write to the pipe fails (EPIPE), at once and at exit alike.
+    read, write = os.pipe()
+    head = subprocess.Popen(["head", "-c1"], stdin=read, stdout=subprocess.DEVNULL)
+    os.close(read)
+    try:
+        os.write(write, b"x")
+        assert head.wait(timeout=30) == 0
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hpcbench",
+                *argv,
+                *(["--out", str(tmp_path / "out")] if argv[0] == "scale" else []),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            cwd=paths.REPO,
+        )
+    finally:
+        os.close(write)
+    assert proc.stderr == ""  # no BrokenPipeError, no "Exception ignored" at exit
+    assert proc.returncode == 1  # as Python's own `print` to a closed pipe exits
+    assert not (tmp_path / "out").exists()
