@@ -43,6 +43,7 @@ from hpcbench.campaign.console import Console
 from hpcbench.campaign.journal import Journal
 from hpcbench.schedulers.base import stop_on_signals
 from tests.interrupt import as_from_a_terminal
+from tests.unit.test_bounded import _gone
 
 REPO = Path(__file__).resolve().parents[2]
 PHASES = ["deploy", "verify", "sweep", "destroy"]
@@ -675,15 +676,6 @@ def read_to_end(proc: subprocess.Popen, output: int) -> str:
     return said.decode(errors="replace")
 
 
-def alive(pid: int) -> bool:
-    """Running (a zombie no one has reaped yet has ended)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
 def tagged(tag: str) -> list[str]:
     """Processes with STANDIN_TAG=tag in their environment that still run."""
     found = []
@@ -692,7 +684,7 @@ def tagged(tag: str) -> list[str]:
             mine = proc.name.isdigit() and f"STANDIN_TAG={tag}".encode() in (
                 (proc / "environ").read_bytes()
             )
-            if mine and alive(int(proc.name)):
+            if mine and not _gone(int(proc.name)):
                 found.append(f"{proc.name}: {(proc / 'cmdline').read_bytes()[:200]!r}")
         except OSError:  # gone meanwhile
             continue
@@ -704,7 +696,7 @@ def jobs_left(queue: Path) -> list[str]:
     left = []
     for path in queue.glob("*.json"):
         job = json.loads(path.read_text())
-        if job["state"] in ("PENDING", "RUNNING") or alive(job["pid"]):
+        if job["state"] in ("PENDING", "RUNNING") or not _gone(job["pid"]):
             left.append(f"{path.stem}: {job['kind']} {job['state']}")
     return left
 

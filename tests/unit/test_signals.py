@@ -11,13 +11,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hpcbench import bounded, paths
 from tests.interrupt import as_from_a_terminal
+from tests.unit.test_bounded import _gone, _until
 
 # The command up to Target.resolve, whose stand-in sends the signal to the harness
 # itself, the moment the nodes are resolved (before anything is launched).
@@ -87,29 +88,12 @@ def busy_cpus() -> Iterator[None]:
             hog.wait()
 
 
-def _until(done: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
-
-
 def _pending(pid: int, sig: int) -> bool:
     """`sig` sent to the process and not yet delivered (proc(5): ShdPnd)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("ShdPnd:"):
             return bool(int(line.split()[1], 16) & (1 << (sig - 1)))
     return False
-
-
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return True
-    return state in ("Z", "X")
 
 
 @pytest.mark.usefixtures("busy_cpus")
