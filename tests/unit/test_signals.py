@@ -1,7 +1,8 @@
 """Signals and the command line: SIGTERM and SIGHUP stop `scale` and `probe` the way
 Ctrl-C does (the run in flight is stopped, the command says so in one line and exits
 130); a second stop kills a tool that ignores the first at once, on a machine whose
-CPUs are all busy; output piped to a reader that exited ends without a traceback."""
+CPUs are all busy; output piped to a reader that exited ends without a traceback; a
+stop on a partition or hosts says what it does there, and the journal names it."""
 
 from __future__ import annotations
 
@@ -13,12 +14,16 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from hpcbench import bounded, paths
+from hpcbench import bounded, cli, paths, sweep
+from hpcbench.campaign.journal import Journal
+from hpcbench.specs import TestbedKind
 from tests.interrupt import as_from_a_terminal
 from tests.unit.test_bounded import _gone, _until
+from tests.unit.test_campaign_clusters import CLUSTERS_ONLY, Cluster, write
 
 # The command up to Target.resolve, whose stand-in sends the signal to the harness
 # itself, the moment the nodes are resolved (before anything is launched).
@@ -183,3 +188,35 @@ def test_output_piped_to_a_reader_that_exited_ends_without_a_traceback(
     assert proc.stderr == ""  # no BrokenPipeError, no "Exception ignored" at exit
     assert proc.returncode == 1  # as Python's own `print` to a closed pipe exits
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------ what a stop says of testbeds not deployed
+def test_a_stop_on_a_partition_or_hosts_says_what_happens_not_a_destroy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    cluster = Cluster(monkeypatch)
+    swept = cluster.sweep
+
+    def stopped_on_hosts(workload: Any, target: Any, spec: Any) -> Any:
+        if target.kind is TestbedKind.HOSTS:  # the terminal's SIGTERM, mid-sweep
+            raise bounded.Interrupted(signal.SIGTERM)
+        return swept(workload, target, spec)
+
+    monkeypatch.setattr(sweep, "events", stopped_on_hosts)
+    path = write(tmp_path, CLUSTERS_ONLY)
+    assert cli.main(["campaign", "run", str(path)]) == 130
+    err = capfd.readouterr().err
+    assert "destroying" not in err
+    assert (
+        "[testbed 2/2 mine] interrupted by SIGTERM: its runs in flight, if any, are stopped; "
+        "nothing else is held"
+    ) in err.splitlines()
+    records = Journal(tmp_path / "out", "mixed").records()
+    mine = {r["cell"]: r for r in records if r["kind"] == "cell" and r["testbed"] == "mine"}
+    assert mine and all(
+        r["status"] == "pending" and r["why"].startswith("interrupted by SIGTERM: ")
+        for r in mine.values()
+    )
+    (phase,) = [r for r in records if r["kind"] == "phase" and r["status"] == "interrupted"]
+    assert (phase["testbed"], phase["phase"], phase["why"]) == ("mine", "sweep", "by SIGTERM")
