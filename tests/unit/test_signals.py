@@ -20,6 +20,7 @@ import pytest
 
 from hpcbench import bounded, cli, paths, sweep
 from hpcbench.campaign.journal import Journal
+from hpcbench.schedulers.base import stop_on_signals
 from hpcbench.specs import TestbedKind
 from tests.interrupt import as_from_a_terminal
 from tests.unit.test_bounded import _gone, _until
@@ -220,3 +221,22 @@ def test_a_stop_on_a_partition_or_hosts_says_what_happens_not_a_destroy(
     )
     (phase,) = [r for r in records if r["kind"] == "phase" and r["status"] == "interrupted"]
     assert (phase["testbed"], phase["phase"], phase["why"]) == ("mine", "sweep", "by SIGTERM")
+
+
+def test_stop_on_signals_keeps_nohup_and_a_clean_up_in_place() -> None:
+    before = {sig: signal.getsignal(sig) for sig in bounded.STOP_SIGNALS}
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # `nohup hpcbench campaign run ...`
+        stop_on_signals()
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is bounded.interrupt
+        assert signal.getsignal(signal.SIGINT) is bounded.interrupt
+        with bounded.ctrl_c_deferred():  # a clean-up's deferral is not undone by a sweep's
+            deferring = signal.getsignal(signal.SIGTERM)
+            stop_on_signals()
+            assert signal.getsignal(signal.SIGTERM) is deferring
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
