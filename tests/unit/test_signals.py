@@ -81,10 +81,11 @@ HOG_S = 120  # each hog ends itself by then, whatever becomes of the test
 
 @pytest.fixture
 def busy_cpus() -> Iterator[None]:
-    """Every CPU busy (two spinning processes per core) for the test's length."""
+    """Every CPU this process may use busy (two spinning processes per core) for the
+    test's length."""
     hogs = [
         subprocess.Popen([sys.executable, "-c", HOG.format(seconds=HOG_S)])
-        for _ in range(2 * (os.cpu_count() or 1))
+        for _ in range(2 * len(os.sched_getaffinity(0)))
     ]
     try:
         yield
