@@ -10,8 +10,11 @@ hpcbench/scale_options.py (a campaign file's sweep is read with the same parser)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import select
 import sys
+from typing import TextIO
 
 from hpcbench import deploy, paths, predict, report, scale_options
 from hpcbench.campaign import commands as campaign_commands
@@ -88,17 +91,45 @@ def add_report_commands(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=report.compare_main)
 
 
+def _reader_gone(stream: TextIO) -> bool:
+    """Whether the pipe `stream` writes to has lost its reader (`| head` exited): poll(2)
+    reports POLLERR on a pipe's write end once no reader is left (pipe(7))."""
+    try:
+        poller = select.poll()
+        poller.register(stream.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError):  # no descriptor: a closed or replaced stream
+        return False
+
+
+def _say(text: str) -> None:
+    """One line on stderr, unless its reader is gone too (`2>&1 | head`)."""
+    with contextlib.suppress(OSError):
+        print(text, file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, where a reader that went is caught, not at exit
+        return code
+    except BrokenPipeError:
+        if not _reader_gone(sys.stdout):
+            raise
+        # What is left to print, and what Python flushes at exit, goes nowhere: the
+        # reader chose to read no more (Python's docs, signal module, "Note on SIGPIPE").
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 1
     except UsageError as err:
-        print(f"hpcbench: error: {one_line(str(err))}", file=sys.stderr)
+        _say(f"hpcbench: error: {one_line(str(err))}")
         return err.exit_code
     except RuntimeError as err:  # an operation failed; its own output says more
-        print(f"hpcbench: failed: {one_line(str(err))}", file=sys.stderr)
+        _say(f"hpcbench: failed: {one_line(str(err))}")
         return 1
     except KeyboardInterrupt:
-        print("hpcbench: interrupted", file=sys.stderr)
+        _say("hpcbench: interrupted")
         return 130

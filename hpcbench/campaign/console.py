@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hpcbench import files
+from hpcbench.bounded import stop_name
 from hpcbench.campaign.campaign_file import Campaign, TestbedPlan
 from hpcbench.campaign.estimate import Clock
 from hpcbench.campaign.journal import Journal
@@ -213,8 +214,9 @@ class Console:
                     yield extra
             finally:
                 self.sink_lost_terminal()
-        except KeyboardInterrupt:
-            self.journal.phase(tb, name, "interrupted", time.monotonic() - started, **extra)
+        except KeyboardInterrupt as err:
+            took = time.monotonic() - started
+            self.journal.phase(tb, name, "interrupted", took, f"by {stop_name(err)}", **extra)
             raise
         except Stopped as err:
             took = time.monotonic() - started

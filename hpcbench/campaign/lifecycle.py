@@ -21,6 +21,7 @@ from hpcbench.campaign.state import held, state_root, testbed_state
 from hpcbench.deploy import DeployRequest, EnvRequest, VerifyRequest, deploy, destroy, verify
 from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
+from hpcbench.specs import TestbedKind
 from hpcbench.target import Target
 
 
@@ -47,35 +48,45 @@ class TestbedLife:
         self.console.say(text)
 
     def run(self, pending: list[Cell]) -> None:
-        """Measure the cells left, then release the testbed, on every path."""
+        """Measure the cells left, then release the testbed, on every path: a stop
+        signal from the start to the end of the measuring unwinds into the release,
+        and one after it (or a second one) waits until the release is done."""
         tb = self.tb
         failed = False
-        with testbed_state(state_root(self.campaign, tb, self.base)):
+        with testbed_state(state_root(self.campaign, tb, self.base)), bounded.StopGate() as gate:
             try:
-                if pending:
-                    failed = not self.measure_testbed(tb, pending)
+                try:
+                    if pending:
+                        failed = not self.measure_testbed(tb, pending)
+                finally:
+                    gate.hold()  # shut already where a signal was raised here
             except BaseException as err:  # Ctrl-C, SIGHUP, a journal that cannot be written, a bug
                 why = (
-                    "interrupted"
+                    f"interrupted by {bounded.stop_name(err)}"
                     if isinstance(err, KeyboardInterrupt)
                     else f"stopped by an error ({type(err).__name__}: {err})"
                 )
-                # A second Ctrl-C, or the SIGHUP of a terminal closed after it, waits
-                # until what the testbed holds is released and the journal told.
-                with bounded.ctrl_c_deferred():
-                    self.say(f"{why}: destroying what this testbed holds")
-                    try:  # what it holds goes first; the journal is told after, if it can be
-                        self.teardown(tb, keep=False)
-                    except Stopped:  # said with what is held; the stop goes on
-                        self.still_held = True
-                    finally:
-                        left = [c for c in pending if c.id not in self.finished]
-                        self.back_to_pending(left, why)
+                self.say(f"{why}: {self.releasing()}")
+                try:  # what it holds goes first; the journal is told after, if it can be
+                    self.teardown(tb, keep=False)
+                except Stopped:  # said with what is held; the stop goes on
+                    self.still_held = True
+                finally:
+                    left = [c for c in pending if c.id not in self.finished]
+                    self.back_to_pending(left, why)
                 raise
             try:
                 self.teardown(tb, keep=failed and tb.keep_on_failure)
             except Stopped:  # said on the terminal, with what is held; go on with the next
                 self.still_held = True
+
+    def releasing(self) -> str:
+        """What a stop does to what the testbed holds, by its kind."""
+        if self.tb.deployed:
+            return "destroying what this testbed holds"
+        if self.tb.kind is TestbedKind.SLURM:
+            return "its job in flight, if any, is cancelled; nothing else is held"
+        return "its runs in flight, if any, are stopped; nothing else is held"
 
     def back_to_pending(self, cells: list[Cell], why: str) -> None:
         """Cells a stop left unmeasured go back to pending, as far as the journal can be
@@ -179,9 +190,16 @@ class TestbedLife:
         the journal, the terminal and the log say what is still held and how to release
         it, whatever failed on the way (the destroy, the journal, the terminal itself:
         no write comes before the destroy that could stop it). A partition or a host
-        list holds nothing: each job or run was cancelled or ended with its run."""
+        list holds nothing: each job or run was cancelled or ended with its run.
+
+        Nothing cuts it short: an interrupt (Ctrl-C, SIGTERM, the SIGHUP of a closed
+        terminal) is taken once the destroy and the lease cancelling are done."""
         if not tb.deployed:
             return
+        with bounded.ctrl_c_deferred():
+            self._teardown(tb, keep)
+
+    def _teardown(self, tb: TestbedPlan, keep: bool) -> None:
         if not held(tb.env):
             shutil.rmtree(paths.env_state(tb.env), ignore_errors=True)
             return
@@ -193,27 +211,24 @@ class TestbedLife:
                 f"destroy {self.campaign.path} --testbed {tb.name}` removes it"
             )
             return
-        # Nothing cuts the destroy or the lease cancelling short: an interrupt (Ctrl-C,
-        # SIGTERM, the SIGHUP of a closed terminal) is taken once they are done.
-        with bounded.ctrl_c_deferred():
-            try:
-                with self.console.phase(tb, "destroy", must_run=True) as record:
-                    try:
-                        rc = destroy(EnvRequest(tb.env))
-                    except (UsageError, RuntimeError) as err:
-                        raise self.still_holding(tb, record, f"destroy: {err}") from None
-                    if rc != 0:
-                        why = "destroy: some paid resources are still held"
-                        raise self.still_holding(tb, record, why)
-                states = self.journal.cell_states()
-                for cell in tb.cells:  # what was deployed or verified is so no longer
-                    if cell.id in states and states[cell.id].status in ("deployed", "verified"):
-                        self.journal.cell(
-                            cell, "pending", "its testbed was destroyed before it was measured"
-                        )
-            except BaseException:
-                self.tell_what_is_held(tb)
-                raise
+        try:
+            with self.console.phase(tb, "destroy", must_run=True) as record:
+                try:
+                    rc = destroy(EnvRequest(tb.env))
+                except (UsageError, RuntimeError) as err:
+                    raise self.still_holding(tb, record, f"destroy: {err}") from None
+                if rc != 0:
+                    why = "destroy: some paid resources are still held"
+                    raise self.still_holding(tb, record, why)
+            states = self.journal.cell_states()
+            for cell in tb.cells:  # what was deployed or verified is so no longer
+                if cell.id in states and states[cell.id].status in ("deployed", "verified"):
+                    self.journal.cell(
+                        cell, "pending", "its testbed was destroyed before it was measured"
+                    )
+        except BaseException:
+            self.tell_what_is_held(tb)
+            raise
 
     def still_holding(self, tb: TestbedPlan, record: dict[str, Any], why: str) -> Stopped:
         """A destroy that left something held: what, for the phase's journal record."""

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from hpcbench import files, paths, readiness, sweep
+from hpcbench import bounded, files, paths, readiness, sweep
 from hpcbench.campaign import comparison, estimate, forecast
 from hpcbench.campaign.campaign_file import Campaign, SweepPart, TestbedPlan
 from hpcbench.campaign.console import Console, Stopped, logged
@@ -125,10 +125,25 @@ class Runner:
             try:
                 self.reforecast(tb)
                 self.run_testbed(tb, measured)
+            except KeyboardInterrupt as err:
+                self.not_started(todo[k - 1 :], f"interrupted by {bounded.stop_name(err)}")
+                raise
             finally:
                 console.tb = None
                 console.clock.settled(tb.name)
         return self._finish()
+
+    def not_started(self, testbeds: list[TestbedPlan], why: str) -> None:
+        """After a stop: the cells of these testbeds that the journal holds nothing of
+        are pending with its cause, as far as the journal can be written (a second stop
+        waits for it)."""
+        with bounded.ctrl_c_deferred():
+            try:
+                states = self.journal.cell_states()
+            except Exception:  # an unreadable journal: the next read says why
+                return
+            for tb in testbeds:
+                self.life(tb).back_to_pending([c for c in tb.cells if c.id not in states], why)
 
     def journal_plan_forecasts(self) -> None:
         """Each testbed's forecast as made before anything is booked (the one that sized

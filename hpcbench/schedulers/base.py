@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from hpcbench import bounded
 from hpcbench.launchers.base import RunSpec
 
 # Must match bench/runtime.py (bench/ cannot import hpcbench; a unit test checks both).
@@ -59,15 +60,17 @@ def parse_records(lines: list[str]) -> list[dict[str, Any]]:
     return records
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def stop_on_signals() -> None:
     """SIGTERM and SIGHUP (a closed terminal or ssh session) unwind like Ctrl-C, so
-    that the scheduler stops or cancels the run in flight before the harness exits."""
+    that the scheduler stops or cancels the run in flight before the harness exits;
+    each, Ctrl-C's SIGINT too, raises bounded.Interrupted, which names it. A signal
+    handled already (a clean-up deferring it: bounded.StopGate) keeps its handler,
+    and one ignored stays ignored (`nohup` keeps a closed terminal's SIGHUP away)."""
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _interrupt)
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, bounded.interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, bounded.interrupt)
 
 
 class Scheduler(ABC):

@@ -9,12 +9,19 @@ preflight, deploy, destroy and its lease cancelling, the console, the journal, t
 signal handling. Each stand-in step can hold at a named phase until the test has
 done its damage: the pipe the output goes to closed under it (`| tee` exiting)
 and a Ctrl-C, or the pty it runs on closed (SIGHUP). Nothing may stay booked.
+
+Beside the deployed testbed, a Slurm partition whose tools (sbatch, squeue, scancel,
+...) and jobs are stand-ins runs the real readiness check, probe, sweep and Slurm
+scheduler; SIGINT, SIGTERM and SIGHUP come at each step boundary of both testbeds'
+lives, and nothing may stay booked, queued or running, with the journal naming the
+signal.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import pty
 import select
@@ -23,6 +30,7 @@ import subprocess
 import sys
 import termios
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +43,7 @@ from hpcbench.campaign.console import Console
 from hpcbench.campaign.journal import Journal
 from hpcbench.schedulers.base import stop_on_signals
 from tests.interrupt import as_from_a_terminal
+from tests.unit.test_bounded import _gone
 
 REPO = Path(__file__).resolve().parents[2]
 PHASES = ["deploy", "verify", "sweep", "destroy"]
@@ -91,6 +100,7 @@ elif argv[0] == "apply":
         (state / "terraform.tfstate").write_text(json.dumps({{"resources": []}}))
     else:
         booked.mkdir(exist_ok=True)
+        (base / "applied").touch()
         (booked / f"machines-{{name}}").touch()
         (booked / f"lease-{{name}}").touch()
         (state / "leases").mkdir(exist_ok=True)
@@ -139,9 +149,13 @@ if os.environ.pop("STANDIN_CAMPAIGN", None):
     def step(phase):  # a tool of the phase, in its own process as the real ones are
         return bounded.run([sys.executable, "-m", "standin_hold", phase], bounded.VERIFY).returncode
 
+    real_events = sweep.events
+
     def sweep_events(workload, target, spec):
         from tests.unit.test_campaign import fake_run
 
+        if target.env != "local":  # a partition: the real sweep, Slurm's tools stood in
+            return (yield from real_events(workload, target, spec))
         step("sweep")
         store = Store(spec.out)
         live = analysis.LiveSummary(store.runs())
@@ -157,6 +171,31 @@ if os.environ.pop("STANDIN_CAMPAIGN", None):
     deploy.run_ansible = lambda env, extra=None: (step("ansible"), {"changed": 0, "failed": 0})[1]
     lifecycle.verify = lambda req: step("verify")
     sweep.events = sweep_events
+
+    from hpcbench.schedulers import slurm
+
+    slurm.POLL_MIN_S, slurm.POLL_MAX_S = 0.05, 0.1  # the stand-in jobs take 0.2 s
+
+    # STANDIN_AT=FILE:QUALNAME:call|return:N sends STANDIN_SIGNAL to this process as
+    # the Nth call of that function starts or ends (its code untouched: a profile hook).
+    if os.environ.get("STANDIN_AT"):
+        import signal
+
+        where, name, event, nth = os.environ["STANDIN_AT"].split(":")
+        sig = getattr(signal, os.environ["STANDIN_SIGNAL"])
+        met = []
+
+        def at_step(frame, what, arg):
+            code = frame.f_code
+            if what != event or code.co_qualname != name or not code.co_filename.endswith(where):
+                return
+            met.append(1)
+            if len(met) == int(nth):
+                sys.setprofile(None)
+                (pathlib.Path(os.environ["STANDIN"]) / "signalled").touch()
+                os.kill(os.getpid(), sig)
+
+        sys.setprofile(at_step)
 """
 
 CAMPAIGN = """\
@@ -167,11 +206,163 @@ testbeds:
   - {{name: a, env: local, settings: {{node_count: 2, link_rate: 1gbit}}}}
 """
 
+# Slurm's tools for one partition whose jobs are processes of this machine: sbatch
+# queues the script and starts its job (the workload's stand-in: it answers as the
+# bench/ script the job runs would, 0.2 s later); squeue, scontrol and sacct read
+# the queue; scancel ends a job and kills its process. They start with the allow-listed
+# environment of a launcher only: the queue's folder is in their text.
+SLURM = """#!{python} -S
+import fcntl, json, os, pathlib, re, shlex, signal, subprocess, sys, time
+QUEUE = pathlib.Path({queue!r})
+ACTIVE = ("PENDING", "RUNNING")
+tool, args = pathlib.Path(sys.argv[0]).name, sys.argv[1:]
+
+
+def lock():
+    handle = open(QUEUE / "lock", "a")
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    return handle
+
+
+def jobs():
+    return {{int(p.stem): json.loads(p.read_text()) for p in QUEUE.glob("*.json")}}
+
+
+def save(job_id, job):
+    (QUEUE / "tmp").write_text(json.dumps(job))
+    (QUEUE / "tmp").replace(QUEUE / f"{{job_id}}.json")
+
+
+def options(tokens):
+    found, rest, i = {{}}, [], 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.startswith("--") and "=" in tok:
+            key, _, value = tok[2:].partition("=")
+            found[key] = value
+        elif tok in ("-o", "-e", "-J", "-n", "-j", "-p", "-N"):
+            found[tok[1:]] = tokens[i + 1]
+            i += 1
+        elif tok.startswith("-"):
+            found[tok.lstrip("-")] = ""
+        else:
+            rest.append(tok)
+        i += 1
+    return found, rest
+
+
+def render(fmt, values):
+    return re.sub(r"%(\\w)", lambda m: str(values.get(m[1], "")), fmt)
+
+
+def job_record(job):
+    if job["kind"] == "check":
+        return {{"kind": "check", "ok": True, "host": "node1",
+                 "checks": [{{"name": "stack imports", "ok": True, "detail": "stand-in"}}]}}
+    if job["kind"] == "probe":
+        point = {{"bytes": 4096, "iters": 3, "time_s": 0.001, "cpu_s": 0.0005,
+                  "algbw": 4.1e6, "busbw": 4.1e6}}
+        return {{"kind": "probe_workload", "workers": job["workers"], "device": "cpu",
+                 "cpus": 2, "results": [point], "stopped_early": False, "fingerprint": {{}}}}
+    return {{"workers": job["workers"], "steps": 2, "window_times": [1.0, 1.1],
+             "weights_in_sync": True, "device": "cpu", "fingerprint": {{}}}}
+
+
+if tool == "job":  # the job itself: its output, then COMPLETED, unless cancelled first
+    job_id = int(args[0])
+    with lock():  # sbatch holds it until the job is saved
+        held = jobs()[job_id]["signalled"]
+    time.sleep(60 if held else 0.2)  # the job in flight at the signal runs till cancelled
+    with lock():
+        job = jobs()[job_id]
+        if job["state"] == "RUNNING":
+            line = "HPCBENCH_RESULT " + json.dumps(job_record(job))
+            pathlib.Path(job["out"]).write_text(f"{{line}}\\nHPCBENCH_SLURM_EXIT 0\\n")
+            pathlib.Path(job["err"]).write_text("")
+            job["state"] = "COMPLETED"
+            save(job_id, job)
+elif tool == "sbatch":
+    script = sys.stdin.read()
+    given = [t for line in script.splitlines() if line.startswith("#SBATCH ")
+             for t in shlex.split(line[len("#SBATCH "):])]
+    found, _ = options(given + args)
+    if "test-only" in found:
+        print("sbatch: Job 1 to start at 2026-01-01T00:00:00 on node1", file=sys.stderr)
+        sys.exit(0)
+    kind = ("check" if "check_stack.py" in script
+            else "probe" if "allreduce.py" in script else "train")
+    workers = int(found.get("nodes", 1)) * int(found.get("ntasks-per-node", 1))
+    asked = (QUEUE / "signal-at").read_text().split() if (QUEUE / "signal-at").exists() else []
+    with lock():
+        job_id = max(jobs(), default=41) + 1
+        out = {{k: found.get(k, "/tmp/slurm-%j." + k).replace("%j", str(job_id))
+                for k in ("o", "e")}}
+        job = {{"name": found.get("job-name") or found.get("J", "sbatch"), "state": "RUNNING",
+                "out": out["o"], "err": out["e"], "kind": kind, "workers": workers,
+                "signalled": bool(asked) and int(asked[0]) == len(jobs()) + 1}}
+        runner = subprocess.Popen(
+            [sys.executable, "-S", str(QUEUE.parent / "bin" / "job"), str(job_id)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        job["pid"] = runner.pid
+        save(job_id, job)
+    if job["signalled"]:  # "N SIGNAL" asked: the campaign is signalled as job N is queued
+        pid = os.getppid()
+        while b"hpcbench" not in pathlib.Path(f"/proc/{{pid}}/cmdline").read_bytes():
+            pid = int(pathlib.Path(f"/proc/{{pid}}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        (QUEUE.parent / "standin" / "signalled").touch()
+        os.kill(pid, getattr(signal, asked[1]))
+    print(job_id)
+elif tool == "squeue":
+    found, _ = options(args)
+    names = (found.get("name") or found.get("n") or "").split(",")
+    ids = (found.get("jobs") or found.get("j") or "").split(",")
+    for job_id, job in sorted(jobs().items()):
+        if job["state"] in ACTIVE and (names == [""] or job["name"] in names) and (
+            ids == [""] or str(job_id) in ids
+        ):
+            values = {{"i": job_id, "T": job["state"], "B": "node1", "j": job["name"],
+                       "N": "node[1-2]", "P": "fast"}}
+            print(render(found.get("format") or found.get("o") or "%i %T", values))
+elif tool == "scontrol":
+    job = jobs().get(int(args[-1])) if args[-1].isdigit() else None
+    if job is None:
+        print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
+        sys.exit(1)
+    print(f"JobId={{args[-1]}} JobName={{job['name']}} JobState={{job['state']}} BatchHost=node1 "
+          "SubmitTime=2026-01-01T00:00:00 StartTime=2026-01-01T00:00:01")
+elif tool == "scancel":
+    found, rest = options(args)
+    name = found.get("name") or found.get("n")
+    with lock():
+        for job_id, job in jobs().items():
+            if job["state"] in ACTIVE and (str(job_id) in rest or job["name"] == name):
+                job["state"] = "CANCELLED"
+                save(job_id, job)
+                try:
+                    os.killpg(job["pid"], signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+elif tool == "sinfo":
+    found, _ = options(args)
+    values = {{"P": "fast", "a": "up", "D": 2, "G": "(null)", "c": 2, "N": "node[1-2]"}}
+    print(render(found.get("format") or found.get("o") or "%P %a %D %N", values))
+# sacct: nothing kept (no accounting)
+"""
+
+CAMPAIGN_WITH_PARTITION = (
+    CAMPAIGN
+    + """\
+  - name: p
+    slurm: {{partition: fast, nodes: 2, job_dir: {jobs}}}
+"""
+)
+
 
 class Standin:
     """The stand-in testbed's files, and a campaign on it."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, partition: bool = False) -> None:
         self.base = tmp_path / "standin"
         (self.base / "booked").mkdir(parents=True)
         bin_dir, site = tmp_path / "bin", tmp_path / "site"
@@ -180,11 +371,19 @@ class Standin:
         for name in ("tofu", "terraform"):
             (bin_dir / name).write_text(FAKE_TF)
             (bin_dir / name).chmod(0o755)
+        self.queue = tmp_path / "queue"  # the stand-in partition's jobs
+        self.queue.mkdir()
+        slurm = SLURM.format(python=sys.executable, queue=str(self.queue))
+        for name in ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "sacct", "job"):
+            (bin_dir / name).write_text(slurm)
+            (bin_dir / name).chmod(0o755)
         (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
         (site / "standin_hold.py").write_text(HOLD)
         self.out = tmp_path / "out"
         self.file = tmp_path / "lost.yaml"
-        self.file.write_text(CAMPAIGN.format(out=self.out))
+        text = CAMPAIGN_WITH_PARTITION if partition else CAMPAIGN
+        self.file.write_text(text.format(out=self.out, jobs=tmp_path / "jobs"))
+        self.tag = uuid.uuid4().hex  # in the environment of every process it starts
         self.env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("TF_VAR_", "PYTHON"))},
             "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
@@ -193,6 +392,7 @@ class Standin:
             "TOOLS_DIR": str(tmp_path / "no-tools"),
             "STANDIN": str(self.base),
             "STANDIN_CAMPAIGN": "1",
+            "STANDIN_TAG": self.tag,
         }
         self.started: list[subprocess.Popen] = []
 
@@ -329,7 +529,10 @@ def test_a_lost_terminal_at_any_phase_leaves_nothing_booked(
         assert set(left.values()) == {"measured"}
     else:  # nothing stays "deployed" or "verified" once the testbed is gone
         assert set(left.values()) == {"pending"}
-        assert "interrupted: destroying what this testbed holds" in standin.logs()
+        # The pipe's case is a Ctrl-C; the pty's, the hang-up of its closing.
+        by = "SIGHUP (terminal closed)" if tty else "SIGINT (Ctrl-C)"
+        assert f"interrupted by {by}: destroying what this testbed holds" in standin.logs()
+        assert {r["why"] for r in records if r["status"] == "interrupted"} == {f"by {by}"}
     assert "Traceback" not in standin.logs()
 
 
@@ -430,3 +633,130 @@ def test_a_stop_signal_during_a_clean_up_comes_after_it(stop_signals: None, sig:
             done.append("cancelled")
         done.append("journaled")
     assert done == ["destroyed", "cancelled", "journaled"]
+
+
+# ------------------------------------------- a stop at every step of the life cycle
+# Where a stop signal comes, on a deployed testbed (a) and then a partition (p): as a
+# step of the real code starts or ends (STANDIN_AT: FILE:FUNCTION:call|return:NTH),
+# or as the stand-in sbatch queues the Nth job ("sbatch N").
+STEPS = {
+    "a-deploy-starts": "hpcbench/deploy.py:deploy:call:1",
+    "a-machines-booked": "hpcbench/terraform.py:TerraformEnv.apply:return:1",
+    "a-deploy-ends": "hpcbench/deploy.py:deploy:return:1",
+    "a-verify-ends": "hpcbench/campaign/lifecycle.py:TestbedLife.verify_testbed:return:1",
+    "a-cell-measured": "hpcbench/campaign/cells.py:CellRecorder.cell_done:return:1",
+    "a-sweep-ends": "hpcbench/campaign/cells.py:measure_part:return:1",
+    "a-teardown-starts": "hpcbench/campaign/lifecycle.py:TestbedLife.teardown:call:1",
+    "a-destroy-ends": "hpcbench/deploy.py:destroy:return:1",
+    "a-released": "hpcbench/campaign/lifecycle.py:TestbedLife.run:return:1",
+    "p-check-job-queued": "sbatch 1",
+    "p-verify-ends": "hpcbench/campaign/lifecycle.py:TestbedLife.verify_testbed:return:2",
+    "p-probe-job-queued": "sbatch 2",
+    "p-run-job-queued": "sbatch 3",
+    "p-run-lands": "hpcbench/schedulers/slurm.py:SlurmScheduler.run:return:3",
+    "p-sweep-ends": "hpcbench/campaign/cells.py:measure_part:return:2",
+    "p-released": "hpcbench/campaign/lifecycle.py:TestbedLife.run:return:2",
+}
+
+# The steps within the partition's life (its cells measured or pending after).
+PARTITION_STEPS = {STEPS[k] for k in STEPS if k.startswith("p-") and k != "p-released"}
+
+
+def read_to_end(proc: subprocess.Popen, output: int) -> str:
+    """The campaign's output until it exits (bounded)."""
+    said = b""
+    deadline = time.monotonic() + 3 * WAIT_S
+    while time.monotonic() < deadline:
+        if select.select([output], [], [], 0.1)[0]:
+            chunk = os.read(output, 65536)
+            if not chunk:
+                break
+            said += chunk
+    finished(proc)
+    return said.decode(errors="replace")
+
+
+def tagged(tag: str) -> list[str]:
+    """Processes with STANDIN_TAG=tag in their environment that still run."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            mine = proc.name.isdigit() and f"STANDIN_TAG={tag}".encode() in (
+                (proc / "environ").read_bytes()
+            )
+            if mine and not _gone(int(proc.name)):
+                found.append(f"{proc.name}: {(proc / 'cmdline').read_bytes()[:200]!r}")
+        except OSError:  # gone meanwhile
+            continue
+    return found
+
+
+def jobs_left(queue: Path) -> list[str]:
+    """Jobs of the stand-in partition that squeue would list, or whose process runs."""
+    left = []
+    for path in queue.glob("*.json"):
+        job = json.loads(path.read_text())
+        if job["state"] in ("PENDING", "RUNNING") or not _gone(job["pid"]):
+            left.append(f"{path.stem}: {job['kind']} {job['state']}")
+    return left
+
+
+@pytest.mark.parametrize("sig", STOPS, ids=lambda s: signal.Signals(s).name)
+@pytest.mark.parametrize("step", list(STEPS.values()), ids=list(STEPS))
+def test_a_stop_signal_at_any_step_releases_everything_and_is_journaled(
+    tmp_path: Path, step: str, sig: int
+) -> None:
+    testbed = Standin(tmp_path, partition=True)
+    name = signal.Signals(sig).name
+    env = {"STANDIN_SIGNAL": name}
+    if step.startswith("sbatch "):
+        (testbed.queue / "signal-at").write_text(f"{step.split()[1]} {name}")
+    else:
+        env["STANDIN_AT"] = step
+    proc, output = testbed.start("run", "", tty=False, **env)
+    testbed.started.append(proc)
+    try:
+        said = read_to_end(proc, output)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (testbed.base / "signalled").exists(), f"the step was never reached: {said}"
+    assert testbed.tracebacks() == ""
+    assert proc.returncode == 130, said
+    assert said.splitlines()[-1] == "hpcbench: interrupted", said
+    # Nothing held, queued or running once the campaign has ended.
+    assert testbed.booked() == []
+    assert jobs_left(testbed.queue) == []
+    if step.startswith("sbatch "):  # the job then in flight was cancelled, not run out
+        (job,) = [
+            j
+            for j in map(json.loads, map(Path.read_text, testbed.queue.glob("*.json")))
+            if j["signalled"]
+        ]
+        assert job["state"] == "CANCELLED"
+    assert tagged(testbed.tag) == []
+    # The journal: every phase cut short names the signal; the deployed testbed is
+    # destroyed once where it was booked; each cell is measured, or pending with the
+    # signal as its cause (none left deployed, verified or failed).
+    records = testbed.journal()
+    by = bounded.SIGNAL_NAMES[signal.Signals(sig)]
+    cut = [r for r in records if r["kind"] == "phase" and r["status"] == "interrupted"]
+    assert all(r["why"] == f"by {by}" for r in cut), cut
+    destroys = [r["status"] for r in records if r["kind"] == "phase" and r["phase"] == "destroy"]
+    assert destroys == (["ok"] if (testbed.base / "applied").exists() else [])
+    campaign = campaign_file.load(testbed.file)
+    last = {r["cell"]: r for r in records if r["kind"] == "cell"}
+    assert set(last) == {c.id for c in campaign.cells}
+    assert {r["status"] for r in last.values()} <= {"measured", "pending"}, last
+    pending = [r["why"] for r in last.values() if r["status"] == "pending"]
+    assert all(why.startswith(f"interrupted by {by}: ") for why in pending), pending
+    # What the stop does to each testbed, said as it is: a partition destroys nothing.
+    stopped = [line for line in said.splitlines() if "] interrupted by " in line]
+    deployed = f"[testbed 1/2 a] interrupted by {by}: destroying what this testbed holds"
+    partition = (
+        f"[testbed 2/2 p] interrupted by {by}: its job in flight, if any, is cancelled; "
+        "nothing else is held"
+    )
+    assert set(stopped) <= {deployed, partition}, stopped
+    assert (partition in stopped) == (step in PARTITION_STEPS), stopped
