@@ -5,6 +5,7 @@ campaign_file.load turns into one UsageError line."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import re
@@ -80,6 +81,46 @@ def text(value: Any, path: str, pattern: re.Pattern[str] | None = None, example:
     if pattern is not None and not pattern.fullmatch(value):
         raise Problem(path, f"{value[:40]!r} is not {example}")
     return value
+
+
+# YAML's types beyond JSON's, as PyYAML's SafeLoader builds them, and what to write.
+_NOT_PLAIN: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    ((datetime.date, datetime.datetime), "is a date (YAML reads 2026-01-31 as one): quote it"),
+    ((set, frozenset), "is a set (!!set): write a list"),
+    ((bytes, bytearray), "is binary (!!binary): write text"),
+)
+
+
+def plain(value: Any, path: str) -> Any:
+    """Data that JSON and YAML both hold as it is (an Ansible variable, written as
+    group_vars and hashed as JSON into the testbed's fingerprint): mappings of text
+    keys, lists, text, finite numbers, true/false and null. A key 1 and a key '1' would
+    hash alike, and a date, a set or binary has no JSON form: each refused by name.
+    (yaml_loader bounds how deep a document nests, and refuses one that holds itself.)"""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if not isinstance(key, str):
+                raise Problem(path, f"key {_shown(key)} is not text: quote it")
+            encodable(key, path)
+            plain(inner, f"{path}.{key}")
+    elif isinstance(value, list):
+        if any(isinstance(inner, tuple) for inner in value):  # how PyYAML builds them
+            raise Problem(path, "is an ordered map (!!omap, !!pairs): write a mapping")
+        for i, inner in enumerate(value):
+            plain(inner, f"{path}[{i}]")
+    elif isinstance(value, str):
+        encodable(value, path)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise Problem(path, f"{value} is not a finite number")
+    elif value is not None and not isinstance(value, bool | int | float):
+        why = next((w for kind, w in _NOT_PLAIN if isinstance(value, kind)), None)
+        raise Problem(path, why or "must be text, a number, true/false, a list or a mapping")
+    return value
+
+
+def _shown(value: Any) -> str:
+    """A value as a message shows it: short, one line."""
+    return repr(value)[:40]
 
 
 def flag(value: Any, path: str) -> bool:

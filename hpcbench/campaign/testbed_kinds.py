@@ -10,8 +10,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from hpcbench import paths
 from hpcbench.campaign import checks
 from hpcbench.campaign.checks import Problem
@@ -141,10 +139,7 @@ def _deployed(raw: dict[str, Any], path: str) -> tuple[dict[str, str], dict[str,
             raise Problem(where, "an Ansible variable name: lower-case letters, digits, _")
         if looks_secret(key):
             raise Problem(where, "looks like a secret, which never goes in a file")
-        try:
-            yaml.safe_dump(value)
-        except yaml.YAMLError:
-            raise Problem(where, "must be plain YAML data") from None
+        checks.plain(value, where)
     return settings, ansible
 
 

@@ -1,6 +1,7 @@
 """A campaign file's text as YAML data, refused in one line (UsageError) where it
 cannot be read: missing or unreadable, over 1 MB, not YAML, a key given twice in one
-mapping, or aliases that expand without end. A whole number too long for Python to
+mapping, aliases that refer to themselves or expand without end, or nesting
+deeper than MAX_DEPTH. A whole number too long for Python to
 convert is kept as a TooLong, so that the checks of the data name its key."""
 
 from __future__ import annotations
@@ -88,27 +89,41 @@ def read_yaml(path: Path) -> Any:
         raise UsageError(f"{path}: nested more than YAML can read") from None
     except ValueError as err:  # a value YAML's own types refuse: a date such as 2026-13-40
         raise UsageError(f"{path}: not valid YAML ({one_line(str(err), 200)})") from None
-    if _too_big(data):
-        raise UsageError(
-            f"{path}: its aliases refer to themselves or expand to over "
-            f"{MAX_NODES} values: write the campaign out plainly"
-        )
+    why = _too_big(data)
+    if why:
+        raise UsageError(f"{path}: {why}: write the campaign out plainly")
     return data
 
 
-def _too_big(data: Any) -> bool:
-    """Whether a document expands to more than MAX_NODES values or nests deeper than
-    64 (a self-referring alias does both): json.dumps of such a thing never ends."""
-    stack: list[tuple[Any, int]] = [(data, 0)]
+MAX_DEPTH = 64  # levels of nesting; a campaign file needs a handful
+
+
+def _too_big(data: Any) -> str | None:
+    """Why the document cannot be walked (None: it can): an alias inside what it
+    names (json.dumps of it never ends), more than MAX_NODES values once aliases are
+    expanded, or nesting deeper than MAX_DEPTH. Mappings, lists and what !!omap,
+    !!pairs and !!set build (tuples, sets) are walked alike."""
+    # Depth first; an exit marker takes a collection off the path it is on.
+    stack: list[tuple[Any, int] | int] = [(data, 0)]
+    on_path: set[int] = set()
     seen = 0
     while stack:
-        node, depth = stack.pop()
+        top = stack.pop()
+        if isinstance(top, int):  # leaving the collection of this id
+            on_path.discard(top)
+            continue
+        node, depth = top
         seen += 1
-        if seen > MAX_NODES or depth > 64:
-            return True
-        if isinstance(node, dict):
-            stack += [(v, depth + 1) for v in node.values()]
-            stack += [(k, depth + 1) for k in node]
-        elif isinstance(node, list):
-            stack += [(v, depth + 1) for v in node]
-    return False
+        if seen > MAX_NODES:
+            return f"its aliases expand to over {MAX_NODES} values"
+        if not isinstance(node, dict | list | tuple | set | frozenset):
+            continue
+        if id(node) in on_path:
+            return "an alias refers to the collection that holds it"
+        if depth >= MAX_DEPTH:
+            return f"nested deeper than {MAX_DEPTH} levels"
+        on_path.add(id(node))
+        stack.append(id(node))
+        inner = [*node.keys(), *node.values()] if isinstance(node, dict) else list(node)
+        stack += [(v, depth + 1) for v in inner]
+    return None

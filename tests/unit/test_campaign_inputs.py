@@ -276,3 +276,67 @@ def test_a_generated_journal_gives_a_status_or_one_line(
     lines = [json.dumps(r, default=str).encode() for r in records] + junk
     (tmp_path / "out" / "results.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     outcome(tmp_path, yaml.safe_dump(doc), capsys)
+
+
+# ------------------------------------------- YAML's types beyond JSON's, by hand
+def with_fragment(doc: dict[str, Any], where: tuple, fragment: str) -> str:
+    """The document as YAML, `fragment` (YAML text: a date, a tag, an alias that
+    yaml.safe_dump never writes) at `where`."""
+    return dump(put(doc, where, FRAGMENT)).replace(FRAGMENT, fragment)
+
+
+FRAGMENT = "YAML_FRAGMENT"
+CIRCULAR = "an alias refers to the collection that holds it"
+
+
+@pytest.mark.parametrize(
+    "fragment, said",
+    [
+        ("2026-01-31", "testbeds[0].ansible.v: is a date"),
+        ("2026-01-31 10:00:00", "testbeds[0].ansible.v: is a date"),
+        ("!!set {a, b}", "testbeds[0].ansible.v: is a set (!!set)"),
+        ("!!binary aGVsbG8=", "testbeds[0].ansible.v: is binary (!!binary)"),
+        ("[1, {x: !!binary aGVsbG8=}]", "testbeds[0].ansible.v[1].x: is binary"),
+        ("!!omap [{a: 1}]", "testbeds[0].ansible.v: is an ordered map"),
+        ("{1: a, b: c}", "testbeds[0].ansible.v: key 1 is not text"),
+        ("{2026-01-31: a}", "testbeds[0].ansible.v: key datetime.date(2026, 1, 31) is not text"),
+        (".nan", "testbeds[0].ansible.v: nan is not a finite number"),
+        ("&x [*x]", CIRCULAR),
+        ("&x {a: *x}", "not valid YAML (line 15: found unconstructable recursive node)"),
+        ("&x !!omap [{a: *x}]", CIRCULAR),
+        ("&x !!pairs [{a: [*x]}]", CIRCULAR),
+    ],
+)
+def test_an_ansible_value_json_cannot_hold_is_one_line_naming_it(
+    tmp_path, capsys, monkeypatch, fragment, said
+):
+    """Each crashed `campaign plan` with a traceback (json.dumps of the fingerprint)."""
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
+    text = with_fragment(doc, ("testbeds", 0, "ansible"), "{v: " + fragment + "}")
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    assert cli.main(["campaign", "plan", str(path)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"hpcbench: error: {path}: {said}"), lines
+
+
+def test_plain_ansible_values_still_plan(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
+    doc["testbeds"][0]["ansible"] = {"v": [1, 2.5, None, True, "a", {"k": "2026-01-31"}]}
+    path = tmp_path / "c.yaml"
+    path.write_text(dump(doc))
+    assert cli.main(["campaign", "plan", str(path)]) == 0
+
+
+def test_seventy_nested_maps_are_named_as_deep_not_as_aliases(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    path = tmp_path / "c.yaml"
+    nested = "{a: " * 70 + "1" + "}" * 70
+    path.write_text(f"name: x\nsweep: {nested}\ntestbeds: [{{name: a, env: local}}]\n")
+    assert cli.main(["campaign", "plan", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"hpcbench: error: {path}: nested deeper than 64 levels: write the campaign out plainly"
+    )
