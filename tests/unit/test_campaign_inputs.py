@@ -240,7 +240,7 @@ def test_hostile_yaml_is_one_line(tmp_path, capsys, monkeypatch, text):
 RECORD = st.fixed_dictionaries(
     {},
     optional={
-        "kind": st.sampled_from(["cell", "phase", "run", "x"]) | VALUES,
+        "kind": st.sampled_from(["cell", "phase", "forecast", "run", "x"]) | VALUES,
         "campaign": st.just("fuzz") | VALUES,
         "testbed": st.sampled_from(["a", "b"]) | VALUES,
         "cell": VALUES,
@@ -255,6 +255,22 @@ RECORD = st.fixed_dictionaries(
         "ci95": VALUES,
         "runs": VALUES,
         "lease": VALUES,
+        "gpus_per_node": VALUES,
+        "env": VALUES,
+        "fingerprint": VALUES,
+        "at": VALUES,
+        "made": st.sampled_from(["plan", "booking"]) | VALUES,
+        "cells": st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    k: VALUES
+                    for k in ("cell", "batch", "nodes", "workers", "gpus_per_node", "efficiency")
+                },
+            ),
+            max_size=2,
+        )
+        | VALUES,
     },
 )
 
