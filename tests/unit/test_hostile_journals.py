@@ -519,3 +519,21 @@ def test_report_names_a_forecast_cell_whose_gpus_per_node_is_not_a_count(
     rc, out, err = run(["campaign", "report", str(path)], capsys)
     check(rc, out, err)
     assert rc == 0 and "a forecast record whose cells.0.gpus_per_node is not integer" in err
+
+
+def test_report_refuses_a_folder_whose_journal_is_another_campaigns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It overwrote the other campaign's report and exited 0."""
+    path = write_campaign(tmp_path)
+    Store(tmp_path / "out" / "a").append(run_record())
+    journal(tmp_path, phase("a", "deploy", 60.0, campaign="other"))
+    (tmp_path / "out" / "report.md").write_text("the other campaign's report\n")
+    rc, out, err = run(["campaign", "report", str(path)], capsys)
+    check(rc, out, err)
+    assert rc == 2 and err.strip() == (
+        f"hpcbench: error: {tmp_path / 'out'} holds campaign 'other', not 'fuzz': "
+        "give this campaign another `out:`"
+    )
+    assert (tmp_path / "out" / "report.md").read_text() == "the other campaign's report\n"
+    assert not (tmp_path / "out" / "report.html").exists()
