@@ -176,24 +176,34 @@ def setting(value: Any, path: str) -> str:
     )
 
 
+# link_capacity_mbps as the Virtual Wall module takes it: a whole number of Mbit/s,
+# 1 to 100000 (terraform/modules/virtualwall/variables.tf, its validation).
+CAPACITY_MBPS = (1, 100_000)
+
+
 def link(key: str, text: str, where: str) -> None:
     """A testbed's nominal link in its settings, as the plan reads it
-    (forecast.link_rate_bits): a line rate above zero and finite; an empty link_rate
-    leaves a local testbed unshaped."""
+    (forecast.link_rate_bits): a line rate within what scaling_model.parse_link takes;
+    an empty link_rate leaves a local testbed unshaped."""
     if key == "link_rate" and text:
         try:
             parse_link(text)
         except UsageError:
             raise Problem(
-                where, f"{text[:40]!r} is not a line rate above 0 such as 100mbit or 1gbit"
+                where, f"{text[:40]!r} is not a line rate from 1kbit to 10000gbit such as 1gbit"
             ) from None
     elif key == "link_capacity_mbps":
+        low, high = CAPACITY_MBPS
         try:
             mbps = float(text)
         except ValueError:
             mbps = math.nan
-        if not (math.isfinite(mbps) and mbps > 0):
-            raise Problem(where, f"{text[:40]!r} is not a finite number of Mbit/s above 0")
+        if not (math.isfinite(mbps) and mbps.is_integer() and low <= mbps <= high):
+            raise Problem(
+                where,
+                f"{text[:40]!r} is not a whole number of Mbit/s from {low} to {high} "
+                "(1000 is 1 Gbit/s)",
+            )
 
 
 def _huge_int(value: Any) -> bool:

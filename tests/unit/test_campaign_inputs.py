@@ -356,3 +356,36 @@ def test_seventy_nested_maps_are_named_as_deep_not_as_aliases(tmp_path, capsys, 
     assert err == (
         f"hpcbench: error: {path}: nested deeper than 64 levels: write the campaign out plainly"
     )
+
+
+@pytest.mark.parametrize(
+    "mbps", [5e-324, 1e308, 0.5, 1.5, 100_001, 0, -1000, "1e400", "nan", "fast", True]
+)
+def test_a_link_capacity_outside_what_the_module_takes_is_one_line(
+    tmp_path, capsys, monkeypatch, mbps
+):
+    """5e-324 crashed the plan (ZeroDivisionError), 1e308 printed 'inf Gbit/s'."""
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
+    doc["testbeds"][0]["settings"]["link_capacity_mbps"] = mbps
+    path = tmp_path / "c.yaml"
+    path.write_text(dump(doc))
+    assert cli.main(["campaign", "plan", str(path)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"hpcbench: error: {path}: testbeds[0].settings.link_capacity_mbps: "
+    ), lines
+    assert "is not a whole number of Mbit/s from 1 to 100000 (1000 is 1 Gbit/s)" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "mbps, shown", [(1, "1 Mbit/s"), (100_000, "100 Gbit/s"), ("1e3", "1 Gbit/s")]
+)
+def test_a_link_capacity_within_range_is_planned_over(tmp_path, capsys, monkeypatch, mbps, shown):
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
+    doc["testbeds"][0]["settings"]["link_capacity_mbps"] = mbps
+    path = tmp_path / "c.yaml"
+    path.write_text(dump(doc))
+    assert cli.main(["campaign", "plan", str(path)]) == 0
+    assert f"E across workers: {shown} x" in capsys.readouterr().out
