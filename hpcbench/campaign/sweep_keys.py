@@ -86,9 +86,13 @@ def sweep_argv(sweep: dict[str, Any], path: str) -> tuple[list[str], list[int] |
     known = _options(scale_options.scale_parser())
     argv: list[str] = []
     gpus: list[int] | None = None
+    spelled: dict[str, str] = {}  # key -> how the mapping spells it
     for raw_key, value in sweep.items():
         key = raw_key.replace("-", "_")
         where = f"{path}.{raw_key}"
+        if key in spelled:  # max-repeats beside max_repeats: the later would win unread
+            raise Problem(where, f"is {path}.{spelled[key]} written another way: give one")
+        spelled[key] = raw_key
         if key == "gpus_per_node":
             gpus = checks.int_list(value, where, MAX_SLOTS)
             continue

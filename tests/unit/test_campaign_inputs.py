@@ -389,3 +389,33 @@ def test_a_link_capacity_within_range_is_planned_over(tmp_path, capsys, monkeypa
     path.write_text(dump(doc))
     assert cli.main(["campaign", "plan", str(path)]) == 0
     assert f"E across workers: {shown} x" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "where, first, second",
+    [
+        (("sweep",), "max-repeats", "max_repeats"),
+        (("sweep",), "max_repeats", "max-repeats"),
+        (("sweep",), "gpus_per_node", "gpus-per-node"),
+        (("testbeds", 0, "sweep"), "target-ci", "target_ci"),
+    ],
+)
+def test_two_spellings_of_one_sweep_key_are_refused_naming_both(
+    tmp_path, capsys, monkeypatch, where, first, second
+):
+    """`max-repeats: 4` beside `max_repeats: 5` ran 5 silently."""
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
+    values = {"max_repeats": (4, 5), "gpus_per_node": (1, 1), "target_ci": ("5%", "10%")}
+    one, two = values[first.replace("-", "_")]
+    given = f"{first}: {one}, {second}: {two}"
+    if where == ("sweep",):  # in the file's order (a dump would sort the keys)
+        given = "model: resnet18, image_size: 32, batch: [4, 8], nodes: [1, 2], " + given
+    path = tmp_path / "c.yaml"
+    path.write_text(with_fragment(doc, where, "{" + given + "}"))
+    assert cli.main(["campaign", "plan", str(path)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    name = key_path(where)
+    assert lines == [
+        f"hpcbench: error: {path}: {name}.{second}: is {name}.{first} written another way: give one"
+    ]
