@@ -59,6 +59,8 @@ MEGABYTES: dict[str, tuple[float, float]] = {
 def parse_whole(text: str, low: int, high: int) -> int:
     """'8' -> 8, if low <= 8 <= high; ValueError with one line otherwise."""
     stripped = (text or "").strip() if isinstance(text, str) else str(text)
+    if stripped.startswith("-") and _WHOLE.fullmatch(stripped[1:]):  # whole, but below 0
+        raise ValueError(f"{stripped} is out of range: use {low} to {high}")
     if not _WHOLE.fullmatch(stripped):
         raise ValueError(f"{stripped[:40]!r} is not a whole number")
     value = int(stripped)

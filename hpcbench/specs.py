@@ -120,6 +120,11 @@ def parse_int_list(spec: str, what: str, maximum: int) -> list[int]:
     for part in spec.split(","):
         if "-" in part:
             lo_text, _, hi_text = part.partition("-")
+            if not lo_text.strip() or not hi_text.strip():  # '-1', '4-': no range
+                raise UsageError(
+                    f"{what}: {part.strip()[:40]!r} is not a number from 1 to {maximum} "
+                    "or a range like 1-4"
+                )
             lo, hi = _int(lo_text, what), _int(hi_text, what)
             if lo > hi:
                 raise UsageError(f"{what}: range {part.strip()!r} runs backwards; write {hi}-{lo}")

@@ -58,10 +58,18 @@ def _argv_of(key: str, value: Any, action: argparse.Action, path: str) -> list[s
             isinstance(v, int | float | str) and not isinstance(v, bool) for v in value
         ):
             raise Problem(path, "a list must hold numbers or text, e.g. [32, 64, 96]")
-        return [flag, ",".join(str(v) for v in value)]
+        value = ",".join(str(v) for v in value)
     if isinstance(value, int | float | str):
-        return [flag, str(value)]
+        # One word with '=': a value that starts with '-' ('-x', '-1-4') is the value,
+        # not an option argparse would say is missing its argument.
+        return [f"{flag}={value}"]
     raise Problem(path, "must be a number, text, true/false or a list")
+
+
+# The stand-ins a key is checked alone with: where it runs, and --repeats 1, so that
+# max_repeats alone meets no default it would be below; the keys together are checked
+# with the mapping's own repeats (campaign/testbeds.py), their error naming the sweep.
+ALONE = ["--env", "localhost", "--out", "results", "--repeats", "1"]
 
 
 def parse(
@@ -108,7 +116,7 @@ def sweep_argv(sweep: dict[str, Any], path: str) -> tuple[list[str], list[int] |
             )
         own = _argv_of(key, value, known[key], where)
         try:
-            parse(own)
+            parse(own, ALONE)
         except UsageError as err:
             raise Problem(where, strip_prefix(str(err))) from None
         argv += own

@@ -45,6 +45,8 @@ SLURM_KEYS = {
     "container_import": "--container-import-time",
     "nodes": None,
 }
+# Slurm keys whose value is a count: a number there is checked as one (1.5 is named).
+SLURM_COUNTS = ("gpus_per_node", "cpus_per_task")
 # Who says how many nodes a testbed has, for the message when the sweep asks for more.
 GIVES = {
     TestbedKind.DEPLOYED: "the settings give",
@@ -162,13 +164,14 @@ def _slurm(value: Any, path: str) -> tuple[list[str], dict[str, Any], int | None
             own = [f"{flag}={t}" for t in texts] if key == "sbatch" else [flag, ",".join(texts)]
         elif key in ("queue_wait", "container_import"):
             own = [flag, str(checks.duration(raw_value, where))]
+        elif isinstance(raw_value, bool):  # YAML 1.1's yes/no/on/off: never a name or count
+            raise Problem(where, "YAML read this as true/false: write the value in quotes")
+        elif isinstance(raw_value, float) and key not in SLURM_COUNTS:  # 1e3, .nan: no name
+            raise Problem(where, f"YAML read this as the number {raw_value}: write it in quotes")
         else:
-            text = checks.text(
-                str(raw_value)
-                if isinstance(raw_value, int) and not isinstance(raw_value, bool)
-                else raw_value,
-                where,
-            )
+            # A number as its text: the option's own parser says what is wrong with 1.5.
+            number = isinstance(raw_value, int | float)
+            text = checks.text(str(raw_value) if number else raw_value, where)
             own = [f"{flag}={text}"]  # =: a value may start with '-' (sbatch's --exclusive)
         try:
             if key == "login":  # alone it lacks --slurm-python: its own syntax only

@@ -5,7 +5,9 @@ with one line naming the file, never a traceback, and nothing is created."""
 from __future__ import annotations
 
 import copy
+import functools
 import json
+import operator
 from pathlib import Path
 from typing import Any
 
@@ -419,3 +421,67 @@ def test_two_spellings_of_one_sweep_key_are_refused_naming_both(
     assert lines == [
         f"hpcbench: error: {path}: {name}.{second}: is {name}.{first} written another way: give one"
     ]
+
+
+@pytest.mark.parametrize(
+    "where, value, said",
+    [
+        # max_repeats alone was checked against --repeats' default 3, whatever repeats said.
+        (("sweep",), {"repeats": 1, "max_repeats": 2}, None),
+        (
+            ("sweep",),
+            {"repeats": 3, "max_repeats": 2},
+            "testbeds[0].sweep: --max-repeats 2 is below --repeats 3: raise it or drop it",
+        ),
+        (
+            ("sweep",),
+            {"batch": -1},
+            "sweep.batch: --batch: '-1' is not a number from 1 to 65536 or a range like 1-4",
+        ),
+        (
+            ("sweep",),
+            {"nodes": "2-"},
+            "sweep.nodes: --nodes: '2-' is not a number from 1 to 4096 or a range like 1-4",
+        ),
+        (
+            ("sweep",),
+            {"repeats": -1},
+            "sweep.repeats: argument --repeats: -1 is out of range: use 1 to 1000",
+        ),
+        (("sweep",), {"data": "-x"}, "sweep.data: --data: '-x' is not a folder; write ./-x"),
+        (
+            ("testbeds", 1, "slurm"),
+            {"cpus_per_task": 1.5},
+            "testbeds[1].slurm.cpus_per_task: argument --slurm-cpus-per-task: '1.5' is not a "
+            "whole number",
+        ),
+        (
+            ("testbeds", 1, "slurm"),
+            {"gpus_per_node": 1.5},
+            "testbeds[1].slurm.gpus_per_node: argument --slurm-gpus: '1.5' is not a whole number",
+        ),
+        # Read as the partition 'True' and the account '1000.0', silently.
+        (
+            ("testbeds", 1, "slurm"),
+            {"partition": True},
+            "testbeds[1].slurm.partition: YAML read this as true/false: write the value in quotes",
+        ),
+        (
+            ("testbeds", 1, "slurm"),
+            {"account": 1e3},
+            "testbeds[1].slurm.account: YAML read this as the number 1000.0: write it in quotes",
+        ),
+    ],
+)
+def test_a_bad_value_is_named_by_its_real_problem_and_key(
+    tmp_path, capsys, monkeypatch, where, value, said
+):
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
+    mapping = functools.reduce(operator.getitem, where, doc)
+    mapping.update(value)
+    path = tmp_path / "c.yaml"
+    path.write_text(dump(doc))
+    rc = cli.main(["campaign", "plan", str(path)])
+    err = capsys.readouterr().err.strip()
+    assert (rc, err) == ((0, "") if said is None else (2, f"hpcbench: error: {path}: {said}"))

@@ -30,7 +30,8 @@ def test_nodes_accepts_ranges_and_lists(spec, expected):
         ("abc", "not a whole number"),
         ("1,,2", "not a whole number"),
         ("", "empty"),
-        ("-3", "not a whole number"),
+        ("-3", "is not a number from 1 to 4096 or a range like 1-4"),
+        ("3-", "is not a number from 1 to 4096 or a range like 1-4"),
         ("1.5", "not a whole number"),
     ],
 )
