@@ -17,6 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hpcbench import cli
+from hpcbench.campaign.testbed_kinds import SLURM_KEYS
+from hpcbench.campaign.testbeds import HARDWARE_KEYS
 
 BASE: dict[str, Any] = {
     "name": "fuzz",
@@ -35,15 +37,30 @@ BASE: dict[str, Any] = {
             "settings": {"node_count": 2, "link_rate": "1gbit", "link_capacity_mbps": 1000},
             "expect": {"images_per_s": 10, "deploy": "1m"},
             "exclude": [{"batch": 8}],
+            "ansible": {"stack_mode": "image", "extra": {"list": [1, "a", None, True, 2.5]}},
+            "hardware": {
+                "accelerator": "V100",
+                "link": "1gbit",
+                "transport": "tcp",
+                "intra_node": "pcie3",
+                "link_efficiency": 0.5,
+            },
         },
         {
             "name": "b",
             "slurm": {
                 "partition": "p",
+                "account": "acct",
+                "qos": "normal",
                 "nodes": 2,
                 "gpus_per_node": 1,
+                "cpus_per_task": 2,
                 "time": "10m",
+                "queue_wait": "1h",
                 "sbatch": ["--exclusive"],
+                "setup": "module load x",
+                "container_image": "nvcr.io#nvidia/pytorch:24.05-py3",
+                "container_mounts": ["/dss/data:/data"],
             },
         },
         {"name": "c", "hosts": ["h1:1", "h2:1"]},
@@ -485,3 +502,118 @@ def test_a_bad_value_is_named_by_its_real_problem_and_key(
     rc = cli.main(["campaign", "plan", str(path)])
     err = capsys.readouterr().err.strip()
     assert (rc, err) == ((0, "") if said is None else (2, f"hpcbench: error: {path}: {said}"))
+
+
+# ------------------------- the ansible:, slurm: and hardware: values, generated
+# Every spot under them, by the key: each key a testbed of its kind may give (known or
+# not), and the mapping itself.
+KIND_SPOTS = {
+    "ansible": [
+        ("testbeds", 0, "ansible"),
+        ("testbeds", 0, "ansible", "stack_mode"),
+        ("testbeds", 0, "ansible", "extra"),
+        ("testbeds", 0, "ansible", "extra", "list"),
+        ("testbeds", 0, "ansible", "new_variable"),
+        ("testbeds", 0, "ansible", "Not-A-Name"),
+    ],
+    "hardware": [
+        ("testbeds", 0, "hardware"),
+        *[("testbeds", 0, "hardware", k) for k in (*HARDWARE_KEYS, "colour")],
+    ],
+    "slurm": [
+        ("testbeds", 1, "slurm"),
+        *[("testbeds", 1, "slurm", k) for k in (*SLURM_KEYS, "colour")],
+    ],
+}
+# YAML that yaml.safe_dump never writes: tags, YAML 1.1's dates and words, anchors
+# and aliases (undefined ones and ones inside what they name), keys of every type.
+_TAGGED = st.sampled_from(
+    [
+        "2026-01-31",
+        "2026-13-40",
+        "2026-01-31T10:00:00Z",
+        "!!set {a, b}",
+        "!!binary aGVsbG8=",
+        "!!binary '!!'",
+        "!!omap [{a: 1}, {b: 2}]",
+        "!!pairs [{a: 1}, {a: 2}]",
+        "!!timestamp 2001-12-14",
+        "!!str 1",
+        "!!int '7'",
+        "!!float '1.5'",
+        "!!bool yes",
+        "!!null ''",
+        "!custom x",
+        "!!python/name:os.system",
+        ".nan",
+        ".inf",
+        "-.inf",
+        "~",
+        "yes",
+        "off",
+        "0x1F",
+        "0o17",
+        "1_000",
+        "1.5",
+        "-1",
+        "1e400",
+        "'-x'",
+        '"\\udcff"',
+        '"\\x00"',
+        '""',
+        "*a",
+        "*nowhere",
+        HUGE_DIGITS,
+    ]
+)
+_KEYS = st.sampled_from(
+    ["a", "x_y", "1", "2026-01-31", "null", "true", ".nan", "'x y'", "[1]", "*a", "&a k", "<<"]
+)
+
+
+def _flow(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.lists(inner, max_size=3).map(lambda xs: "[" + ", ".join(xs) + "]"),
+        st.lists(st.tuples(_KEYS, inner), max_size=3).map(
+            lambda kv: "{" + ", ".join(f"{k}: {v}" for k, v in kv) + "}"
+        ),
+        inner.map(lambda x: f"&a {x}"),
+        inner.map(lambda x: f"!!set {x}" if x.startswith("{") else x),
+    )
+
+
+FRAGMENTS = st.recursive(_TAGGED | SCALARS.map(json.dumps), _flow, max_leaves=8)
+
+
+def test_the_base_campaign_plans(tmp_path, capsys, monkeypatch):
+    """What the generated cases change: a plan as it stands, so that each refusal below
+    is the generated value's."""
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    path = tmp_path / "c.yaml"
+    path.write_text(dump({**copy.deepcopy(BASE), "out": str(tmp_path / "out")}))
+    assert cli.main(["campaign", "plan", str(path)]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("key", sorted(KIND_SPOTS))
+@settings(
+    max_examples=50,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_any_ansible_slurm_or_hardware_value_gives_a_plan_or_one_line(
+    tmp_path, capsys, monkeypatch, key, data
+):
+    """Any value at any spot under a testbed's ansible:, slurm: or hardware: (as YAML's
+    own text where safe_dump cannot write it, half the time): `campaign plan` and
+    `status` exit 0 with their result or 2 with one line, and create nothing."""
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    where = data.draw(st.sampled_from(KIND_SPOTS[key]), "where")
+    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
+    if data.draw(st.booleans(), "as YAML text"):
+        text = with_fragment(doc, where, data.draw(FRAGMENTS, "fragment"))
+    else:
+        text = dump(put(doc, where, data.draw(VALUES, "value")))
+    outcome(tmp_path, text, capsys)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
