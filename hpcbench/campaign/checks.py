@@ -74,7 +74,9 @@ def mapping(value: Any, path: str, keys: tuple[str, ...] | None = None) -> dict[
 
 def text(value: Any, path: str, pattern: re.Pattern[str] | None = None, example: str = "") -> str:
     if not isinstance(value, str) or not value.strip():
-        raise Problem(path, f"must be text{f' like {example}' if example else ''}")
+        raise Problem(
+            path, yaml_only(value) or f"must be text{f' like {example}' if example else ''}"
+        )
     if any(ord(c) < 32 and c not in "\t" for c in value) or len(value) > SETTING_MAX:
         raise Problem(path, f"must be one line of at most {SETTING_MAX} characters")
     encodable(value, path)
@@ -113,9 +115,16 @@ def plain(value: Any, path: str) -> Any:
     elif isinstance(value, float) and not math.isfinite(value):
         raise Problem(path, f"{value} is not a finite number")
     elif value is not None and not isinstance(value, bool | int | float):
-        why = next((w for kind, w in _NOT_PLAIN if isinstance(value, kind)), None)
-        raise Problem(path, why or "must be text, a number, true/false, a list or a mapping")
+        raise Problem(
+            path, yaml_only(value) or "must be text, a number, true/false, a list or a mapping"
+        )
     return value
+
+
+def yaml_only(value: Any) -> str | None:
+    """What to write instead of a value of a type YAML has and JSON lacks (a date, a
+    set, binary); None for any other value."""
+    return next((why for kind, why in _NOT_PLAIN if isinstance(value, kind)), None)
 
 
 def _shown(value: Any) -> str:
@@ -171,7 +180,8 @@ def setting(value: Any, path: str) -> str:
         return value
     raise Problem(
         path,
-        f"must be text, a number of at most 18 digits, true/false or a list "
+        yaml_only(value)
+        or f"must be text, a number of at most 18 digits, true/false or a list "
         f"(at most {SETTING_MAX} characters)",
     )
 

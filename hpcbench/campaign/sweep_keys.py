@@ -63,7 +63,7 @@ def _argv_of(key: str, value: Any, action: argparse.Action, path: str) -> list[s
         # One word with '=': a value that starts with '-' ('-x', '-1-4') is the value,
         # not an option argparse would say is missing its argument.
         return [f"{flag}={value}"]
-    raise Problem(path, "must be a number, text, true/false or a list")
+    raise Problem(path, checks.yaml_only(value) or "must be a number, text, true/false or a list")
 
 
 # The stand-ins a key is checked alone with: where it runs, and --repeats 1, so that

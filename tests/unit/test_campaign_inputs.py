@@ -5,6 +5,7 @@ with one line naming the file, never a traceback, and nothing is created."""
 from __future__ import annotations
 
 import copy
+import datetime
 import functools
 import json
 import operator
@@ -440,6 +441,9 @@ def test_two_spellings_of_one_sweep_key_are_refused_naming_both(
     ]
 
 
+DATE = "is a date (YAML reads 2026-01-31 as one): quote it"
+
+
 @pytest.mark.parametrize(
     "where, value, said",
     [
@@ -488,6 +492,18 @@ def test_two_spellings_of_one_sweep_key_are_refused_naming_both(
             {"account": 1e3},
             "testbeds[1].slurm.account: YAML read this as the number 1000.0: write it in quotes",
         ),
+        # A sweep's one sbatch option, not in a list: 'expected one argument'.
+        (("sweep",), {"sbatch": "--exclusive"}, None),
+        # A date where text goes: 'must be text' (or 'a number, text, ...').
+        *[
+            (where, {key: datetime.date(2026, 1, 31)}, f"{name}.{key}: {DATE}")
+            for where, key, name in (
+                (("testbeds", 0), "title", "testbeds[0]"),
+                (("testbeds", 0, "settings"), "zone", "testbeds[0].settings"),
+                (("testbeds", 1, "slurm"), "partition", "testbeds[1].slurm"),
+                (("sweep",), "slurm_setup", "sweep"),
+            )
+        ],
     ],
 )
 def test_a_bad_value_is_named_by_its_real_problem_and_key(
