@@ -20,6 +20,7 @@ from hpcbench.terraform import looks_secret
 
 VARIABLE = re.compile(r"[a-z_][a-z0-9_]{0,63}", re.ASCII)
 TOPOLOGY = re.compile(r"([1-9][0-9]*)x([1-9][0-9]*)", re.ASCII)
+WHOLE = re.compile(r"[0-9]{1,18}", re.ASCII)  # not str.isdigit: it takes '²', int() does not
 # The key that gives each kind, in the order the error names them.
 KINDS = {"env": TestbedKind.DEPLOYED, "slurm": TestbedKind.SLURM, "hosts": TestbedKind.HOSTS}
 # A Slurm partition's keys, and the `scale` option each becomes (--env slurm).
@@ -226,4 +227,7 @@ def _shape(settings: dict[str, str]) -> tuple[int | None, int | None]:
         if match:
             return int(match[1]), int(match[2])
     count, gpus = settings.get("node_count", ""), settings.get("gpus_per_node", "")
-    return (int(count) if count.isdigit() else None), (int(gpus) if gpus.isdigit() else None)
+    return (
+        int(count) if WHOLE.fullmatch(count) else None,
+        int(gpus) if WHOLE.fullmatch(gpus) else None,
+    )

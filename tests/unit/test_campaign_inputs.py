@@ -451,8 +451,15 @@ DATE = "is a date (YAML reads 2026-01-31 as one): quote it"
         (("sweep",), {"repeats": 1, "max_repeats": 2}, None),
         (
             ("sweep",),
-            {"repeats": 3, "max_repeats": 2},
-            "testbeds[0].sweep: --max-repeats 2 is below --repeats 3: raise it or drop it",
+            {"max_repeats": 2, "repeats": 3},
+            "sweep.max_repeats: --max-repeats 2 is below --repeats 3: raise it or drop it",
+        ),
+        # Across the campaign's sweep and a testbed's: the testbed's, merged.
+        (
+            ("testbeds", 0),
+            {"sweep": {"max_repeats": 2, "repeats": 3}},
+            "testbeds[0].sweep.max_repeats: --max-repeats 2 is below --repeats 3: raise it or "
+            "drop it",
         ),
         (
             ("sweep",),
@@ -633,3 +640,49 @@ def test_any_ansible_slurm_or_hardware_value_gives_a_plan_or_one_line(
         text = dump(put(doc, where, data.draw(VALUES, "value")))
     outcome(tmp_path, text, capsys)
     assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize(
+    "settings, sweep_gpus, said",
+    [
+        # str.isdigit took it; int() raised ValueError: a traceback.
+        ({"node_count": "\u00b2"}, [1], None),
+        # CPU-only nodes (the Virtual Wall's default 0): one or more processes each.
+        ({"node_count": 2, "gpus_per_node": 0}, [1, 2], None),
+        # It named 'env: gpus_per_node', a key no file has.
+        (
+            {"node_count": 2, "gpus_per_node": 1},
+            [1, 2],
+            "testbeds[0].sweep.gpus_per_node: 2 is more than the 1 GPUs per node of "
+            "settings.gpus_per_node",
+        ),
+    ],
+)
+def test_a_deployed_testbeds_shape_is_read_from_its_settings(
+    tmp_path, capsys, monkeypatch, settings, sweep_gpus, said
+):
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
+    doc["testbeds"] = [{"name": "a", "env": "virtualwall", "settings": settings}]
+    doc["sweep"]["gpus_per_node"] = sweep_gpus
+    path = tmp_path / "c.yaml"
+    path.write_text(dump(doc))
+    rc = cli.main(["campaign", "plan", str(path)])
+    err = capsys.readouterr().err.strip()
+    assert (rc, err) == ((0, "") if said is None else (2, f"hpcbench: error: {path}: {said}"))
+
+
+def test_max_repeats_below_the_campaigns_repeats_names_the_testbeds_sweep(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
+    doc["sweep"]["repeats"] = 3
+    doc["testbeds"][2]["sweep"] = {"max_repeats": 2}
+    path = tmp_path / "c.yaml"
+    path.write_text(dump(doc))
+    assert cli.main(["campaign", "plan", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"hpcbench: error: {path}: testbeds[2].sweep.max_repeats: --max-repeats 2 is below "
+        "--repeats 3: raise it or drop it"
+    )
