@@ -118,6 +118,8 @@ def parse_int_list(spec: str, what: str, maximum: int) -> list[int]:
         raise UsageError(f"{what}: empty; give numbers like 1-4 or 1,2,4,8")
     values: set[int] = set()
     for part in spec.split(","):
+        if not part.strip():
+            raise UsageError(f"{what}: {spec.strip()[:40]!r} has an empty item between commas")
         if "-" in part:
             lo_text, _, hi_text = part.partition("-")
             if not lo_text.strip() or not hi_text.strip():  # '-1', '4-': no range
