@@ -325,6 +325,26 @@ FRAGMENT = "YAML_FRAGMENT"
 CIRCULAR = "an alias refers to the collection that holds it"
 
 
+@pytest.fixture
+def fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """BASE to change, its out and state folders in the test's own."""
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    return {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
+
+
+def plan(tmp: Path, capsys: pytest.CaptureFixture[str], text: str) -> tuple[int, str, Path]:
+    """`campaign plan` of the text as a file: its exit status, its stderr, the file."""
+    path = tmp / "c.yaml"
+    path.write_text(text)
+    rc = cli.main(["campaign", "plan", str(path)])
+    return rc, capsys.readouterr().err.strip(), path
+
+
+def refused(rc: int, err: str, path: Path, said: str | None) -> bool:
+    """0 and nothing said where said is None, else 2 and the one line naming it."""
+    return (rc, err) == ((0, "") if said is None else (2, f"hpcbench: error: {path}: {said}"))
+
+
 @pytest.mark.parametrize(
     "fragment, said",
     [
@@ -344,69 +364,48 @@ CIRCULAR = "an alias refers to the collection that holds it"
     ],
 )
 def test_an_ansible_value_json_cannot_hold_is_one_line_naming_it(
-    tmp_path, capsys, monkeypatch, fragment, said
+    tmp_path, capsys, fresh, fragment, said
 ):
     """Each crashed `campaign plan` with a traceback (json.dumps of the fingerprint)."""
-    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
-    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
-    text = with_fragment(doc, ("testbeds", 0, "ansible"), "{v: " + fragment + "}")
-    path = tmp_path / "c.yaml"
-    path.write_text(text)
-    assert cli.main(["campaign", "plan", str(path)]) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"hpcbench: error: {path}: {said}"), lines
+    text = with_fragment(fresh, ("testbeds", 0, "ansible"), "{v: " + fragment + "}")
+    rc, err, path = plan(tmp_path, capsys, text)
+    assert rc == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"hpcbench: error: {path}: {said}"), err
 
 
-def test_plain_ansible_values_still_plan(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
-    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
-    doc["testbeds"][0]["ansible"] = {"v": [1, 2.5, None, True, "a", {"k": "2026-01-31"}]}
-    path = tmp_path / "c.yaml"
-    path.write_text(dump(doc))
-    assert cli.main(["campaign", "plan", str(path)]) == 0
+def test_plain_ansible_values_still_plan(tmp_path, capsys, fresh):
+    fresh["testbeds"][0]["ansible"] = {"v": [1, 2.5, None, True, "a", {"k": "2026-01-31"}]}
+    assert refused(*plan(tmp_path, capsys, dump(fresh)), None)
 
 
-def test_seventy_nested_maps_are_named_as_deep_not_as_aliases(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
-    path = tmp_path / "c.yaml"
+def test_seventy_nested_maps_are_named_as_deep_not_as_aliases(tmp_path, capsys, fresh):
     nested = "{a: " * 70 + "1" + "}" * 70
-    path.write_text(f"name: x\nsweep: {nested}\ntestbeds: [{{name: a, env: local}}]\n")
-    assert cli.main(["campaign", "plan", str(path)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err == (
-        f"hpcbench: error: {path}: nested deeper than 64 levels: write the campaign out plainly"
-    )
+    text = f"name: x\nsweep: {nested}\ntestbeds: [{{name: a, env: local}}]\n"
+    said = "nested deeper than 64 levels: write the campaign out plainly"
+    assert refused(*plan(tmp_path, capsys, text), said)
 
 
 @pytest.mark.parametrize(
     "mbps", [5e-324, 1e308, 0.5, 1.5, 100_001, 0, -1000, "1e400", "nan", "fast", True]
 )
-def test_a_link_capacity_outside_what_the_module_takes_is_one_line(
-    tmp_path, capsys, monkeypatch, mbps
-):
+def test_a_link_capacity_outside_what_the_module_takes_is_one_line(tmp_path, capsys, fresh, mbps):
     """5e-324 crashed the plan (ZeroDivisionError), 1e308 printed 'inf Gbit/s'."""
-    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
-    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
-    doc["testbeds"][0]["settings"]["link_capacity_mbps"] = mbps
-    path = tmp_path / "c.yaml"
-    path.write_text(dump(doc))
-    assert cli.main(["campaign", "plan", str(path)]) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(
-        f"hpcbench: error: {path}: testbeds[0].settings.link_capacity_mbps: "
-    ), lines
-    assert "is not a whole number of Mbit/s from 1 to 100000 (1000 is 1 Gbit/s)" in lines[0]
+    fresh["testbeds"][0]["settings"]["link_capacity_mbps"] = mbps
+    shown = repr(str(mbps) if not isinstance(mbps, bool) else "true")
+    said = (
+        f"testbeds[0].settings.link_capacity_mbps: {shown} is not a whole number of Mbit/s "
+        "from 1 to 100000 (1000 is 1 Gbit/s)"
+    )
+    assert refused(*plan(tmp_path, capsys, dump(fresh)), said)
 
 
 @pytest.mark.parametrize(
     "mbps, shown", [(1, "1 Mbit/s"), (100_000, "100 Gbit/s"), ("1e3", "1 Gbit/s")]
 )
-def test_a_link_capacity_within_range_is_planned_over(tmp_path, capsys, monkeypatch, mbps, shown):
-    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
-    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
-    doc["testbeds"][0]["settings"]["link_capacity_mbps"] = mbps
+def test_a_link_capacity_within_range_is_planned_over(tmp_path, capsys, fresh, mbps, shown):
+    fresh["testbeds"][0]["settings"]["link_capacity_mbps"] = mbps
     path = tmp_path / "c.yaml"
-    path.write_text(dump(doc))
+    path.write_text(dump(fresh))
     assert cli.main(["campaign", "plan", str(path)]) == 0
     assert f"E across workers: {shown} x" in capsys.readouterr().out
 
@@ -421,24 +420,17 @@ def test_a_link_capacity_within_range_is_planned_over(tmp_path, capsys, monkeypa
     ],
 )
 def test_two_spellings_of_one_sweep_key_are_refused_naming_both(
-    tmp_path, capsys, monkeypatch, where, first, second
+    tmp_path, capsys, fresh, where, first, second
 ):
     """`max-repeats: 4` beside `max_repeats: 5` ran 5 silently."""
-    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
-    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
     values = {"max_repeats": (4, 5), "gpus_per_node": (1, 1), "target_ci": ("5%", "10%")}
     one, two = values[first.replace("-", "_")]
     given = f"{first}: {one}, {second}: {two}"
     if where == ("sweep",):  # in the file's order (a dump would sort the keys)
         given = "model: resnet18, image_size: 32, batch: [4, 8], nodes: [1, 2], " + given
-    path = tmp_path / "c.yaml"
-    path.write_text(with_fragment(doc, where, "{" + given + "}"))
-    assert cli.main(["campaign", "plan", str(path)]) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
     name = key_path(where)
-    assert lines == [
-        f"hpcbench: error: {path}: {name}.{second}: is {name}.{first} written another way: give one"
-    ]
+    said = f"{name}.{second}: is {name}.{first} written another way: give one"
+    assert refused(*plan(tmp_path, capsys, with_fragment(fresh, where, "{" + given + "}")), said)
 
 
 DATE = "is a date (YAML reads 2026-01-31 as one): quote it"
@@ -514,17 +506,10 @@ DATE = "is a date (YAML reads 2026-01-31 as one): quote it"
     ],
 )
 def test_a_bad_value_is_named_by_its_real_problem_and_key(
-    tmp_path, capsys, monkeypatch, where, value, said
+    tmp_path, capsys, fresh, where, value, said
 ):
-    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
-    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
-    mapping = functools.reduce(operator.getitem, where, doc)
-    mapping.update(value)
-    path = tmp_path / "c.yaml"
-    path.write_text(dump(doc))
-    rc = cli.main(["campaign", "plan", str(path)])
-    err = capsys.readouterr().err.strip()
-    assert (rc, err) == ((0, "") if said is None else (2, f"hpcbench: error: {path}: {said}"))
+    functools.reduce(operator.getitem, where, fresh).update(value)
+    assert refused(*plan(tmp_path, capsys, dump(fresh)), said)
 
 
 # ------------------------- the ansible:, slurm: and hardware: values, generated
@@ -608,13 +593,10 @@ def _flow(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
 FRAGMENTS = st.recursive(_TAGGED | SCALARS.map(json.dumps), _flow, max_leaves=8)
 
 
-def test_the_base_campaign_plans(tmp_path, capsys, monkeypatch):
+def test_the_base_campaign_plans(tmp_path, capsys, fresh):
     """What the generated cases change: a plan as it stands, so that each refusal below
     is the generated value's."""
-    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
-    path = tmp_path / "c.yaml"
-    path.write_text(dump({**copy.deepcopy(BASE), "out": str(tmp_path / "out")}))
-    assert cli.main(["campaign", "plan", str(path)]) == 0, capsys.readouterr().err
+    assert refused(*plan(tmp_path, capsys, dump(fresh)), None)
 
 
 @pytest.mark.parametrize("key", sorted(KIND_SPOTS))
@@ -626,14 +608,13 @@ def test_the_base_campaign_plans(tmp_path, capsys, monkeypatch):
 )
 @given(data=st.data())
 def test_any_ansible_slurm_or_hardware_value_gives_a_plan_or_one_line(
-    tmp_path, capsys, monkeypatch, key, data
+    tmp_path, capsys, fresh, key, data
 ):
     """Any value at any spot under a testbed's ansible:, slurm: or hardware: (as YAML's
     own text where safe_dump cannot write it, half the time): `campaign plan` and
     `status` exit 0 with their result or 2 with one line, and create nothing."""
-    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
     where = data.draw(st.sampled_from(KIND_SPOTS[key]), "where")
-    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
+    doc = copy.deepcopy(fresh)  # one fixture for every example
     if data.draw(st.booleans(), "as YAML text"):
         text = with_fragment(doc, where, data.draw(FRAGMENTS, "fragment"))
     else:
@@ -659,30 +640,17 @@ def test_any_ansible_slurm_or_hardware_value_gives_a_plan_or_one_line(
     ],
 )
 def test_a_deployed_testbeds_shape_is_read_from_its_settings(
-    tmp_path, capsys, monkeypatch, settings, sweep_gpus, said
+    tmp_path, capsys, fresh, settings, sweep_gpus, said
 ):
-    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
-    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
-    doc["testbeds"] = [{"name": "a", "env": "virtualwall", "settings": settings}]
-    doc["sweep"]["gpus_per_node"] = sweep_gpus
-    path = tmp_path / "c.yaml"
-    path.write_text(dump(doc))
-    rc = cli.main(["campaign", "plan", str(path)])
-    err = capsys.readouterr().err.strip()
-    assert (rc, err) == ((0, "") if said is None else (2, f"hpcbench: error: {path}: {said}"))
+    fresh["testbeds"] = [{"name": "a", "env": "virtualwall", "settings": settings}]
+    fresh["sweep"]["gpus_per_node"] = sweep_gpus
+    assert refused(*plan(tmp_path, capsys, dump(fresh)), said)
 
 
-def test_max_repeats_below_the_campaigns_repeats_names_the_testbeds_sweep(
-    tmp_path, capsys, monkeypatch
-):
-    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
-    doc = {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
-    doc["sweep"]["repeats"] = 3
-    doc["testbeds"][2]["sweep"] = {"max_repeats": 2}
-    path = tmp_path / "c.yaml"
-    path.write_text(dump(doc))
-    assert cli.main(["campaign", "plan", str(path)]) == 2
-    assert capsys.readouterr().err.strip() == (
-        f"hpcbench: error: {path}: testbeds[2].sweep.max_repeats: --max-repeats 2 is below "
-        "--repeats 3: raise it or drop it"
+def test_max_repeats_below_the_campaigns_repeats_names_the_testbeds_sweep(tmp_path, capsys, fresh):
+    fresh["sweep"]["repeats"] = 3
+    fresh["testbeds"][2]["sweep"] = {"max_repeats": 2}
+    said = (
+        "testbeds[2].sweep.max_repeats: --max-repeats 2 is below --repeats 3: raise it or drop it"
     )
+    assert refused(*plan(tmp_path, capsys, dump(fresh)), said)
