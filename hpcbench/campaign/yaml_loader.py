@@ -19,7 +19,24 @@ MAX_NODES = 100_000  # values in a campaign file once its aliases are expanded
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """safe_load, but a key given twice in one mapping is an error (YAML keeps the last
-    silently, so `nodes:` written twice would run what the user did not read)."""
+    silently, so `nodes:` written twice would run what the user did not read), and a
+    value its tag cannot hold (`!!bool maybe`, `!!timestamp x`, `!!map [1]`: PyYAML's
+    constructors raise KeyError, AttributeError, TypeError) is a YAML error at its line."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
+            tag = str(node.tag).rsplit(":", 1)[-1]
+            what = (
+                repr(node.value)[:40]
+                if isinstance(node, yaml.ScalarNode)
+                else type(node).__name__.removesuffix("Node").lower()  # sequence, mapping
+            )
+            why = f" ({one_line(str(err), 80)})" if isinstance(err, ValueError) else ""
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{what} is no {tag}{why}", node.start_mark
+            ) from None
 
 
 def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
@@ -58,7 +75,10 @@ def _int_or_too_long(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> Any:
     try:
         return loader.construct_yaml_int(node)
     except ValueError:
-        return TooLong(len(node.value))
+        digits = str(node.value).replace("_", "").lstrip("+-")
+        if digits.isascii() and digits.isdigit():  # whole, but past what int() reads
+            return TooLong(len(node.value))
+        raise  # `!!int x`: no number at all
 
 
 _UniqueKeyLoader.add_constructor(
@@ -87,7 +107,9 @@ def read_yaml(path: Path) -> Any:
         raise UsageError(f"{path}: not valid YAML ({where}{problem})") from None
     except RecursionError:
         raise UsageError(f"{path}: nested more than YAML can read") from None
-    except ValueError as err:  # a value YAML's own types refuse: a date such as 2026-13-40
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
+        # A tagged value a constructor refuses after its node is built (a !!set or
+        # !!omap fills in later); construct_object names the others with their line.
         raise UsageError(f"{path}: not valid YAML ({one_line(str(err), 200)})") from None
     why = _too_big(data)
     if why:

@@ -654,3 +654,32 @@ def test_max_repeats_below_the_campaigns_repeats_names_the_testbeds_sweep(tmp_pa
         "testbeds[2].sweep.max_repeats: --max-repeats 2 is below --repeats 3: raise it or drop it"
     )
     assert refused(*plan(tmp_path, capsys, dump(fresh)), said)
+
+
+@pytest.mark.parametrize(
+    "value, said",
+    [
+        # Each a traceback: IndexError, KeyError, TypeError, AttributeError.
+        ("!!int ''", "'' is no int"),
+        ("!!bool maybe", "'maybe' is no bool"),
+        ("!!map [1]", "sequence is no map"),
+        ("!!timestamp xyz", "'xyz' is no timestamp"),
+        # Read as a number too long for Python, of 1 digit.
+        ("!!int x", "'x' is no int (invalid literal for int() with base 10: 'x')"),
+        ("2026-13-40", "'2026-13-40' is no timestamp (month must be in 1..12)"),
+    ],
+)
+def test_a_value_its_yaml_tag_cannot_hold_is_one_line_at_its_line(
+    tmp_path, capsys, fresh, value, said
+):
+    text = f"name: x\nsweep: {{repeats: {value}}}\ntestbeds: [{{name: a, env: local}}]\n"
+    assert refused(*plan(tmp_path, capsys, text), f"not valid YAML (line 2: {said})")
+
+
+def test_a_count_past_what_the_option_takes_is_out_of_range_not_no_number(tmp_path, capsys, fresh):
+    """'9999999999999999999999' was 'not a whole number'."""
+    fresh["sweep"]["repeats"] = 10**21
+    said = (
+        "sweep.repeats: argument --repeats: 1000000000000000000000 is out of range: use 1 to 1000"
+    )
+    assert refused(*plan(tmp_path, capsys, dump(fresh)), said)
