@@ -546,6 +546,12 @@ _TAGGED = st.sampled_from(
         "!!omap [{a: 1}, {b: 2}]",
         "!!pairs [{a: 1}, {a: 2}]",
         "!!timestamp 2001-12-14",
+        "!!timestamp xyz",
+        "!!int ''",
+        "!!int x",
+        "!!bool maybe",
+        "!!map [1]",
+        "!!seq {a: 1}",
         "!!str 1",
         "!!int '7'",
         "!!float '1.5'",
@@ -683,3 +689,18 @@ def test_a_count_past_what_the_option_takes_is_out_of_range_not_no_number(tmp_pa
         "sweep.repeats: argument --repeats: 1000000000000000000000 is out of range: use 1 to 1000"
     )
     assert refused(*plan(tmp_path, capsys, dump(fresh)), said)
+
+
+@settings(
+    max_examples=50,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_yaml_text_at_any_spot_of_the_file_gives_a_plan_or_one_line(tmp_path, capsys, fresh, data):
+    """YAML's own text (tags, dates, anchors and aliases) at any key path of the file."""
+    doc = copy.deepcopy(fresh)
+    where = data.draw(st.sampled_from([p for p in paths_of(doc) if p != ("out",)]), "where")
+    outcome(tmp_path, with_fragment(doc, where, data.draw(FRAGMENTS, "fragment")), capsys)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
