@@ -222,12 +222,13 @@ def journal_record(draw: st.DrawFn, cells: list[tuple[str, str]]) -> dict[str, A
             parent = functools.reduce(operator.getitem, where[:-1], record)
         except (KeyError, IndexError, TypeError):
             continue  # a field under one already replaced
-        if not isinstance(parent, dict | list):
-            continue
-        if draw(st.booleans()) and isinstance(parent, dict):
-            parent.pop(where[-1], None)
-        else:
-            put(record, where, draw(HOSTILE))
+        last = where[-1]
+        if isinstance(parent, list) and isinstance(last, int) and last < len(parent):
+            parent[last] = draw(HOSTILE)
+        elif isinstance(parent, dict) and draw(st.booleans()):
+            parent.pop(last, None)
+        elif isinstance(parent, dict):
+            parent[last] = draw(HOSTILE)
     return record
 
 
