@@ -306,6 +306,8 @@ def test_every_field_of_a_journal_record_of_any_type_gives_a_result_or_one_line(
     records = [good]
     for where in paths_of(good)[1:]:
         for value in FIELD_VALUES:
+            if where == ("campaign",) and isinstance(value, str) and not isinstance(value, Raw):
+                continue  # another campaign's record: its refusal is tested on its own
             records.append(put(copy.deepcopy(good), where, value))
         gone = copy.deepcopy(good)
         parent = functools.reduce(operator.getitem, where[:-1], gone)
