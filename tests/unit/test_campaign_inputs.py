@@ -599,6 +599,15 @@ def _flow(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
 FRAGMENTS = st.recursive(_TAGGED | SCALARS.map(json.dumps), _flow, max_leaves=8)
 
 
+# The generated cases below: each example runs plan and status.
+GENERATED = settings(
+    max_examples=50,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+
+
 def test_the_base_campaign_plans(tmp_path, capsys, fresh):
     """What the generated cases change: a plan as it stands, so that each refusal below
     is the generated value's."""
@@ -606,12 +615,7 @@ def test_the_base_campaign_plans(tmp_path, capsys, fresh):
 
 
 @pytest.mark.parametrize("key", sorted(KIND_SPOTS))
-@settings(
-    max_examples=50,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@GENERATED
 @given(data=st.data())
 def test_any_ansible_slurm_or_hardware_value_gives_a_plan_or_one_line(
     tmp_path, capsys, fresh, key, data
@@ -691,12 +695,7 @@ def test_a_count_past_what_the_option_takes_is_out_of_range_not_no_number(tmp_pa
     assert refused(*plan(tmp_path, capsys, dump(fresh)), said)
 
 
-@settings(
-    max_examples=50,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@GENERATED
 @given(data=st.data())
 def test_yaml_text_at_any_spot_of_the_file_gives_a_plan_or_one_line(tmp_path, capsys, fresh, data):
     """YAML's own text (tags, dates, anchors and aliases) at any key path of the file."""
