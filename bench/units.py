@@ -35,6 +35,7 @@ def parse_size(text: str) -> int:
 
 # Whole numbers: ASCII digits only (int() would take '४' or '1_0'); 18 digits keep it cheap.
 _WHOLE = re.compile(r"[0-9]{1,18}", re.ASCII)
+_SIGNED = re.compile(r"-?[0-9]+", re.ASCII)  # a whole number, whatever its size
 _REAL = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9})?", re.ASCII)
 
 # The bounds of every count the harness passes to the workload: the harness refuses
@@ -59,6 +60,8 @@ MEGABYTES: dict[str, tuple[float, float]] = {
 def parse_whole(text: str, low: int, high: int) -> int:
     """'8' -> 8, if low <= 8 <= high; ValueError with one line otherwise."""
     stripped = (text or "").strip() if isinstance(text, str) else str(text)
+    if _SIGNED.fullmatch(stripped) and not _WHOLE.fullmatch(stripped):  # below 0, or huge
+        raise ValueError(f"{stripped[:40]} is out of range: use {low} to {high}")
     if not _WHOLE.fullmatch(stripped):
         raise ValueError(f"{stripped[:40]!r} is not a whole number")
     value = int(stripped)

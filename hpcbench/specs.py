@@ -105,9 +105,9 @@ def megabytes_type(name: str) -> Callable[[str], float]:
     return units.argtype(units.megabytes, name)
 
 
-def _int(text: str, what: str) -> int:
+def _int(text: str, what: str, low: int = 0, high: int = 10**18 - 1) -> int:
     try:
-        return units.parse_whole(text, 0, 10**18 - 1)
+        return units.parse_whole(text, low, high)
     except ValueError as err:
         raise UsageError(f"{what}: {err}") from None
 
@@ -118,18 +118,23 @@ def parse_int_list(spec: str, what: str, maximum: int) -> list[int]:
         raise UsageError(f"{what}: empty; give numbers like 1-4 or 1,2,4,8")
     values: set[int] = set()
     for part in spec.split(","):
+        if not part.strip():
+            raise UsageError(f"{what}: {spec.strip()[:40]!r} has an empty item between commas")
         if "-" in part:
             lo_text, _, hi_text = part.partition("-")
-            lo, hi = _int(lo_text, what), _int(hi_text, what)
+            if not lo_text.strip() or not hi_text.strip():  # '-1', '4-': no range
+                raise UsageError(
+                    f"{what}: {part.strip()[:40]!r} is not a number from 1 to {maximum} "
+                    "or a range like 1-4"
+                )
+            # Each end within bounds before a range is built: 1-10000000000 must not
+            # fill the memory first.
+            lo, hi = _int(lo_text, what, 1, maximum), _int(hi_text, what, 1, maximum)
             if lo > hi:
                 raise UsageError(f"{what}: range {part.strip()!r} runs backwards; write {hi}-{lo}")
             bounds = [lo, hi]
         else:
-            bounds = [_int(part, what)]
-        # Checked before a range is built: 1-10000000000 must not fill the memory first.
-        bad = next((v for v in bounds if not 1 <= v <= maximum), None)
-        if bad is not None:
-            raise UsageError(f"{what}: {bad} is out of range; use 1 to {maximum}")
+            bounds = [_int(part, what, 1, maximum)]
         values.update(range(bounds[0], bounds[-1] + 1))
     return sorted(values)
 

@@ -21,14 +21,22 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench import analysis, fingerprint, probe
+from hpcbench import analysis, fingerprint, probe, ssh
 from hpcbench.errors import UsageError
 from hpcbench.launchers import RunSpec
+from hpcbench.launchers.slurm import SlurmLauncher, job_folders, shell_path
 from hpcbench.probe import run_probe
 from hpcbench.progress import Progress, format_duration
 from hpcbench.schedulers import Outcome
 from hpcbench.schedulers.base import stop_on_signals
-from hpcbench.specs import ProbeSpec, SweepSpec, TargetSpec, WorkloadSpec, workload_options
+from hpcbench.specs import (
+    ProbeSpec,
+    SweepSpec,
+    TargetSpec,
+    TestbedKind,
+    WorkloadSpec,
+    workload_options,
+)
 from hpcbench.store import Store, method_label, run_key
 from hpcbench.target import Target
 
@@ -282,6 +290,45 @@ def run_spec(target: Target, workload: WorkloadSpec, sweep: SweepSpec, config: C
     return target.spec("train.py", script_args, config.nodes, config.workers, sweep.timeout_s)
 
 
+def check_data(target: Target, workload: WorkloadSpec, ask_login: bool = True) -> None:
+    """--data where the workers will read it, before anything is submitted or started:
+    a path not starting with / from bench/, where they start (bench/train.py takes its
+    abspath). Looked up here where the ranks start from this machine (localhost, a
+    partition whose login node this is); over --slurm-login with one bounded `test -d`
+    (ask_login: not in a dry run, which asks the cluster nothing). A deployed
+    testbed's or a host list's nodes have file systems of their own: the run finds it.
+    A path inside one of the user's container mounts exists in the container only."""
+    data, tb, launcher = workload.data, target.testbed, target.launcher
+    if data == "synthetic":
+        return
+    login = None  # sbatch's login node, where it is reached over SSH
+    if isinstance(launcher, SlurmLauncher):
+        if tb.kind is TestbedKind.SLURM:
+            login = launcher.submit
+        if launcher.options.container_image:
+            spec = target.spec("train.py", ["--data", data], 1, 1)
+            if data.startswith("/") and data not in job_folders(spec, launcher.options):
+                return
+    relative = not data.startswith("/")
+    path = f"{tb.bench_dir.rstrip('/')}/{data}" if relative else data
+    where = f" in {tb.bench_dir}, where the workers start" if relative else ""
+    if login is not None:
+        if not ask_login:
+            return
+        reply = ssh.call(login, f"test -d {shell_path(path)} && echo yes || echo no")
+        if not reply.ok or reply.stdout.strip() not in ("yes", "no"):
+            raise UsageError(
+                f"login node {login.host} is unreachable over SSH: {reply.problem or 'no answer'}"
+            )
+        if reply.stdout.strip() == "no":
+            raise UsageError(
+                f"--data {data[:80]}: no such directory on login node {login.host}{where} "
+                "(or say 'synthetic')"
+            )
+    elif tb.on_controller and not Path(path).is_dir():
+        raise UsageError(f"--data {data[:80]}: no such directory{where} (or say 'synthetic')")
+
+
 def run(workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec) -> int:
     """`scale`: the sweep to its end, its events left unread; its exit status."""
     with closing(events(workload, target_spec, sweep)) as sweeping:
@@ -301,9 +348,7 @@ def events(
     which releases the store and the testbed as an exception would."""
     stop_on_signals()
     target = Target.resolve(target_spec)
-    tb = target.testbed
-    if workload.data != "synthetic" and tb.on_controller and not Path(workload.data).is_dir():
-        raise UsageError(f"--data {workload.data}: no such directory (or say 'synthetic')")
+    check_data(target, workload, ask_login=not sweep.dry_run)
     store = Store(sweep.out)
     try:
         held = store.runs()

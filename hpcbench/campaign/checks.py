@@ -5,6 +5,7 @@ campaign_file.load turns into one UsageError line."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import re
@@ -73,13 +74,62 @@ def mapping(value: Any, path: str, keys: tuple[str, ...] | None = None) -> dict[
 
 def text(value: Any, path: str, pattern: re.Pattern[str] | None = None, example: str = "") -> str:
     if not isinstance(value, str) or not value.strip():
-        raise Problem(path, f"must be text{f' like {example}' if example else ''}")
+        raise Problem(
+            path, yaml_only(value) or f"must be text{f' like {example}' if example else ''}"
+        )
     if any(ord(c) < 32 and c not in "\t" for c in value) or len(value) > SETTING_MAX:
         raise Problem(path, f"must be one line of at most {SETTING_MAX} characters")
     encodable(value, path)
     if pattern is not None and not pattern.fullmatch(value):
         raise Problem(path, f"{value[:40]!r} is not {example}")
     return value
+
+
+# YAML's types beyond JSON's, as PyYAML's SafeLoader builds them, and what to write.
+_NOT_PLAIN: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    ((datetime.date, datetime.datetime), "is a date (YAML reads 2026-01-31 as one): quote it"),
+    ((set, frozenset), "is a set (!!set): write a list"),
+    ((bytes, bytearray), "is binary (!!binary): write text"),
+)
+
+
+def plain(value: Any, path: str) -> Any:
+    """Data that JSON and YAML both hold as it is (an Ansible variable, written as
+    group_vars and hashed as JSON into the testbed's fingerprint): mappings of text
+    keys, lists, text, finite numbers, true/false and null. A key 1 and a key '1' would
+    hash alike, and a date, a set or binary has no JSON form: each refused by name.
+    (yaml_loader bounds how deep a document nests, and refuses one that holds itself.)"""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if not isinstance(key, str):
+                raise Problem(path, f"key {_shown(key)} is not text: quote it")
+            encodable(key, path)
+            plain(inner, f"{path}.{key}")
+    elif isinstance(value, list):
+        if any(isinstance(inner, tuple) for inner in value):  # how PyYAML builds them
+            raise Problem(path, "is an ordered map (!!omap, !!pairs): write a mapping")
+        for i, inner in enumerate(value):
+            plain(inner, f"{path}[{i}]")
+    elif isinstance(value, str):
+        encodable(value, path)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise Problem(path, f"{value} is not a finite number")
+    elif value is not None and not isinstance(value, bool | int | float):
+        raise Problem(
+            path, yaml_only(value) or "must be text, a number, true/false, a list or a mapping"
+        )
+    return value
+
+
+def yaml_only(value: Any) -> str | None:
+    """What to write instead of a value of a type YAML has and JSON lacks (a date, a
+    set, binary); None for any other value."""
+    return next((why for kind, why in _NOT_PLAIN if isinstance(value, kind)), None)
+
+
+def _shown(value: Any) -> str:
+    """A value as a message shows it: short, one line."""
+    return repr(value)[:40]
 
 
 def flag(value: Any, path: str) -> bool:
@@ -130,29 +180,40 @@ def setting(value: Any, path: str) -> str:
         return value
     raise Problem(
         path,
-        f"must be text, a number of at most 18 digits, true/false or a list "
+        yaml_only(value)
+        or f"must be text, a number of at most 18 digits, true/false or a list "
         f"(at most {SETTING_MAX} characters)",
     )
 
 
+# link_capacity_mbps as the Virtual Wall module takes it: a whole number of Mbit/s,
+# 1 to 100000 (terraform/modules/virtualwall/variables.tf, its validation).
+CAPACITY_MBPS = (1, 100_000)
+
+
 def link(key: str, text: str, where: str) -> None:
     """A testbed's nominal link in its settings, as the plan reads it
-    (forecast.link_rate_bits): a line rate above zero and finite; an empty link_rate
-    leaves a local testbed unshaped."""
+    (forecast.link_rate_bits): a line rate within what scaling_model.parse_link takes;
+    an empty link_rate leaves a local testbed unshaped."""
     if key == "link_rate" and text:
         try:
             parse_link(text)
         except UsageError:
             raise Problem(
-                where, f"{text[:40]!r} is not a line rate above 0 such as 100mbit or 1gbit"
+                where, f"{text[:40]!r} is not a line rate from 1kbit to 10000gbit such as 1gbit"
             ) from None
     elif key == "link_capacity_mbps":
+        low, high = CAPACITY_MBPS
         try:
             mbps = float(text)
         except ValueError:
             mbps = math.nan
-        if not (math.isfinite(mbps) and mbps > 0):
-            raise Problem(where, f"{text[:40]!r} is not a finite number of Mbit/s above 0")
+        if not (math.isfinite(mbps) and mbps.is_integer() and low <= mbps <= high):
+            raise Problem(
+                where,
+                f"{text[:40]!r} is not a whole number of Mbit/s from {low} to {high} "
+                "(1000 is 1 Gbit/s)",
+            )
 
 
 def _huge_int(value: Any) -> bool:

@@ -264,7 +264,11 @@ def status_main(args: argparse.Namespace) -> int:
 
 
 def report_main(args: argparse.Namespace) -> int:
-    written = comparison.build(campaign_file.load(args.file))
+    campaign = campaign_file.load(args.file)
+    journal = Journal(campaign.out, campaign.name)
+    if journal.store.exists():  # another campaign's folder: its report stays as it is
+        journal.check_owner()
+    written = comparison.build(campaign)
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
 

@@ -226,7 +226,10 @@ def one_run_seconds(
     step, step_most = cell.batch / single.images_per_s, cell.batch / slowest
     source = single.source
     if cell.workers > 1 and fc.efficiency is not None:
-        step, step_most = step / fc.efficiency, step_most / max(fc.efficiency_low or 0.0, 0.05)
+        # The band's low end, never above the point (a bound below the estimate would
+        # size a lease shorter than the plan): no floor, however slow the link.
+        low = min(fc.efficiency, fc.efficiency_low or fc.efficiency)
+        step, step_most = step / fc.efficiency, step_most / low
         source += f", E {fc.efficiency:.2f} forecast"
     elif cell.workers > 1:
         step_most *= 2  # no link to forecast from: at most half the speed, assumed

@@ -54,42 +54,50 @@ _LAST_EPOCH_S = 253402300799
 # bounded, so that no sum of them overflows or prints as inf.
 _STRING = {"type": "string"}
 _FIGURE = {"type": ["number", "null"], "minimum": 0, "maximum": 1e15}
+_COUNT = {"type": "integer"}
+# Every kind's fields read back as the journal writes them: a record that does not fit
+# is skipped and named, never a key nothing can hash or a number nothing can sum.
+_EVERY = {"campaign": _STRING, "testbed": _STRING, "at": _STRING}
 _CELL = {
-    "required": ["cell", "testbed", "status", "batch", "nodes", "workers"],
+    "required": ["campaign", "cell", "testbed", "status", "batch", "nodes", "workers"],
     "properties": {
+        **_EVERY,
         "cell": _STRING,
-        "testbed": _STRING,
         "status": {"enum": list(CELL_STATUSES)},
         "why": _STRING,
-        **{k: {"type": "integer"} for k in ("batch", "nodes", "workers")},
+        **{k: _COUNT for k in ("batch", "nodes", "workers", "gpus_per_node")},
         "runs": {"type": ["integer", "null"], "minimum": 0, "maximum": 10**9},
         "images_per_s": _FIGURE,
         "ci95": _FIGURE,
     },
 }
-_PHASE = {
-    "required": ["testbed", "phase", "status"],
+_LEASE = {
+    "type": ["object", "null"],
     "properties": {
-        "testbed": _STRING,
+        "variable": _STRING,
+        "value": {"type": ["string", "number"]},
+        "ends_at": {"type": ["number", "null"], "minimum": 0, "maximum": _LAST_EPOCH_S},
+    },
+}
+_PHASE = {
+    "required": ["campaign", "testbed", "phase", "status", "seconds"],
+    "properties": {
+        **_EVERY,
+        "env": _STRING,
+        "fingerprint": _STRING,
         "phase": {"enum": list(PHASES)},
         "status": {"enum": list(PHASE_STATUSES)},
         "seconds": {"type": "number", "minimum": 0, "maximum": MAX_SECONDS},
         "why": _STRING,
-        "lease": {
-            "type": ["object", "null"],
-            "properties": {
-                "variable": _STRING,
-                "value": {"type": ["string", "number"]},
-                "ends_at": {"type": ["number", "null"], "minimum": 0, "maximum": _LAST_EPOCH_S},
-            },
-        },
+        "lease": _LEASE,
+        "still_held": {"type": "array", "items": _STRING},
     },
 }
 _EFFICIENCY = {"type": ["number", "null"], "minimum": 0, "maximum": 10}
 _FORECAST = {
-    "required": ["testbed", "made", "cells"],
+    "required": ["campaign", "testbed", "made", "cells"],
     "properties": {
-        "testbed": _STRING,
+        **_EVERY,
         "made": {"enum": list(FORECASTS)},
         "cells": {
             "type": "array",
@@ -99,7 +107,7 @@ _FORECAST = {
                 "required": ["cell", "batch", "nodes", "workers"],
                 "properties": {
                     "cell": _STRING,
-                    **{k: {"type": "integer"} for k in ("batch", "nodes", "workers")},
+                    **{k: _COUNT for k in ("batch", "nodes", "workers", "gpus_per_node")},
                     "single_images_per_s": _FIGURE,
                     "images_per_s": _FIGURE,
                     "single_source": _STRING,
@@ -108,7 +116,7 @@ _FORECAST = {
                 },
             },
         },
-        "lease": _PHASE["properties"]["lease"],  # type: ignore[index]
+        "lease": _LEASE,
     },
 }
 _CHECKER = validator({"cell": _CELL, "phase": _PHASE, "forecast": _FORECAST})

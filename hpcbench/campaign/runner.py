@@ -240,16 +240,20 @@ class Runner:
     def preflight(self, todo: list[TestbedPlan]) -> None:
         """Before the first deploy or job, every testbed checked without creating
         anything: a deployed one's settings and credentials by the plan `deploy` makes
-        (in a folder removed after), a partition's existence and a test submission, a
-        host list's reachability (hpcbench.readiness)."""
+        (in a folder removed after), a partition's existence and a test submission and
+        its --data folder (sweep.check_data), a host list's reachability
+        (hpcbench.readiness)."""
         for k, tb in enumerate(todo, 1):
             where = f"{self.campaign.path}: testbeds[{tb.index - 1}] ({tb.name})"
             if not tb.deployed:
                 self.say(
                     f"checking testbed {k}/{len(todo)} {tb.name}: {tb.where}, nothing submitted"
                 )
+                part = widest(tb)
                 try:
-                    readiness.preflight(Target.resolve(widest(tb).target))
+                    target = Target.resolve(part.target)
+                    readiness.preflight(target)
+                    sweep.check_data(target, part.workload)  # before the check job
                 except UsageError as err:
                     raise UsageError(f"{where}: {err}") from None
                 continue

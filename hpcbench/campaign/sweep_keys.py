@@ -58,10 +58,18 @@ def _argv_of(key: str, value: Any, action: argparse.Action, path: str) -> list[s
             isinstance(v, int | float | str) and not isinstance(v, bool) for v in value
         ):
             raise Problem(path, "a list must hold numbers or text, e.g. [32, 64, 96]")
-        return [flag, ",".join(str(v) for v in value)]
+        value = ",".join(str(v) for v in value)
     if isinstance(value, int | float | str):
-        return [flag, str(value)]
-    raise Problem(path, "must be a number, text, true/false or a list")
+        # One word with '=': a value that starts with '-' ('-x', '-1-4') is the value,
+        # not an option argparse would say is missing its argument.
+        return [f"{flag}={value}"]
+    raise Problem(path, checks.yaml_only(value) or "must be a number, text, true/false or a list")
+
+
+# The stand-ins a key is checked alone with: where it runs, and --repeats 1, so that
+# max_repeats meets no default it would be below, only its own mapping's repeats; a
+# testbed's sweep merged with the campaign's is checked whole (campaign/testbeds.py).
+ALONE = ["--env", "localhost", "--out", "results", "--repeats", "1"]
 
 
 def parse(
@@ -86,9 +94,15 @@ def sweep_argv(sweep: dict[str, Any], path: str) -> tuple[list[str], list[int] |
     known = _options(scale_options.scale_parser())
     argv: list[str] = []
     gpus: list[int] | None = None
-    for raw_key, value in sweep.items():
-        key = raw_key.replace("-", "_")
+    spelled: dict[str, str] = {}  # key -> how the mapping spells it
+    checked: dict[str, list[str]] = {}  # key -> its argv, checked
+    # max_repeats last: it is checked against this mapping's repeats, once that is.
+    for raw_key, value in sorted(sweep.items(), key=lambda kv: _key(kv[0]) == "max_repeats"):
+        key = _key(raw_key)
         where = f"{path}.{raw_key}"
+        if key in spelled:  # max-repeats beside max_repeats: the later would win unread
+            raise Problem(where, f"is {path}.{spelled[key]} written another way: give one")
+        spelled[key] = raw_key
         if key == "gpus_per_node":
             gpus = checks.int_list(value, where, MAX_SLOTS)
             continue
@@ -103,12 +117,19 @@ def sweep_argv(sweep: dict[str, Any], path: str) -> tuple[list[str], list[int] |
                 where, "not an option of `hpcbench scale`; see `python -m hpcbench scale --help`"
             )
         own = _argv_of(key, value, known[key], where)
+        alone = [*ALONE, *checked.get("repeats", [])] if key == "max_repeats" else ALONE
         try:
-            parse(own)
+            parse(own, alone)
         except UsageError as err:
             raise Problem(where, strip_prefix(str(err))) from None
+        checked[key] = own
         argv += own
     return argv, gpus
+
+
+def _key(raw_key: str) -> str:
+    """A sweep key as scale's option's dest: max-repeats and max_repeats alike."""
+    return raw_key.replace("-", "_")
 
 
 def strip_prefix(message: str) -> str:

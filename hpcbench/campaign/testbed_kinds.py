@@ -10,8 +10,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from hpcbench import paths
 from hpcbench.campaign import checks
 from hpcbench.campaign.checks import Problem
@@ -22,6 +20,7 @@ from hpcbench.terraform import looks_secret
 
 VARIABLE = re.compile(r"[a-z_][a-z0-9_]{0,63}", re.ASCII)
 TOPOLOGY = re.compile(r"([1-9][0-9]*)x([1-9][0-9]*)", re.ASCII)
+WHOLE = re.compile(r"[0-9]{1,18}", re.ASCII)  # not str.isdigit: it takes '²', int() does not
 # The key that gives each kind, in the order the error names them.
 KINDS = {"env": TestbedKind.DEPLOYED, "slurm": TestbedKind.SLURM, "hosts": TestbedKind.HOSTS}
 # A Slurm partition's keys, and the `scale` option each becomes (--env slurm).
@@ -47,6 +46,8 @@ SLURM_KEYS = {
     "container_import": "--container-import-time",
     "nodes": None,
 }
+# Slurm keys whose value is a count: a number there is checked as one (1.5 is named).
+SLURM_COUNTS = ("gpus_per_node", "cpus_per_task")
 # Who says how many nodes a testbed has, for the message when the sweep asks for more.
 GIVES = {
     TestbedKind.DEPLOYED: "the settings give",
@@ -141,10 +142,7 @@ def _deployed(raw: dict[str, Any], path: str) -> tuple[dict[str, str], dict[str,
             raise Problem(where, "an Ansible variable name: lower-case letters, digits, _")
         if looks_secret(key):
             raise Problem(where, "looks like a secret, which never goes in a file")
-        try:
-            yaml.safe_dump(value)
-        except yaml.YAMLError:
-            raise Problem(where, "must be plain YAML data") from None
+        checks.plain(value, where)
     return settings, ansible
 
 
@@ -167,13 +165,14 @@ def _slurm(value: Any, path: str) -> tuple[list[str], dict[str, Any], int | None
             own = [f"{flag}={t}" for t in texts] if key == "sbatch" else [flag, ",".join(texts)]
         elif key in ("queue_wait", "container_import"):
             own = [flag, str(checks.duration(raw_value, where))]
+        elif isinstance(raw_value, bool):  # YAML 1.1's yes/no/on/off: never a name or count
+            raise Problem(where, "YAML read this as true/false: write the value in quotes")
+        elif isinstance(raw_value, float) and key not in SLURM_COUNTS:  # 1e3, .nan: no name
+            raise Problem(where, f"YAML read this as the number {raw_value}: write it in quotes")
         else:
-            text = checks.text(
-                str(raw_value)
-                if isinstance(raw_value, int) and not isinstance(raw_value, bool)
-                else raw_value,
-                where,
-            )
+            # A number as its text: the option's own parser says what is wrong with 1.5.
+            number = isinstance(raw_value, int | float)
+            text = checks.text(str(raw_value) if number else raw_value, where)
             own = [f"{flag}={text}"]  # =: a value may start with '-' (sbatch's --exclusive)
         try:
             if key == "login":  # alone it lacks --slurm-python: its own syntax only
@@ -228,4 +227,7 @@ def _shape(settings: dict[str, str]) -> tuple[int | None, int | None]:
         if match:
             return int(match[1]), int(match[2])
     count, gpus = settings.get("node_count", ""), settings.get("gpus_per_node", "")
-    return (int(count) if count.isdigit() else None), (int(gpus) if gpus.isdigit() else None)
+    return (
+        int(count) if WHOLE.fullmatch(count) else None,
+        int(gpus) if WHOLE.fullmatch(gpus) else None,
+    )

@@ -25,7 +25,7 @@ from hpcbench.campaign.datatypes import Cell, Expect, Hardware, SweepPart, Testb
 from hpcbench.campaign.testbed_kinds import GIVES, Place
 from hpcbench.errors import UsageError
 from hpcbench.scaling_model import INTRA_NODE, LINK_EFFICIENCY
-from hpcbench.specs import format_int_list, units
+from hpcbench.specs import TestbedKind, format_int_list, units
 from hpcbench.sweep import configurations
 
 TESTBED_KEYS = (
@@ -128,12 +128,14 @@ def _fits(path: str, place: Place, gpus: list[int], node_counts: list[int]) -> N
     """The sweep asks for no more GPUs per node and no more nodes than the testbed has,
     where its keys say."""
     slots, nodes_available = place.slots, place.nodes_available
-    if slots is not None and max(gpus) > slots:
-        said = (
-            f"topology {place.settings['topology']}"
-            if "topology" in place.settings
-            else f"{place.key}: gpus_per_node"
-        )
+    # 0: CPU-only nodes (the Virtual Wall's default), whose workers are processes.
+    if slots and max(gpus) > slots:
+        if "topology" in place.settings:
+            said = f"topology {place.settings['topology']}"
+        elif place.kind is TestbedKind.DEPLOYED:
+            said = "settings.gpus_per_node"
+        else:
+            said = f"{place.key}: gpus_per_node"
         raise Problem(
             f"{path}.sweep.gpus_per_node",
             f"{max(gpus)} is more than the {slots} GPUs per node of {said}",

@@ -1,6 +1,7 @@
 """A campaign file's text as YAML data, refused in one line (UsageError) where it
 cannot be read: missing or unreadable, over 1 MB, not YAML, a key given twice in one
-mapping, or aliases that expand without end. A whole number too long for Python to
+mapping, aliases that refer to themselves or expand without end, or nesting
+deeper than MAX_DEPTH. A whole number too long for Python to
 convert is kept as a TooLong, so that the checks of the data name its key."""
 
 from __future__ import annotations
@@ -19,7 +20,24 @@ MAX_NODES = 100_000  # values in a campaign file once its aliases are expanded
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """safe_load, but a key given twice in one mapping is an error (YAML keeps the last
-    silently, so `nodes:` written twice would run what the user did not read)."""
+    silently, so `nodes:` written twice would run what the user did not read), and a
+    value its tag cannot hold (`!!bool maybe`, `!!timestamp x`, `!!map [1]`: PyYAML's
+    constructors raise KeyError, AttributeError, TypeError) is a YAML error at its line."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
+            tag = str(node.tag).rsplit(":", 1)[-1]
+            what = (
+                repr(node.value)[:40]
+                if isinstance(node, yaml.ScalarNode)
+                else type(node).__name__.removesuffix("Node").lower()  # sequence, mapping
+            )
+            why = f" ({one_line(str(err), 80)})" if isinstance(err, ValueError) else ""
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{what} is no {tag}{why}", node.start_mark
+            ) from None
 
 
 def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
@@ -58,7 +76,10 @@ def _int_or_too_long(loader: _UniqueKeyLoader, node: yaml.ScalarNode) -> Any:
     try:
         return loader.construct_yaml_int(node)
     except ValueError:
-        return TooLong(len(node.value))
+        digits = str(node.value).replace("_", "").lstrip("+-")
+        if digits.isascii() and digits.isdigit():  # whole, but past what int() reads
+            return TooLong(len(node.value))
+        raise  # `!!int x`: no number at all
 
 
 _UniqueKeyLoader.add_constructor(
@@ -87,29 +108,45 @@ def read_yaml(path: Path) -> Any:
         raise UsageError(f"{path}: not valid YAML ({where}{problem})") from None
     except RecursionError:
         raise UsageError(f"{path}: nested more than YAML can read") from None
-    except ValueError as err:  # a value YAML's own types refuse: a date such as 2026-13-40
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
+        # A tagged value a constructor refuses after its node is built (a !!set or
+        # !!omap fills in later); construct_object names the others with their line.
         raise UsageError(f"{path}: not valid YAML ({one_line(str(err), 200)})") from None
-    if _too_big(data):
-        raise UsageError(
-            f"{path}: its aliases refer to themselves or expand to over "
-            f"{MAX_NODES} values: write the campaign out plainly"
-        )
+    why = _too_big(data)
+    if why:
+        raise UsageError(f"{path}: {why}: write the campaign out plainly")
     return data
 
 
-def _too_big(data: Any) -> bool:
-    """Whether a document expands to more than MAX_NODES values or nests deeper than
-    64 (a self-referring alias does both): json.dumps of such a thing never ends."""
-    stack: list[tuple[Any, int]] = [(data, 0)]
+MAX_DEPTH = 64  # levels of nesting; a campaign file needs a handful
+
+
+def _too_big(data: Any) -> str | None:
+    """Why the document cannot be walked (None: it can): an alias inside what it
+    names (json.dumps of it never ends), more than MAX_NODES values once aliases are
+    expanded, or nesting deeper than MAX_DEPTH. Mappings, lists and what !!omap,
+    !!pairs and !!set build (tuples, sets) are walked alike."""
+    # Depth first; an exit marker takes a collection off the path it is on.
+    stack: list[tuple[Any, int] | int] = [(data, 0)]
+    on_path: set[int] = set()
     seen = 0
     while stack:
-        node, depth = stack.pop()
+        top = stack.pop()
+        if isinstance(top, int):  # leaving the collection of this id
+            on_path.discard(top)
+            continue
+        node, depth = top
         seen += 1
-        if seen > MAX_NODES or depth > 64:
-            return True
-        if isinstance(node, dict):
-            stack += [(v, depth + 1) for v in node.values()]
-            stack += [(k, depth + 1) for k in node]
-        elif isinstance(node, list):
-            stack += [(v, depth + 1) for v in node]
-    return False
+        if seen > MAX_NODES:
+            return f"its aliases expand to over {MAX_NODES} values"
+        if not isinstance(node, dict | list | tuple | set | frozenset):
+            continue
+        if id(node) in on_path:
+            return "an alias refers to the collection that holds it"
+        if depth >= MAX_DEPTH:
+            return f"nested deeper than {MAX_DEPTH} levels"
+        on_path.add(id(node))
+        stack.append(id(node))
+        inner = [*node.keys(), *node.values()] if isinstance(node, dict) else list(node)
+        stack += [(v, depth + 1) for v in inner]
+    return None

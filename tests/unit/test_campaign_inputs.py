@@ -5,7 +5,10 @@ with one line naming the file, never a traceback, and nothing is created."""
 from __future__ import annotations
 
 import copy
+import datetime
+import functools
 import json
+import operator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hpcbench import cli
+from hpcbench.campaign.testbed_kinds import SLURM_KEYS
+from hpcbench.campaign.testbeds import HARDWARE_KEYS
 
 BASE: dict[str, Any] = {
     "name": "fuzz",
@@ -33,15 +38,30 @@ BASE: dict[str, Any] = {
             "settings": {"node_count": 2, "link_rate": "1gbit", "link_capacity_mbps": 1000},
             "expect": {"images_per_s": 10, "deploy": "1m"},
             "exclude": [{"batch": 8}],
+            "ansible": {"stack_mode": "image", "extra": {"list": [1, "a", None, True, 2.5]}},
+            "hardware": {
+                "accelerator": "V100",
+                "link": "1gbit",
+                "transport": "tcp",
+                "intra_node": "pcie3",
+                "link_efficiency": 0.5,
+            },
         },
         {
             "name": "b",
             "slurm": {
                 "partition": "p",
+                "account": "acct",
+                "qos": "normal",
                 "nodes": 2,
                 "gpus_per_node": 1,
+                "cpus_per_task": 2,
                 "time": "10m",
+                "queue_wait": "1h",
                 "sbatch": ["--exclusive"],
+                "setup": "module load x",
+                "container_image": "nvcr.io#nvidia/pytorch:24.05-py3",
+                "container_mounts": ["/dss/data:/data"],
             },
         },
         {"name": "c", "hosts": ["h1:1", "h2:1"]},
@@ -240,7 +260,7 @@ def test_hostile_yaml_is_one_line(tmp_path, capsys, monkeypatch, text):
 RECORD = st.fixed_dictionaries(
     {},
     optional={
-        "kind": st.sampled_from(["cell", "phase", "run", "x"]) | VALUES,
+        "kind": st.sampled_from(["cell", "phase", "forecast", "run", "x"]) | VALUES,
         "campaign": st.just("fuzz") | VALUES,
         "testbed": st.sampled_from(["a", "b"]) | VALUES,
         "cell": VALUES,
@@ -255,6 +275,22 @@ RECORD = st.fixed_dictionaries(
         "ci95": VALUES,
         "runs": VALUES,
         "lease": VALUES,
+        "gpus_per_node": VALUES,
+        "env": VALUES,
+        "fingerprint": VALUES,
+        "at": VALUES,
+        "made": st.sampled_from(["plan", "booking"]) | VALUES,
+        "cells": st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    k: VALUES
+                    for k in ("cell", "batch", "nodes", "workers", "gpus_per_node", "efficiency")
+                },
+            ),
+            max_size=2,
+        )
+        | VALUES,
     },
 )
 
@@ -276,3 +312,394 @@ def test_a_generated_journal_gives_a_status_or_one_line(
     lines = [json.dumps(r, default=str).encode() for r in records] + junk
     (tmp_path / "out" / "results.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     outcome(tmp_path, yaml.safe_dump(doc), capsys)
+
+
+# ------------------------------------------- YAML's types beyond JSON's, by hand
+def with_fragment(doc: dict[str, Any], where: tuple, fragment: str) -> str:
+    """The document as YAML, `fragment` (YAML text: a date, a tag, an alias that
+    yaml.safe_dump never writes) at `where`."""
+    return dump(put(doc, where, FRAGMENT)).replace(FRAGMENT, fragment)
+
+
+FRAGMENT = "YAML_FRAGMENT"
+CIRCULAR = "an alias refers to the collection that holds it"
+
+
+@pytest.fixture
+def fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """BASE to change, its out and state folders in the test's own."""
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    return {**copy.deepcopy(BASE), "out": str(tmp_path / "out")}
+
+
+def plan(tmp: Path, capsys: pytest.CaptureFixture[str], text: str) -> tuple[int, str, Path]:
+    """`campaign plan` of the text as a file: its exit status, its stderr, the file."""
+    path = tmp / "c.yaml"
+    path.write_text(text)
+    rc = cli.main(["campaign", "plan", str(path)])
+    return rc, capsys.readouterr().err.strip(), path
+
+
+def refused(rc: int, err: str, path: Path, said: str | None) -> bool:
+    """0 and nothing said where said is None, else 2 and the one line naming it."""
+    return (rc, err) == ((0, "") if said is None else (2, f"hpcbench: error: {path}: {said}"))
+
+
+@pytest.mark.parametrize(
+    "fragment, said",
+    [
+        ("2026-01-31", "testbeds[0].ansible.v: is a date"),
+        ("2026-01-31 10:00:00", "testbeds[0].ansible.v: is a date"),
+        ("!!set {a, b}", "testbeds[0].ansible.v: is a set (!!set)"),
+        ("!!binary aGVsbG8=", "testbeds[0].ansible.v: is binary (!!binary)"),
+        ("[1, {x: !!binary aGVsbG8=}]", "testbeds[0].ansible.v[1].x: is binary"),
+        ("!!omap [{a: 1}]", "testbeds[0].ansible.v: is an ordered map"),
+        ("{1: a, b: c}", "testbeds[0].ansible.v: key 1 is not text"),
+        ("{2026-01-31: a}", "testbeds[0].ansible.v: key datetime.date(2026, 1, 31) is not text"),
+        (".nan", "testbeds[0].ansible.v: nan is not a finite number"),
+        ("&x [*x]", CIRCULAR),
+        ("&x {a: *x}", "not valid YAML (line 15: found unconstructable recursive node)"),
+        ("&x !!omap [{a: *x}]", CIRCULAR),
+        ("&x !!pairs [{a: [*x]}]", CIRCULAR),
+    ],
+)
+def test_an_ansible_value_json_cannot_hold_is_one_line_naming_it(
+    tmp_path, capsys, fresh, fragment, said
+):
+    """Each crashed `campaign plan` with a traceback (json.dumps of the fingerprint)."""
+    text = with_fragment(fresh, ("testbeds", 0, "ansible"), "{v: " + fragment + "}")
+    rc, err, path = plan(tmp_path, capsys, text)
+    assert rc == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"hpcbench: error: {path}: {said}"), err
+
+
+def test_plain_ansible_values_still_plan(tmp_path, capsys, fresh):
+    fresh["testbeds"][0]["ansible"] = {"v": [1, 2.5, None, True, "a", {"k": "2026-01-31"}]}
+    assert refused(*plan(tmp_path, capsys, dump(fresh)), None)
+
+
+def test_seventy_nested_maps_are_named_as_deep_not_as_aliases(tmp_path, capsys, fresh):
+    nested = "{a: " * 70 + "1" + "}" * 70
+    text = f"name: x\nsweep: {nested}\ntestbeds: [{{name: a, env: local}}]\n"
+    said = "nested deeper than 64 levels: write the campaign out plainly"
+    assert refused(*plan(tmp_path, capsys, text), said)
+
+
+@pytest.mark.parametrize(
+    "mbps", [5e-324, 1e308, 0.5, 1.5, 100_001, 0, -1000, "1e400", "nan", "fast", True]
+)
+def test_a_link_capacity_outside_what_the_module_takes_is_one_line(tmp_path, capsys, fresh, mbps):
+    """5e-324 crashed the plan (ZeroDivisionError), 1e308 printed 'inf Gbit/s'."""
+    fresh["testbeds"][0]["settings"]["link_capacity_mbps"] = mbps
+    shown = repr(str(mbps) if not isinstance(mbps, bool) else "true")
+    said = (
+        f"testbeds[0].settings.link_capacity_mbps: {shown} is not a whole number of Mbit/s "
+        "from 1 to 100000 (1000 is 1 Gbit/s)"
+    )
+    assert refused(*plan(tmp_path, capsys, dump(fresh)), said)
+
+
+@pytest.mark.parametrize(
+    "mbps, shown", [(1, "1 Mbit/s"), (100_000, "100 Gbit/s"), ("1e3", "1 Gbit/s")]
+)
+def test_a_link_capacity_within_range_is_planned_over(tmp_path, capsys, fresh, mbps, shown):
+    fresh["testbeds"][0]["settings"]["link_capacity_mbps"] = mbps
+    path = tmp_path / "c.yaml"
+    path.write_text(dump(fresh))
+    assert cli.main(["campaign", "plan", str(path)]) == 0
+    assert f"E across workers: {shown} x" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "where, first, second",
+    [
+        (("sweep",), "max-repeats", "max_repeats"),
+        (("sweep",), "max_repeats", "max-repeats"),
+        (("sweep",), "gpus_per_node", "gpus-per-node"),
+        (("testbeds", 0, "sweep"), "target-ci", "target_ci"),
+    ],
+)
+def test_two_spellings_of_one_sweep_key_are_refused_naming_both(
+    tmp_path, capsys, fresh, where, first, second
+):
+    """`max-repeats: 4` beside `max_repeats: 5` ran 5 silently."""
+    values = {"max_repeats": (4, 5), "gpus_per_node": (1, 1), "target_ci": ("5%", "10%")}
+    one, two = values[first.replace("-", "_")]
+    given = f"{first}: {one}, {second}: {two}"
+    if where == ("sweep",):  # in the file's order (a dump would sort the keys)
+        given = "model: resnet18, image_size: 32, batch: [4, 8], nodes: [1, 2], " + given
+    name = key_path(where)
+    said = f"{name}.{second}: is {name}.{first} written another way: give one"
+    assert refused(*plan(tmp_path, capsys, with_fragment(fresh, where, "{" + given + "}")), said)
+
+
+DATE = "is a date (YAML reads 2026-01-31 as one): quote it"
+
+
+@pytest.mark.parametrize(
+    "where, value, said",
+    [
+        # max_repeats alone was checked against --repeats' default 3, whatever repeats said.
+        (("sweep",), {"repeats": 1, "max_repeats": 2}, None),
+        (
+            ("sweep",),
+            {"max_repeats": 2, "repeats": 3},
+            "sweep.max_repeats: --max-repeats 2 is below --repeats 3: raise it or drop it",
+        ),
+        # Across the campaign's sweep and a testbed's: the testbed's, merged.
+        (
+            ("testbeds", 0),
+            {"sweep": {"max_repeats": 2, "repeats": 3}},
+            "testbeds[0].sweep.max_repeats: --max-repeats 2 is below --repeats 3: raise it or "
+            "drop it",
+        ),
+        (
+            ("sweep",),
+            {"batch": -1},
+            "sweep.batch: --batch: '-1' is not a number from 1 to 65536 or a range like 1-4",
+        ),
+        (
+            ("sweep",),
+            {"nodes": "2-"},
+            "sweep.nodes: --nodes: '2-' is not a number from 1 to 4096 or a range like 1-4",
+        ),
+        (
+            ("sweep",),
+            {"repeats": -1},
+            "sweep.repeats: argument --repeats: -1 is out of range: use 1 to 1000",
+        ),
+        (("sweep",), {"data": "-x"}, "sweep.data: --data: '-x' is not a folder; write ./-x"),
+        (
+            ("testbeds", 1, "slurm"),
+            {"cpus_per_task": 1.5},
+            "testbeds[1].slurm.cpus_per_task: argument --slurm-cpus-per-task: '1.5' is not a "
+            "whole number",
+        ),
+        (
+            ("testbeds", 1, "slurm"),
+            {"gpus_per_node": 1.5},
+            "testbeds[1].slurm.gpus_per_node: argument --slurm-gpus: '1.5' is not a whole number",
+        ),
+        # Read as the partition 'True' and the account '1000.0', silently.
+        (
+            ("testbeds", 1, "slurm"),
+            {"partition": True},
+            "testbeds[1].slurm.partition: YAML read this as true/false: write the value in quotes",
+        ),
+        (
+            ("testbeds", 1, "slurm"),
+            {"account": 1e3},
+            "testbeds[1].slurm.account: YAML read this as the number 1000.0: write it in quotes",
+        ),
+        # A sweep's one sbatch option, not in a list: 'expected one argument'.
+        (("sweep",), {"sbatch": "--exclusive"}, None),
+        # A date where text goes: 'must be text' (or 'a number, text, ...').
+        *[
+            (where, {key: datetime.date(2026, 1, 31)}, f"{name}.{key}: {DATE}")
+            for where, key, name in (
+                (("testbeds", 0), "title", "testbeds[0]"),
+                (("testbeds", 0, "settings"), "zone", "testbeds[0].settings"),
+                (("testbeds", 1, "slurm"), "partition", "testbeds[1].slurm"),
+                (("sweep",), "slurm_setup", "sweep"),
+            )
+        ],
+    ],
+)
+def test_a_bad_value_is_named_by_its_real_problem_and_key(
+    tmp_path, capsys, fresh, where, value, said
+):
+    functools.reduce(operator.getitem, where, fresh).update(value)
+    assert refused(*plan(tmp_path, capsys, dump(fresh)), said)
+
+
+# ------------------------- the ansible:, slurm: and hardware: values, generated
+# Every spot under them, by the key: each key a testbed of its kind may give (known or
+# not), and the mapping itself.
+KIND_SPOTS = {
+    "ansible": [
+        ("testbeds", 0, "ansible"),
+        ("testbeds", 0, "ansible", "stack_mode"),
+        ("testbeds", 0, "ansible", "extra"),
+        ("testbeds", 0, "ansible", "extra", "list"),
+        ("testbeds", 0, "ansible", "new_variable"),
+        ("testbeds", 0, "ansible", "Not-A-Name"),
+    ],
+    "hardware": [
+        ("testbeds", 0, "hardware"),
+        *[("testbeds", 0, "hardware", k) for k in (*HARDWARE_KEYS, "colour")],
+    ],
+    "slurm": [
+        ("testbeds", 1, "slurm"),
+        *[("testbeds", 1, "slurm", k) for k in (*SLURM_KEYS, "colour")],
+    ],
+}
+# YAML that yaml.safe_dump never writes: tags, YAML 1.1's dates and words, anchors
+# and aliases (undefined ones and ones inside what they name), keys of every type.
+_TAGGED = st.sampled_from(
+    [
+        "2026-01-31",
+        "2026-13-40",
+        "2026-01-31T10:00:00Z",
+        "!!set {a, b}",
+        "!!binary aGVsbG8=",
+        "!!binary '!!'",
+        "!!omap [{a: 1}, {b: 2}]",
+        "!!pairs [{a: 1}, {a: 2}]",
+        "!!timestamp 2001-12-14",
+        "!!timestamp xyz",
+        "!!int ''",
+        "!!int x",
+        "!!bool maybe",
+        "!!map [1]",
+        "!!seq {a: 1}",
+        "!!str 1",
+        "!!int '7'",
+        "!!float '1.5'",
+        "!!bool yes",
+        "!!null ''",
+        "!custom x",
+        "!!python/name:os.system",
+        ".nan",
+        ".inf",
+        "-.inf",
+        "~",
+        "yes",
+        "off",
+        "0x1F",
+        "0o17",
+        "1_000",
+        "1.5",
+        "-1",
+        "1e400",
+        "'-x'",
+        '"\\udcff"',
+        '"\\x00"',
+        '""',
+        "*a",
+        "*nowhere",
+        HUGE_DIGITS,
+    ]
+)
+_KEYS = st.sampled_from(
+    ["a", "x_y", "1", "2026-01-31", "null", "true", ".nan", "'x y'", "[1]", "*a", "&a k", "<<"]
+)
+
+
+def _flow(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.lists(inner, max_size=3).map(lambda xs: "[" + ", ".join(xs) + "]"),
+        st.lists(st.tuples(_KEYS, inner), max_size=3).map(
+            lambda kv: "{" + ", ".join(f"{k}: {v}" for k, v in kv) + "}"
+        ),
+        inner.map(lambda x: f"&a {x}"),
+        inner.map(lambda x: f"!!set {x}" if x.startswith("{") else x),
+    )
+
+
+FRAGMENTS = st.recursive(_TAGGED | SCALARS.map(json.dumps), _flow, max_leaves=8)
+
+
+# The generated cases below: each example runs plan and status.
+GENERATED = settings(
+    max_examples=50,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+
+
+def test_the_base_campaign_plans(tmp_path, capsys, fresh):
+    """What the generated cases change: a plan as it stands, so that each refusal below
+    is the generated value's."""
+    assert refused(*plan(tmp_path, capsys, dump(fresh)), None)
+
+
+@pytest.mark.parametrize("key", sorted(KIND_SPOTS))
+@GENERATED
+@given(data=st.data())
+def test_any_ansible_slurm_or_hardware_value_gives_a_plan_or_one_line(
+    tmp_path, capsys, fresh, key, data
+):
+    """Any value at any spot under a testbed's ansible:, slurm: or hardware: (as YAML's
+    own text where safe_dump cannot write it, half the time): `campaign plan` and
+    `status` exit 0 with their result or 2 with one line, and create nothing."""
+    where = data.draw(st.sampled_from(KIND_SPOTS[key]), "where")
+    doc = copy.deepcopy(fresh)  # one fixture for every example
+    if data.draw(st.booleans(), "as YAML text"):
+        text = with_fragment(doc, where, data.draw(FRAGMENTS, "fragment"))
+    else:
+        text = dump(put(doc, where, data.draw(VALUES, "value")))
+    outcome(tmp_path, text, capsys)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize(
+    "settings, sweep_gpus, said",
+    [
+        # str.isdigit took it; int() raised ValueError: a traceback.
+        ({"node_count": "\u00b2"}, [1], None),
+        # CPU-only nodes (the Virtual Wall's default 0): one or more processes each.
+        ({"node_count": 2, "gpus_per_node": 0}, [1, 2], None),
+        # It named 'env: gpus_per_node', a key no file has.
+        (
+            {"node_count": 2, "gpus_per_node": 1},
+            [1, 2],
+            "testbeds[0].sweep.gpus_per_node: 2 is more than the 1 GPUs per node of "
+            "settings.gpus_per_node",
+        ),
+    ],
+)
+def test_a_deployed_testbeds_shape_is_read_from_its_settings(
+    tmp_path, capsys, fresh, settings, sweep_gpus, said
+):
+    fresh["testbeds"] = [{"name": "a", "env": "virtualwall", "settings": settings}]
+    fresh["sweep"]["gpus_per_node"] = sweep_gpus
+    assert refused(*plan(tmp_path, capsys, dump(fresh)), said)
+
+
+def test_max_repeats_below_the_campaigns_repeats_names_the_testbeds_sweep(tmp_path, capsys, fresh):
+    fresh["sweep"]["repeats"] = 3
+    fresh["testbeds"][2]["sweep"] = {"max_repeats": 2}
+    said = (
+        "testbeds[2].sweep.max_repeats: --max-repeats 2 is below --repeats 3: raise it or drop it"
+    )
+    assert refused(*plan(tmp_path, capsys, dump(fresh)), said)
+
+
+@pytest.mark.parametrize(
+    "value, said",
+    [
+        # Each a traceback: IndexError, KeyError, TypeError, AttributeError.
+        ("!!int ''", "'' is no int"),
+        ("!!bool maybe", "'maybe' is no bool"),
+        ("!!map [1]", "sequence is no map"),
+        ("!!timestamp xyz", "'xyz' is no timestamp"),
+        # Read as a number too long for Python, of 1 digit.
+        ("!!int x", "'x' is no int (invalid literal for int() with base 10: 'x')"),
+        ("2026-13-40", "'2026-13-40' is no timestamp (month must be in 1..12)"),
+    ],
+)
+def test_a_value_its_yaml_tag_cannot_hold_is_one_line_at_its_line(
+    tmp_path, capsys, fresh, value, said
+):
+    text = f"name: x\nsweep: {{repeats: {value}}}\ntestbeds: [{{name: a, env: local}}]\n"
+    assert refused(*plan(tmp_path, capsys, text), f"not valid YAML (line 2: {said})")
+
+
+def test_a_count_past_what_the_option_takes_is_out_of_range_not_no_number(tmp_path, capsys, fresh):
+    """'9999999999999999999999' was 'not a whole number'."""
+    fresh["sweep"]["repeats"] = 10**21
+    said = (
+        "sweep.repeats: argument --repeats: 1000000000000000000000 is out of range: use 1 to 1000"
+    )
+    assert refused(*plan(tmp_path, capsys, dump(fresh)), said)
+
+
+@GENERATED
+@given(data=st.data())
+def test_yaml_text_at_any_spot_of_the_file_gives_a_plan_or_one_line(tmp_path, capsys, fresh, data):
+    """YAML's own text (tags, dates, anchors and aliases) at any key path of the file."""
+    doc = copy.deepcopy(fresh)
+    where = data.draw(st.sampled_from([p for p in paths_of(doc) if p != ("out",)]), "where")
+    outcome(tmp_path, with_fragment(doc, where, data.draw(FRAGMENTS, "fragment")), capsys)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()

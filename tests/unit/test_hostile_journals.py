@@ -11,8 +11,11 @@ or nan, and a record it cannot use is named on stderr, never a traceback.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import json
+import operator
 import re
 import warnings
 from pathlib import Path
@@ -25,9 +28,17 @@ from hypothesis import strategies as st
 
 from hpcbench import cli
 from hpcbench.campaign import campaign_file, comparison
-from hpcbench.campaign.journal import CELL_STATUSES, PHASE_STATUSES, PHASES
+from hpcbench.campaign.journal import (
+    CELL_STATUSES,
+    FORECASTS,
+    PHASE_STATUSES,
+    PHASES,
+    Journal,
+)
+from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
 from hpcbench.store import RESULTS_FILE, Store
+from tests.unit.test_campaign_inputs import paths_of, put
 from tests.unit.test_hostile_records import (
     _SETTINGS,
     Raw,
@@ -152,42 +163,72 @@ def mostly(good: Any) -> st.SearchStrategy[Any]:
     return st.one_of(st.just(good), st.just(good), st.just(good), NUMBERS)
 
 
+def good_record(kind: str, testbed: str, cell: str) -> dict[str, Any]:
+    """A record of the kind as the journal writes it (hpcbench.campaign.journal):
+    every field the commands read, each a spot the suites below make hostile."""
+    record: dict[str, Any] = {"kind": kind, "campaign": "fuzz", "testbed": testbed}
+    if kind == "cell":
+        return record | {
+            "cell": cell,
+            **{"batch": 4, "nodes": 1, "workers": 1, "gpus_per_node": 1},
+            "status": "measured",
+            "why": "",
+            "at": "2026-01-31T10:00:00+0000",
+            **{"runs": 2, "images_per_s": 12.5, "ci95": 0.5},
+        }
+    lease = {"variable": "max_duration", "value": "90m", "ends_at": 1.8e9}
+    if kind == "phase":
+        return record | {
+            **{"env": "local", "fingerprint": "0123456789abcdef"},
+            **{"phase": "deploy", "status": "ok", "seconds": 60.0, "why": "", "at": "now"},
+            "lease": lease,
+            "still_held": ["STILL HELD: job 7"],
+        }
+    forecast_cell = {
+        "cell": cell,
+        **{"batch": 4, "nodes": 1, "workers": 1, "gpus_per_node": 1},
+        **{"single_images_per_s": 10.0, "single_source": "given", "images_per_s": 10.0},
+        **{"efficiency": 1.0, "efficiency_low": 1.0, "efficiency_high": 1.0},
+        "link_source": "one worker",
+    }
+    return record | {"made": "plan", "at": "now", "cells": [forecast_cell], "lease": lease}
+
+
+KINDS = ("cell", "phase", "forecast")
+# Values of every JSON type, and the hostile ones: a field holding any of them is read
+# as it is or its record skipped and named.
+HOSTILE = st.one_of(
+    NUMBERS,
+    TEXTS,
+    st.sampled_from([[1], ["fuzz"], {"a": 1}, [[]], [{"x": None}], False, -1, "other"]),
+)
+
+
 @st.composite
 def journal_record(draw: st.DrawFn, cells: list[tuple[str, str]]) -> dict[str, Any]:
     testbed, cell = draw(st.sampled_from(cells))
-    record: dict[str, Any] = {"kind": draw(st.sampled_from(["cell", "phase"])), "campaign": "fuzz"}
-    record["testbed"] = testbed
+    record = good_record(draw(st.sampled_from(KINDS)), testbed, cell)
     if record["kind"] == "cell":
-        record |= {
-            "cell": cell,
-            "batch": 4,
-            "nodes": 1,
-            "workers": 1,
-            "gpus_per_node": 1,
-            "status": draw(st.sampled_from(CELL_STATUSES)),
-            "runs": draw(mostly(2)),
-            "images_per_s": draw(mostly(12.5)),
-            "ci95": draw(mostly(0.5)),
-        }
+        record["status"] = draw(st.sampled_from(CELL_STATUSES))
+    elif record["kind"] == "phase":
+        record["phase"] = draw(st.sampled_from(PHASES))
+        record["status"] = draw(st.sampled_from(PHASE_STATUSES))
     else:
-        record |= {
-            "env": "local",
-            "phase": draw(st.sampled_from(PHASES)),
-            "status": draw(st.sampled_from(PHASE_STATUSES)),
-            "seconds": draw(mostly(60.0)),
-            "lease": {
-                "variable": draw(TEXTS),
-                "value": draw(TEXTS),
-                "ends_at": draw(mostly(1.8e9)),
-            },
-        }
-    record |= {"why": draw(TEXTS), "at": draw(TEXTS)}
-    for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):  # a field of another type, or gone
-        key = draw(st.sampled_from(sorted(record)))
-        if draw(st.booleans()):
-            del record[key]
-        else:
-            record[key] = draw(NUMBERS | TEXTS)
+        record["made"] = draw(st.sampled_from(FORECASTS))
+    spots = [p for p in paths_of(record) if p]
+    for _ in range(draw(st.sampled_from([0, 1, 1, 2, 3]))):  # a field of another type, or gone
+        where = draw(st.sampled_from(spots))
+        try:
+            parent = functools.reduce(operator.getitem, where[:-1], record)
+        except (KeyError, IndexError, TypeError):
+            continue  # a field under one already replaced
+        last = where[-1]
+        if isinstance(parent, list) and isinstance(last, int) and last < len(parent):
+            parent[last] = draw(HOSTILE)
+        elif isinstance(parent, dict) and draw(st.booleans()):
+            parent.pop(last, None)
+        elif isinstance(parent, dict):
+            parent[last] = draw(HOSTILE)
     return record
 
 
@@ -222,6 +263,63 @@ def test_plan_status_and_report_on_a_hostile_journal_and_stores(
     if (tmp / "out" / "configurations.json").exists():
         text = (tmp / "out" / "configurations.json").read_text()
         json.loads(text, parse_constant=_refuse_constant)
+    owner_checked(tmp / "out", capsys)
+
+
+def owner_checked(out: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What `campaign run` and `campaign report` read first: whose journal it is; one
+    line where it is another campaign's, never a traceback."""
+    try:
+        Journal(out, "fuzz").check_owner()
+    except UsageError as err:
+        assert len(str(err).splitlines()) == 1 and "holds campaign" in str(err)
+    capsys.readouterr()
+
+
+# A field's value of each JSON type, and the hostile ones.
+FIELD_VALUES = [
+    [1],
+    {"a": 1},
+    None,
+    True,
+    -1,
+    1.5,
+    "text",
+    "\x1b[2J",
+    Raw("1e400"),
+    Raw("NaN"),
+    Raw("9" * 5000),
+    Raw('"\\udcff"'),
+]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_field_of_a_journal_record_of_any_type_gives_a_result_or_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """Each field of the kind (nested ones too) given each value, and left out: plan,
+    status and report read the journal or skip the record and name it."""
+    path = write_campaign(tmp_path)
+    Store(tmp_path / "out" / "a").append(run_record())
+    testbed, cell = cells_of(path)[0]
+    good = good_record(kind, testbed, cell)
+    records = [good]
+    for where in paths_of(good)[1:]:
+        for value in FIELD_VALUES:
+            if where == ("campaign",) and isinstance(value, str) and not isinstance(value, Raw):
+                continue  # another campaign's record: its refusal is tested on its own
+            records.append(put(copy.deepcopy(good), where, value))
+        gone = copy.deepcopy(good)
+        parent = functools.reduce(operator.getitem, where[:-1], gone)
+        del parent[where[-1]]
+        records.append(gone)
+    text = "\n".join(_dump({"schema": 1, **r}) for r in records) + "\n"
+    (tmp_path / "out" / RESULTS_FILE).write_bytes(text.encode("utf-8", "surrogatepass"))
+    for argv in (["plan"], ["status"], ["status", "--json"], ["report"]):
+        rc, out, err = run(["campaign", *argv, str(path)], capsys)
+        check(rc, out, err)
+        assert rc == 0 and "skipping a line" in err, (argv, err)
+    owner_checked(tmp_path / "out", capsys)
 
 
 # ---------------------------------------------------------------- by hand
@@ -388,3 +486,57 @@ def test_a_title_holding_a_lone_surrogate_is_written_out_in_the_report(
 )
 def test_a_duration_past_any_plan_reads_as_over_the_cap(seconds: float, shown: str) -> None:
     assert format_duration(seconds) == shown
+
+
+def test_run_names_a_journal_record_whose_campaign_is_a_list_and_refuses_the_other(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`campaign run` crashed on it (an unhashable campaign) before it could refuse the
+    folder another campaign's journal holds."""
+    path = write_campaign(tmp_path)
+    journal(
+        tmp_path,
+        phase("a", "deploy", 60.0, campaign=["fuzz"]),
+        phase("a", "deploy", 60.0, campaign="other"),
+    )
+    rc, out, err = run(["campaign", "run", str(path)], capsys)
+    check(rc, out, err)
+    assert rc == 2 and "a phase record whose campaign is not string" in err
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith(f"hpcbench: error: {tmp_path / 'out'} holds campaign 'other', not 'fuzz'")
+    )
+
+
+@pytest.mark.parametrize("gpus", [[1], {"n": 1}, "1", 1.5, True])
+def test_report_names_a_forecast_cell_whose_gpus_per_node_is_not_a_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], gpus: Any
+) -> None:
+    """A list crashed `campaign report` (an unhashable key); the others were read as
+    counts they are not."""
+    path = write_campaign(tmp_path)
+    Store(tmp_path / "out" / "a").append(run_record())
+    cell = {"cell": "x", "batch": 4, "nodes": 1, "workers": 1, "gpus_per_node": gpus}
+    journal(tmp_path, {"kind": "forecast", "testbed": "a", "made": "plan", "cells": [cell]})
+    rc, out, err = run(["campaign", "report", str(path)], capsys)
+    check(rc, out, err)
+    assert rc == 0 and "a forecast record whose cells.0.gpus_per_node is not integer" in err
+
+
+def test_report_refuses_a_folder_whose_journal_is_another_campaigns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It overwrote the other campaign's report and exited 0."""
+    path = write_campaign(tmp_path)
+    Store(tmp_path / "out" / "a").append(run_record())
+    journal(tmp_path, phase("a", "deploy", 60.0, campaign="other"))
+    (tmp_path / "out" / "report.md").write_text("the other campaign's report\n")
+    rc, out, err = run(["campaign", "report", str(path)], capsys)
+    check(rc, out, err)
+    assert rc == 2 and err.strip() == (
+        f"hpcbench: error: {tmp_path / 'out'} holds campaign 'other', not 'fuzz': "
+        "give this campaign another `out:`"
+    )
+    assert (tmp_path / "out" / "report.md").read_text() == "the other campaign's report\n"
+    assert not (tmp_path / "out" / "report.html").exists()

@@ -28,9 +28,11 @@ def test_nodes_accepts_ranges_and_lists(spec, expected):
         ("0", "out of range"),
         ("5-2", "runs backwards"),
         ("abc", "not a whole number"),
-        ("1,,2", "not a whole number"),
+        ("1,,2", "'1,,2' has an empty item between commas"),
+        ("4,", "'4,' has an empty item between commas"),
         ("", "empty"),
-        ("-3", "not a whole number"),
+        ("-3", "is not a number from 1 to 4096 or a range like 1-4"),
+        ("3-", "is not a number from 1 to 4096 or a range like 1-4"),
         ("1.5", "not a whole number"),
     ],
 )
