@@ -82,6 +82,8 @@ def model_layers(name: str, image_size: int) -> tuple[tuple[float, float], ...]:
     Conv and linear layers carry the FLOPs (2 per multiply-add); other layers
     count one operation per output element, which is small beside them.
     """
+    if not name.isascii() or not name.isidentifier():  # before torch is even imported
+        raise UsageError(f"--model {name[:60]!r}: not a torchvision model")
     import torch
     import torchvision
 

@@ -12,7 +12,9 @@ runs the store already holds (failed ones are retried).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
+import os
 import random
 import sys
 import time
@@ -325,8 +327,37 @@ def check_data(target: Target, workload: WorkloadSpec, ask_login: bool = True) -
                 f"--data {data[:80]}: no such directory on login node {login.host}{where} "
                 "(or say 'synthetic')"
             )
-    elif tb.on_controller and not Path(path).is_dir():
-        raise UsageError(f"--data {data[:80]}: no such directory{where} (or say 'synthetic')")
+    elif tb.on_controller:
+        if not Path(path).is_dir():
+            raise UsageError(f"--data {data[:80]}: no such directory{where} (or say 'synthetic')")
+        if not holds_images(Path(path)):
+            raise UsageError(
+                f"--data {data[:80]}: holds no <class>/<image> files{where}: give an "
+                "ImageNet-layout folder, DIR/train/<class>/<image>.JPEG (or say 'synthetic')"
+            )
+
+
+# The files torchvision's ImageFolder takes as images (torchvision/datasets/folder.py,
+# IMG_EXTENSIONS), which bench/inputs.py reads the folder with.
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+SCAN_LIMIT = 256  # entries looked at per folder: a look at the layout, not a census
+
+
+def holds_images(root: Path) -> bool:
+    """Whether root (or its train/, as bench/inputs.py reads it) has a class folder
+    holding an image among its first SCAN_LIMIT entries."""
+    folder = root / "train" if (root / "train").is_dir() else root
+    try:
+        with os.scandir(folder) as top:
+            classes = [e for e in itertools.islice(top, SCAN_LIMIT) if e.is_dir()]
+        for entry in classes:
+            with os.scandir(entry.path) as found:
+                for item in itertools.islice(found, SCAN_LIMIT):
+                    if item.name.lower().endswith(IMAGE_SUFFIXES) and item.is_file():
+                        return True
+    except OSError:
+        return False
+    return False
 
 
 def run(workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec) -> int:

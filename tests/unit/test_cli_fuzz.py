@@ -263,6 +263,10 @@ def sandbox(tmp_path_factory):
 def guarded(sandbox, monkeypatch):
     """Nothing can be launched; every attempt is recorded."""
     tmp, fake_bin, calls, work, base = sandbox
+    # torch's first import asks ldconfig where libdl is (ctypes.util.find_library, from
+    # cuda.pathfinder): not hpcbench launching anything, so it happens before the guard.
+    import torch  # noqa: F401
+
     launched: list[list[str]] = []
 
     class Refused(subprocess.Popen):

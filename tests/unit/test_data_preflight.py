@@ -43,7 +43,8 @@ def test_a_relative_data_folder_is_looked_up_where_the_workers_start(
 ) -> None:
     """It was looked up from the caller's folder, then read from bench/ by the runs."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "imgs").mkdir()
+    (tmp_path / "imgs" / "train" / "n01").mkdir(parents=True)
+    (tmp_path / "imgs" / "train" / "n01" / "a.JPEG").write_bytes(b"")
     assert _scale(tmp_path, "--env", "localhost", "--data", "imgs", "--dry-run") == 2
     assert one_line(capsys) == (
         f"hpcbench: error: --data imgs: no such directory in {paths.BENCH_DIR}, where the "
@@ -53,6 +54,27 @@ def test_a_relative_data_folder_is_looked_up_where_the_workers_start(
     assert (
         _scale(tmp_path, "--env", "localhost", "--data", str(tmp_path / "imgs"), "--dry-run") == 0
     )
+
+
+@pytest.mark.parametrize("layout", ["empty", "files only", "classes without images"])
+def test_a_local_folder_without_class_folders_of_images_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], layout: str
+) -> None:
+    """A folder that exists but that ImageFolder would refuse (/etc, an empty one) is
+    named before any worker starts, not at the first run."""
+    data = tmp_path / "data"
+    (data / "n01").mkdir(parents=True)
+    if layout == "files only":
+        (data / "a.jpg").write_bytes(b"")
+    if layout == "classes without images":
+        (data / "n01" / "notes.txt").write_text("x")
+    assert _scale(tmp_path, "--env", "localhost", "--data", str(data), "--dry-run") == 2
+    assert one_line(capsys) == (
+        f"hpcbench: error: --data {str(data)[:80]}: holds no <class>/<image> files: give an "
+        "ImageNet-layout folder, DIR/train/<class>/<image>.JPEG (or say 'synthetic')"
+    )
+    (data / "n01" / "b.png").write_bytes(b"")
+    assert _scale(tmp_path, "--env", "localhost", "--data", str(data), "--dry-run") == 0
 
 
 def _login(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LoginHere:
