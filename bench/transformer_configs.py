@@ -192,6 +192,7 @@ def problem(
     shard: int,
     image_size: int,
     fp16_allreduce: bool = False,
+    step: str = "eager",
 ) -> str | None:
     """Why these options cannot run together (one line), or None. parallel is one of
     bench/workload_options.py's PARALLEL (its parsers check that)."""
@@ -212,6 +213,8 @@ def problem(
         return f"--shard-group {shard} is HSDP's: give it with --parallel hsdp"
     if transformer and image_size:
         return f"--image-size is for the CNNs; {model} takes --seq-len"
+    if transformer and step == "graph":
+        return f"--step graph: CUDA graphs are for the CNNs; {model} runs eager or compile"
     if transformer and fp16_allreduce:
         return f"--fp16-allreduce is for the CNNs; {model} reduces in fp32 (bf16 on CUDA)"
     if not transformer and seq_len:

@@ -145,6 +145,8 @@ def test_runnable_combinations_pass():
     assert tc.problem("gpt-tiny", "ddp", "hsdp", 256, 2, 0) is None
     assert tc.problem("resnet50", "horovod", "ddp", 0, 0, 224) is None
     assert tc.problem("gpt-tiny", "ddp", "ddp", 0, 0, 0, fp16_allreduce=True) is not None
+    assert tc.problem("gpt-tiny", "ddp", "ddp", 0, 0, 0, step="graph") is not None
+    assert tc.problem("resnet50", "ddp", "ddp", 0, 0, 0, step="graph") is None
 
 
 def test_the_shard_group_must_divide_the_workers():
