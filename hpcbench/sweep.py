@@ -28,7 +28,15 @@ from hpcbench.probe import run_probe
 from hpcbench.progress import Progress, format_duration
 from hpcbench.schedulers import Outcome
 from hpcbench.schedulers.base import stop_on_signals
-from hpcbench.specs import ProbeSpec, SweepSpec, TargetSpec, WorkloadSpec, workload_options
+from hpcbench.specs import (
+    ProbeSpec,
+    SweepSpec,
+    TargetSpec,
+    WorkloadSpec,
+    tokens,
+    transformer_configs,
+    workload_options,
+)
 from hpcbench.store import Store, method_label, run_key
 from hpcbench.target import Target
 
@@ -70,6 +78,31 @@ WORKLOAD_FIELDS = (
     "grad_timeline",
     "steps_asked",
     "min_window_s",
+    # The transformers (bench/lm.py): what a step trains, how it is sharded, what the
+    # backend ran for each collective, and the figures the workload derives.
+    "unit",
+    "seq_len",
+    "parallel",
+    "shard_group",
+    "mesh",
+    "reshard_after_forward",
+    "fsdp_units",
+    "precision",
+    "mixed_precision",
+    "params_matmul",
+    "flops_per_token",
+    "tokens_per_step",
+    "param_bytes",
+    "token_file",
+    "collectives",
+    "collectives_per_step",
+    "tokens_per_sec",
+    "tokens_per_sec_per_worker",
+    "peak_flops",
+    "peak_flops_per_worker",
+    "peak_source",
+    "mfu",
+    "mfu_unknown",
 )
 
 
@@ -183,6 +216,9 @@ def base_record(
         "threads": workload.threads,
         "step": workload.step,
         "decode": workload.decode,
+        "parallel": workload.parallel,
+        "seq_len": workload.seq_len,
+        "shard_group": workload.shard_group,
     }
     record["method"] = method_label({**record, **asked})
     return record
@@ -277,9 +313,38 @@ def convergence_of(
     }
 
 
+def shard_group_of(workload: WorkloadSpec, config: Config) -> int:
+    """HSDP's shard group in a configuration: --shard-group, else a node's workers as the
+    plan counts them (on --env localhost a 'node' is its share of this machine's
+    processes, which one torchrun starts together). ValueError with one line where it
+    does not divide the workers (bench/transformer_configs.py, shard_group)."""
+    per_node = config.workers // config.nodes
+    return transformer_configs.shard_group(
+        workload.parallel, workload.shard_group, config.workers, per_node
+    )
+
+
 def run_spec(target: Target, workload: WorkloadSpec, sweep: SweepSpec, config: Config) -> RunSpec:
+    if workload.parallel == "hsdp" and config.workers > 1:  # the node's group, said
+        workload = dataclasses.replace(workload, shard_group=shard_group_of(workload, config))
     script_args = workload_args(workload, target.backend, config.batch)
     return target.spec("train.py", script_args, config.nodes, config.workers, sweep.timeout_s)
+
+
+def check_data(workload: WorkloadSpec) -> None:
+    """--data on this machine: an image folder for a CNN; for a transformer a token file
+    whose header fits the model (its ids are checked on the nodes, bench/tokens.py)."""
+    path = Path(workload.data)
+    if not transformer_configs.is_transformer(workload.model):
+        if not path.is_dir():
+            raise UsageError(f"--data {workload.data}: no such directory (or say 'synthetic')")
+        return
+    config = transformer_configs.CONFIGS[workload.model]
+    try:
+        header = tokens.read_header(path)
+        tokens.check_fits(header, config.vocab, workload.seq_len, f"--data {workload.data}")
+    except tokens.TokenFileError as err:
+        raise UsageError(str(err)) from None
 
 
 def run(workload: WorkloadSpec, target_spec: TargetSpec, sweep: SweepSpec) -> int:
@@ -302,8 +367,8 @@ def events(
     stop_on_signals()
     target = Target.resolve(target_spec)
     tb = target.testbed
-    if workload.data != "synthetic" and tb.on_controller and not Path(workload.data).is_dir():
-        raise UsageError(f"--data {workload.data}: no such directory (or say 'synthetic')")
+    if workload.data != "synthetic" and tb.on_controller:
+        check_data(workload)
     store = Store(sweep.out)
     held = store.runs()
     if held and not sweep.resume:
@@ -325,6 +390,12 @@ def events(
         for c in dict.fromkeys(c for c, _ in plan(target, sweep.batches, 1, sweep.seed))
         if allowed(c)
     ]
+    for config in configs:  # HSDP's shard group, before anything is launched
+        if config.workers > 1:
+            try:
+                shard_group_of(workload, config)
+            except ValueError as err:
+                raise UsageError(f"{err} ({config.label})") from None
     if not todo:
         held_live = analysis.LiveSummary(held)
         summaries = {
