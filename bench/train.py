@@ -95,16 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--model {args.model[:40]!r}: choose one of {', '.join(MODEL_NAMES)}")
     if min(args.batch, args.windows, args.steps) < 1 or args.warmup < 0:
         p.error("--batch, --windows and --steps must be >= 1, --warmup >= 0")
-    why = transformer_configs.problem(
-        args.model,
-        args.backend,
-        args.parallel,
-        args.seq_len,
-        args.shard_group,
-        args.image_size,
-        args.fp16_allreduce,
-        args.step,
-    )
+    why = transformer_configs.problem_of(args)
     if why:
         p.error(why)
     if transformer_configs.is_transformer(args.model):

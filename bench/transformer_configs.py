@@ -28,6 +28,7 @@ head dimension, so H (d_qk + d_v) = 2 d.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,20 @@ def problem(
         except ValueError as err:
             return str(err)
     return None
+
+
+def problem_of(args: Any) -> str | None:
+    """problem() of parsed options (train.py's, or `scale`'s: the same names)."""
+    return problem(
+        args.model,
+        args.backend,
+        args.parallel,
+        args.seq_len,
+        args.shard_group,
+        args.image_size,
+        args.fp16_allreduce,
+        args.step,
+    )
 
 
 def shard_group(parallel: str, asked: int, workers: int, per_node: int) -> int:

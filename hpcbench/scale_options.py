@@ -380,16 +380,7 @@ def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
     if args.model not in models and not transformer:
         names = sorted([*models, *transformer_configs.CONFIGS])
         raise UsageError(f"unknown model {args.model!r}: choose one of {', '.join(names)}")
-    why = transformer_configs.problem(
-        args.model,
-        args.backend,
-        args.parallel,
-        args.seq_len,
-        args.shard_group,
-        args.image_size,
-        args.fp16_allreduce,
-        args.step,
-    )
+    why = transformer_configs.problem_of(args)
     if why:
         raise UsageError(why)
     if args.data != "synthetic":
