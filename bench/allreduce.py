@@ -1,10 +1,17 @@
-"""All-reduce bus bandwidth over a size sweep, as nccl-tests defines it.
+"""All-reduce, all-gather and reduce-scatter bus bandwidth over a size sweep, as
+nccl-tests defines it.
 
     torchrun --nproc-per-node 2 bench/allreduce.py --backend ddp --max-bytes 64M
 
 For each size: warm-up, then a timed loop of all-reduces that starts at a
 barrier and ends after the device has finished; the slowest rank's average
 time counts. algbw = bytes / time, busbw = algbw * 2(N-1)/N (nccl-tests).
+Then the same for all-gather and reduce-scatter (the collectives FSDP2 issues),
+bytes being the whole gathered or scattered tensor and busbw = algbw * (N-1)/N,
+each in a list of its own beside the all-reduce's `results`; the record names
+what the backend ran for each (`collectives`: Gloo carries out a reduce-scatter
+as an all-reduce, runtime.collective_paths). --collectives all_reduce probes
+the all-reduce alone.
 Beside the time, the CPU seconds the process spent per all-reduce (the busiest
 rank's) and the node's CPU quota: an all-reduce that takes the whole quota at every
 size is CPU-bound there (docs/method.md).
@@ -23,9 +30,10 @@ already pay for them, and a one-worker run does not: the CPU time the threads
 started with the backend take during the alone phases, against the cores the
 computation has, is the backend's background share of the computation.
 
---budget-s bounds the size sweep: counted from rank 0's process start, no size
+--budget-s bounds the size sweeps: counted from rank 0's process start, no size
 starts once the budget is spent or once the next size, at the last size's
-time per byte, would overrun it. Rank 0's clock decides and every rank learns
+time per byte, would overrun it; the all-reduce's sweep runs first, the other
+collectives get what it leaves. Rank 0's clock decides and every rank learns
 it from the gather that ends each size, so all stop after the same size and
 none waits in a collective its peers never start. The record says so
 (stopped_early) and holds the sizes completed; the CPU-work phase (a few
@@ -74,6 +82,86 @@ def sizes(lo: int, hi: int, factor: int) -> list[int]:
     return out
 
 
+# The collectives after the all-reduce, each in a list of its own in the record.
+EXTRA = units.COLLECTIVES[1:]
+
+
+def collectives_arg(text: str) -> list[str]:
+    try:
+        return list(units.parse_collectives(text))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def buffers(
+    comm: runtime.Comm, device: torch.device, name: str, size: int
+) -> tuple[Callable[[], None], int, float]:
+    """One call of the collective at `size` bytes, the bytes it moves as nccl-tests counts
+    them, and nccl-tests' bus bandwidth factor. All-reduce: a tensor of size bytes, busbw
+    = algbw 2(n-1)/n. All-gather: each rank gives size/n bytes and gets size; reduce-
+    scatter: each gives size and keeps size/n; both busbw = algbw (n-1)/n
+    (nccl-tests doc/PERFORMANCE.md). Zeros stay zero under summing: no overflow."""
+    n = comm.size
+    if name == "all_reduce":
+        tensor = torch.zeros(size // 4, dtype=torch.float32, device=device)
+        return lambda: comm.allreduce_(tensor), size, 2 * (n - 1) / n
+    count = max(1, size // (4 * n))  # float32s per rank
+    part = torch.zeros(count, dtype=torch.float32, device=device)
+    whole = torch.zeros(count * n, dtype=torch.float32, device=device)
+    if name == "all_gather":
+        return lambda: comm.allgather_(whole, part), 4 * count * n, (n - 1) / n
+    return lambda: comm.reduce_scatter_(part, whole), 4 * count * n, (n - 1) / n
+
+
+def sweep(
+    comm: runtime.Comm,
+    device: torch.device,
+    name: str,
+    planned: list[int],
+    warmup: int,
+    deadline: float | None,
+    left_s: float,
+) -> tuple[list[dict], float]:
+    """One collective over the sizes while the budget allows (budget_allows; the first
+    size while any is left): its results and rank 0's budget left after the last."""
+    results: list[dict] = []
+    for size in planned:
+        if results and not budget_allows(results[-1], size, warmup, left_s):
+            break
+        if not results and left_s <= 0:
+            break
+        call, moved, bus = buffers(comm, device, name, size)
+        iters = iterations(size)
+        for _ in range(warmup):
+            call()
+        runtime.synchronize(device)
+        comm.barrier()
+        start, cpu_start = time.perf_counter(), time.process_time()
+        for _ in range(iters):
+            call()
+        runtime.synchronize(device)
+        # process_time counts every thread of this process: the Gloo and Horovod
+        # threads that reduce and copy, whose CPU a training step loses on CPU nodes.
+        mine = ((time.perf_counter() - start) / iters, (time.process_time() - cpu_start) / iters)
+        # Each rank's budget left rides along; rank 0's decides for all (budget_allows).
+        left = math.inf if deadline is None else deadline - time.time()
+        everyone = comm.gather((*mine, left))
+        left_s = everyone[0][2]
+        seconds = max(t for t, _, _ in everyone)
+        algbw = moved / seconds
+        results.append(
+            {
+                "bytes": moved,
+                "iters": iters,
+                "time_s": seconds,
+                "cpu_s": max(c for _, c, _ in everyone),
+                "algbw": algbw,
+                "busbw": algbw * bus,
+            }
+        )
+    return results, left_s
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--backend", default="ddp", choices=["horovod", "ddp"])
@@ -95,12 +183,20 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="seconds from the process start after which no new size starts (0: none)",
     )
+    p.add_argument(
+        "--collectives",
+        type=collectives_arg,
+        default=list(units.COLLECTIVES),
+        help=f"comma-separated, all_reduce first (default: {','.join(units.COLLECTIVES)})",
+    )
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     if args.factor < 2 or not 4 <= args.min_bytes <= args.max_bytes:
         p.error("need 4 <= --min-bytes <= --max-bytes and --factor >= 2")
     if not 0 <= args.budget_s < float("inf"):
         p.error("--budget-s must be a number of seconds, 0 or more")
+    if args.backend == "horovod" and args.collectives != ["all_reduce"]:
+        p.error("--collectives: Horovod probes all_reduce alone (FSDP runs under --backend ddp)")
     timeline = {"process_start": runtime.process_start_time()}
     device = runtime.pick_device(args.device)
     compute = None
@@ -114,64 +210,45 @@ def main(argv: list[str] | None = None) -> int:
     threads = runtime.set_threads(args.threads, comm.local_size)
     timeline["initialised"] = time.time()
     n = comm.size
-    results = []
     deadline = timeline["process_start"] + args.budget_s if args.budget_s else None
-    left_s = math.inf  # rank 0's, after each size
     planned = sizes(args.min_bytes, args.max_bytes, args.factor)
-    for size in planned:
-        if results and not budget_allows(results[-1], size, args.warmup, left_s):
-            break
-        # Zeros stay zero under repeated summing: no overflow however many iterations.
-        tensor = torch.zeros(size // 4, dtype=torch.float32, device=device)
-        iters = iterations(size)
-        for _ in range(args.warmup):
-            comm.allreduce_(tensor)
-        runtime.synchronize(device)
-        comm.barrier()
-        start, cpu_start = time.perf_counter(), time.process_time()
-        for _ in range(iters):
-            comm.allreduce_(tensor)
-        runtime.synchronize(device)
-        # process_time counts every thread of this process: the Gloo and Horovod
-        # threads that reduce and copy, whose CPU a training step loses on CPU nodes.
-        mine = ((time.perf_counter() - start) / iters, (time.process_time() - cpu_start) / iters)
-        # Each rank's budget left rides along; rank 0's decides for all (budget_allows).
-        left = math.inf if deadline is None else deadline - time.time()
-        everyone = comm.gather((*mine, left))
-        left_s = everyone[0][2]
-        seconds = max(t for t, _, _ in everyone)
-        algbw = size / seconds
-        results.append(
-            {
-                "bytes": size,
-                "iters": iters,
-                "time_s": seconds,
-                "cpu_s": max(c for _, c, _ in everyone),
-                "algbw": algbw,
-                "busbw": algbw * 2 * (n - 1) / n,
-            }
-        )
+    swept: dict[str, list[dict]] = {}
+    left_s = math.inf  # rank 0's, after each size
+    for name in args.collectives:
+        swept[name], left_s = sweep(comm, device, name, planned, args.warmup, deadline, left_s)
+    results = swept["all_reduce"]
     stopped_early = len(results) < len(planned)
-    if stopped_early and comm.rank == 0:
-        print(
-            f"probe budget of {args.budget_s:g} s: stopped after {results[-1]['bytes']} B, "
-            f"{len(results)} of {len(planned)} sizes (up to {planned[-1]} B asked); "
-            "the next would not fit",
-            file=sys.stderr,
-        )
+    if comm.rank == 0:
+        for name, done in swept.items():
+            what = "" if name == "all_reduce" else f"{name} "
+            if not done:
+                print(
+                    f"probe budget of {args.budget_s:g} s: {what}not probed, 0 of "
+                    f"{len(planned)} sizes: the budget was spent",
+                    file=sys.stderr,
+                )
+            elif len(done) < len(planned):
+                print(
+                    f"probe budget of {args.budget_s:g} s: {what}stopped after "
+                    f"{done[-1]['bytes']} B, {len(done)} of {len(planned)} sizes (up to "
+                    f"{planned[-1]} B asked); the next would not fit",
+                    file=sys.stderr,
+                )
     cpu_work = None
     if device.type == "cpu" and n > 1 and args.cpu_work_s > 0:
         cores = min(threads, runtime.usable_cores() / comm.local_size)
         cpu_work = measure_cpu_work(comm, results[-1], args.cpu_work_s, compute, cores)
+    paths = runtime.collective_paths(comm, device)  # collectives: every rank takes part
     fingerprints = comm.gather(runtime.fingerprint(device, comm))
     timeline["end"] = time.time()
     if comm.rank == 0:
-        for r in results:
-            print(
-                f"{r['bytes']:>12} B  {r['time_s'] * 1e6:>10.1f} us  "
-                f"busbw {r['busbw'] / 1e9:8.3f} GB/s",
-                file=sys.stderr,
-            )
+        for name, done in swept.items():
+            for r in done:
+                print(
+                    f"{name:>14} {r['bytes']:>12} B  {r['time_s'] * 1e6:>10.1f} us  "
+                    f"busbw {r['busbw'] / 1e9:8.3f} GB/s",
+                    file=sys.stderr,
+                )
         runtime.emit(
             {
                 "kind": "probe_workload",
@@ -180,7 +257,10 @@ def main(argv: list[str] | None = None) -> int:
                 "device": device.type,
                 # The node's CPU quota (cores), against which cpu_s is charged.
                 "cpus": nodemon.cpu_source()["cpus"],
-                "results": results,
+                "results": results,  # all-reduce, as before the other collectives
+                **{name: swept[name] for name in EXTRA if name in swept},
+                # What the backend ran for each collective (Gloo emulates reduce-scatter).
+                "collectives": paths,
                 "cpu_work": cpu_work,
                 "budget_s": args.budget_s or None,
                 "stopped_early": stopped_early,

@@ -65,6 +65,14 @@ class Comm:
         are): poll it while the caller computes, then finish it."""
         raise NotImplementedError
 
+    def allgather_(self, output: torch.Tensor, tensor: torch.Tensor) -> None:
+        """Every rank's `tensor`, in rank order, into `output` (size x as long)."""
+        raise NotImplementedError
+
+    def reduce_scatter_(self, output: torch.Tensor, tensor: torch.Tensor) -> None:
+        """The sum across ranks of `tensor`, this rank's 1/size part of it into `output`."""
+        raise NotImplementedError
+
     def shutdown(self) -> None:
         pass
 
@@ -153,8 +161,71 @@ class TorchComm(Comm):
         work = self.dist.all_reduce(tensor, async_op=True)
         return Pending(work.is_completed, work.wait)
 
+    def allgather_(self, output: torch.Tensor, tensor: torch.Tensor) -> None:
+        self.dist.all_gather_into_tensor(output, tensor)  # FSDP2's parameter all-gather
+
+    def reduce_scatter_(self, output: torch.Tensor, tensor: torch.Tensor) -> None:
+        self.dist.reduce_scatter_tensor(output, tensor)  # FSDP2's gradient reduce-scatter
+
     def shutdown(self) -> None:
         self.dist.destroy_process_group()
+
+
+# The collectives FSDP2 and DDP issue, by the names a backend's own profiler events carry
+# ("gloo:all_reduce", "nccl:_reduce_scatter_base"): what a backend runs for each is read
+# from those events, not assumed.
+EVENT_NAMES = {
+    "all_reduce": ("all_reduce", "allreduce"),
+    "all_gather": ("all_gather", "allgather"),
+    "reduce_scatter": ("reduce_scatter", "reducescatter"),
+}
+
+
+def profiled(fn: Callable[[], Any], prefixes: tuple[str, ...]) -> dict[str, int]:
+    """fn() run under torch's profiler (host events only): how many events of each name
+    that starts with one of the prefixes it recorded, every thread's (Gloo runs its
+    collectives in threads of its own)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    counts: dict[str, int] = {}
+    for event in prof.events():
+        if event.name.startswith(prefixes):
+            counts[event.name] = counts.get(event.name, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def collective_paths(comm: Comm, device: torch.device) -> dict[str, dict[str, Any]] | None:
+    """What the backend runs for each collective (None under Horovod): one small call of
+    each, its backend events named. `emulated`: none of them carries the collective's
+    own name. Gloo carries out reduce_scatter_tensor as an all-reduce of the whole
+    input, of which each rank keeps its part (pytorch/pytorch
+    torch/csrc/distributed/c10d/ProcessGroupGloo.cpp, reduce_scatter_tensor_coalesced:
+    `works.push_back(allreduce(inp))`, then `buffers[i].chunk(worldSize)[rank]`)."""
+    if not isinstance(comm, TorchComm):
+        return None
+    n = comm.size
+    part = torch.zeros(4, device=device)
+    whole = torch.zeros(4 * n, device=device)
+    calls = {
+        "all_reduce": lambda: comm.allreduce_(whole),
+        "all_gather": lambda: comm.allgather_(whole, part),
+        "reduce_scatter": lambda: comm.reduce_scatter_(part, whole),
+    }
+    prefix = f"{comm.dist_backend}:"
+    out = {}
+    for name, call in calls.items():
+        ran = [
+            e.removeprefix(prefix)
+            for e in profiled(lambda c=call: (c(), synchronize(device)), (prefix,))
+        ]
+        own = EVENT_NAMES[name]
+        out[name] = {
+            "ran": [f"{prefix}{e}" for e in ran] or None,
+            "emulated": None if not ran else not any(o in e for e in ran for o in own),
+        }
+    return out
 
 
 def local_rank_hint() -> int:

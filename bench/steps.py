@@ -89,6 +89,8 @@ def loss_of(output: Any, labels: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(output.logits, labels) + 0.4 * F.cross_entropy(
             output.aux_logits, labels
         )
+    if output.dim() == 3:  # a language model's (batch, seq, vocab): every position's next token
+        return F.cross_entropy(output.flatten(0, 1), labels.flatten())
     return F.cross_entropy(output, labels)
 
 
@@ -283,6 +285,25 @@ def hooked_timeline(
             h.remove()
     ended = runtime.elapsed_s(start, ends[0]) if ends else 0.0
     return [[runtime.elapsed_s(start, m), b] for m, b in marks], ended
+
+
+@dataclass
+class Workload:
+    """A workload built for timing (train.py, measure): its step, its plain module, and
+    what its record adds. train.py builds the CNNs', bench/lm.py the transformers'."""
+
+    step: Step
+    model: torch.nn.Module  # the module itself (its weights, the gradient hooks)
+    wrapped: bool  # DDP, FSDP2 or Horovod around it
+    unit: str  # what a step trains: images or tokens
+    per_step: int  # of them per worker and step
+    fields: Callable[[], dict[str, Any]]  # the workload's own record fields, at the end
+    # This rank's weights: {"digest", "weight_sum", "replica"} (ranks of one replica
+    # hold the same weights). Every rank calls it: it may gather.
+    digest: Callable[[], dict[str, Any]]
+    before_windows: Callable[[], dict[str, Any]] = dict  # after warm-up (every rank)
+    # Rank 0: figures derived from the finished record (tokens/s, MFU).
+    finish: Callable[[dict[str, Any]], None] = lambda record: None
 
 
 def fused_optimizer(capture: str | None) -> bool:

@@ -2,6 +2,11 @@
 
     horovodrun -np 2 -H localhost:2 --gloo python bench/train.py --backend horovod
     torchrun --nproc-per-node 2 bench/train.py --backend ddp --model resnet18 --image-size 32
+    torchrun --nproc-per-node 2 bench/train.py --model gpt-tiny --parallel fsdp2
+
+The CNNs (bench/models.json) train under DDP or Horovod; the transformers
+(bench/transformer_configs.py) under DDP, FSDP2 or HSDP (bench/lm.py). Both are
+timed the same way (measure).
 
 Timing (docs/method.md, "Measurement method"): warm-up steps are discarded; then
 K windows of B steps, each started at a barrier and ended after the device
@@ -33,6 +38,7 @@ import inputs  # noqa: E402
 import nodemon  # noqa: E402
 import runtime  # noqa: E402  (a sibling module; bench/ is not a package on the nodes)
 import steps  # noqa: E402
+import transformer_configs  # noqa: E402
 import units  # noqa: E402
 import workload_options  # noqa: E402
 
@@ -54,6 +60,7 @@ PARSERS = {
     "megabytes": lambda name: units.argtype(units.megabytes, name),
     "seconds": lambda name: units.argtype(units.seconds, name),
 }
+MODEL_NAMES = sorted([*MODELS, *transformer_configs.CONFIGS])
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -80,15 +87,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=["auto", "nccl", "gloo"],
         help="DDP's process group; auto: NCCL on CUDA, else Gloo (Gloo lets ranks share a GPU)",
     )
-    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--lr", type=float, default=None, help="default: 0.01 (SGD), 3e-4 (AdamW)")
     p.add_argument("--seed", type=_count("seed"), default=0)
     p.add_argument("--out", default=None, help="also write the JSON record here (rank 0)")
     args = p.parse_args(argv)
-    if args.model not in MODELS:
-        p.error(f"--model {args.model[:40]!r}: choose one of {', '.join(sorted(MODELS))}")
+    if args.model not in MODEL_NAMES:
+        p.error(f"--model {args.model[:40]!r}: choose one of {', '.join(MODEL_NAMES)}")
     if min(args.batch, args.windows, args.steps) < 1 or args.warmup < 0:
         p.error("--batch, --windows and --steps must be >= 1, --warmup >= 0")
-    args.image_size = args.image_size or MODELS[args.model]["image_size"]
+    why = transformer_configs.problem_of(args)
+    if why:
+        p.error(why)
+    if transformer_configs.is_transformer(args.model):
+        config = transformer_configs.CONFIGS[args.model]
+        args.seq_len = transformer_configs.resolve_seq_len(config, args.seq_len)
+    else:
+        args.image_size = args.image_size or MODELS[args.model]["image_size"]
     return args
 
 
@@ -157,6 +171,23 @@ def main(argv: list[str] | None = None) -> int:
     comm = runtime.connect(args.backend, device, args.dist_backend)
     threads = runtime.set_threads(args.threads, comm.local_size)
     timeline["initialised"] = time.time()
+    if transformer_configs.is_transformer(args.model):
+        import lm  # torch's nn and FSDP2: loaded for the transformers only
+
+        work = lm.build(args, comm, device)
+    else:
+        work = build_cnn(args, comm, device)
+    timeline["ready"] = time.time()  # model, optimizer, data and graphs built; warm-up next
+    record = measure(args, comm, device, work, timeline, threads)
+    if record is not None:
+        runtime.emit(record, args.out)
+    # Every rank is past its last collective before any tears the group down.
+    comm.barrier()
+    comm.shutdown()
+    return 0
+
+
+def build_cnn(args: argparse.Namespace, comm: runtime.Comm, device: torch.device) -> steps.Workload:
     cuda = device.type == "cuda"
     amp, channels_last = precision(args, cuda)
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
@@ -176,9 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     params = [p for p in model.parameters() if p.requires_grad]
     grad_bytes = sum(p.numel() * p.element_size() for p in params)
     fused = steps.fused_optimizer(capture)
-    optimizer = torch.optim.SGD(
-        params, lr=args.lr, momentum=0.9, weight_decay=1e-4, fused=fused or None
-    )
+    lr = 0.01 if args.lr is None else args.lr
+    optimizer = torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=1e-4, fused=fused or None)
     batches = inputs.Batches(args, comm.rank, comm.size, device, memory_format)
     if capture == "partial":  # before any wrapper hooks the parameters
         model = steps.graph_model(model, batches.static()[0], autocast)
@@ -222,8 +252,44 @@ def main(argv: list[str] | None = None) -> int:
         ddp=wrapped and args.backend == "ddp",
         timeline=comm.size == 1,
     )
-    timeline["ready"] = time.time()  # model, optimizer, data and graphs built; warm-up next
 
+    def fields() -> dict[str, Any]:
+        return {
+            "image_size": args.image_size,
+            "amp": amp,
+            "channels_last": channels_last,
+            "graph_capture": capture,
+            "graph_eager_steps": getattr(step, "eager_steps", None),
+            "fused_optimizer": fused,
+            "decode": batches.decoder,
+            "decode_note": batches.decode_note or None,
+            "host_decoded": batches.host_decoded if batches.decoder == "device" else None,
+            "fp16_allreduce": args.fp16_allreduce,
+            "fusion_threshold_mb": args.fusion_threshold_mb,
+            "bucket_cap_mb": args.bucket_cap_mb if args.backend == "ddp" else None,
+            "params": sum(p.numel() for p in params),
+            "grad_bytes": grad_bytes,
+            "allreduce_bytes": grad_bytes // 2 if args.fp16_allreduce else grad_bytes,
+        }
+
+    def digest() -> dict[str, Any]:
+        strict, total = weights_digest(model)
+        return {"digest": strict, "weight_sum": total, "replica": 0}
+
+    return steps.Workload(step, model, wrapped, "images", args.batch, fields, digest)
+
+
+def measure(
+    args: argparse.Namespace,
+    comm: runtime.Comm,
+    device: torch.device,
+    work: steps.Workload,
+    timeline: dict[str, float],
+    threads: int,
+) -> dict[str, Any] | None:
+    """Warm-up, windows sized, K timed windows, the weights compared across ranks; rank 0
+    gets the record (None elsewhere)."""
+    step = work.step
     for _ in range(args.warmup):
         step()
     runtime.synchronize(device)
@@ -231,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     # The single worker's backward as it happens: when each gradient is ready (one step,
     # outside the timed windows); the harness replays the all-reduces against it.
     grad_timeline = step.gradient_timeline(device) if comm.size == 1 else None
+    before = work.before_windows()
     monitor = gpumon.start(device)  # GPU utilisation and memory over the timed windows
     node_before = nodemon.start()  # the node's CPU and network over the same windows
     window_times: list[float] = []
@@ -257,88 +324,76 @@ def main(argv: list[str] | None = None) -> int:
     gpu = monitor.stop()
     node = nodemon.stop(node_before)
 
-    digest, weight_sum = weights_digest(model)
+    weights = work.digest()
     gathered = comm.gather(
         {
             "window_times": window_times,
             "device_window_times": events.seconds(),
             "data_times": data_times,
-            "digest": digest,
-            "weight_sum": weight_sum,
+            "weights": weights,
             "fingerprint": runtime.fingerprint(device, comm),
             "gpu": gpu,
             "node": node,
         }
     )
     timeline["end"] = time.time()
-    if comm.rank == 0:
-        rank_windows = [g["window_times"] for g in gathered]
-        rank_data = [g["data_times"] for g in gathered]
-        slowest = runtime.slowest(rank_windows)
-        sums = [g["weight_sum"] for g in gathered]
-        record = {
-            "kind": "workload",
-            "model": args.model,
-            "backend": args.backend,
-            "batch": args.batch,
-            "image_size": args.image_size,
-            "data": "synthetic" if args.data == "synthetic" else os.path.abspath(args.data),
-            "warmup": args.warmup,
-            "windows": args.windows,
-            "steps": per_window,
-            "steps_asked": args.steps,
-            "min_window_s": args.min_window_s,
-            "workers": comm.size,
-            "local_workers": comm.local_size,
-            "device": device.type,
-            "amp": amp,
-            "channels_last": channels_last,
-            "step": args.step,
-            "graph_capture": capture,
-            "graph_eager_steps": getattr(step, "eager_steps", None),
-            "compile_backend": steps.compile_backend() if args.step == "compile" else None,
-            "fused_optimizer": fused,
-            "threads": threads,
-            "fp16_allreduce": args.fp16_allreduce,
-            "wrapped": wrapped,
-            "dist_backend": comm.dist_backend,
-            "fusion_threshold_mb": args.fusion_threshold_mb,
-            "bucket_cap_mb": args.bucket_cap_mb if args.backend == "ddp" else None,
-            "params": sum(p.numel() for p in params),
-            "grad_bytes": grad_bytes,
-            "allreduce_bytes": grad_bytes // 2 if args.fp16_allreduce else grad_bytes,
-            "grad_timeline": grad_timeline,
-            "window_times": slowest,
-            "rank_window_times": rank_windows,
-            "device_window_times": runtime.slowest([g["device_window_times"] for g in gathered]),
-            "rank_data_times": rank_data if args.data != "synthetic" else None,
-            "decode": batches.decoder,
-            "decode_note": batches.decode_note or None,
-            "host_decoded": batches.host_decoded if batches.decoder == "device" else None,
-            "data_time_fraction": (
-                None
-                if args.data == "synthetic"
-                else sum(map(sum, rank_data)) / sum(map(sum, rank_windows))
-            ),
-            "weights_in_sync": len({g["digest"] for g in gathered}) == 1,
-            "weight_sum_spread": (max(sums) - min(sums)) / max(abs(sums[0]), 1e-30),
-            "weights_digest": digest,
-            "loss": float(loss),
-            "timeline": timeline,
-            "fingerprint": runtime.merge_fingerprints([g["fingerprint"] for g in gathered]),
-            "gpu": gpumon.merge([g["gpu"] for g in gathered]),
-            "nodes_use": nodemon.merge([g["node"] for g in gathered]),
-        }
-        images_per_sec = comm.size * args.batch * per_window * args.windows / sum(slowest)
-        print(
-            f"{args.model} {args.backend} x{comm.size}: {images_per_sec:.1f} images/s",
-            file=sys.stderr,
-        )
-        runtime.emit(record, args.out)
-    # Every rank is past its last collective before any tears the group down.
-    comm.barrier()
-    comm.shutdown()
-    return 0
+    if comm.rank != 0:
+        return None
+    rank_windows = [g["window_times"] for g in gathered]
+    rank_data = [g["data_times"] for g in gathered]
+    slowest = runtime.slowest(rank_windows)
+    sums = [g["weights"]["weight_sum"] for g in gathered]
+    replicas: dict[Any, set[str]] = {}
+    for g in gathered:
+        replicas.setdefault(g["weights"]["replica"], set()).add(g["weights"]["digest"])
+    record = {
+        "kind": "workload",
+        "model": args.model,
+        "backend": args.backend,
+        "batch": args.batch,
+        "unit": work.unit,
+        "data": "synthetic" if args.data == "synthetic" else os.path.abspath(args.data),
+        "warmup": args.warmup,
+        "windows": args.windows,
+        "steps": per_window,
+        "steps_asked": args.steps,
+        "min_window_s": args.min_window_s,
+        "workers": comm.size,
+        "local_workers": comm.local_size,
+        "device": device.type,
+        "step": args.step,
+        "compile_backend": steps.compile_backend() if args.step == "compile" else None,
+        "threads": threads,
+        "wrapped": work.wrapped,
+        "dist_backend": comm.dist_backend,
+        "grad_timeline": grad_timeline,
+        "window_times": slowest,
+        "rank_window_times": rank_windows,
+        "device_window_times": runtime.slowest([g["device_window_times"] for g in gathered]),
+        "rank_data_times": rank_data if args.data != "synthetic" else None,
+        "data_time_fraction": (
+            None
+            if args.data == "synthetic"
+            else sum(map(sum, rank_data)) / sum(map(sum, rank_windows))
+        ),
+        # Every copy of each replica the same (DDP: every rank; FSDP2: each rank's shard
+        # is the only copy; HSDP: a shard's copies across the replicas).
+        "weights_in_sync": all(len(d) == 1 for d in replicas.values()),
+        "weight_sum_spread": (max(sums) - min(sums)) / max(abs(sums[0]), 1e-30),
+        "weights_digest": gathered[0]["weights"].get("full_digest", weights["digest"]),
+        "loss": float(loss),
+        "timeline": timeline,
+        "fingerprint": runtime.merge_fingerprints([g["fingerprint"] for g in gathered]),
+        "gpu": gpumon.merge([g["gpu"] for g in gathered]),
+        "nodes_use": nodemon.merge([g["node"] for g in gathered]),
+        **before,
+        **work.fields(),
+    }
+    work.finish(record)
+    rate = comm.size * work.per_step * per_window * args.windows / sum(slowest)
+    how = record.get("parallel") or args.backend
+    print(f"{args.model} {how} x{comm.size}: {rate:.1f} {work.unit}/s", file=sys.stderr)
+    return record
 
 
 if __name__ == "__main__":

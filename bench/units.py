@@ -43,6 +43,8 @@ _REAL = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,9})?", re.ASCII)
 COUNTS: dict[str, tuple[int, int]] = {
     "batch": (1, 65536),
     "image-size": (0, 4096),  # 0: the model's own
+    "seq-len": (0, 1 << 20),  # 0: the transformer's own
+    "shard-group": (0, 1 << 16),  # 0: a node's workers
     "threads": (0, 1024),  # 0: the node's cores shared among its workers
     "data-workers": (0, 256),
     "warmup": (0, 100_000),
@@ -109,3 +111,24 @@ def argtype(parse: Callable[[str, str], T], name: str) -> Callable[[str], T]:
 
     convert.__name__ = name
     return convert
+
+
+# The collectives bench/allreduce.py probes, all-reduce first (the harness's fits read its
+# records), then those FSDP2 issues.
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+
+
+def parse_collectives(text: str) -> tuple[str, ...]:
+    """'all_reduce,all_gather' -> the names; ValueError with one line unless all_reduce
+    comes first and each name is one of COLLECTIVES, once."""
+    names = tuple(t.strip() for t in (text or "").split(",") if t.strip())
+    if (
+        not names
+        or names[0] != "all_reduce"
+        or len(set(names)) < len(names)
+        or not set(names) <= set(COLLECTIVES)
+    ):
+        raise ValueError(
+            f"{str(text)[:60]!r}: all_reduce, then any of {', '.join(COLLECTIVES[1:])}, each once"
+        )
+    return names

@@ -18,6 +18,7 @@ from typing import Any
 
 STEP_MODES = ("eager", "graph", "compile")  # bench/steps.py
 DECODERS = ("auto", "workers", "device")  # bench/inputs.py
+PARALLEL = ("ddp", "fsdp2", "hsdp")  # bench/lm.py (the transformers)
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,40 @@ class Option:
 
 
 OPTIONS = (
-    Option("--model", "text", "resnet50", "a model of bench/models.json"),
-    Option("--image-size", "count", 0, "default: the model's own"),
-    Option("--data", "text", "synthetic", "'synthetic' or an ImageNet-layout folder"),
+    Option(
+        "--model",
+        "text",
+        "resnet50",
+        "a CNN of bench/models.json or a transformer of bench/transformer_configs.py",
+    ),
+    Option("--image-size", "count", 0, "CNNs; default: the model's own"),
+    Option(
+        "--seq-len",
+        "count",
+        0,
+        "transformers: tokens per sequence (default: the configuration's own; at most its context)",
+    ),
+    Option(
+        "--parallel",
+        "choice",
+        "ddp",
+        "transformers: ddp, fsdp2 (FSDP2 over all workers) or hsdp (shard inside a group, "
+        "replicate across groups)",
+        PARALLEL,
+    ),
+    Option(
+        "--shard-group",
+        "count",
+        0,
+        "hsdp: workers that shard one replica (default: a node's workers); must divide the workers",
+    ),
+    Option(
+        "--data",
+        "text",
+        "synthetic",
+        "'synthetic', an ImageNet-layout folder (CNNs) or a token file (transformers, "
+        "bench/tokens.py)",
+    ),
     Option(
         "--decode",
         "choice",

@@ -71,6 +71,8 @@ def run_probe(target: Target, nodes: int, probe: ProbeSpec) -> dict:
         probe.max_bytes,
         "--budget-s",
         str(budget),
+        "--collectives",
+        ",".join(probe.collectives),
     ]
     spec = target.spec("allreduce.py", script_args, nodes, workers, budget + GRACE_S)
     outcome = target.run(spec, timeout_s=budget + GRACE_S)
@@ -96,6 +98,12 @@ def run_probe(target: Target, nodes: int, probe: ProbeSpec) -> dict:
         record["cpu_work"] = result.get("cpu_work")
         # True: the budget ran out before --probe-max-bytes; results hold what completed.
         record["stopped_early"] = bool(result.get("stopped_early"))
+        # FSDP's collectives where asked (the same sizes, while the budget lasts), and what
+        # the backend ran for each (Gloo carries out a reduce-scatter as an all-reduce).
+        for name in ("all_gather", "reduce_scatter"):
+            if name in result:
+                record[name] = result[name]
+        record["collectives"] = result.get("collectives")
         record["fingerprint"] = {**result["fingerprint"], **record["fingerprint"]}
     else:
         record["error"] = outcome.error()

@@ -44,6 +44,8 @@ from hpcbench.specs import (
     parse_size,
     seconds_type,
     target_ci_type,
+    transformer_configs,
+    units,
     workload_options,
 )
 from hpcbench.ssh import SshAccess
@@ -358,27 +360,44 @@ def target_spec(args: argparse.Namespace) -> TargetSpec:
     return dataclasses.replace(spec, slurm=slurm_options(args, spec.kind))
 
 
-def probe_spec(args: argparse.Namespace) -> ProbeSpec:
+def probe_spec(
+    args: argparse.Namespace, collectives: tuple[str, ...] = ProbeSpec.collectives
+) -> ProbeSpec:
     parse_size(args.probe_max_bytes, "--probe-max-bytes")
     return ProbeSpec(
-        args.probe_max_bytes, args.device, args.threads, args.timeout, args.probe_budget
+        args.probe_max_bytes,
+        args.device,
+        args.threads,
+        args.timeout,
+        args.probe_budget,
+        collectives,
     )
 
 
 def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
     models = known_models()
-    if args.model not in models:
-        raise UsageError(f"unknown model {args.model!r}: choose one of {', '.join(sorted(models))}")
-    image_size = args.image_size or models[args.model]["image_size"]  # bounded by its type
+    transformer = transformer_configs.is_transformer(args.model)
+    if args.model not in models and not transformer:
+        names = sorted([*models, *transformer_configs.CONFIGS])
+        raise UsageError(f"unknown model {args.model!r}: choose one of {', '.join(names)}")
+    why = transformer_configs.problem_of(args)
+    if why:
+        raise UsageError(why)
     if args.data != "synthetic":
         check_path(args.data, "--data")
         if args.data.startswith("-"):  # bench/train.py would read it as an option
-            raise UsageError(f"--data: {args.data[:60]!r} is not a folder; write ./{args.data}")
+            raise UsageError(f"--data: {args.data[:60]!r} is not a path; write ./{args.data}")
     if args.step == "graph" and args.device == "cpu":
         raise UsageError(
             "--step graph needs CUDA (CUDA graphs): drop --device cpu, or use "
             "--step eager or compile"
         )
+    seq_len, image_size = 0, 0
+    if transformer:
+        config = transformer_configs.CONFIGS[args.model]
+        seq_len = transformer_configs.resolve_seq_len(config, args.seq_len)  # checked above
+    else:
+        image_size = args.image_size or models[args.model]["image_size"]  # bounded by its type
     return WorkloadSpec(
         model=args.model,
         image_size=image_size,
@@ -396,11 +415,17 @@ def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
         fp16_allreduce=args.fp16_allreduce,
         fusion_threshold_mb=args.fusion_threshold_mb,
         bucket_cap_mb=args.bucket_cap_mb,
+        seq_len=seq_len,
+        parallel=args.parallel,
+        shard_group=args.shard_group,
     )
 
 
 def sweep_spec(args: argparse.Namespace) -> SweepSpec:
-    probe_of_sweep = probe_spec(args)  # checked even with --no-probe, as before
+    # FSDP2 and HSDP also all-gather and reduce-scatter: their sweeps probe those too.
+    sharded = args.parallel != "ddp"
+    probe_of_sweep = probe_spec(args, units.COLLECTIVES if sharded else ("all_reduce",))
+    # (checked even with --no-probe, as before)
     return SweepSpec(
         batches=tuple(parse_batch(args.batch)),
         out=Path(args.out),
@@ -430,7 +455,7 @@ def scale_main(args: argparse.Namespace) -> int:
 
 
 def probe_main(args: argparse.Namespace) -> int:
-    spec = probe_spec(args)
+    spec = probe_spec(args, args.collectives)
     return probe.run(target_spec(args), spec, Path(args.out))
 
 
@@ -485,5 +510,11 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     add_target_arguments(p, nodes_default="2")
     workload_options.add_to(p, WORKLOAD_PARSERS, only=("--device", "--threads"))
     p.add_argument("--probe-max-bytes", default="64M", help="largest message (default 64M)")
+    p.add_argument(
+        "--collectives",
+        type=units.argtype(lambda _name, text: units.parse_collectives(text), "collectives"),
+        default=("all_reduce",),
+        help="all_reduce, then any of all_gather, reduce_scatter (FSDP's), comma-separated",
+    )
     add_probe_budget(p, "--timeout")
     p.set_defaults(func=probe_main)

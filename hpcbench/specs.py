@@ -35,6 +35,8 @@ def _load_bench(name: str) -> ModuleType:
 
 units = _load_bench("units")
 workload_options = _load_bench("workload_options")  # the options train.py takes
+transformer_configs = _load_bench("transformer_configs")  # the transformers and their checks
+tokens = _load_bench("tokens")  # token files' headers
 
 # Bounds that catch typos ("1-1000") before they turn into hours of launches.
 MAX_NODES = 4096
@@ -298,6 +300,12 @@ class WorkloadSpec:
     fp16_allreduce: bool = False
     fusion_threshold_mb: float | None = None
     bucket_cap_mb: float | None = None
+    # The transformers (bench/transformer_configs.py): the sequence (resolved: the
+    # configuration's own unless asked; 0 for the CNNs), the parallelism, and HSDP's shard
+    # group as asked (0: a node's workers, resolved per configuration by the sweep).
+    seq_len: int = 0
+    parallel: str = "ddp"
+    shard_group: int = 0
 
 
 @dataclass(frozen=True)
@@ -333,6 +341,9 @@ class ProbeSpec:
     # Seconds after which no new size starts (--probe-budget); None: the default rule
     # (hpcbench.probe.default_budget_s in a sweep, timeout_s for `probe` alone).
     budget_s: int | None = None
+    # bench/allreduce.py --collectives: all-reduce first; a sweep under FSDP2 or HSDP
+    # adds all-gather and reduce-scatter, the collectives it issues.
+    collectives: tuple[str, ...] = ("all_reduce",)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,9 @@ LOCK_FILE = ".lock"
 #      2026-11-25  read against RECORD_SCHEMA, a line that does not fit is skipped (a0ee18e)
 #      2026-11-26  + step and decode, written only when not eager/auto (74182f7)
 #      2026-11-27  + a probe's budget_s and stopped_early (absent: the full size sweep)
+#      2026-11-28  + the transformers' parallel, seq_len and shard_group (labels at
+#                  ddp, 0, 0 as before); a probe's all_gather, reduce_scatter and
+#                  collectives (absent: all-reduce alone)
 # A change of a field's meaning or unit is version 2, with a reader for 1.
 # What is read: version 1, every line of it, the one format written so far; there is
 # no older format and so no reader for one. ADDED_LATER is part of version 1 as it is
@@ -101,9 +104,12 @@ ADDED_LATER: dict[str, str | int] = {
     "slurm_bench_dir": "",
     "slurm_setup": "",
     "slurm_cpus_per_task": 0,
+    "parallel": "ddp",
+    "seq_len": 0,
+    "shard_group": 0,
 }
 # The method fields among them, in the order a label names them.
-METHOD_FIELDS_LATER = ("step", "decode")
+METHOD_FIELDS_LATER = ("step", "decode", "parallel", "seq_len", "shard_group")
 
 
 def method_label(values: dict[str, Any]) -> str:

@@ -23,7 +23,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench import analysis, fingerprint, probe, ssh
+from hpcbench import analysis, files, fingerprint, probe, ssh
 from hpcbench.errors import UsageError
 from hpcbench.launchers import RunSpec
 from hpcbench.launchers.slurm import SlurmLauncher, job_folders, shell_path
@@ -37,6 +37,8 @@ from hpcbench.specs import (
     TargetSpec,
     TestbedKind,
     WorkloadSpec,
+    tokens,
+    transformer_configs,
     workload_options,
 )
 from hpcbench.store import Store, method_label, run_key
@@ -80,6 +82,31 @@ WORKLOAD_FIELDS = (
     "grad_timeline",
     "steps_asked",
     "min_window_s",
+    # The transformers (bench/lm.py): what a step trains, how it is sharded, what the
+    # backend ran for each collective, and the figures the workload derives.
+    "unit",
+    "seq_len",
+    "parallel",
+    "shard_group",
+    "mesh",
+    "reshard_after_forward",
+    "fsdp_units",
+    "precision",
+    "mixed_precision",
+    "params_matmul",
+    "flops_per_token",
+    "tokens_per_step",
+    "param_bytes",
+    "token_file",
+    "collectives",
+    "collectives_per_step",
+    "tokens_per_sec",
+    "tokens_per_sec_per_worker",
+    "peak_flops",
+    "peak_flops_per_worker",
+    "peak_source",
+    "mfu",
+    "mfu_unknown",
 )
 
 
@@ -193,6 +220,9 @@ def base_record(
         "threads": workload.threads,
         "step": workload.step,
         "decode": workload.decode,
+        "parallel": workload.parallel,
+        "seq_len": workload.seq_len,
+        "shard_group": workload.shard_group,
     }
     record["method"] = method_label({**record, **asked})
     return record
@@ -287,7 +317,20 @@ def convergence_of(
     }
 
 
+def shard_group_of(workload: WorkloadSpec, config: Config) -> int:
+    """HSDP's shard group in a configuration: --shard-group, else a node's workers as the
+    plan counts them (on --env localhost a 'node' is its share of this machine's
+    processes, which one torchrun starts together). ValueError with one line where it
+    does not divide the workers (bench/transformer_configs.py, shard_group)."""
+    per_node = config.workers // config.nodes
+    return transformer_configs.shard_group(
+        workload.parallel, workload.shard_group, config.workers, per_node
+    )
+
+
 def run_spec(target: Target, workload: WorkloadSpec, sweep: SweepSpec, config: Config) -> RunSpec:
+    if workload.parallel == "hsdp" and config.workers > 1:  # the node's group, said
+        workload = dataclasses.replace(workload, shard_group=shard_group_of(workload, config))
     script_args = workload_args(workload, target.backend, config.batch)
     return target.spec("train.py", script_args, config.nodes, config.workers, sweep.timeout_s)
 
@@ -311,22 +354,27 @@ def check_data(target: Target, workload: WorkloadSpec, ask_login: bool = True) -
             spec = target.spec("train.py", ["--data", data], 1, 1)
             if data.startswith("/") and data not in job_folders(spec, launcher.options):
                 return
+    transformer = transformer_configs.is_transformer(workload.model)
+    kind = "token file" if transformer else "directory"
     relative = not data.startswith("/")
     path = f"{tb.bench_dir.rstrip('/')}/{data}" if relative else data
     where = f" in {tb.bench_dir}, where the workers start" if relative else ""
     if login is not None:
         if not ask_login:
             return
-        reply = ssh.call(login, f"test -d {shell_path(path)} && echo yes || echo no")
+        test = "-f" if transformer else "-d"
+        reply = ssh.call(login, f"test {test} {shell_path(path)} && echo yes || echo no")
         if not reply.ok or reply.stdout.strip() not in ("yes", "no"):
             raise UsageError(
                 f"login node {login.host} is unreachable over SSH: {reply.problem or 'no answer'}"
             )
         if reply.stdout.strip() == "no":
             raise UsageError(
-                f"--data {data[:80]}: no such directory on login node {login.host}{where} "
+                f"--data {data[:80]}: no such {kind} on login node {login.host}{where} "
                 "(or say 'synthetic')"
             )
+    elif tb.on_controller and transformer:
+        check_token_file(workload, Path(path))
     elif tb.on_controller:
         if not Path(path).is_dir():
             raise UsageError(f"--data {data[:80]}: no such directory{where} (or say 'synthetic')")
@@ -335,6 +383,23 @@ def check_data(target: Target, workload: WorkloadSpec, ask_login: bool = True) -
                 f"--data {data[:80]}: holds no <class>/<image> files{where}: give an "
                 "ImageNet-layout folder, DIR/train/<class>/<image>.JPEG (or say 'synthetic')"
             )
+
+
+def check_token_file(workload: WorkloadSpec, path: Path) -> None:
+    """A transformer's --data: a token file whose header fits the model (its ids are
+    checked on the nodes, bench/tokens.py)."""
+    config = transformer_configs.CONFIGS[workload.model]
+    try:  # the file the user named: a FIFO, device or folder there is one line
+        fd = files.open_regular(path, os.O_RDONLY, root=path)
+    except OSError as err:
+        raise UsageError(f"--data {workload.data[:80]}: {err.strerror or err}") from None
+    with os.fdopen(fd, "rb") as f:
+        raw, size = f.read(tokens.HEADER.size), os.fstat(f.fileno()).st_size
+    try:
+        header = tokens.parse_header(raw, size, f"--data {workload.data}")
+        tokens.check_fits(header, config.vocab, workload.seq_len, f"--data {workload.data}")
+    except tokens.TokenFileError as err:
+        raise UsageError(str(err)) from None
 
 
 # The files torchvision's ImageFolder takes as images (torchvision/datasets/folder.py,
@@ -404,6 +469,12 @@ def events(
         for c in dict.fromkeys(c for c, _ in plan(target, sweep.batches, 1, sweep.seed))
         if allowed(c)
     ]
+    for config in configs:  # HSDP's shard group, before anything is launched
+        if config.workers > 1:
+            try:
+                shard_group_of(workload, config)
+            except ValueError as err:
+                raise UsageError(f"{err} ({config.label})") from None
     if not todo:
         held_live = analysis.LiveSummary(held)
         summaries = {

@@ -23,7 +23,10 @@ GROUPS = {
         "tests/e2e/test_virtualwall.py",
         "tests/e2e/test_state_secrets.py",
     ),
-    "localhost": ("tests/integration/test_scale_local.py",),
+    "localhost": (
+        "tests/integration/test_scale_local.py",
+        "tests/integration/test_transformer_local.py",
+    ),
 }
 
 

@@ -283,7 +283,11 @@ def test_the_real_probe_stops_when_its_budget_is_spent_and_exits_cleanly(tmp_pat
     assert record["stopped_early"] is True and record["budget_s"] == 1
     assert [r["bytes"] for r in record["results"]] == [4096]
     said = [line for line in outputs[0].splitlines() if "probe budget" in line]
+    # The all-reduce's sweep runs first; FSDP's collectives get what it leaves: nothing.
     assert said == [
         "probe budget of 1 s: stopped after 4096 B, 1 of 8 sizes (up to 67108864 B asked); "
-        "the next would not fit"
+        "the next would not fit",
+        "probe budget of 1 s: all_gather not probed, 0 of 8 sizes: the budget was spent",
+        "probe budget of 1 s: reduce_scatter not probed, 0 of 8 sizes: the budget was spent",
     ]
+    assert record["all_gather"] == [] and record["reduce_scatter"] == []

@@ -1,0 +1,134 @@
+"""Peak FLOPS per accelerator and precision, each row with its source, and MFU.
+
+Dense figures: where a data sheet gives tensor-core rates "with sparsity" (2:4
+structured), the row holds half of it, as the sheets' own footnotes say ("one-half
+lower without sparsity"). A GPU matches the first row whose pattern is found in
+torch.cuda.get_device_name(); a name no row matches, or a precision a matching row
+lacks, has no peak, and the record says so instead of an MFU. On CPU nodes there is
+no table: the workload measures a GEMM on the node (bench/lm.py, measured_gemm_flops).
+
+Runs on the nodes and in the harness: no torch, no hpcbench.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+H100_PAGE = "https://www.nvidia.com/en-us/data-center/h100/"
+H200_PAGE = "https://www.nvidia.com/en-us/data-center/h200/"
+A100_PAGE = "https://www.nvidia.com/en-us/data-center/a100/"
+V100_PAGE = "https://www.nvidia.com/en-us/data-center/v100/"
+L40S_PAGE = "https://www.nvidia.com/en-us/data-center/l40s/"
+HGX_PAGE = "https://www.nvidia.com/en-us/data-center/hgx/"
+TABLE = "bench/peak_flops.py"
+
+
+@dataclass(frozen=True)
+class Peak:
+    name: str
+    pattern: str  # a regular expression searched in the device's name
+    flops: dict[str, float]  # by precision: bf16, fp16, fp32
+    source: str
+
+
+PEAKS = (
+    # "NVIDIA H100 80GB HBM3" is the SXM5 part; the PCIe card names itself "H100 PCIe".
+    Peak(
+        "H100 NVL",
+        r"H100.*NVL",
+        {"bf16": 835.5e12},
+        f"{H100_PAGE}: H100 NVL BF16 Tensor Core 1,671 TFLOPS with sparsity, halved",
+    ),
+    Peak(
+        "H100 PCIe",
+        r"H100.*PCIe",
+        {"bf16": 756.5e12, "fp32": 51e12},
+        f"{H100_PAGE}: H100 PCIe BF16 Tensor Core 1,513 TFLOPS with sparsity, halved; "
+        "FP32 51 TFLOPS",
+    ),
+    Peak(
+        "H100 SXM",
+        r"H100",
+        {"bf16": 989.5e12, "fp32": 67e12},
+        f"{H100_PAGE}: H100 SXM BF16 Tensor Core 1,979 TFLOPS with sparsity, halved; "
+        "FP32 67 TFLOPS",
+    ),
+    # Not GH200 (a Grace Hopper superchip), nor the H200 NVL card, whose rates differ.
+    Peak(
+        "H200 NVL",
+        r"(?<!G)H200.*NVL",
+        {},
+        f"{H200_PAGE}: the NVL card's rates are below the SXM part's; no row yet",
+    ),
+    Peak(
+        "H200 SXM",
+        r"(?<!G)H200",
+        {"bf16": 989.5e12, "fp32": 67e12},
+        f"{H200_PAGE}: H200 SXM BF16 Tensor Core 1,979 TFLOPS with sparsity, halved; "
+        "FP32 67 TFLOPS",
+    ),
+    # 40 GB and 80 GB, SXM4 and PCIe: one rate ("NVIDIA A100-SXM4-80GB", "A100 80GB PCIe").
+    Peak(
+        "A100",
+        r"A100",
+        {"bf16": 312e12, "fp32": 19.5e12},
+        f"{A100_PAGE}: BF16 Tensor Core 312 TFLOPS (624 with sparsity); FP32 19.5 TFLOPS",
+    ),
+    # Volta has no bfloat16: its tensor cores run fp16.
+    Peak(
+        "V100S PCIe",
+        r"V100S",
+        {"fp16": 130e12, "fp32": 16.4e12},
+        f"{V100_PAGE}: V100S PCIe Tensor 130 TFLOPS, single precision 16.4 TFLOPS",
+    ),
+    Peak(
+        "V100 PCIe",
+        r"V100-PCIE",
+        {"fp16": 112e12, "fp32": 14e12},
+        f"{V100_PAGE}: V100 PCIe Tensor 112 TFLOPS, single precision 14 TFLOPS",
+    ),
+    Peak(
+        "V100 SXM2",
+        r"V100-SXM2",
+        {"fp16": 125e12, "fp32": 15.7e12},
+        f"{V100_PAGE}: V100 SXM2 Tensor 125 TFLOPS, single precision 15.7 TFLOPS",
+    ),
+    Peak(
+        "B200",
+        r"(?<!G)B200",
+        {"bf16": 2.25e15, "fp32": 75e12},
+        f"{HGX_PAGE}: HGX B200, per GPU FP16/BF16 Tensor Core 4.5 PFLOPS with sparsity, "
+        "halved; FP32 75 TFLOPS (torchtitan's tools/utils.py get_peak_flops: 2.25e15)",
+    ),
+    Peak(
+        "L40S",
+        r"L40S",
+        {"bf16": 362.05e12, "fp32": 91.6e12},
+        f"{L40S_PAGE}: BF16 Tensor Core 362.05 TFLOPS (733 with sparsity); FP32 91.6 TFLOPS",
+    ),
+)
+
+
+def lookup(device_name: str, precision: str) -> tuple[float | None, str]:
+    """(peak FLOPS, its source), or (None, why there is none)."""
+    for row in PEAKS:
+        if re.search(row.pattern, device_name):
+            if precision in row.flops:
+                return row.flops[precision], f"{row.name}: {row.source}"
+            return None, f"no {precision} peak for {row.name} ({device_name}) in {TABLE}"
+    return None, f"no peak for {device_name!r} in {TABLE}"
+
+
+def mfu(achieved: float, peak: float | None, why: str = "") -> tuple[float | None, str | None]:
+    """(MFU, None), or (None, why it is unknown). Above 1 it is never given: the model's
+    FLOPs outrunning the peak means a wrong peak or a wrong formula."""
+    if peak is None or peak <= 0:
+        return None, why or "no peak FLOPS"
+    share = achieved / peak
+    if share > 1:
+        return None, (
+            f"the model's FLOPs ({achieved / 1e12:.3g} TFLOPS) exceed the peak "
+            f"({peak / 1e12:.3g} TFLOPS): a wrong peak or formula, so no MFU"
+        )
+    return share, None

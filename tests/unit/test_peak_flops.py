@@ -1,0 +1,62 @@
+"""Peak FLOPS by the name torch gives a GPU (bench/peak_flops.py), and an MFU that is
+never above 100%: the record says why it is unknown instead."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import peak_flops  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("device", "precision", "peak"),
+    [
+        ("NVIDIA H100 80GB HBM3", "bf16", 989.5e12),  # the SXM5 part
+        ("NVIDIA H100 PCIe", "bf16", 756.5e12),
+        ("NVIDIA H100 NVL", "bf16", 835.5e12),
+        ("NVIDIA H200", "bf16", 989.5e12),
+        ("NVIDIA A100-SXM4-40GB", "bf16", 312e12),
+        ("NVIDIA A100 80GB PCIe", "fp32", 19.5e12),
+        ("Tesla V100-SXM2-32GB", "fp32", 15.7e12),
+        ("Tesla V100-PCIE-16GB", "fp32", 14e12),
+        ("Tesla V100S-PCIE-32GB", "fp16", 130e12),
+        ("NVIDIA B200", "bf16", 2.25e15),
+        ("NVIDIA L40S", "bf16", 362.05e12),
+    ],
+)
+def test_each_gpu_gets_its_own_row(device, precision, peak):
+    found, source = peak_flops.lookup(device, precision)
+    assert found == peak and source.split(":")[0] and "nvidia.com" in source
+
+
+@pytest.mark.parametrize(
+    ("device", "precision"),
+    [
+        ("NVIDIA GH200 480GB", "bf16"),  # not an H200
+        ("NVIDIA GB200", "bf16"),  # not a B200
+        ("NVIDIA H200 NVL", "bf16"),  # a card below the SXM part
+        ("Tesla V100-SXM2-16GB", "bf16"),  # Volta has no bfloat16
+        ("NVIDIA H100 NVL", "fp32"),
+        ("NVIDIA GeForce RTX 4090", "bf16"),
+    ],
+)
+def test_a_gpu_or_precision_without_a_row_has_no_peak_and_says_so(device, precision):
+    found, why = peak_flops.lookup(device, precision)
+    assert found is None and "bench/peak_flops.py" in why
+
+
+def test_mfu_is_the_share_of_the_peak():
+    assert peak_flops.mfu(250e12, 1000e12) == (0.25, None)
+
+
+def test_an_mfu_above_one_is_never_given():
+    share, why = peak_flops.mfu(1.2e15, 989.5e12)
+    assert share is None and "exceed the peak" in why and "wrong peak or formula" in why
+
+
+def test_without_a_peak_the_mfu_is_unknown_with_the_reason():
+    assert peak_flops.mfu(1e12, None, "no peak for 'X'") == (None, "no peak for 'X'")
