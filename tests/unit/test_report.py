@@ -160,6 +160,15 @@ def test_progress_bar_on_a_terminal():
     assert "[........] 0/4 ETA --" in text and "[##......] 1/4 ETA 1m30s" in text
 
 
+def test_progress_bar_shows_no_eta_after_the_last_run():
+    out = _Tty()
+    p = Progress(2, out, width=8)
+    p.finish("x", True, 30.0)
+    p.finish("y", True, 30.0)
+    last = out.getvalue().rsplit("\r", 1)[-1]
+    assert "2/2" in last and "ETA" not in last and "done" in last
+
+
 def test_a_damaged_store_still_reports_and_says_how_many_lines_it_skipped(tmp_path, capsys):
     store = _store(tmp_path)
     with store.path.open("ab") as f:
