@@ -61,6 +61,7 @@ FINGERPRINT_KEYS = (
     "driver",
     "cpu",
     "cores",
+    "node_cpus",  # not a fingerprint's: analysis.node_cpus
     "threads",
     "hosts",
     "hpcbench_commit",
@@ -104,6 +105,23 @@ def load(directory: str) -> tuple[Store, list[dict], list[dict], list[dict]]:
         raise UsageError(f"{store.path} holds no runs yet")
     convergence = [r for r in records if r.get("kind") == "convergence"]
     return store, runs, probes, convergence
+
+
+# Where a key alone misleads: in a container, os.cpu_count (`cores`) counts the host's
+# cores, while the node may use only its quota.
+HOST_CORES = "cores of the machine the node runs on"
+NODE_CPUS = "CPUs a node may use (its quota, else the CPUs it may run on)"
+FINGERPRINT_LABELS = {"cores": f"cores: {HOST_CORES}", "node_cpus": NODE_CPUS}
+
+
+def environment(runs: list[dict], env: str | None = None) -> dict[str, str]:
+    """The environment table, label -> value: the latest ok run's fingerprint (for one
+    env if given), and the CPUs its nodes may use beside the machine's cores."""
+    fp = dict(fingerprint_of(runs, env))
+    cpus = analysis.node_cpus([r for r in runs if env is None or r.get("env") == env])
+    if cpus:
+        fp["node_cpus"] = cpus
+    return {FINGERPRINT_LABELS.get(k, k): _fp_value(fp[k]) for k in FINGERPRINT_KEYS if k in fp}
 
 
 def fingerprint_of(runs: list[dict], env: str | None = None) -> dict[str, Any]:
@@ -455,8 +473,7 @@ def report_page(
 
     envs = sorted({r["env"] for r in runs if r.get("env")})
     for env in envs:
-        fp = fingerprint_of(runs, env)
-        rows = [[k, _fp_value(fp[k])] for k in FINGERPRINT_KEYS if k in fp]
+        rows = [[k, v] for k, v in environment(runs, env).items()]
         sections.append(Section(f"Environment {env}", [Table(["", "value"], rows)]))
 
     sections.append(Section("Results", []))
@@ -524,12 +541,8 @@ def comparison(dir_a: str, dir_b: str) -> str:
         sides.append((runs, {_match_key(s): s for s in analysis.summarise(runs, probes)}))
     (runs_a, a), (runs_b, b) = sides
     name_a, name_b = f"A: {dir_a}", f"B: {dir_b}"
-    fp_a, fp_b = fingerprint_of(runs_a), fingerprint_of(runs_b)
-    env_rows = [
-        [k, _fp_value(fp_a.get(k)), _fp_value(fp_b.get(k))]
-        for k in FINGERPRINT_KEYS
-        if k in fp_a or k in fp_b
-    ]
+    env_a, env_b = environment(runs_a), environment(runs_b)
+    env_rows = [[k, env_a.get(k, "-"), env_b.get(k, "-")] for k in {**env_a, **env_b}]
     environments = Section("Environments", [Table(["", name_a, name_b], env_rows)])
     header = [
         "model",

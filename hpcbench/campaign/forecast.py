@@ -123,22 +123,30 @@ def given_settings(tb: TestbedPlan) -> dict[str, Any]:
     return values
 
 
-def link_rate_bits(tb: TestbedPlan) -> float | None:
-    """The testbed's nominal link between nodes in bits/s: its settings' (or its
-    variant's file's) link_rate or link_capacity_mbps, else `hardware: link`."""
+def given_link(tb: TestbedPlan) -> tuple[str, float] | None:
+    """The testbed's nominal link between nodes as the campaign gives it, as written and
+    in bits/s: its settings' (or its variant's file's) link_rate or link_capacity_mbps,
+    else `hardware: link`; None where none is given or it is no line rate."""
     values = given_settings(tb)
     if "link_capacity_mbps" in values:
         try:
-            return float(values["link_capacity_mbps"]) * 1e6
+            mbps = float(values["link_capacity_mbps"])
         except (TypeError, ValueError):
             return None
+        return f"{mbps:g}mbit", mbps * 1e6
     rate = values.get("link_rate") or tb.hardware.link
     if isinstance(rate, str) and rate:
         try:
-            return parse_link(rate)
+            return rate, parse_link(rate)
         except UsageError:
             return None
     return None
+
+
+def link_rate_bits(tb: TestbedPlan) -> float | None:
+    """The testbed's nominal link between nodes in bits/s (given_link)."""
+    given = given_link(tb)
+    return None if given is None else given[1]
 
 
 def _probes(store: Store) -> list[dict[str, Any]]:
