@@ -306,7 +306,7 @@ def _breakdown_plot(plt: Any, by_batch: dict[int, list[ConfigSummary]], path: Pa
             label="overlapped communication",
         )
         ax.set(xlabel="nodes", ylabel="ms per step", title=f"batch {batch}")
-        ax.legend(fontsize=8)
+    figures.legends_outside(fig, axes[0][-1:])  # every panel's is the same
     fig.tight_layout()
     figures.save_png(fig, path)
     plt.close(fig)
@@ -366,7 +366,7 @@ def _make_plots(summaries: list[ConfigSummary], plot_dir: Path) -> list[tuple[st
         for ax in (ax_x, ax_e):
             ax.set_xticks(range(1, max_nodes + 1))
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
+        figures.legends_outside(fig, (ax_x, ax_e))
         fig.suptitle(f"{model} ({backend}, {image_size} px) on {env}")
         fig.tight_layout()
         path = figures.save_png(fig, plot_dir / f"{stem}.png")

@@ -367,9 +367,9 @@ def charts(
                 xlabel="workers (GPUs, or nodes of one worker)", title=f"batch {batch} per worker"
             )
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
         for ax in axes[0]:
             ax.set_xticks(range(1, top + 1))
+        figures.legends_outside(fig, axes[0])
         fig.suptitle("Throughput" if name == "throughput" else "Scaling efficiency")
         if made_by:
             fig.text(0.01, 0.005, _plain(made_by), fontsize=7, color="0.4")
