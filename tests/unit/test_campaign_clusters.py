@@ -23,6 +23,7 @@ from hpcbench.errors import UsageError
 from hpcbench.schedulers.slurm import JobLeftBehind
 from hpcbench.specs import TestbedKind
 from hpcbench.store import Store
+from tests.unit.test_campaign import fake_run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -389,22 +390,9 @@ def test_the_report_gives_the_given_link_the_nodes_cpus_and_no_character_referen
     for workers, seconds in ((1, 1.0), (2, 1.2)):
         store.append(
             {
-                "kind": "run",
-                "env": "slurm",
-                "model": "resnet18",
+                **fake_run("slurm", 4, workers, workers, 1),
                 "backend": "ddp",
-                "batch": 4,
-                "image_size": 32,
-                "data": "synthetic",
-                "nodes": workers,
-                "workers": workers,
-                "gpus_per_node": 1,
-                "method": "m",
-                "repeat": 0,
-                "status": "ok",
-                "steps": 2,
                 "window_times": [seconds, seconds],
-                "weights_in_sync": True,
                 "fingerprint": {"cores": 2, "cpu": "[virt] CPU"},
                 "nodes_use": {"per_host": [per_host] * workers},
             }
