@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcbench import bounded, files, hostkeys, leases, reach, ssh
+from hpcbench.campaign.state import kept
 from hpcbench.errors import UsageError
 from hpcbench.paths import (
     ANSIBLE_DIR,
@@ -454,8 +455,6 @@ def say_campaign_state() -> None:
     """The campaigns' state folders beside this environment's, which `destroy --env`
     leaves alone (a campaign's testbeds are its own): each named, with what it holds
     and the command that releases and removes it."""
-    from hpcbench.campaign.state import kept  # the campaign package only where needed
-
     try:
         lines = kept()
     except (OSError, UsageError) as err:  # never in the way of the destroy's own outcome
