@@ -90,6 +90,8 @@ deploy: tools $(if $(filter local,$(ENV)),images $(if $(filter true,$(SLURM)),st
 verify: venv ## ENV's testinfra checks against its nodes
 	@$(PY) -m hpcbench verify --env $(ENV)
 
+# Campaign testbeds are their own (`campaign destroy FILE`); destroy lists the
+# campaign state folders left under .hpcbench/campaigns and that command.
 destroy: venv ## ENV's machines and what they hold, released
 	@$(PY) -m hpcbench destroy --env $(ENV)
 

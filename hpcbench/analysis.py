@@ -346,6 +346,25 @@ def _add_node_use(summary: ConfigSummary, ok: list[dict[str, Any]]) -> None:
     summary.cpu_limit = "; ".join(sorted(limits)) or None
 
 
+def node_cpus(runs: list[dict[str, Any]]) -> str | None:
+    """The CPUs a node may use, as each node's own monitor found them (bench/nodemon.py:
+    its cgroup quota, else the CPUs it may run on), each distinct figure with what
+    limits it; None where no ok run recorded one. Not the fingerprint's `cores`
+    (os.cpu_count), which inside a container counts the host's."""
+    found = set()
+    for r in runs:
+        use = r.get("nodes_use") if r.get("status") == "ok" else None
+        hosts = use.get("per_host") if isinstance(use, dict) else None
+        for host in hosts if isinstance(hosts, list) else []:
+            cpus = host.get("cpus") if isinstance(host, dict) else None
+            if isinstance(cpus, bool) or not isinstance(cpus, int | float):
+                continue
+            if math.isfinite(cpus) and cpus > 0:
+                limit = host.get("cpu_limit")
+                found.add(f"{cpus:g}" + (f" ({limit})" if isinstance(limit, str) and limit else ""))
+    return "; ".join(sorted(found)) or None
+
+
 def _matching_probe(probes: list[dict[str, Any]], s: ConfigSummary) -> dict[str, Any] | None:
     """The latest probe on the same env and worker count, same backend preferred."""
     candidates = [

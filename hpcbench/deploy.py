@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcbench import bounded, files, hostkeys, leases, reach, ssh
+from hpcbench.campaign.state import kept
 from hpcbench.errors import UsageError
 from hpcbench.paths import (
     ANSIBLE_DIR,
@@ -447,7 +448,25 @@ def _testinfra_config(folder: Path) -> Path:
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
-    return destroy(EnvRequest(args.env))
+    try:
+        return destroy(EnvRequest(args.env))
+    finally:
+        say_campaign_state()
+
+
+def say_campaign_state() -> None:
+    """The campaigns' state folders beside this environment's, which `destroy --env`
+    leaves alone (a campaign's testbeds are its own): each named, with what it holds
+    and the command that releases and removes it."""
+    try:
+        lines = kept()
+    except (OSError, UsageError) as err:  # never in the way of the destroy's own outcome
+        _say(f"campaign state folders not listed: {err}")
+        return
+    if lines:
+        _say(f"campaign state folders kept, not this environment's ({len(lines)}):")
+    for line in lines:
+        print(f"  {line}", flush=True)
 
 
 def destroy(req: EnvRequest) -> int:

@@ -85,6 +85,28 @@ def efficiency_panel(
     ax.set(ylabel="E(N) = X(N) / (N X(1))", ylim=(0, 1.15))
 
 
+def legends_outside(fig: Figure, axes: Sequence[Axes], fontsize: float = 8) -> None:
+    """Each panel's legend to the right of its plot, where it can hide no point (inside,
+    matplotlib's 'best' still covers some where the curves fill the panel), and the
+    figure widened by the legends so that the plots keep their width. The caller's
+    tight_layout then sets the panels apart: a legend outside its axes is counted in
+    their tight bounding box."""
+    legends = []
+    for ax in axes:
+        if ax.get_legend_handles_labels()[0]:
+            legends.append(
+                ax.legend(
+                    fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0
+                )
+            )
+    if not legends:
+        return
+    # get_window_extent lays a legend out with the figure's renderer: its size in pixels.
+    extra = sum(legend.get_window_extent().width for legend in legends) / fig.dpi
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width + extra + 0.2 * len(legends), height)
+
+
 def save_png(fig: Figure, path: Path, root: Path | None = None) -> Path:
     """The figure as a PNG at `path`, written whole (hpcbench.files), with no link
     followed below `root` (the folder the user named; None: `path`'s own)."""

@@ -61,6 +61,7 @@ RESULTS = Bound(
 )
 LEASE = Bound(64 * KIB, "a lease is one line of JSON")
 OWNER = Bound(64 * KIB, "an owner marker is one line of JSON")
+CAMPAIGN_NOTE = Bound(4 * KIB, "a campaign state folder's note is one path (PATH_MAX)")
 PID = Bound(64, "a lock's pid file holds one number")
 SETTINGS = Bound(MIB, "settings.json holds the Terraform variables of earlier deploys")
 TF_STATE = Bound(64 * MIB, "more than a testbed's Terraform state holds")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcbench import bounded, files
-from hpcbench.errors import UsageError
+from hpcbench.errors import UsageError, one_line
 
 LEASES = "leases"
 
@@ -35,10 +35,11 @@ class Lease:
     cancel: tuple[str, ...]  # empty: the file is unreadable, nothing to run
 
     def by_hand(self) -> str:
-        """One line: what is held and how to cancel it without hpcbench."""
+        """One line: what is held and how to cancel it without hpcbench (the file's text
+        with its line breaks and escapes written out: a planted one splits no line)."""
         how = shlex.join(self.cancel) if self.cancel else f"see {self.path}"
         since = f", since {self.created}" if self.created else ""
-        return f"still held: {self.what}{since}; cancel it by hand: {how}"
+        return one_line(f"still held: {self.what}{since}; cancel it by hand: {how}")
 
 
 def lease_dir(state_dir: Path) -> Path:
@@ -54,6 +55,7 @@ def read(path: Path, root: Path | None = None) -> Lease:
         what, created, cancel = data["what"], data.get("created", ""), data["cancel"]
         if not (
             isinstance(what, str)
+            and what.strip()  # a lease names what it holds
             and isinstance(created, str)
             and isinstance(cancel, list)
             and cancel

@@ -7,8 +7,10 @@ of text for the format it lands in, so a name from a record is shown as written
 and never read as markup:
 
 - HTML: html.escape (a name `<b>x</b>` is text, not an element).
-- Markdown: `&`, `<`, `>` and `[` as character references (raw HTML or a link
-  in a name never reaches report.md as such), `|` in a table cell as `&#124;`
+- Markdown: `&`, `<` and `>` as character references (raw HTML in a name never
+  reaches report.md as such), `[` backslash-escaped (no link; it reads as written
+  in the raw file), a backslash before punctuation doubled (it escapes nothing),
+  `|` in a table cell as `&#124;`
   (a row keeps its columns), line breaks folded into spaces (a heading, cell,
   item or paragraph stays one line), and a block marker at the start of a
   paragraph or item (`#`, `-`, `1.`, ...) backslash-escaped. Emphasis
@@ -128,8 +130,9 @@ def _md_block(block: Block) -> str:
         return "\n".join(f"- {_md_line_start(_md_text(item))}" for item in block.items)
     if isinstance(block, Table):
         return _md_table(block.header, block.rows)
-    # Every backslash doubled, so that `\]` only ever stands for a ']' (which would end the alt).
-    alt = _md_text(block.alt).replace("\\", "\\\\").replace("]", "\\]")
+    # ']' would end the alt: escaped (a backslash before it is doubled by _md_text); a
+    # trailing backslash would escape the alt's closing ']': doubled.
+    alt = re.sub(r"\\$", r"\\\\", _md_text(block.alt)).replace("]", "\\]")
     return f"![{alt}]({_url(block.src)})"
 
 
@@ -140,13 +143,18 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([line(header), "|" + "---|" * len(header), *(line(row) for row in rows)])
 
 
-# References, not backslashes: a backslash in the text before one would escape it.
-_MD_REFERENCES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "&#91;"})
+_MD_REFERENCES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "\\["})
+# A backslash before ASCII punctuation escapes it (CommonMark 0.31, "Backslash escapes");
+# before anything else it is a backslash.
+_MD_ESCAPING = re.compile(r"\\(?=[!-/:-@\[-`{-~])")
 
 
 def _md_text(text: str) -> str:
-    """Text that Markdown shows as written: no raw HTML, no link, one line."""
-    return " ".join(text.translate(_MD_REFERENCES).splitlines())
+    """Text that Markdown shows as written: no raw HTML, no link, one line. A backslash
+    that would escape what follows it (the text's own punctuation, or the `&` of a
+    reference or `\\` of an escape put in here) is doubled first: it shows as one."""
+    lines = text.splitlines()
+    return " ".join(_MD_ESCAPING.sub(r"\\\\", x).translate(_MD_REFERENCES) for x in lines)
 
 
 def _md_inline(part: str | Code) -> str:

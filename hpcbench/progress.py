@@ -78,6 +78,8 @@ class Progress:
         filled = int(self.width * self.done / max(1, self.total))
         eta = self.eta()
         eta_text = f"ETA {format_duration(eta)}" if eta is not None else "ETA --"
+        if self.done >= self.total:
+            eta_text = "done"  # nothing is left to estimate
         bar = "#" * filled + "." * (self.width - filled)
         failed = f" {self.failed} failed" if self.failed else ""
         self.stream.write(f"\r\033[K[{bar}] {self.done}/{self.total}{failed} {eta_text} {note}")

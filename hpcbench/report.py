@@ -61,6 +61,7 @@ FINGERPRINT_KEYS = (
     "driver",
     "cpu",
     "cores",
+    "node_cpus",  # not a fingerprint's: analysis.node_cpus
     "threads",
     "hosts",
     "hpcbench_commit",
@@ -104,6 +105,23 @@ def load(directory: str) -> tuple[Store, list[dict], list[dict], list[dict]]:
         raise UsageError(f"{store.path} holds no runs yet")
     convergence = [r for r in records if r.get("kind") == "convergence"]
     return store, runs, probes, convergence
+
+
+# Where a key alone misleads: in a container, os.cpu_count (`cores`) counts the host's
+# cores, while the node may use only its quota.
+HOST_CORES = "cores of the machine the node runs on"
+NODE_CPUS = "CPUs a node may use (its quota, else the CPUs it may run on)"
+FINGERPRINT_LABELS = {"cores": f"cores: {HOST_CORES}", "node_cpus": NODE_CPUS}
+
+
+def environment(runs: list[dict], env: str | None = None) -> dict[str, str]:
+    """The environment table, label -> value: the latest ok run's fingerprint (for one
+    env if given), and the CPUs its nodes may use beside the machine's cores."""
+    fp = dict(fingerprint_of(runs, env))
+    cpus = analysis.node_cpus([r for r in runs if env is None or r.get("env") == env])
+    if cpus:
+        fp["node_cpus"] = cpus
+    return {FINGERPRINT_LABELS.get(k, k): _fp_value(fp[k]) for k in FINGERPRINT_KEYS if k in fp}
 
 
 def fingerprint_of(runs: list[dict], env: str | None = None) -> dict[str, Any]:
@@ -290,7 +308,7 @@ def _breakdown_plot(
             label="overlapped communication",
         )
         ax.set(xlabel="nodes", ylabel="ms per step", title=f"batch {batch}")
-        ax.legend(fontsize=8)
+    figures.legends_outside(fig, axes[0][-1:])  # every panel's is the same
     fig.tight_layout()
     figures.save_png(fig, path, root)
     plt.close(fig)
@@ -356,7 +374,7 @@ def _make_plots(
         for ax in (ax_x, ax_e):
             ax.set_xticks(range(1, max_nodes + 1))
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
+        figures.legends_outside(fig, (ax_x, ax_e))
         fig.suptitle(f"{model} ({backend}, {image_size} px) on {env}")
         fig.tight_layout()
         path = figures.save_png(fig, plot_dir / f"{stem}.png", root)
@@ -463,8 +481,7 @@ def report_page(
 
     envs = sorted({r["env"] for r in runs if r.get("env")})
     for env in envs:
-        fp = fingerprint_of(runs, env)
-        rows = [[k, _fp_value(fp[k])] for k in FINGERPRINT_KEYS if k in fp]
+        rows = [[k, v] for k, v in environment(runs, env).items()]
         sections.append(Section(f"Environment {env}", [Table(["", "value"], rows)]))
 
     sections.append(Section("Results", []))
@@ -532,12 +549,8 @@ def comparison(dir_a: str, dir_b: str) -> str:
         sides.append((runs, {_match_key(s): s for s in analysis.summarise(runs, probes)}))
     (runs_a, a), (runs_b, b) = sides
     name_a, name_b = f"A: {dir_a}", f"B: {dir_b}"
-    fp_a, fp_b = fingerprint_of(runs_a), fingerprint_of(runs_b)
-    env_rows = [
-        [k, _fp_value(fp_a.get(k)), _fp_value(fp_b.get(k))]
-        for k in FINGERPRINT_KEYS
-        if k in fp_a or k in fp_b
-    ]
+    env_a, env_b = environment(runs_a), environment(runs_b)
+    env_rows = [[k, env_a.get(k, "-"), env_b.get(k, "-")] for k in {**env_a, **env_b}]
     environments = Section("Environments", [Table(["", name_a, name_b], env_rows)])
     header = [
         "model",

@@ -12,7 +12,7 @@ from pathlib import Path
 from hpcbench import bounded
 from hpcbench.campaign import campaign_file, comparison, estimate, forecast, runner
 from hpcbench.campaign.journal import Journal
-from hpcbench.campaign.state import held, state_root, testbed_state
+from hpcbench.campaign.state import holding
 from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
 from hpcbench.schedulers.base import stop_on_signals
@@ -151,16 +151,6 @@ def status_rows(campaign: campaign_file.Campaign) -> list[dict[str, object]]:
     return rows
 
 
-def held_testbeds(campaign: campaign_file.Campaign) -> dict[str, list[str]]:
-    out = {}
-    for tb in (t for t in campaign.testbeds if t.deployed):
-        with testbed_state(state_root(campaign, tb)):
-            what = held(tb.env)
-        if what:
-            out[tb.name] = what
-    return out
-
-
 def status_lines(campaign: campaign_file.Campaign) -> list[str]:
     rows = status_rows(campaign)
     counts: dict[str, int] = {}
@@ -183,7 +173,7 @@ def status_lines(campaign: campaign_file.Campaign) -> list[str]:
         who = f" (pid {running})" if running else ""
         lines.insert(1, f"running now{who}: `campaign run` holds {campaign.out}")
     leases = lease_ends(campaign)
-    for name, what in held_testbeds(campaign).items():
+    for name, what in holding(campaign).items():
         if name in leases:
             what = [*what, leases[name]]
         if running is not None:  # the run in hand destroys it, or says how
@@ -251,7 +241,7 @@ def status_main(args: argparse.Namespace) -> int:
                 {
                     "campaign": campaign.name,
                     "cells": status_rows(campaign),
-                    "held": held_testbeds(campaign),
+                    "held": holding(campaign),
                     "running": running is not None,
                     "pid": running or None,
                 },

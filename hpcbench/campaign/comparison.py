@@ -24,13 +24,13 @@ from typing import Any
 
 from hpcbench import allreduce_model, analysis, export, figures, files, page
 from hpcbench.analysis import ConfigSummary
-from hpcbench.campaign import scoring
+from hpcbench.campaign import forecast, scoring
 from hpcbench.campaign.campaign_file import Campaign, TestbedPlan
 from hpcbench.campaign.journal import FORECASTS, CellState, Journal
 from hpcbench.errors import UsageError, one_line
 from hpcbench.page import Block, Code, Image, Page, Paragraph, Section, Table
 from hpcbench.progress import format_duration
-from hpcbench.report import DATA_CSV, DATA_JSON, fmt, fmt_band
+from hpcbench.report import DATA_CSV, DATA_JSON, HOST_CORES, NODE_CPUS, fmt, fmt_band
 
 
 @dataclass
@@ -54,9 +54,33 @@ class TestbedResults:
         return (ok[-1].get("fingerprint") or {}) if ok else {}
 
     @property
-    def link_rate(self) -> str | None:
+    def _recorded_rate(self) -> str | None:
         rates = [s.link_rate for s in self.summaries if s.link_rate]
         return rates[-1] if rates else None
+
+    @property
+    def link_rate(self) -> str | None:
+        """The nominal link as the runs recorded it (a shaped testbed's), else as the
+        campaign gives it (settings, `hardware: link`: said so)."""
+        recorded = self._recorded_rate
+        if recorded:
+            return recorded
+        given = forecast.given_link(self.tb)
+        return None if given is None else f"{given[0]} (given)"
+
+    @property
+    def nominal_bytes_per_s(self) -> float | None:
+        """The nominal link's bytes/s: the runs', else the campaign's (link_rate)."""
+        recorded = self._recorded_rate
+        if recorded:
+            return allreduce_model.nominal_bytes_per_s(recorded)
+        given = forecast.given_link(self.tb)
+        return None if given is None else given[1] / 8
+
+    @property
+    def node_cpus(self) -> str | None:
+        """The CPUs each node may use, as its own monitor found them (analysis.node_cpus)."""
+        return analysis.node_cpus(self.runs)
 
 
 def _points(summaries: list[ConfigSummary]) -> dict[int, list[ConfigSummary]]:
@@ -103,7 +127,7 @@ def busbw_line(r: TestbedResults) -> str:
         return "-"
     widest = max(ok, key=lambda p: p["workers"])
     bus = widest["results"][-1]["busbw"]
-    nominal = allreduce_model.nominal_bytes_per_s(r.link_rate)
+    nominal = r.nominal_bytes_per_s
     share = f" ({bus / nominal:.0%} of {r.link_rate})" if nominal else ""
     return f"{bus / 1e9:.3f} GB/s on {widest['workers']} workers{share}"
 
@@ -113,9 +137,9 @@ def largest(points: list[ConfigSummary]) -> ConfigSummary | None:
     return max(scaled, key=lambda s: s.workers) if scaled else None
 
 
-def verdict(s: ConfigSummary, link_rate: str | None) -> str:
+def verdict(s: ConfigSummary, nominal_bytes_per_s: float | None) -> str:
     """The report's flag: off the prediction with the likeliest cause, or why not."""
-    off = analysis.off_prediction(s, allreduce_model.nominal_bytes_per_s(link_rate))
+    off = analysis.off_prediction(s, nominal_bytes_per_s)
     if off:
         return off
     band = analysis.inside_band(s)
@@ -144,7 +168,7 @@ GLANCE_HEADER = [
 ]
 
 
-def figure_cells(s: ConfigSummary, link_rate: str | None, alone: str) -> list[str]:
+def figure_cells(s: ConfigSummary, nominal_bytes_per_s: float | None, alone: str) -> list[str]:
     """A configuration's figures as both tables show them: throughput, efficiency, the
     prediction's point and band, where the time went, and the verdict (`alone` for one
     worker, which has nothing to scale against)."""
@@ -154,7 +178,7 @@ def figure_cells(s: ConfigSummary, link_rate: str | None, alone: str) -> list[st
         fmt(s.predicted_efficiency, 3),
         fmt_band(s),
         where_time_went(s),
-        verdict(s, link_rate) if s.workers > 1 else alone,
+        verdict(s, nominal_bytes_per_s) if s.workers > 1 else alone,
     ]
 
 
@@ -173,7 +197,7 @@ def glance_rows(results: list[TestbedResults]) -> list[list[str]]:
                     busbw_line(r),
                     str(batch),
                     str(top.workers),
-                    *figure_cells(top, r.link_rate, alone="-"),
+                    *figure_cells(top, r.nominal_bytes_per_s, alone="-"),
                 ]
             )
     return rows
@@ -187,6 +211,7 @@ SYSTEM_KEYS = (
     "accelerator_model_name",
     "host_processor_model_name",
     "host_processor_core_count",
+    "node_cpus",
     "host_networking",
     "measured_bus_bandwidth",
     "gpu_busy",
@@ -196,6 +221,12 @@ SYSTEM_KEYS = (
     "other_software_stack",
     "hpcbench",
 )
+
+# The systems table's words where a key alone misleads (report.FINGERPRINT_LABELS).
+SYSTEM_LABELS = {
+    "host_processor_core_count": f"host_processor_core_count: {HOST_CORES}",
+    "node_cpus": NODE_CPUS,
+}
 
 
 def _one(value: Any) -> str:
@@ -232,6 +263,7 @@ def system(r: TestbedResults) -> dict[str, Any]:
         "workers_per_node": per_node,
         "host_processor_model_name": _one(fp.get("cpu")),
         "host_processor_core_count": _one(fp.get("cores")),
+        "node_cpus": r.node_cpus or "-",
         "host_networking": f"{r.link_rate or 'unknown rate'}"
         + (f" over {_one(fp.get('iface'))}" if fp.get("iface") else ""),
         "measured_bus_bandwidth": busbw_line(r),
@@ -334,9 +366,9 @@ def charts(
                 xlabel="workers (GPUs, or nodes of one worker)", title=f"batch {batch} per worker"
             )
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
         for ax in axes[0]:
             ax.set_xticks(range(1, top + 1))
+        figures.legends_outside(fig, axes[0])
         fig.suptitle("Throughput" if name == "throughput" else "Scaling efficiency")
         if made_by:
             fig.text(0.01, 0.005, _plain(made_by), fontsize=7, color="0.4")
@@ -422,7 +454,7 @@ def campaign_page(
         Paragraph(f"The numbers: {DATA_JSON} and {DATA_CSV} (one record per configuration).")
     )
     header = [""] + [s["system_name"] for s in systems]
-    rows = [[k] + [_cell(s.get(k)) for s in systems] for k in SYSTEM_KEYS]
+    rows = [[SYSTEM_LABELS.get(k, k)] + [_cell(s.get(k)) for s in systems] for k in SYSTEM_KEYS]
     systems_table: list[Block] = [Table(header, rows), Paragraph("As JSON: systems.json.")]
     sections = [
         Section("", intro),
@@ -439,7 +471,7 @@ def campaign_page(
                         str(s.nodes),
                         str(s.workers),
                         str(s.runs),
-                        *figure_cells(s, r.link_rate, alone="baseline"),
+                        *figure_cells(s, r.nominal_bytes_per_s, alone="baseline"),
                         *forecast_cells(forecasts, r.tb.name, s),
                     ]
                 )

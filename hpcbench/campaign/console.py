@@ -179,7 +179,7 @@ class Console:
         elapsed = time.monotonic() - self.started
         eta = self.clock.eta()
         eta_text = ""
-        if eta is not None:
+        if eta is not None and self.cells_done < self.cells_total:
             about, most = (format_duration(seconds) for seconds in eta)
             eta_text = f", ETA {about}" + (f" (at most {most})" if most != about else "")
         return (

@@ -412,14 +412,16 @@ class Clock:
         self.extra.pop(testbed, None)
 
     def eta(self) -> tuple[float, float] | None:
-        """Seconds left, about and at most; None before a plan."""
-        if not self.left:
+        """Seconds left, about and at most; None before a plan and once no piece is
+        left (a testbed with none left cannot take longer either)."""
+        busy = [tb for tb, own in self.left.items() if own]
+        if not busy:
             return None
         pace = 1.0
         if self.expected_done_s > 0:
             pace = min(4.0, max(0.25, self.actual_done_s / self.expected_done_s))
-        about = sum(sum(own.values()) for own in self.left.values()) * pace
-        return about, about + sum(self.extra.values()) * pace
+        about = sum(sum(self.left[tb].values()) for tb in busy) * pace
+        return about, about + sum(self.extra.get(tb, 0.0) for tb in busy) * pace
 
 
 def lease(est: TestbedEstimate) -> Lease | None:

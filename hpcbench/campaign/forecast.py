@@ -82,6 +82,7 @@ class CellForecast:
     efficiency_low: float | None
     efficiency_high: float | None
     link_source: str
+    unknown: str = ""  # why `single` is None, and what would give it
 
     @property
     def images_per_s(self) -> float | None:
@@ -122,22 +123,30 @@ def given_settings(tb: TestbedPlan) -> dict[str, Any]:
     return values
 
 
-def link_rate_bits(tb: TestbedPlan) -> float | None:
-    """The testbed's nominal link between nodes in bits/s: its settings' (or its
-    variant's file's) link_rate or link_capacity_mbps, else `hardware: link`."""
+def given_link(tb: TestbedPlan) -> tuple[str, float] | None:
+    """The testbed's nominal link between nodes as the campaign gives it, as written and
+    in bits/s: its settings' (or its variant's file's) link_rate or link_capacity_mbps,
+    else `hardware: link`; None where none is given or it is no line rate."""
     values = given_settings(tb)
     if "link_capacity_mbps" in values:
         try:
-            return float(values["link_capacity_mbps"]) * 1e6
+            mbps = float(values["link_capacity_mbps"])
         except (TypeError, ValueError):
             return None
+        return f"{mbps:g}mbit", mbps * 1e6
     rate = values.get("link_rate") or tb.hardware.link
     if isinstance(rate, str) and rate:
         try:
-            return parse_link(rate)
+            return rate, parse_link(rate)
         except UsageError:
             return None
     return None
+
+
+def link_rate_bits(tb: TestbedPlan) -> float | None:
+    """The testbed's nominal link between nodes in bits/s (given_link)."""
+    given = given_link(tb)
+    return None if given is None else given[1]
 
 
 def _probes(store: Store) -> list[dict[str, Any]]:
@@ -268,11 +277,21 @@ def _measured(runs: list[dict[str, Any]], batch: int, where: str) -> Figure | No
     )
 
 
+def _cuda(part: SweepPart, tb: TestbedPlan) -> bool:
+    """Whether the runs are taken to use a GPU: asked for, or `auto` with one named."""
+    w = part.workload
+    return w.device == "cuda" or (w.device == "auto" and tb.hardware.accelerator is not None)
+
+
 def _amp(part: SweepPart, tb: TestbedPlan) -> bool:
     """Whether the runs train in mixed precision (bench/train.py: auto is on with CUDA)."""
     w = part.workload
-    cuda = w.device == "cuda" or (w.device == "auto" and tb.hardware.accelerator is not None)
-    return w.amp == "on" or (w.amp == "auto" and cuda)
+    return w.amp == "on" or (w.amp == "auto" and _cuda(part, tb))
+
+
+def _precisions(part: SweepPart, tb: TestbedPlan) -> tuple[str, ...]:
+    """The published rows' precisions that stand for the runs, the first preferred."""
+    return ("amp",) if _amp(part, tb) else ("tf32", "fp32")
 
 
 def _fingerprint_names(record: dict[str, Any]) -> str:
@@ -326,11 +345,41 @@ def single_worker(
         found = _measured(matching, batch, f"in {folder} on {accelerator}")
         if found is not None:
             return found
-    precisions = ("amp",) if amp else ("tf32", "fp32")
+    if not _cuda(part, tb):
+        return None  # every published figure is a GPU's: none stands for a CPU run
     row = published_figures.lookup(
-        accelerator, part.workload.model, part.workload.image_size, batch, precisions
+        accelerator, part.workload.model, part.workload.image_size, batch, _precisions(part, tb)
     )
     return None if row is None else Figure(row.images_per_s, row.source)
+
+
+def unknown_single(campaign: Campaign, tb: TestbedPlan, part: SweepPart) -> str:
+    """Why single_worker found nothing, and the key that would give it: what is given
+    is not asked for again."""
+    w = part.workload
+    expect = "`expect: {images_per_s: N}`"
+    runs = f"one-worker runs of {w.model} at {w.image_size} px"
+    accelerator = tb.hardware.accelerator
+    if accelerator is None:
+        return (
+            f"unknown: nothing measured yet and no accelerator named; give {expect}, or "
+            "`hardware: {accelerator: ...}` for a published figure or for "
+            f"`calibrate_from:` {runs} on it"
+        )
+    searched = ", nor runs in the `calibrate_from:` folders" if campaign.calibrate_from else ""
+    if not _cuda(part, tb):
+        missing = f"the runs use the CPU, no published figure (all are GPUs'){searched}"
+        on = f"on a CPU whose name holds '{accelerator}' (`hardware: accelerator`)"
+    else:
+        precision = " or ".join(_precisions(part, tb))
+        missing = (
+            f"no published {precision} figure of {w.model} at {w.image_size} px on "
+            f"{accelerator}{searched}"
+        )
+        on = f"on a GPU whose name holds '{accelerator}' (`hardware: accelerator`)"
+    return (
+        f"unknown: {missing}; give {expect}, or `calibrate_from:` a results folder of {runs} {on}"
+    )
 
 
 def _device(record: dict[str, Any]) -> str | None:
@@ -340,11 +389,17 @@ def _device(record: dict[str, Any]) -> str | None:
 
 # ------------------------------------------------------------------ the cells
 def cell_forecast(
-    tb: TestbedPlan, part: SweepPart, cell: Cell, single: Figure | None, link: LinkBasis
+    tb: TestbedPlan,
+    part: SweepPart,
+    cell: Cell,
+    single: Figure | None,
+    link: LinkBasis,
+    unknown: str = "",
 ) -> CellForecast:
-    """The cell's point and band from one worker's figure over the link."""
+    """The cell's point and band from one worker's figure over the link; unknown: why
+    there is no figure (unknown_single)."""
     if single is None:
-        return CellForecast(cell, None, None, None, None, "no single-worker figure")
+        return CellForecast(cell, None, None, None, None, "no single-worker figure", unknown)
     if cell.workers == 1:
         return CellForecast(cell, single, 1.0, 1.0, 1.0, "one worker")
     intra_name = tb.hardware.intra_node or DEFAULT_INTRA_NODE
@@ -393,8 +448,9 @@ def testbed_forecast(campaign: Campaign, tb: TestbedPlan) -> list[CellForecast]:
             b: single_worker(campaign, tb, part, b, earlier, stores)
             for b in sorted({c.batch for c in part.cells})
         }
+        unknown = "" if all(singles.values()) else unknown_single(campaign, tb, part)
         for cell in part.cells:
-            out.append(cell_forecast(tb, part, cell, singles[cell.batch], link))
+            out.append(cell_forecast(tb, part, cell, singles[cell.batch], link, unknown))
     return out
 
 
@@ -402,10 +458,9 @@ def sources(forecasts: list[CellForecast]) -> list[str]:
     """Where a testbed's forecast comes from: one worker's figure per batch, and E
     across workers (each said once)."""
     lines = []
-    singles = {f.cell.batch: f.single for f in forecasts}
-    for batch, single in sorted(singles.items()):
-        said = "unknown: give `expect: {images_per_s: N}` or `hardware: {accelerator: ...}`"
-        lines.append(f"one worker at batch {batch}: {single.source if single else said}")
+    singles = {f.cell.batch: f for f in forecasts}
+    for batch, f in sorted(singles.items()):
+        lines.append(f"one worker at batch {batch}: {f.single.source if f.single else f.unknown}")
     links = sorted({f.link_source for f in forecasts if f.cell.workers > 1 and f.single})
     return lines + [f"E across workers: {link}" for link in links]
 

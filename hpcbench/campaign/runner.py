@@ -33,6 +33,7 @@ from hpcbench.campaign.state import (
     check_owner,
     claim,
     held,
+    remove_if_released,
     state_root,
     testbed_state,
 )
@@ -373,6 +374,11 @@ def destroy_held(campaign: Campaign, names: list[str]) -> int:
                     runner.life(tb).teardown(tb, keep=False)
                 except Stopped:
                     status = 1
+        runner.console.tb = None
+        # Nothing held by any of its testbeds: its state folder goes too (state.py).
+        said = remove_if_released(campaign, runner.base) if status == 0 else ""
+        if said:
+            runner.say(said)
     finally:
         runner.journal.release()
         term.close()

@@ -10,7 +10,10 @@ the user deployed by hand, two testbeds of one environment (GPULab 1x10 and
 The campaign's folder carries an owner marker (`owner.json`: the campaign's name
 and its out folder), written before its first testbed is deployed and checked
 before the folder is used: a folder that names another campaign is refused, so a
-campaign never takes, nor destroys, another's testbeds.
+campaign never takes, nor destroys, another's testbeds. Beside it, `campaign_file`
+names the file the campaign was last run from, so that a folder found later
+(`hpcbench destroy` lists them: kept()) says which command releases and removes it.
+`campaign destroy` removes the folder once none of its testbeds holds anything.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ import contextlib
 import errno
 import json
 import os
+import shlex
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from hpcbench import files, leases, paths
 from hpcbench.campaign.campaign_file import Campaign, TestbedPlan, out_digest, resolved
@@ -28,6 +34,7 @@ from hpcbench.errors import UsageError, one_line
 from hpcbench.terraform import TerraformEnv
 
 OWNER_FILE = "owner.json"
+FILE_NOTE = "campaign_file"  # the campaign file's path, a line
 
 
 def campaign_folder(campaign: Campaign, base: Path | None = None) -> Path:
@@ -78,10 +85,7 @@ def check_owner(campaign: Campaign, folder: Path) -> None:
         raise UsageError(
             f"{marker}: cannot read it ({err.strerror or errno.errorcode.get(err.errno or 0)})"
         ) from None
-    try:
-        owner = json.loads(data.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        owner = None
+    owner = _marker(data)
     if owner == _owner(campaign):
         return
     if isinstance(owner, dict) and isinstance(owner.get("campaign"), str):
@@ -92,6 +96,14 @@ def check_owner(campaign: Campaign, folder: Path) -> None:
         f"{folder} holds the testbeds' state of {who}, not of campaign {campaign.name!r} "
         f"({campaign.out}): give this campaign another name or `out:`"
     )
+
+
+def _marker(data: bytes) -> Any:
+    """An owner marker's JSON; None where it is none."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
 
 
 def _unmarked(campaign: Campaign, folder: Path) -> None:
@@ -117,10 +129,28 @@ def claim(campaign: Campaign, base: Path | None = None) -> None:
     check_owner(campaign, folder)
     root = folder.parent.parent
     marker = folder / OWNER_FILE
-    if files.present(marker, root):  # read and found this campaign's by check_owner
-        return
-    paths.private_dir(folder, root)
-    files.write_atomic(marker, json.dumps(_owner(campaign)) + "\n", 0o600, root)
+    note = f"{resolved(campaign.path)}\n"
+    if not files.present(marker, root):  # one there was read and found this campaign's
+        paths.private_dir(folder, root)
+        files.write_atomic(marker, json.dumps(_owner(campaign)) + "\n", 0o600, root)
+    if _campaign_file(folder) != note.strip():
+        files.write_atomic(folder / FILE_NOTE, note, 0o600, root)
+
+
+def _campaign_file(folder: Path) -> str | None:
+    """The campaign file the folder's campaign was last run from (its note), one line;
+    None where the note is missing or is no path."""
+    try:
+        data = files.read_bounded(folder / FILE_NOTE, files.CAMPAIGN_NOTE, folder.parent.parent)
+    except (OSError, UsageError):
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not text.endswith("\n") or "\n" in text[:-1]:
+        return None
+    return text[:-1] or None
 
 
 @contextlib.contextmanager
@@ -146,3 +176,78 @@ def held(env: str) -> list[str]:
         out.append("machines in Terraform's state")
     out += [lease.what for lease in leases.held(paths.env_state(env))]
     return out
+
+
+def holding(campaign: Campaign, base: Path | None = None) -> dict[str, list[str]]:
+    """Each deployed testbed of the campaign that still holds something, and what."""
+    out = {}
+    for tb in (t for t in campaign.testbeds if t.deployed):
+        with testbed_state(state_root(campaign, tb, base)):
+            what = held(tb.env)
+        if what:
+            out[tb.name] = what
+    return out
+
+
+def remove_if_released(campaign: Campaign, base: Path | None = None) -> str:
+    """The campaign's state folder removed where none of its testbeds holds anything
+    (its owner checked first); what was done, in a line ('' where there is none)."""
+    folder = campaign_folder(campaign, base)
+    if not folder.exists():
+        return ""
+    still = holding(campaign, base)
+    if still:
+        what = "; ".join(f"testbed {name} holds {', '.join(w)}" for name, w in still.items())
+        return f"kept {folder}: {what}"
+    shutil.rmtree(folder)
+    return f"removed {folder}: no testbed of campaign {campaign.name} holds anything"
+
+
+def _folder_holds(folder: Path) -> list[tuple[Path, str, list[str]]]:
+    """(testbed folder, environment, what it holds) of each testbed that holds
+    something in a campaign's folder, found by its layout (<testbed>/<env>/)."""
+    envs = set(paths.environments())
+    found = []
+    for tb_dir in sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()):
+        for env in sorted(e for e in envs if (tb_dir / e).is_dir()):
+            with testbed_state(tb_dir):
+                try:
+                    what = held(env)
+                except UsageError as err:  # an unreadable state: held, as far as is known
+                    what = [one_line(str(err), 200)]
+            if what:
+                found.append((tb_dir, env, what))
+    return found
+
+
+def kept(base: Path | None = None) -> list[str]:
+    """Every campaign state folder under `<state>/campaigns`, a line each: whose it is,
+    what its testbeds still hold, and the command that releases and removes it."""
+    root = (base or paths.state_root()) / "campaigns"
+    if root.is_symlink() or not root.is_dir():
+        return []
+    lines = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()):
+        try:
+            owner = _marker(files.read_bounded(folder / OWNER_FILE, files.OWNER, root.parent))
+        except (OSError, UsageError):
+            owner = None
+        holds = _folder_holds(folder)
+        said = "; ".join(f"testbed {d.name} holds {', '.join(w)}" for d, _, w in holds)
+        if isinstance(owner, dict) and isinstance(owner.get("campaign"), str):
+            note = _campaign_file(folder)
+            file = shlex.quote(note) if note else f"<the campaign file of {owner['campaign']}>"
+            who = f"campaign {owner['campaign']!r} (out {owner.get('out')!s:.200})"
+            command = f"`python -m hpcbench campaign destroy {file}`"
+            done = "releases it and removes the folder" if holds else "removes it"
+            lines.append(f"{folder}: {who}, {said or 'holds nothing'}: {command} {done}")
+        elif holds:
+            tb_dir, env, _ = holds[0]
+            lines.append(
+                f"{folder}: no campaign named (no readable {OWNER_FILE}), {said}: release it "
+                f"with `HPCBENCH_STATE={tb_dir} python -m hpcbench destroy --env {env}`, "
+                "then remove the folder"
+            )
+        else:
+            lines.append(f"{folder}: no campaign named, holds nothing: remove it by hand")
+    return [one_line(line) for line in lines]

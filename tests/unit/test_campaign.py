@@ -489,6 +489,29 @@ def test_the_eta_tells_each_piece_once_and_drops_what_a_testbed_left() -> None:
     assert clock.eta() == (200.0, 200.0)
 
 
+def test_a_testbed_with_nothing_left_adds_nothing_to_the_eta() -> None:
+    clock = estimate.Clock()
+    clock.plan({"a": {"cell1": 100.0}, "b": {"cell2": 100.0}}, {"a": 500.0, "b": 50.0})
+    clock.finished("a", "cell1", 100.0)  # a's last piece: its extra cannot come
+    assert clock.eta() == (100.0, 150.0)
+    clock.finished("b", "cell2", 100.0)
+    assert clock.eta() is None  # nothing left: no "ETA 0s (at most ...)"
+
+
+def test_no_eta_after_the_last_cell(
+    tmp_path: Path, fakes: Fakes, capfd: pytest.CaptureFixture[str]
+) -> None:
+    expect = {"images_per_s": 10, "deploy": "2m", "verify": "1m", "destroy": "30s"}
+    path = base(tmp_path, **{"testbeds.0.expect": expect, "testbeds.1.expect": expect})
+    total = len(campaign_file.load(path).cells)
+    assert cli.main(["campaign", "run", str(path)]) == 0
+    err = capfd.readouterr().err.splitlines()
+    before = [x for x in err if "done, " in x and f"cell {total} of {total} done" not in x]
+    assert before and all(", ETA " in x for x in before[1:]), before
+    after = [x for x in err if f"cell {total} of {total} done" in x]
+    assert after and not [x for x in after if "ETA" in x], after
+
+
 def test_the_longest_a_testbed_may_take_is_capped_by_the_sweeps_budget(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

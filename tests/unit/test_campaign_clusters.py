@@ -18,11 +18,12 @@ import pytest
 import yaml
 
 from hpcbench import cli, readiness, sweep
-from hpcbench.campaign import campaign_file, lifecycle, runner
+from hpcbench.campaign import campaign_file, comparison, lifecycle, runner
 from hpcbench.errors import UsageError
 from hpcbench.schedulers.slurm import JobLeftBehind
 from hpcbench.specs import TestbedKind
 from hpcbench.store import Store
+from tests.unit.test_campaign import fake_run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -374,3 +375,41 @@ def test_a_job_left_behind_is_journaled_with_its_scancel_and_shown_by_status(
     assert fast and all(
         "failed" in line and line.endswith(f"sweep: {cluster.left_behind}") for line in fast
     )
+
+
+def test_the_report_gives_the_given_link_the_nodes_cpus_and_no_character_references(tmp_path):
+    # A partition whose runs record no line rate, with `hardware: link` given, on nodes
+    # of one CPU (a quota) on a machine of two cores; a failure cause with brackets.
+    text = MIXED.split("  - name: mine")[0].replace(
+        "sbatch: [--exclusive]}}", "sbatch: [--exclusive]}}\n    hardware: {{link: 1gbit}}"
+    )
+    campaign = campaign_file.load(write(tmp_path, text))
+    (fast,) = campaign.testbeds
+    store = Store(campaign.testbed_out(fast))
+    per_host = {"cpus": 1.0, "cpu_limit": "cgroup quota 100000/100000 us, not pinned"}
+    for workers, seconds in ((1, 1.0), (2, 1.2)):
+        store.append(
+            {
+                **fake_run("slurm", 4, workers, workers, 1),
+                "backend": "ddp",
+                "window_times": [seconds, seconds],
+                "fingerprint": {"cores": 2, "cpu": "[virt] CPU"},
+                "nodes_use": {"per_host": [per_host] * workers},
+            }
+        )
+    probe = {"kind": "probe", "env": "slurm", "backend": "ddp", "nodes": 2, "workers": 2}
+    store.append(
+        {**probe, "status": "ok", "results": [{"bytes": 2**24, "time_s": 0.2, "busbw": 1e8}]}
+    )
+    comparison.build(campaign)
+    (system,) = json.loads((tmp_path / "out" / "systems.json").read_text())
+    assert system["host_networking"] == "1gbit (given)"
+    assert system["measured_bus_bandwidth"] == "0.100 GB/s on 2 workers (80% of 1gbit (given))"
+    assert system["host_processor_core_count"] == "2"
+    assert system["node_cpus"].startswith("1 (cgroup quota 100000/100000 us")
+    md = (tmp_path / "out" / "report.md").read_text()
+    glance = next(line for line in md.splitlines() if line.startswith("| fast"))
+    assert "| 1gbit (given) |" in glance
+    assert "| host_processor_core_count: cores of the machine the node runs on | 2 |" in md
+    assert "| CPUs a node may use (its quota, else the CPUs it may run on) | 1 (" in md
+    assert "&#91;" not in md and "\\[virt] CPU" in md

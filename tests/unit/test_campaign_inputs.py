@@ -468,7 +468,7 @@ DATE = "is a date (YAML reads 2026-01-31 as one): quote it"
             {"repeats": -1},
             "sweep.repeats: argument --repeats: -1 is out of range: use 1 to 1000",
         ),
-        (("sweep",), {"data": "-x"}, "sweep.data: --data: '-x' is not a folder; write ./-x"),
+        (("sweep",), {"data": "-x"}, "sweep.data: --data: '-x' is not a path; write ./-x"),
         (
             ("testbeds", 1, "slurm"),
             {"cpus_per_task": 1.5},

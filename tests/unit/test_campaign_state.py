@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import re
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpcbench import cli, sweep
+from hpcbench import cli, files, sweep
 from hpcbench.campaign import campaign_file, runner, state, testbeds
 from hpcbench.errors import UsageError
 from hpcbench.store import CONFIG_FIELDS, RESULTS_FILE, Store
@@ -271,6 +272,70 @@ def test_a_marker_that_is_a_link_or_a_folder_is_refused(tmp_path: Path) -> None:
     (folder / "owner.json").mkdir()
     with pytest.raises(UsageError, match="not a regular file"):
         state.claim(campaign, tmp_path)
+
+
+def test_destroy_names_kept_campaign_folders_and_campaign_destroy_removes_them(
+    tmp_path: Path, fakes: Fakes, capfd: pytest.CaptureFixture[str]
+) -> None:
+    path = base(tmp_path)
+    folder = folder_of(campaign_file.load(path), tmp_path / "state")
+    fakes.destroy_rc = 1  # the testbeds' destroy fails: they stay held
+    assert cli.main(["campaign", "run", str(path)]) == 1
+    capfd.readouterr()
+    # `hpcbench destroy --env local` (make destroy) leaves a campaign's testbeds alone,
+    # and names each campaign folder, what it holds and the command that releases it.
+    assert cli.main(["destroy", "--env", "local"]) == 0
+    (line,) = [x for x in capfd.readouterr().out.splitlines() if str(folder) in x]
+    assert "campaign 't'" in line and "testbed a holds machines in Terraform's state" in line
+    assert (
+        f"`python -m hpcbench campaign destroy {path.resolve()}` releases it and removes the folder"
+    ) in line
+    # That command releases them, then removes the folder: nothing is named after it.
+    fakes.destroy_rc = 0
+    assert cli.main(["campaign", "destroy", str(path)]) == 0
+    assert f"removed {folder}" in capfd.readouterr().err and not folder.exists()
+    assert cli.main(["destroy", "--env", "local"]) == 0
+    assert "campaign state" not in capfd.readouterr().out
+    # A run that released everything leaves a folder that holds nothing: named, and
+    # removed by the same command, which destroys nothing.
+    again = named(tmp_path, "t", "out2", "again.yaml")
+    folder = folder_of(campaign_file.load(again), tmp_path / "state")
+    assert cli.main(["campaign", "run", str(again)]) == 0
+    assert folder.is_dir() and cli.main(["destroy", "--env", "local"]) == 0
+    assert "holds nothing: `python -m hpcbench campaign destroy" in capfd.readouterr().out
+    destroyed = fakes.calls.count(("destroy", "a"))
+    assert cli.main(["campaign", "destroy", str(again)]) == 0
+    assert not folder.exists() and fakes.calls.count(("destroy", "a")) == destroyed
+
+
+@settings(_SETTINGS, max_examples=60)
+@given(
+    note=st.one_of(
+        st.binary(max_size=200),
+        st.text(max_size=100).map(lambda t: (t + "\n").encode("utf-8", "surrogatepass")),
+        st.sampled_from([b"/a b/c.yaml\n", b"/x\n/y\n", b"\x1b[2J\n", b"\n", b"/c" * 3000 + b"\n"]),
+    )
+)
+def test_a_crafted_campaign_file_note_is_named_in_one_line_or_not_at_all(
+    tmp_path: Path, note: bytes
+) -> None:
+    folder = tmp_path / "state" / "campaigns" / "t-00000000"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "owner.json").write_text(json.dumps({"campaign": "t", "out": "/o"}))
+    (folder / state.FILE_NOTE).write_bytes(note)
+    (line,) = state.kept(tmp_path / "state")
+    assert line.isprintable() and "holds nothing" in line
+    try:
+        text = note.decode("utf-8")
+    except UnicodeDecodeError:
+        text = ""
+    one = (
+        text.endswith("\n") and "\n" not in text[:-1] and 1 < len(note) <= files.CAMPAIGN_NOTE.most
+    )
+    if one and text[:-1].isprintable():
+        assert f"campaign destroy {shlex.quote(text[:-1])}` removes it" in line
+    elif not one:
+        assert "campaign destroy <the campaign file of t>` removes it" in line
 
 
 # ------------------------------------------------------------ Docker names

@@ -195,6 +195,41 @@ def test_a_calibrate_from_folder_without_a_store_is_one_line(
     assert f"measured in {tmp_path / 'earlier'} on A100" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    ("sweep", "missing"),
+    [
+        # The runs use the CPU: no published figure (all are GPUs') stands for them,
+        # whatever the model; the GPU named is not asked for again.
+        ("model: resnet50, device: cpu", "the runs use the CPU, no published figure"),
+        ("model: resnet18, image_size: 32, device: cpu", "the runs use the CPU"),
+        # A GPU named, but the table has no row of the model.
+        ("model: resnet18, image_size: 32", "no published amp figure of resnet18 at 32 px on V100"),
+    ],
+)
+def test_an_unknown_single_worker_says_what_is_missing_not_what_is_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], sweep: str, missing: str
+) -> None:
+    text = GPU_CAMPAIGN.format(out=tmp_path / "out", calibrate="").replace(
+        "sweep:\n  model: resnet50\n", f"sweep:\n  {sweep.replace(', ', chr(10) + '  ')}\n"
+    )
+    text = text.replace("{accelerator: A100,", "{accelerator: V100,")
+    path = write(tmp_path, text, "g.yaml")
+    assert cli.main(["campaign", "plan", str(path)]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "one worker at batch" in x]
+    assert "unknown: " in line and missing in line, line
+    assert "hardware: {accelerator" not in line, line
+    assert "`expect: {images_per_s: N}`" in line and "`calibrate_from:`" in line, line
+    assert "V100" in line
+
+
+def test_with_no_accelerator_an_unknown_single_worker_asks_for_one(tmp_path: Path) -> None:
+    campaign = gpu_campaign(tmp_path)
+    text = campaign.path.read_text().replace("accelerator: A100, ", "")
+    bare = campaign_file.load(write(tmp_path, text, "bare.yaml"))
+    (line, *_) = forecast.sources(forecast.testbed_forecast(bare, bare.testbeds[0]))
+    assert "`hardware: {accelerator: ...}`" in line and "`expect: {images_per_s: N}`" in line
+
+
 HARDWARE_VALUES = st.one_of(
     st.none(),
     st.booleans(),

@@ -136,3 +136,14 @@ def test_whatever_a_lease_file_holds_it_is_read_as_one_lease_held(
         assert lease.what.startswith("unreadable lease job0.json") or not json.loads(body).get(
             "cancel"
         )
+
+
+@given(what=st.text(min_size=1, max_size=80), created=st.text(max_size=40))
+def test_a_held_lease_is_said_in_one_printable_line_whatever_its_file_says(
+    what: str, created: str
+) -> None:
+    """A line break or a terminal escape in a lease file's text cannot split or colour
+    the line that says what is still held."""
+    line = leases.Lease(Path("/s/leases/x.json"), what, created, ("scancel", "7")).by_hand()
+    assert "\n" not in line and line.isprintable()
+    assert line.startswith("still held: ") and line.endswith("cancel it by hand: scancel 7")

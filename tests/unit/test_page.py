@@ -90,8 +90,37 @@ def test_titles_headings_paragraphs_items_and_alt_texts_are_escaped_in_both():
     assert parsed.text["title"] == parsed.text["h1"] == parsed.text["h2"] == [name]
     assert parsed.text["p"][0] == parsed.text["li"][0] == name and parsed.alts == [name]
     md = page.to_markdown(doc)
-    assert "<" not in md and "[a]" not in md  # neither HTML nor a link
-    assert "# &lt;b&gt;x&lt;/b&gt; &amp; &#91;a](javascript:alert(1))\n" in md
+    assert "<" not in md and not re.search(r"(?<!\\)\[", md.replace("![", ""))  # no HTML, no link
+    assert "# &lt;b&gt;x&lt;/b&gt; &amp; \\[a](javascript:alert(1))\n" in md
+
+
+# CommonMark 0.31.2: "Backslash escapes" (any ASCII punctuation) and "Entity and numeric
+# character references" (of the few the page writes): what a reader gets of plain text.
+_MD_DECODED = re.compile(r"\\([!-/:-@\[-`{-~])|&(amp|lt|gt|#124);")
+_MD_ENTITIES = {"amp": "&", "lt": "<", "gt": ">", "#124": "|"}
+
+
+def md_decoded(text: str) -> str:
+    return _MD_DECODED.sub(lambda m: m[1] or _MD_ENTITIES[m[2]], text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["a", " ", "\\", "[", "]", "(x)", "<", ">", "&", "&#91;", "&amp;", "|", "!"]
+        ),
+        max_size=12,
+    ).map("".join)
+)
+def test_markdown_text_reads_as_written_with_no_link_and_no_reference_shown(text):
+    cell = md_rows(page.to_markdown(one_table(["h"], [[f"x{text}x"]])))[-1][2:-2]
+    para = page.to_markdown(Page("t", [Section("", [Paragraph(f"x{text}x")])])).split("\n")[2]
+    for md in (cell, para):
+        assert md_decoded(md) == f"x{text}x"
+        # Every '[' escaped: an odd run of backslashes before it (no link can open).
+        assert all(len(run) % 2 for run in re.findall(r"(\\*)\[", md)), md
+    assert "&#91;" not in md_decoded(page.to_markdown(Page("t", [Section("", [Paragraph("[1]")])])))
 
 
 def test_markdown_blocks_stay_what_they_are():

@@ -160,6 +160,32 @@ def test_progress_bar_on_a_terminal():
     assert "[........] 0/4 ETA --" in text and "[##......] 1/4 ETA 1m30s" in text
 
 
+def test_progress_bar_shows_no_eta_after_the_last_run():
+    out = _Tty()
+    p = Progress(2, out, width=8)
+    p.finish("x", True, 30.0)
+    p.finish("y", True, 30.0)
+    last = out.getvalue().rsplit("\r", 1)[-1]
+    assert "2/2" in last and "ETA" not in last and "done" in last
+
+
+def test_the_environment_gives_the_machines_cores_and_the_nodes_cpus_apart(tmp_path):
+    # A container node of one CPU (its quota) on a machine of two cores.
+    store = Store(tmp_path / "vw")
+    use = {"per_host": [{"cpus": 1.0, "cpu_limit": "cgroup quota 100000/100000 us"}]}
+    for workers in (1, 2):
+        run = _run(workers, [1.0, 1.0], nodes_use=use)
+        run["fingerprint"]["cores"] = 2
+        store.append(run)
+    assert cli.main(["report", "--out", str(store.dir)]) == 0
+    md = (store.dir / "report.md").read_text()
+    assert "| cores: cores of the machine the node runs on | 2 |" in md
+    assert (
+        "| CPUs a node may use (its quota, else the CPUs it may run on) "
+        "| 1 (cgroup quota 100000/100000 us) |"
+    ) in md
+
+
 def test_a_damaged_store_still_reports_and_says_how_many_lines_it_skipped(tmp_path, capsys):
     store = _store(tmp_path)
     with store.path.open("ab") as f:
