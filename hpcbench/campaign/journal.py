@@ -6,7 +6,8 @@ line skipped) at the campaign's folder, holding three kinds of record:
     {"kind": "cell", "campaign", "testbed", "cell", "batch", "nodes", "workers",
      "gpus_per_node", "status": pending|deployed|verified|measured|failed, "why", "at", ...}
     {"kind": "phase", "campaign", "testbed", "fingerprint", "phase": deploy|verify|sweep|
-     destroy|keep, "status": ok|failed|interrupted, "seconds", "why", "at"}
+     destroy|keep, "status": ok|failed|interrupted, "seconds", "why", "at",
+     "jobs_left": [{"job", "scancel", "where", "why"}, ...] (Slurm jobs not confirmed gone)}
     {"kind": "forecast", "campaign", "testbed", "made": plan|booking, "at",
      "cells": [forecast.CellForecast.record(), ...], "lease"}
 
@@ -75,6 +76,16 @@ _PHASE = {
         "status": {"enum": list(PHASE_STATUSES)},
         "seconds": {"type": "number", "minimum": 0, "maximum": MAX_SECONDS},
         "why": _STRING,
+        # Slurm jobs whose cancel could not be confirmed in the phase (LeftJob.record).
+        "jobs_left": {
+            "type": "array",
+            "maxItems": 10_000,
+            "items": {
+                "type": "object",
+                "required": ["job", "scancel", "where"],
+                "properties": {k: _STRING for k in ("job", "scancel", "where", "why")},
+            },
+        },
         "lease": {
             "type": ["object", "null"],
             "properties": {
@@ -124,6 +135,9 @@ def _printable(record: dict[str, Any]) -> dict[str, Any]:
         for key in ("variable", "value"):
             if isinstance(lease.get(key), str):
                 lease[key] = why_line(lease[key])
+    for job in record.get("jobs_left") or []:
+        for key in ("job", "scancel", "where", "why"):
+            job[key] = why_line(job.get(key, ""))
     return record
 
 
@@ -277,4 +291,13 @@ class Journal:
     def phases(self, records: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         return [
             r for r in (records if records is not None else self.records()) if r["kind"] == "phase"
+        ]
+
+    def jobs_left(self, records: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """Every Slurm job a phase could not confirm cancelled, oldest first: its
+        record (LeftJob.record) with its testbed, phase and when."""
+        return [
+            {**job, "testbed": r["testbed"], "phase": r["phase"], "at": r["at"]}
+            for r in self.phases(records)
+            for job in r.get("jobs_left") or []
         ]

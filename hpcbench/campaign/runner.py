@@ -315,7 +315,7 @@ def dry_run(campaign: Campaign) -> int:
         target = Target.resolve(part.target)
         print(
             f"# the stack check (verify), {tb.where}\n"
-            f"{target.launcher.describe(readiness.check_spec(target, part.workload))}\n"
+            f"{target.describe(readiness.check_spec(target, part.workload))}\n"
         )
         for part in tb.parts:
             only = frozenset(c.config.key for c in part.cells)

@@ -20,7 +20,7 @@ import yaml
 from hpcbench import cli, readiness, sweep
 from hpcbench.campaign import campaign_file, lifecycle, runner
 from hpcbench.errors import UsageError
-from hpcbench.schedulers.slurm import JobLeftBehind
+from hpcbench.schedulers.slurm import JobLeftBehind, LeftJob
 from hpcbench.specs import TestbedKind
 from hpcbench.store import Store
 
@@ -208,7 +208,9 @@ def test_the_shipped_cluster_campaigns_dry_run_without_a_cluster(
     campaign = campaign_file.load(path)
     repeats = campaign.testbeds[0].parts[0].sweep.repeats
     checks = len(campaign.testbeds)
-    assert out.count("#!/bin/bash\n") == checks + repeats * len(campaign.cells)
+    probes = out.count("\n# all-reduce probe on ")  # each node count of several workers
+    assert probes > 0
+    assert out.count("#!/bin/bash\n") == checks + probes + repeats * len(campaign.cells)
     for tb in campaign.testbeds:
         assert f"#SBATCH --partition={tb.parts[0].target.slurm.partition}\n" in out
     assert out.rstrip().endswith(
@@ -226,7 +228,7 @@ class Cluster:
         self.calls: list[tuple[str, str]] = []
         self.refuse: str | None = None
         self.check_fails: str | None = None
-        self.left_behind: str | None = None  # a job the scheduler could not cancel
+        self.left_behind: LeftJob | None = None  # a job the scheduler could not cancel
         monkeypatch.setattr(readiness, "preflight", self.preflight)
         monkeypatch.setattr(readiness, "check", self.check)
         monkeypatch.setattr(sweep, "events", self.sweep)
@@ -361,9 +363,8 @@ def test_a_job_left_behind_is_journaled_with_its_scancel_and_shown_by_status(
     """The scheduler's line for a job it could not cancel fails the partition's cells
     with it as their cause, which `campaign status` shows; the next testbed runs."""
     cluster = Cluster(monkeypatch)
-    cluster.left_behind = (
-        "slurm job 4242 may still be queued or running (scancel: error): "
-        "`scancel 4242` on login.example.org cancels it"
+    cluster.left_behind = LeftJob(
+        "4242", "scancel 4242", "on the login node me@login.example.org", "scancel: error"
     )
     path = write(tmp_path, CLUSTERS_ONLY)
     assert cli.main(["campaign", "run", str(path)]) == 1
@@ -372,5 +373,5 @@ def test_a_job_left_behind_is_journaled_with_its_scancel_and_shown_by_status(
     assert cli.main(["campaign", "status", str(path)]) == 0
     fast = [line for line in capfd.readouterr().out.splitlines() if line.startswith("fast ")]
     assert fast and all(
-        "failed" in line and line.endswith(f"sweep: {cluster.left_behind}") for line in fast
+        "failed" in line and line.endswith(f"sweep: {cluster.left_behind.line()}") for line in fast
     )
