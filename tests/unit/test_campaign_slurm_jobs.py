@@ -8,6 +8,7 @@ terminal, in the journal and by `campaign status`, with its scancel command; and
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from hpcbench import cli, sweep
 from hpcbench.campaign import runner
 from hpcbench.schedulers import slurm as slurm_scheduler
 from hpcbench.schedulers.slurm import SlurmScheduler
+from tests.unit.test_slurm_scheduler import _fake as stand_in
 
 SBATCH = r"""#!/bin/bash
 if [ "$1" = --test-only ]; then cat >/dev/null; echo "sbatch: Job 1 to start" >&2; exit 0; fi
@@ -79,8 +81,7 @@ testbeds:
 
 @pytest.fixture
 def cluster(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    (tmp_path / "bin").mkdir()
     for name, text in (
         ("sbatch", SBATCH),
         ("squeue", SQUEUE),
@@ -88,9 +89,8 @@ def cluster(tmp_path, monkeypatch):
         ("sinfo", SINFO),
         ("scancel", SCANCEL),
     ):
-        (bin_dir / name).write_text(text.replace("$FAKE", str(tmp_path)))
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+        stand_in(tmp_path, name, text)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
     monkeypatch.setattr(slurm_scheduler, "POLL_MIN_S", 0.01)
     monkeypatch.setattr(slurm_scheduler, "POLL_MAX_S", 0.02)
