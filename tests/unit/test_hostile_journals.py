@@ -181,6 +181,12 @@ def journal_record(draw: st.DrawFn, cells: list[tuple[str, str]]) -> dict[str, A
                 "ends_at": draw(mostly(1.8e9)),
             },
         }
+        if draw(st.booleans()):  # Slurm jobs whose cancel was not confirmed
+            keys = ("job", "scancel", "where", "why")
+            record["jobs_left"] = draw(
+                st.lists(st.fixed_dictionaries({k: TEXTS for k in keys}), max_size=2)
+                | st.lists(st.dictionaries(st.sampled_from(keys), NUMBERS | TEXTS), max_size=2)
+            )
     record |= {"why": draw(TEXTS), "at": draw(TEXTS)}
     for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):  # a field of another type, or gone
         key = draw(st.sampled_from(sorted(record)))
@@ -345,6 +351,21 @@ def test_status_shows_a_journals_cause_as_one_line_its_escapes_written_out(
     assert "deploy: \\x1b[2J\\x1b[31mgone next line\\x07" in out
     rc, out, err = run(["campaign", "status", str(path), "--json"], capsys)
     assert rc == 0 and "\\u001b" not in out  # the JSON's text went through the filter too
+
+
+def test_status_shows_a_job_left_as_one_line_its_escapes_written_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_campaign(tmp_path)
+    job = {"job": "42\x1b[2J", "scancel": "scancel 42\nrm -rf ~", "where": "on\x07", "why": ""}
+    phase = {"kind": "phase", "testbed": "b", "phase": "sweep", "status": "interrupted"}
+    journal(tmp_path, {**phase, "at": "t", "jobs_left": [job]})
+    rc, out, err = run(["campaign", "status", str(path)], capsys)
+    check(rc, out, err)
+    assert (
+        "STILL QUEUED OR RUNNING: slurm job 42\\x1b[2J of testbed b may still be queued or "
+        "running since its sweep at t: `scancel 42 rm -rf ~` on\\x07 cancels it"
+    ) in out.splitlines()
 
 
 def test_status_leaves_out_a_lease_that_ends_past_any_clock(
