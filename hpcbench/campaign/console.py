@@ -231,9 +231,12 @@ class Console:
 
     def jobs_left(self, extra: dict[str, Any]) -> None:
         """The Slurm jobs whose cancel this phase could not confirm: each on the terminal
-        (and the log), and in the phase's journal record, with its scancel command."""
-        left = slurm.take_left()
+        (and the log), and in the phase's journal record, with its scancel command; and
+        those an earlier run left that are cancelled now (Runner.cancel_left)."""
+        left, gone = slurm.take_left(), slurm.take_gone()
         for job in left:
             self.say(f"STILL QUEUED OR RUNNING: {job.line()}", keep=True)
         if left:
             extra["jobs_left"] = [job.record() for job in left]
+        if gone:  # left by an earlier run, cancelled since
+            extra["jobs_gone"] = gone

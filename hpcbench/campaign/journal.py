@@ -7,7 +7,8 @@ line skipped) at the campaign's folder, holding three kinds of record:
      "gpus_per_node", "status": pending|deployed|verified|measured|failed, "why", "at", ...}
     {"kind": "phase", "campaign", "testbed", "fingerprint", "phase": deploy|verify|sweep|
      destroy|keep, "status": ok|failed|interrupted, "seconds", "why", "at",
-     "jobs_left": [{"job", "scancel", "where", "why"}, ...] (Slurm jobs not confirmed gone)}
+     "jobs_left": [{"job", "scancel", "where", "why"}, ...] (Slurm jobs not confirmed gone),
+     "jobs_gone": [job, ...] (jobs an earlier phase left, cancelled since)}
     {"kind": "forecast", "campaign", "testbed", "made": plan|booking, "at",
      "cells": [forecast.CellForecast.record(), ...], "lease"}
 
@@ -86,6 +87,8 @@ _PHASE = {
                 "properties": {k: _STRING for k in ("job", "scancel", "where", "why")},
             },
         },
+        # Jobs an earlier phase left (their "job"), confirmed gone since.
+        "jobs_gone": {"type": "array", "maxItems": 10_000, "items": _STRING},
         "lease": {
             "type": ["object", "null"],
             "properties": {
@@ -138,6 +141,8 @@ def _printable(record: dict[str, Any]) -> dict[str, Any]:
     for job in record.get("jobs_left") or []:
         for key in ("job", "scancel", "where", "why"):
             job[key] = why_line(job.get(key, ""))
+    if record.get("jobs_gone"):
+        record["jobs_gone"] = [why_line(job) for job in record["jobs_gone"]]
     return record
 
 
@@ -294,10 +299,17 @@ class Journal:
         ]
 
     def jobs_left(self, records: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-        """Every Slurm job a phase could not confirm cancelled, oldest first: its
-        record (LeftJob.record) with its testbed, phase and when."""
-        return [
-            {**job, "testbed": r["testbed"], "phase": r["phase"], "at": r["at"]}
-            for r in self.phases(records)
-            for job in r.get("jobs_left") or []
-        ]
+        """Every Slurm job a phase could not confirm cancelled and no later one confirmed
+        gone, oldest first: its record (LeftJob.record) with its testbed, phase and when."""
+        left: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in self.phases(records):
+            for job in r.get("jobs_gone") or []:
+                left.pop((r["testbed"], job), None)
+            for job in r.get("jobs_left") or []:
+                left[r["testbed"], job["job"]] = {
+                    **job,
+                    "testbed": r["testbed"],
+                    "phase": r["phase"],
+                    "at": r["at"],
+                }
+        return list(left.values())

@@ -40,6 +40,7 @@ from hpcbench.deploy import DeployRequest, check
 from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
 from hpcbench.schedulers.base import stop_on_signals
+from hpcbench.schedulers.slurm import SlurmScheduler
 from hpcbench.specs import HostSlots, TestbedKind
 from hpcbench.store import Store, config_key, done_configs
 from hpcbench.target import Target
@@ -255,10 +256,25 @@ class Runner:
 
     def run_testbed(self, tb: TestbedPlan, measured: set[str]) -> None:
         claim(self.campaign, self.base)  # marked as this campaign's before it holds state
+        self.cancel_left(tb)
         life = self.life(tb)
         life.run([c for c in tb.cells if c.id not in measured])
         if life.still_held:
             self.still_held.append(tb.name)
+
+    def cancel_left(self, tb: TestbedPlan) -> None:
+        """The Slurm jobs an earlier run of this partition left, cancelled again before
+        anything is submitted; the testbed's next phase record says which are gone now
+        (or left still), so that `campaign status` names only those that may run."""
+        left = [j for j in self.journal.jobs_left() if j["testbed"] == tb.name]
+        if not left or tb.kind is not TestbedKind.SLURM:
+            return
+        scheduler = Target.resolve(widest(tb).target).scheduler
+        assert isinstance(scheduler, SlurmScheduler)
+        for job in left:
+            self.say(f"slurm job {job['job']} was left by an earlier run: cancelling it")
+            if scheduler.cancel_left(job["job"]):
+                self.say(f"slurm job {job['job']}: gone (squeue lists it no more)")
 
 
 def planned_targets(

@@ -110,10 +110,21 @@ class LeftJob:
 _LEFT: list[LeftJob] = []
 
 
+# The jobs (LeftJob.job) an earlier run left that a cancel since confirmed gone.
+_GONE: list[str] = []
+
+
 def take_left() -> list[LeftJob]:
     """The jobs left since the last call (the campaign journals each phase's)."""
     taken = list(_LEFT)
     del _LEFT[: len(taken)]
+    return taken
+
+
+def take_gone() -> list[str]:
+    """The jobs left earlier that cancel_left confirmed gone since the last call."""
+    taken = list(_GONE)
+    del _GONE[: len(taken)]
     return taken
 
 
@@ -467,6 +478,17 @@ class SlurmScheduler(Scheduler):
             where=self.where(),
             why=f"{why}; scancel tried {attempt} time(s)",
         )
+
+    def cancel_left(self, job: str) -> bool:
+        """A job an earlier run left (LeftJob.job: ids, or the unique name where no id
+        came back) cancelled again; True, and kept for take_gone, once confirmed gone."""
+        left = [
+            self.cancel("", one) if one.isdigit() else self.cancel(one) for one in job.split(", ")
+        ]
+        if any(left):
+            return False
+        _GONE.append(job)
+        return True
 
     def cancelled(self, job_name: str, job: str = "") -> None:
         """cancel, and JobLeftBehind where the job may be left."""

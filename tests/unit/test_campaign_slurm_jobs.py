@@ -109,7 +109,7 @@ def interrupt_a_running_job(monkeypatch: pytest.MonkeyPatch, fake: Path) -> None
 
     def state(self: SlurmScheduler, job: str) -> tuple[str, str]:
         found = real(self, job)
-        if found[0] == "RUNNING":
+        if found[0] == "RUNNING" and (fake / "hang").exists():
             raise KeyboardInterrupt
         return found
 
@@ -152,6 +152,19 @@ def test_ctrl_c_with_a_scancel_that_cannot_succeed_names_the_job_everywhere(
     assert cli.main(["campaign", "status", "--json", str(cluster)]) == 0
     [left] = json.loads(capfd.readouterr().out)["jobs_left"]
     assert (left["job"], left["scancel"], left["testbed"]) == (job, f"scancel {job}", "part")
+
+    # --resume cancels it again before anything is submitted; once gone, it is said no more.
+    (fake / "hang").unlink()
+    (fake / "scancel-fails").write_text("0")
+    assert cli.main(["campaign", "run", "--resume", str(cluster)]) == 1  # the stand-in's runs
+    err = capfd.readouterr().err
+    assert f"slurm job {job} was left by an earlier run: cancelling it" in err
+    assert f"slurm job {job}: gone (squeue lists it no more)" in err
+    assert (fake / "jobs" / job / "state").read_text() == "CANCELLED\n"
+    [verify] = [r for r in journal(fake) if r.get("phase") == "verify"][-1:]
+    assert verify["jobs_gone"] == [job]
+    assert cli.main(["campaign", "status", str(cluster)]) == 0
+    assert "may still be" not in capfd.readouterr().out
 
 
 def test_ctrl_c_with_a_scancel_that_fails_twice_leaves_nothing_said(cluster, monkeypatch, capfd):
