@@ -11,7 +11,7 @@ from pathlib import Path
 
 from hpcbench import bounded
 from hpcbench.campaign import campaign_file, comparison, estimate, forecast, runner
-from hpcbench.campaign.journal import Journal
+from hpcbench.campaign.journal import Journal, left_line
 from hpcbench.campaign.state import held, state_root, testbed_state
 from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
@@ -132,16 +132,6 @@ def jobs_left(campaign: campaign_file.Campaign) -> list[dict[str, object]]:
     return journal.jobs_left() if journal.store.exists() else []
 
 
-def job_left_line(job: dict[str, object]) -> str:
-    """One job left, as `campaign status` and the end of a run say it."""
-    why = f" ({job['why']})" if job.get("why") else ""
-    return (
-        f"slurm job {job['job']} of testbed {job['testbed']} may still be queued or running "
-        f"since its {job['phase']} at {job['at']}{why}: `{job['scancel']}` {job['where']} "
-        "cancels it"
-    )
-
-
 def status_rows(campaign: campaign_file.Campaign) -> list[dict[str, object]]:
     journal = Journal(campaign.out, campaign.name)
     states = journal.cell_states() if journal.store.exists() else {}
@@ -202,7 +192,7 @@ def status_lines(campaign: campaign_file.Campaign) -> list[str]:
             ci = f" ± {r['ci95']:.1f}" if r["ci95"] is not None else ""
             result = f"{r['images_per_s']:.1f}{ci} images/s over {r['runs']} run(s)"
         lines.append(f"{r['testbed']:<16} {r['cell']:<12}  {config:<38} {r['status']:<9} {result}")
-    lines += [f"STILL QUEUED OR RUNNING: {job_left_line(job)}" for job in jobs_left(campaign)]
+    lines += [f"STILL QUEUED OR RUNNING: {left_line(job)}" for job in jobs_left(campaign)]
     running = Journal(campaign.out, campaign.name).running()
     if running is not None:
         who = f" (pid {running})" if running else ""

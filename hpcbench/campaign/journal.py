@@ -146,6 +146,17 @@ def _printable(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def left_line(job: dict[str, Any]) -> str:
+    """A job the journal says may be left (Journal.jobs_left), as one line naming it and
+    the scancel command that cancels it."""
+    why = f" ({job['why']})" if job.get("why") else ""
+    return (
+        f"slurm job {job['job']} of testbed {job['testbed']} may still be queued or running "
+        f"since its {job['phase']} at {job['at']}{why}: `{job['scancel']}` {job['where']} "
+        "cancels it"
+    )
+
+
 @dataclass(frozen=True)
 class CellState:
     status: str

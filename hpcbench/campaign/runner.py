@@ -26,7 +26,7 @@ from hpcbench import paths, readiness, sweep
 from hpcbench.campaign import comparison, estimate, forecast
 from hpcbench.campaign.campaign_file import Campaign, SweepPart, TestbedPlan
 from hpcbench.campaign.console import Console, Stopped, logged
-from hpcbench.campaign.journal import Journal
+from hpcbench.campaign.journal import Journal, left_line
 from hpcbench.campaign.lifecycle import TestbedLife, widest
 from hpcbench.campaign.state import (
     campaign_folder,
@@ -221,7 +221,10 @@ class Runner:
                 f"testbed {name} is still held: `python -m hpcbench campaign destroy "
                 f"{self.campaign.path} --testbed {name}` releases it"
             )
-        return 1 if failed or left or self.still_held else 0
+        jobs = self.journal.jobs_left()
+        for job in jobs:  # last, where a terminal shows it without scrolling back
+            self.say(f"STILL QUEUED OR RUNNING: {left_line(job)}")
+        return 1 if failed or left or self.still_held or jobs else 0
 
     def preflight(self, todo: list[TestbedPlan]) -> None:
         """Before the first deploy or job, every testbed checked without creating

@@ -3,11 +3,11 @@
 sbatch, squeue, scontrol, sacct and scancel run where sbatch runs (this
 machine on a cluster's login node, the head of a testbed over SSH). Polling
 is bounded: a job may wait in the queue for queue_wait_s and run for the
-run's timeout; then, or on Ctrl-C, it is cancelled
-by its job id (its unique job name only where sbatch was cut short before the
-id came back), tried again with a backoff, and squeue confirms it gone (a job
-that may be left is named, with the scancel command that cancels it and where,
-kept for the campaign's journal, and the sweep stops); every script carries
+run's timeout; then, or on Ctrl-C, it is cancelled by its job id (by its
+unique job name only where sbatch was cut short before the id came back),
+tried again with a backoff, and squeue confirms it gone (a job that may be
+left is named, with the scancel command that cancels it and where, kept for
+the campaign's journal, and the sweep stops); every script carries
 an sbatch --deadline, so a job pending past its queue wait never starts.
 The job's -o/-e files are read on its batch host where the testbed reaches
 it, and the workload's record goes to the sweep like any other scheduler's.
@@ -499,8 +499,8 @@ class SlurmScheduler(Scheduler):
     def read_output(
         self, job: str, job_name: str, host_access: SshAccess | None
     ) -> tuple[list[str], list[str]]:
-        """The job's -o and -e files, each as its lines, read in one call; a line of
-        the first's place when they cannot be read."""
+        """The job's -o and -e files, each as its lines, read in one call (-o: one line
+        saying why, where they cannot be read)."""
         base = f"{self.options.job_dir or '/tmp'}/{job_name}-{job}"
         try:
             proc = self._control(

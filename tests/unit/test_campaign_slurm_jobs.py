@@ -224,3 +224,31 @@ def test_the_pattern_tells_a_difference_apart_from_the_marks():
     assert as_pattern(dry).fullmatch("#SBATCH --job-name=hpcbench-1a\n-o x-hpcbench-1a\n")
     assert not as_pattern(dry).fullmatch("#SBATCH --job-name=hpcbench-1a\n-o x-hpcbench-2b\n")
     assert not as_pattern(dry).fullmatch("#SBATCH --job-name=hpcbench-1a\n-o y-hpcbench-1a\n")
+
+
+def test_a_job_left_after_its_run_gave_up_on_it_is_said_last_and_kept(cluster, monkeypatch, capfd):
+    """Not a stop: Slurm no longer says the job's state, its cancel fails, the sweep
+    stops on it; the cells fail with it as their cause and the campaign's last line
+    names the job and its scancel command."""
+    fake = cluster.parent
+    (fake / "hang").touch()
+    (fake / "scancel-fails").write_text("99")
+    real = SlurmScheduler.state
+
+    def state(self: SlurmScheduler, job: str) -> tuple[str, str]:
+        found = real(self, job)
+        return ("UNKNOWN", "") if found[0] == "RUNNING" else found
+
+    monkeypatch.setattr(SlurmScheduler, "state", state)
+    assert cli.main(["campaign", "run", str(cluster)]) == 1
+    err = capfd.readouterr().err.strip().splitlines()
+    [phase] = [r for r in journal(fake) if r.get("phase") == "sweep"]
+    assert phase["status"] == "failed" and "may still be queued or running" in phase["why"]
+    [left] = phase["jobs_left"]
+    assert err[-1] == (
+        f"STILL QUEUED OR RUNNING: slurm job {left['job']} of testbed part may still be "
+        f"queued or running since its sweep at {phase['at']} ({left['why']}): "
+        f"`scancel {left['job']}` on this machine cancels it"
+    )
+    cells = [r for r in journal(fake) if r.get("kind") == "cell" and r["status"] == "failed"]
+    assert cells and all(f"slurm job {left['job']} may still be" in r["why"] for r in cells)
