@@ -375,3 +375,30 @@ def test_a_job_left_behind_is_journaled_with_its_scancel_and_shown_by_status(
     assert fast and all(
         "failed" in line and line.endswith(f"sweep: {cluster.left_behind.line()}") for line in fast
     )
+
+
+def test_a_failed_checks_own_line_is_the_cause_in_the_status_and_the_report(
+    tmp_path, monkeypatch, capfd
+):
+    """The check job's cause as readiness gives it (the job's .err line) is the cells'
+    cause on the terminal, in campaign status and in the report's failed cells."""
+    import html
+
+    cause = "[ERROR] No such file or directory: /images/x.sqsh (exit status [1])"
+    cluster = Cluster(monkeypatch)
+
+    def check(target: Any, workload: Any) -> readiness.CheckResult:  # the partition's alone
+        if target.testbed.env == "slurm":
+            return readiness.CheckResult(False, cause)
+        return cluster.check(target, workload)
+
+    monkeypatch.setattr(readiness, "check", check)
+    path = write(tmp_path, CLUSTERS_ONLY)
+    assert cli.main(["campaign", "run", str(path)]) == 1
+    assert f"verify FAILED in 0s: verify: {cause}" in capfd.readouterr().err
+    assert cli.main(["campaign", "status", str(path)]) == 0
+    fast = [x for x in capfd.readouterr().out.splitlines() if x.startswith("fast ")]
+    assert fast and all(x.endswith(f"failed    verify: {cause}") for x in fast)
+    out = tmp_path / "out"
+    assert f"verify: {cause}" in (out / "report.html").read_text()
+    assert f"verify: {cause}" in html.unescape((out / "report.md").read_text())
