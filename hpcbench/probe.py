@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench import fingerprint
+from hpcbench.launchers import RunSpec
 from hpcbench.schedulers.base import stop_on_signals
 from hpcbench.specs import ProbeSpec, TargetSpec
 from hpcbench.store import Store
@@ -55,9 +56,8 @@ def budget_line(record: dict) -> str | None:
     )
 
 
-def run_probe(target: Target, nodes: int, probe: ProbeSpec) -> dict:
-    """Probe all workers of `nodes` nodes; returns the record to store (ok or failed).
-    It is killed GRACE_S after its budget (probe.budget_s, else --timeout)."""
+def probe_spec(target: Target, nodes: int, probe: ProbeSpec) -> RunSpec:
+    """The probe of all workers of `nodes` nodes as a run (what --dry-run prints)."""
     workers = target.workers(nodes)
     budget = probe.budget_s if probe.budget_s is not None else probe.timeout_s
     script_args = [
@@ -74,8 +74,15 @@ def run_probe(target: Target, nodes: int, probe: ProbeSpec) -> dict:
         "--collectives",
         ",".join(probe.collectives),
     ]
-    spec = target.spec("allreduce.py", script_args, nodes, workers, budget + GRACE_S)
-    outcome = target.run(spec, timeout_s=budget + GRACE_S)
+    return target.spec("allreduce.py", script_args, nodes, workers, budget + GRACE_S)
+
+
+def run_probe(target: Target, nodes: int, probe: ProbeSpec) -> dict:
+    """Probe all workers of `nodes` nodes; returns the record to store (ok or failed).
+    It is killed GRACE_S after its budget (probe.budget_s, else --timeout)."""
+    workers = target.workers(nodes)
+    budget = probe.budget_s if probe.budget_s is not None else probe.timeout_s
+    outcome = target.run(probe_spec(target, nodes, probe), timeout_s=budget + GRACE_S)
     tb = target.testbed
     record: dict[str, Any] = {
         "kind": "probe",

@@ -68,10 +68,11 @@ def check(target: Target, workload: WorkloadSpec) -> CheckResult:
     target.prepare()
     outcome = target.run(check_spec(target, workload), timeout_s=CHECK_TIMEOUT_S)
     records = [r for r in outcome.records if r.get("kind") == "check"]
-    if not records:
+    if not records:  # the job's own error line, where its -e file has one
+        why = outcome.error().splitlines()[0]
         return CheckResult(
             False,
-            "no check record: " + outcome.error().splitlines()[0],
+            why if outcome.cause else f"no check record: {why}",
             queue_wait_s=outcome.queue_wait_s,
         )
     checks = records[-1].get("checks") or []

@@ -486,10 +486,14 @@ def events(
             print(f"nothing to do: {store.path} holds every run", file=sys.stderr)
             return 0
 
-    if sweep.dry_run:
+    if sweep.dry_run:  # in the order they would run: the probes, then the runs
+        probing, counts = planned_probes(target, sweep, store, todo)
+        for nodes in counts:
+            spec = probe.probe_spec(target, nodes, probing)
+            print(f"# all-reduce probe on {nodes} node(s)\n{target.describe(spec)}\n")
         for config, repeat in todo:
             spec = run_spec(target, workload, sweep, config)
-            print(f"# {config.label}, repeat {repeat + 1}\n{target.launcher.describe(spec)}\n")
+            print(f"# {config.label}, repeat {repeat + 1}\n{target.describe(spec)}\n")
         return 0
     store.check_writable()  # before anything is launched, not after the first run
     target.prepare()
@@ -501,6 +505,29 @@ def events(
             return (yield from _Measurement(workload, target, sweep, store, todo, configs).run())
         finally:
             store.release()
+
+
+def planned_probes(
+    target: Target, sweep: SweepSpec, store: Store, todo: list[tuple[Config, int]]
+) -> tuple[ProbeSpec, list[int]]:
+    """The sweep's probe settings, its budget set, and the node counts of several
+    workers that its store holds no probe of yet (none without --probe)."""
+    if sweep.probe is None:
+        return ProbeSpec(), []
+    probed = {
+        (p["env"], p["workers"], p["backend"]) for p in store.probes() if p.get("status") == "ok"
+    }
+    to_probe = [
+        nodes
+        for nodes in sorted({c.nodes for c, _ in todo if c.workers > 1})
+        if (target.testbed.env, target.workers(nodes), target.backend) not in probed
+    ]
+    probe_spec = sweep.probe
+    if probe_spec.budget_s is None:
+        # A share of what bounds the sweep: slow nodes cost a bounded part of it.
+        budget = probe.default_budget_s(sweep.budget_s, len(todo), sweep.timeout_s, len(to_probe))
+        probe_spec = dataclasses.replace(probe_spec, budget_s=budget)
+    return probe_spec, to_probe
 
 
 class _Measurement:
@@ -545,7 +572,7 @@ class _Measurement:
         """The probes, the planned runs, then extra repeats while intervals are wide; the
         events of each as it goes, the exit status at the end."""
         if self.sweep.probe is not None:
-            self.probe_nodes(self.sweep.probe)
+            self.probe_nodes()
         tb = self.target.testbed
         self.controller = fingerprint.controller(
             tb.env, tb.link_rate, tb.iface, self.target.launcher.name
@@ -560,25 +587,10 @@ class _Measurement:
         yield from self.extra_repeats()
         return (yield from self.conclude())
 
-    def probe_nodes(self, probe_spec: ProbeSpec) -> None:
+    def probe_nodes(self) -> None:
         """The all-reduce probe on each node count of several workers not yet probed."""
-        target, sweep, store = self.target, self.sweep, self.store
-        probed = {
-            (p["env"], p["workers"], p["backend"])
-            for p in store.probes()
-            if p.get("status") == "ok"
-        }
-        to_probe = [
-            nodes
-            for nodes in sorted({c.nodes for c, _ in self.todo if c.workers > 1})
-            if (target.testbed.env, target.workers(nodes), target.backend) not in probed
-        ]
-        if probe_spec.budget_s is None:
-            # A share of what bounds the sweep: slow nodes cost a bounded part of it.
-            budget = probe.default_budget_s(
-                sweep.budget_s, len(self.todo), sweep.timeout_s, len(to_probe)
-            )
-            probe_spec = dataclasses.replace(probe_spec, budget_s=budget)
+        target, store = self.target, self.store
+        probe_spec, to_probe = planned_probes(target, self.sweep, store, self.todo)
         for nodes in to_probe:
             print(
                 f"probing all-reduce on {nodes} node(s), within {probe_spec.budget_s} s ...",

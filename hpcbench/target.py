@@ -118,6 +118,12 @@ class Target:
     def run(self, spec: RunSpec, timeout_s: float, echo: bool = False) -> Outcome:
         return self.scheduler.run(spec, timeout_s=timeout_s, echo=echo)
 
+    def describe(self, spec: RunSpec) -> str:
+        """What --dry-run prints for the run: what would be started, or submitted."""
+        if isinstance(self.scheduler, schedulers.SlurmScheduler):
+            return self.scheduler.describe(spec)
+        return self.launcher.describe(spec)
+
     def unreachable(self, spec: RunSpec) -> dict[str, str]:
         """The run's nodes that do not answer now, with why, in seconds (reach.PREFLIGHT);
         none to ask where every rank is a process here (--env localhost, --env slurm)."""

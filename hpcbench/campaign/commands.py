@@ -11,7 +11,7 @@ from pathlib import Path
 
 from hpcbench import bounded
 from hpcbench.campaign import campaign_file, comparison, estimate, forecast, runner
-from hpcbench.campaign.journal import Journal
+from hpcbench.campaign.journal import Journal, left_line
 from hpcbench.campaign.state import holding
 from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
@@ -126,12 +126,26 @@ def booked_line(est: estimate.TestbedEstimate, device: str) -> str:
     return f"env {tb.env}, {est.nodes} node(s), {booked}"
 
 
+def jobs_left(campaign: campaign_file.Campaign) -> list[dict[str, object]]:
+    """The Slurm jobs the journal says may still be queued or running."""
+    journal = Journal(campaign.out, campaign.name)
+    return journal.jobs_left() if journal.store.exists() else []
+
+
 def status_rows(campaign: campaign_file.Campaign) -> list[dict[str, object]]:
     journal = Journal(campaign.out, campaign.name)
     states = journal.cell_states() if journal.store.exists() else {}
+    left: dict[str, list[str]] = {}
+    for job in jobs_left(campaign):
+        left.setdefault(str(job["testbed"]), []).append(str(job["job"]))
     rows: list[dict[str, object]] = []
     for tb, cell in campaign_file.iter_cells(campaign):
         state = states.get(cell.id)
+        why = state.why if state else ""
+        if tb.name in left and (not state or state.status != "measured"):
+            # Not plain "pending": a job of its testbed may still run (listed below).
+            jobs = ", ".join(left[tb.name])
+            why = f"slurm job {jobs} may still be queued or running; {why}".rstrip("; ")
         rows.append(
             {
                 "testbed": tb.name,
@@ -141,7 +155,7 @@ def status_rows(campaign: campaign_file.Campaign) -> list[dict[str, object]]:
                 "workers": cell.workers,
                 "gpus_per_node": cell.gpus_per_node,
                 "status": state.status if state else "pending",
-                "why": state.why if state else "",
+                "why": why,
                 "at": state.at if state else "",
                 "runs": state.runs if state else 0,
                 "images_per_s": state.images_per_s if state else None,
@@ -168,6 +182,7 @@ def status_lines(campaign: campaign_file.Campaign) -> list[str]:
             ci = f" ± {r['ci95']:.1f}" if r["ci95"] is not None else ""
             result = f"{r['images_per_s']:.1f}{ci} images/s over {r['runs']} run(s)"
         lines.append(f"{r['testbed']:<16} {r['cell']:<12}  {config:<38} {r['status']:<9} {result}")
+    lines += [f"STILL QUEUED OR RUNNING: {left_line(job)}" for job in jobs_left(campaign)]
     running = Journal(campaign.out, campaign.name).running()
     if running is not None:
         who = f" (pid {running})" if running else ""
@@ -242,6 +257,7 @@ def status_main(args: argparse.Namespace) -> int:
                     "campaign": campaign.name,
                     "cells": status_rows(campaign),
                     "held": holding(campaign),
+                    "jobs_left": jobs_left(campaign),
                     "running": running is not None,
                     "pid": running or None,
                 },

@@ -25,6 +25,7 @@ from hpcbench.campaign.estimate import Clock
 from hpcbench.campaign.journal import Journal
 from hpcbench.errors import UsageError, one_line
 from hpcbench.progress import format_duration
+from hpcbench.schedulers import slurm
 
 
 class Stopped(Exception):
@@ -215,16 +216,31 @@ class Console:
             finally:
                 self.sink_lost_terminal()
         except KeyboardInterrupt as err:
+            self.jobs_left(extra)
             took = time.monotonic() - started
             self.journal.phase(tb, name, "interrupted", took, f"by {stop_name(err)}", **extra)
             raise
         except Stopped as err:
             took = time.monotonic() - started
+            self.jobs_left(extra)
             self.journal.phase(tb, name, "failed", took, str(err), **extra)
             self.clock.finished(tb.name, name, took)
             self.say(f"{shown} FAILED in {format_duration(took)}: {one_line(str(err), 300)}")
             raise
         took = time.monotonic() - started
+        self.jobs_left(extra)
         self.journal.phase(tb, name, "ok", took, **extra)
         self.clock.finished(tb.name, name, took)
         self.say(f"{shown} ok in {format_duration(took)}; {self.progress()}")
+
+    def jobs_left(self, extra: dict[str, Any]) -> None:
+        """The Slurm jobs whose cancel this phase could not confirm: each on the terminal
+        (and the log), and in the phase's journal record, with its scancel command; and
+        those an earlier run left that are cancelled now (Runner.cancel_left)."""
+        left, gone = slurm.take_left(), slurm.take_gone()
+        for job in left:
+            self.say(f"STILL QUEUED OR RUNNING: {job.line()}", keep=True)
+        if left:
+            extra["jobs_left"] = [job.record() for job in left]
+        if gone:  # left by an earlier run, cancelled since
+            extra["jobs_gone"] = gone

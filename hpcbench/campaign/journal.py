@@ -6,7 +6,9 @@ line skipped) at the campaign's folder, holding three kinds of record:
     {"kind": "cell", "campaign", "testbed", "cell", "batch", "nodes", "workers",
      "gpus_per_node", "status": pending|deployed|verified|measured|failed, "why", "at", ...}
     {"kind": "phase", "campaign", "testbed", "fingerprint", "phase": deploy|verify|sweep|
-     destroy|keep, "status": ok|failed|interrupted, "seconds", "why", "at"}
+     destroy|keep, "status": ok|failed|interrupted, "seconds", "why", "at",
+     "jobs_left": [{"job", "scancel", "where", "why"}, ...] (Slurm jobs not confirmed gone),
+     "jobs_gone": [job, ...] (jobs an earlier phase left, cancelled since)}
     {"kind": "forecast", "campaign", "testbed", "made": plan|booking, "at",
      "cells": [forecast.CellForecast.record(), ...], "lease"}
 
@@ -91,6 +93,18 @@ _PHASE = {
         "why": _STRING,
         "lease": _LEASE,
         "still_held": {"type": "array", "items": _STRING},
+        # Slurm jobs whose cancel could not be confirmed in the phase (LeftJob.record).
+        "jobs_left": {
+            "type": "array",
+            "maxItems": 10_000,
+            "items": {
+                "type": "object",
+                "required": ["job", "scancel", "where"],
+                "properties": {k: _STRING for k in ("job", "scancel", "where", "why")},
+            },
+        },
+        # Jobs an earlier phase left (their "job"), confirmed gone since.
+        "jobs_gone": {"type": "array", "maxItems": 10_000, "items": _STRING},
     },
 }
 _EFFICIENCY = {"type": ["number", "null"], "minimum": 0, "maximum": 10}
@@ -132,7 +146,24 @@ def _printable(record: dict[str, Any]) -> dict[str, Any]:
         for key in ("variable", "value"):
             if isinstance(lease.get(key), str):
                 lease[key] = why_line(lease[key])
+    for job in record.get("jobs_left") or []:
+        for key in ("job", "scancel", "where", "why"):
+            job[key] = why_line(job.get(key, ""))
+    if record.get("jobs_gone"):
+        record["jobs_gone"] = [why_line(job) for job in record["jobs_gone"]]
     return record
+
+
+def left_line(job: dict[str, Any]) -> str:
+    """A job the journal says may be left (Journal.jobs_left), as one line naming it and
+    the scancel command that cancels it (every part as the journal holds it, escapes
+    and line breaks written out: one printable line)."""
+    why = f" ({job['why']})" if job.get("why") else ""
+    return one_line(
+        f"slurm job {job['job']} of testbed {job['testbed']} may still be queued or running "
+        f"since its {job['phase']} at {job['at']}{why}: `{job['scancel']}` {job['where']} "
+        "cancels it"
+    )
 
 
 @dataclass(frozen=True)
@@ -284,3 +315,19 @@ class Journal:
         return [
             r for r in (records if records is not None else self.records()) if r["kind"] == "phase"
         ]
+
+    def jobs_left(self, records: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """Every Slurm job a phase could not confirm cancelled and no later one confirmed
+        gone, oldest first: its record (LeftJob.record) with its testbed, phase and when."""
+        left: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in self.phases(records):
+            for job in r.get("jobs_gone") or []:
+                left.pop((r["testbed"], job), None)
+            for job in r.get("jobs_left") or []:
+                left[r["testbed"], job["job"]] = {
+                    **job,
+                    "testbed": r["testbed"],
+                    "phase": r["phase"],
+                    "at": r["at"],
+                }
+        return list(left.values())

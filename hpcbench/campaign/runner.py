@@ -26,7 +26,7 @@ from hpcbench import bounded, files, paths, readiness, sweep
 from hpcbench.campaign import comparison, estimate, forecast
 from hpcbench.campaign.campaign_file import Campaign, SweepPart, TestbedPlan
 from hpcbench.campaign.console import Console, Stopped, logged
-from hpcbench.campaign.journal import Journal
+from hpcbench.campaign.journal import Journal, left_line
 from hpcbench.campaign.lifecycle import TestbedLife, widest
 from hpcbench.campaign.state import (
     campaign_folder,
@@ -41,6 +41,7 @@ from hpcbench.deploy import DeployRequest, check
 from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
 from hpcbench.schedulers.base import stop_on_signals
+from hpcbench.schedulers.slurm import SlurmScheduler
 from hpcbench.specs import HostSlots, TestbedKind
 from hpcbench.store import config_key, done_configs
 from hpcbench.target import Target
@@ -236,7 +237,10 @@ class Runner:
                 f"testbed {name} is still held: `python -m hpcbench campaign destroy "
                 f"{self.campaign.path} --testbed {name}` releases it"
             )
-        return 1 if failed or left or self.still_held else 0
+        jobs = self.journal.jobs_left()
+        for job in jobs:  # last, where a terminal shows it without scrolling back
+            self.say(f"STILL QUEUED OR RUNNING: {left_line(job)}")
+        return 1 if failed or left or self.still_held or jobs else 0
 
     def preflight(self, todo: list[TestbedPlan]) -> None:
         """Before the first deploy or job, every testbed checked without creating
@@ -276,10 +280,25 @@ class Runner:
 
     def run_testbed(self, tb: TestbedPlan, measured: set[str]) -> None:
         claim(self.campaign, self.base)  # marked as this campaign's before it holds state
+        self.cancel_left(tb)
         life = self.life(tb)
         life.run([c for c in tb.cells if c.id not in measured])
         if life.still_held:
             self.still_held.append(tb.name)
+
+    def cancel_left(self, tb: TestbedPlan) -> None:
+        """The Slurm jobs an earlier run of this partition left, cancelled again before
+        anything is submitted; the testbed's next phase record says which are gone now
+        (or left still), so that `campaign status` names only those that may run."""
+        left = [j for j in self.journal.jobs_left() if j["testbed"] == tb.name]
+        if not left or tb.kind is not TestbedKind.SLURM:
+            return
+        scheduler = Target.resolve(widest(tb).target).scheduler
+        assert isinstance(scheduler, SlurmScheduler)
+        for job in left:
+            self.say(f"slurm job {job['job']} was left by an earlier run: cancelling it")
+            if scheduler.cancel_left(job["job"]):
+                self.say(f"slurm job {job['job']}: gone (squeue lists it no more)")
 
 
 def planned_targets(
@@ -336,7 +355,7 @@ def dry_run(campaign: Campaign) -> int:
         target = Target.resolve(part.target)
         print(
             f"# the stack check (verify), {tb.where}\n"
-            f"{target.launcher.describe(readiness.check_spec(target, part.workload))}\n"
+            f"{target.describe(readiness.check_spec(target, part.workload))}\n"
         )
         for part in tb.parts:
             only = frozenset(c.config.key for c in part.cells)

@@ -236,8 +236,10 @@ def sbatch_script(
     backend: str,
     controller: str = "gloo",
     job_name: str = "hpcbench",
+    cpus_mark: str = "",
 ) -> str:
-    """The whole batch script of one run (a pure function of its inputs)."""
+    """The whole batch script of one run (a pure function of its inputs). cpus_mark:
+    what a dry run shows for --cpus-per-task where the node's CPUs are not known yet."""
     nodes = len(spec.placements)
     per_node = spec.placements[0].slots
     out = f"{opts.job_dir or '/tmp'}/{job_name}-%j"
@@ -259,7 +261,7 @@ def sbatch_script(
         f"#SBATCH -o {q(out + '.out')}",
         f"#SBATCH -e {q(out + '.err')}",
     ]
-    cpus = opts.rank_cpus(per_node)
+    cpus = opts.rank_cpus(per_node) or cpus_mark
     if cpus:  # srun in Slurm 22.05 does not inherit sbatch's -c: both get it
         head.append(f"#SBATCH --cpus-per-task={cpus}")
     for flag, value in (

@@ -31,6 +31,7 @@ class Outcome:
     timed_out: bool = False
     argv: list[list[str]] = field(default_factory=list)
     queue_wait_s: float | None = None  # a batch job's time in the queue (Slurm)
+    cause: str = ""  # the line of the run's error output that says why it failed (Slurm)
 
     @property
     def ok(self) -> bool:
@@ -44,6 +45,8 @@ class Outcome:
             why = f"exit status {self.returncodes}"
         else:
             why = "finished without a result record"
+        if self.cause:  # the job's own line first: it is what a cell's cause shows
+            why = f"{self.cause} ({why})"
         return why + "\n" + "\n".join(self.tail)
 
 

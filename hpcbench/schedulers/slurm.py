@@ -3,9 +3,11 @@
 sbatch, squeue, scontrol, sacct and scancel run where sbatch runs (this
 machine on a cluster's login node, the head of a testbed over SSH). Polling
 is bounded: a job may wait in the queue for queue_wait_s and run for the
-run's timeout; then, or on Ctrl-C, it is cancelled by its unique job name
-and squeue confirms it gone (a job that may be left is named, with the
-scancel command that cancels it, and the sweep stops); every script carries
+run's timeout; then, or on Ctrl-C, it is cancelled by its job id (by its
+unique job name only where sbatch was cut short before the id came back),
+tried again with a backoff, and squeue confirms it gone (a job that may be
+left is named, with the scancel command that cancels it and where, kept for
+the campaign's journal, and the sweep stops); every script carries
 an sbatch --deadline, so a job pending past its queue wait never starts.
 The job's -o/-e files are read on its batch host where the testbed reaches
 it, and the workload's record goes to the sweep like any other scheduler's.
@@ -14,6 +16,7 @@ it, and the workload's record goes to the sweep like any other scheduler's.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import shlex
 import subprocess
@@ -27,13 +30,34 @@ from pathlib import Path
 from hpcbench.bounded import ctrl_c_deferred
 from hpcbench.errors import UsageError
 from hpcbench.launchers.base import Command, RunSpec
-from hpcbench.launchers.slurm import EXIT_MARKER, SlurmLauncher, SlurmOptions
+from hpcbench.launchers.slurm import EXIT_MARKER, SlurmLauncher, SlurmOptions, sbatch_script
 from hpcbench.schedulers.base import RESULT_MARKER, TAIL_LINES, Outcome, Scheduler, parse_records
 from hpcbench.ssh import SshAccess, last_line
 
 CONTROL_TIMEOUT_S = 60  # one sbatch/squeue/scancel/cat call
 POLL_MIN_S, POLL_MAX_S = 1.0, 10.0
-CANCEL_CONFIRM_S = 30.0  # squeue asked, a few times, that a cancelled job has left
+# A cancel: scancel by the job's id, then squeue; while squeue lists the job (or cannot
+# say), scancel again after 2, then 4, 8 s: at most 4 scancels, within 60 s in all.
+CANCEL_TRIES = 4
+CANCEL_BACKOFF_S = 2.0
+CANCEL_WITHIN_S = 60.0
+# A job's unique name: this, then 8 random hex digits.
+JOB_PREFIX = "hpcbench-"
+# What --dry-run shows in place of a value set only at submission: @SUBMIT:<what>@, in
+# characters that shell quoting leaves as they are (shlex.quote), so that the rest of
+# the script is as submitted.
+MARKS = (
+    "@SUBMIT:x@ is set at submission: x = random, the job name's hex digits; sinfo, the "
+    "node's CPUs (sinfo) shared by its ranks; port, a free port; home, the login's $HOME"
+)
+
+
+def _mark(what: str) -> str:
+    return f"@SUBMIT:{what}@"
+
+
+# Between the job's -o and -e files in the one call that reads both.
+ERR_FILE_MARKER = "HPCBENCH_ERR_FILE"
 # ssh's own exit status for a connection it could not make (ssh(1): "exits with the
 # exit status of the remote command or with 255 if an error occurred").
 SSH_FAILED = 255
@@ -60,20 +84,123 @@ def _why(err: BaseException, tool: str = "the command") -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
+@dataclass(frozen=True)
+class LeftJob:
+    """A job that may still be queued or running after its cancel: its id (its unique
+    name where no id came back), the scancel command that cancels it, where to run it,
+    and why the cancel could not be confirmed."""
+
+    job: str
+    scancel: str
+    where: str
+    why: str
+
+    def line(self) -> str:
+        return (
+            f"slurm job {self.job} may still be queued or running ({self.why}): "
+            f"`{self.scancel}` {self.where} cancels it"
+        )
+
+    def record(self) -> dict[str, str]:
+        """As the campaign's journal keeps it."""
+        return {"job": self.job, "scancel": self.scancel, "where": self.where, "why": self.why}
+
+
+# Every job a cancel could not account for in this process, oldest first, until taken.
+_LEFT: list[LeftJob] = []
+
+
+# The jobs (LeftJob.job) an earlier run left that a cancel since confirmed gone.
+_GONE: list[str] = []
+
+
+def take_left() -> list[LeftJob]:
+    """The jobs left since the last call (the campaign journals each phase's)."""
+    taken = list(_LEFT)
+    del _LEFT[: len(taken)]
+    return taken
+
+
+def take_gone() -> list[str]:
+    """The jobs left earlier that cancel_left confirmed gone since the last call."""
+    taken = list(_GONE)
+    del _GONE[: len(taken)]
+    return taken
+
+
 class JobLeftBehind(RuntimeError):
     """A job that may still be queued or running after its cancel: the message names
     it and the scancel command that cancels it. A sweep stops on it rather than queue
     more jobs it could not account for."""
+
+    def __init__(self, left: LeftJob) -> None:
+        super().__init__(left.line())
+        self.left = left
 
 
 @dataclass
 class JobResult:
     job_id: str
     state: str
-    lines: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # the -o file's, then the -e file's
     rc: int | None = None
     timed_out: bool = False
     queue_wait_s: float | None = None
+    cause: str = ""  # a failed job's first error line (first_error)
+
+
+# A terminal's colour escapes (Lmod colours its error title where stderr is a terminal).
+_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# What a failed job's -e file holds first, most telling first:
+# - the batch script's own line for a `setup:` that failed;
+# - enroot's: common::log prints "[ERROR] <message>" (enroot src/common.sh:44, e.g.
+#   runtime.sh:402 "No such file or directory: <image>"); pyxis passes enroot's log on
+#   as "pyxis:     <line>" after slurmstepd's "error: " (pyxis common.c memfd_print_log);
+# - Lmod's: MasterControl.lua M.error writes errTitle "Lmod has detected the following
+#   error: " then the message (messageDir/en.lua e_Failed_Load "The following
+#   module(s) are unknown: ..."), wrapped at 80 columns where stderr is no terminal
+#   (utils.lua buildMsg), so a module list may go on on the next line.
+_SETUP = re.compile(r"^hpcbench: ")
+_ENROOT = re.compile(r"\[ERROR\] .*")
+_LMOD = re.compile(r"Lmod has detected the following errors?:.*")
+_TRACEBACK = "Traceback (most recent call last):"
+_ERROR = re.compile(r"\berror\b", re.IGNORECASE)
+
+
+def first_error(err_lines: list[str]) -> str:
+    """The line of a failed job's -e file that says why, as one line ("" for none):
+    enroot's (through pyxis), Lmod's or a Python exception's, after the script's own
+    line for a failed setup where there is one; else the first line that says
+    "error", or the file's last line."""
+    raw = [_ESCAPE.sub("", line) for line in err_lines]
+    lines = [" ".join(line.split()) for line in raw]
+    tool = _tool_line(lines, raw)
+    setup = next((line for line in lines if _SETUP.match(line)), "")
+    if setup:
+        return f"{setup}: {tool}" if tool and tool not in setup else setup
+    if tool:
+        return tool
+    said = [line for line in lines if line]
+    return next((line for line in said if _ERROR.search(line)), said[-1] if said else "")
+
+
+def _tool_line(lines: list[str], raw: list[str]) -> str:
+    """enroot's [ERROR] line, Lmod's error (its module list too), or the exception that
+    ends the first Python traceback; "" for none. `lines` are `raw` with their white
+    space made one space (a traceback's frames are told by their indent)."""
+    for line in lines:
+        found = _ENROOT.search(line)
+        if found:
+            return found[0]
+    for k, line in enumerate(lines):
+        found = _LMOD.search(line)
+        if found:
+            more = lines[k + 1] if k + 1 < len(lines) else ""
+            return f"{found[0]} {more}" if more.startswith('"') else found[0]
+    if _TRACEBACK in lines:  # its frames are indented: the exception is the first line not
+        after = raw[lines.index(_TRACEBACK) + 1 :]
+        return next((" ".join(x.split()) for x in after if x.strip() and not x[0].isspace()), "")
+    return ""
 
 
 _TIME = r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)"
@@ -108,7 +235,36 @@ class SlurmScheduler(Scheduler):
         return self.launcher.options
 
     def job_name(self) -> str:
-        return f"hpcbench-{uuid.uuid4().hex[:8]}"
+        return f"{JOB_PREFIX}{uuid.uuid4().hex[:8]}"
+
+    def describe(self, spec: RunSpec) -> str:
+        """What run() would submit for the spec, and where (what --dry-run prints): the
+        same script, with each value that is set only at submission marked in place
+        (MARKS), as nothing is asked of the cluster here."""
+        login = self.launcher.submit
+
+        def home(path: str) -> str:  # Target.place_on_login resolves ~/ there
+            return _mark("home") + path[1:] if login is not None and path.startswith("~/") else path
+
+        opts = self.options
+        opts = dataclasses.replace(opts, bench_dir=home(opts.bench_dir), job_dir=home(opts.job_dir))
+        shown = dataclasses.replace(
+            spec, workdir=home(spec.workdir), args=tuple(home(a) for a in spec.args)
+        )
+        cpus = "" if opts.cpus_per_task or opts.node_cpus else _mark("sinfo")
+        script = sbatch_script(
+            shown,
+            opts,
+            self.launcher.backend,
+            self.launcher.controller,
+            JOB_PREFIX + _mark("random"),
+            cpus_mark=cpus,
+        )
+        port = f"export MASTER_PORT={spec.master_port}\n"
+        assert port in script, "the script names its rendezvous port"
+        script = script.replace(port, f"export MASTER_PORT={_mark('port')}\n")
+        submit = shlex.join(self.launcher.submission().argv)
+        return f"# `{submit}` {self.where()}, this script on its stdin ({MARKS}):\n{script}"
 
     def _call(
         self, cmd: Command, stdin: str = "", timeout: float | None = None
@@ -234,62 +390,105 @@ class SlurmScheduler(Scheduler):
             return queue_wait(proc.stdout)
         return None
 
-    def cancel(self, job_name: str, job: str = "") -> str | None:
-        """scancel by the run's unique job name (which also finds a job whose sbatch was
-        interrupted), then squeue until it lists no job of that name, for at most
-        CANCEL_CONFIRM_S. None once confirmed; otherwise one line naming the job and the
-        scancel command that cancels it, printed here too. A Ctrl-C, SIGTERM or SIGHUP
-        meanwhile waits for the cancel to end."""
+    def where(self) -> str:
+        """Where sbatch, squeue and scancel run, as a person would reach it."""
+        login = self.launcher.submit
+        if login is None:
+            return "on this machine"
+        user = f"{login.user}@" if login.user else ""
+        port = f" (ssh port {login.port})" if login.port != 22 else ""
+        return f"on the login node {user}{login.host}{port}"
+
+    def cancel(self, job_name: str, job: str = "") -> LeftJob | None:
+        """scancel the job by its id (by its unique name only when sbatch was cut short
+        before the id came back), confirmed by squeue; a scancel that failed, or a job
+        still listed, is tried again (_cancel: bounded). None once confirmed; otherwise
+        the job left, said on stderr here and kept for the campaign (take_left). A
+        Ctrl-C, SIGTERM or SIGHUP meanwhile waits for the cancel to end."""
         with ctrl_c_deferred():
             left = self._cancel(job_name, job)
             if left:  # now: a deferred Ctrl-C raises as the block ends
+                _LEFT.append(left)
                 with contextlib.suppress(OSError, ValueError):  # a terminal gone
-                    print(f"hpcbench: {left}", file=sys.stderr, flush=True)
+                    print(f"hpcbench: {left.line()}", file=sys.stderr, flush=True)
             return left
 
-    def _cancel(self, job_name: str, job: str) -> str | None:
-        name = shlex.quote(job_name)
-        why = ""
+    def _scancel(self, handle: str, timeout: float) -> str:
+        """One scancel; why it failed, or "" once Slurm took it."""
         try:
-            proc = self._control(f"scancel --name={name}")
-            if proc.returncode != 0:
-                why = f"scancel: {last_line(proc.stderr or proc.stdout or '')}"
+            proc = self._control(f"scancel {handle}", timeout=timeout)
         except (subprocess.SubprocessError, OSError) as err:
-            why = _why(err, "scancel")
-        ends = time.monotonic() + CANCEL_CONFIRM_S
-        delay = POLL_MIN_S
-        listed: list[str] = []
-        while True:
-            try:
-                proc = self._control(
-                    f"squeue --noheader --name={name} --format='%i %T'",
-                    timeout=max(1.0, min(CONTROL_TIMEOUT_S, ends - time.monotonic())),
-                )
-                if proc.returncode == 0:
-                    # A job still COMPLETING was stopped; its nodes are being released.
-                    listed = [
-                        row.split()[0]
-                        for row in proc.stdout.splitlines()
-                        if row.split() and "COMPLETING" not in row.split()[1:]
-                    ]
-                    if not listed:
-                        return None
-                else:
-                    why = f"squeue: {last_line(proc.stderr or proc.stdout or '')}"
-            except (subprocess.SubprocessError, OSError) as err:
-                why = _why(err, "squeue")
-            if time.monotonic() + delay > ends:
+            return _why(err, "scancel")
+        if proc.returncode == 0:
+            return ""
+        return self._unreachable(proc) or f"scancel: {last_line(proc.stderr or proc.stdout or '')}"
+
+    def _listed(self, job_name: str, job: str, timeout: float) -> tuple[list[str] | None, str]:
+        """The job's ids that squeue still lists as queued or running ([]: gone), or
+        None and why, when squeue could not say."""
+        ask = f"--jobs={job}" if job else f"--name={shlex.quote(job_name)}"
+        try:
+            proc = self._control(f"squeue --noheader {ask} --format='%i %T'", timeout=timeout)
+        except (subprocess.SubprocessError, OSError) as err:
+            return None, _why(err, "squeue")
+        if proc.returncode != 0:
+            # squeue asked for one job id loads that job alone and fails with "Invalid
+            # job id specified" once slurmctld has forgotten it (squeue.c _print_job:
+            # slurm_load_job, slurm_perror("slurm_load_jobs error"), exit 1): gone.
+            if job and "Invalid job id specified" in (proc.stderr or ""):
+                return [], ""
+            return None, (
+                self._unreachable(proc) or f"squeue: {last_line(proc.stderr or proc.stdout or '')}"
+            )
+        # Without --states, squeue lists pending, running, suspended and completing jobs
+        # (print.c _filter_job; squeue(1) --states). A job COMPLETING was stopped and
+        # its nodes are being released: not left.
+        rows = [row.split() for row in proc.stdout.splitlines() if row.split()]
+        return [r[0] for r in rows if len(r) < 2 or r[1] not in DONE_STATES | {"COMPLETING"}], ""
+
+    def _cancel(self, job_name: str, job: str) -> LeftJob | None:
+        """scancel, then squeue; while squeue lists the job or cannot say, scancel again
+        after CANCEL_BACKOFF_S (doubling), at most CANCEL_TRIES scancels within
+        CANCEL_WITHIN_S in all (each call bounded by what is left of it)."""
+        handle = job if job else f"--name={shlex.quote(job_name)}"
+        ends = time.monotonic() + CANCEL_WITHIN_S
+        delay = CANCEL_BACKOFF_S
+        why = ""
+        listed: list[str] | None = None
+
+        def left_s() -> float:
+            return max(1.0, min(CONTROL_TIMEOUT_S, ends - time.monotonic()))
+
+        attempt = 0
+        while attempt < CANCEL_TRIES:
+            attempt += 1
+            refused = self._scancel(handle, left_s())
+            listed, unknown = self._listed(job_name, job, left_s())
+            if listed == []:
+                return None
+            why = refused or unknown or "squeue still lists it"
+            if attempt == CANCEL_TRIES or time.monotonic() + delay >= ends:
                 break
             time.sleep(delay)
             delay *= 2
-        ids = listed or ([job] if job else [])
-        command = f"scancel {' '.join(ids)}" if ids else f"scancel --name={job_name}"
-        where = "" if self.launcher.submit is None else f" on {self.launcher.submit.host}"
-        what = f"slurm job {', '.join(ids)}" if ids else f"slurm job {job_name}"
-        return (
-            f"{what} may still be queued or running ({why or 'squeue still lists it'}): "
-            f"`{command}`{where} cancels it"
+        ids = [job] if job else (listed or [])
+        return LeftJob(
+            job=", ".join(ids) or job_name,
+            scancel=f"scancel {' '.join(ids)}" if ids else f"scancel --name={job_name}",
+            where=self.where(),
+            why=f"{why}; scancel tried {attempt} time(s)",
         )
+
+    def cancel_left(self, job: str) -> bool:
+        """A job an earlier run left (LeftJob.job: ids, or the unique name where no id
+        came back) cancelled again; True, and kept for take_gone, once confirmed gone."""
+        left = [
+            self.cancel("", one) if one.isdigit() else self.cancel(one) for one in job.split(", ")
+        ]
+        if any(left):
+            return False
+        _GONE.append(job)
+        return True
 
     def cancelled(self, job_name: str, job: str = "") -> None:
         """cancel, and JobLeftBehind where the job may be left."""
@@ -297,16 +496,24 @@ class SlurmScheduler(Scheduler):
         if left:
             raise JobLeftBehind(left)
 
-    def read_output(self, job: str, job_name: str, host_access: SshAccess | None) -> list[str]:
+    def read_output(
+        self, job: str, job_name: str, host_access: SshAccess | None
+    ) -> tuple[list[str], list[str]]:
+        """The job's -o and -e files, each as its lines, read in one call (-o: one line
+        saying why, where they cannot be read)."""
         base = f"{self.options.job_dir or '/tmp'}/{job_name}-{job}"
         try:
             proc = self._control(
-                f"cat {shlex.quote(base + '.out')} {shlex.quote(base + '.err')}",
+                f"cat {shlex.quote(base + '.out')}; echo; echo {ERR_FILE_MARKER};"
+                f" cat {shlex.quote(base + '.err')}",
                 access=host_access,
             )
         except (subprocess.SubprocessError, OSError) as err:
-            return [f"the job's output could not be read: {_why(err)}"]
-        return proc.stdout.splitlines()
+            return [f"the job's output could not be read: {_why(err)}"], []
+        out, found, err_text = proc.stdout.partition(f"\n{ERR_FILE_MARKER}\n")
+        if not found:  # cut short before the marker: all of it is the .out file's
+            return proc.stdout.splitlines(), []
+        return out.splitlines(), err_text.splitlines()
 
     def wait(self, spec: RunSpec, job: str, job_name: str, timeout_s: float) -> JobResult:
         """Poll (bounded) until the job leaves the queue; cancel it on a timeout or Ctrl-C."""
@@ -345,13 +552,15 @@ class SlurmScheduler(Scheduler):
             return JobResult(job, state, timed_out=True)
         # The batch host writes -o/-e; read them there when the testbed reaches it.
         hosts = {p.host: p.access for p in spec.placements}
-        lines = self.read_output(job, job_name, hosts.get(host, self.launcher.submit))
+        out, errs = self.read_output(job, job_name, hosts.get(host, self.launcher.submit))
         rc = next(
-            (int(line.split()[1]) for line in reversed(lines) if line.startswith(EXIT_MARKER)), None
+            (int(line.split()[1]) for line in reversed(out) if line.startswith(EXIT_MARKER)), None
         )
         if rc is None:
             rc = 0 if state == "COMPLETED" else 1
-        return JobResult(job, state, lines, rc, queue_wait_s=self.queue_wait_s(job))
+        cause = first_error(errs) if rc != 0 else ""
+        waited = self.queue_wait_s(job)
+        return JobResult(job, state, out + errs, rc, queue_wait_s=waited, cause=cause)
 
     def run(self, spec: RunSpec, timeout_s: float, echo: bool = False) -> Outcome:
         launched_at, start = time.time(), time.monotonic()
@@ -397,4 +606,5 @@ class SlurmScheduler(Scheduler):
             timed_out=result.timed_out,
             argv=[["sbatch", f"job {job}"], script.splitlines()],
             queue_wait_s=result.queue_wait_s,
+            cause=result.cause,
         )

@@ -17,6 +17,7 @@ through real pyxis and enroot (DDP, Horovod over Gloo, Horovod over MPI under
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -369,3 +370,129 @@ def test_pyxis_and_lmod_partitions_join_the_same_report(
         timeout=60,
     )
     assert set(owners.stdout.split()) == {"hpcbench"}, owners.stdout + owners.stderr
+
+
+# A scancel in front of the real one on the login node (/usr/local/bin comes first on
+# ssh's default PATH): it fails while /tmp/scancel-fails counts down, then runs it.
+FLAKY_SCANCEL = """#!/bin/bash
+n=$(cat /tmp/scancel-fails 2>/dev/null || echo 0)
+if [ "$n" -gt 0 ]; then
+  echo $((n - 1)) > /tmp/scancel-fails
+  echo "scancel: error: stand-in failure ($n left)" >&2
+  exit 1
+fi
+exec /usr/bin/scancel "$@"
+"""
+HEAD = f"{E2E_VARS['name']}-node1"
+
+
+def on_head(*argv: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["docker", "exec", "-i", HEAD, *argv],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def jobs(bed: DeployedTestbed) -> dict[str, str]:
+    """Slurm's jobs of hpcbench's names, id -> state, COMPLETING ones once gone (bounded:
+    30 s for a cancelled job's nodes to be released)."""
+    deadline = time.monotonic() + 30
+    while True:
+        proc = on_head("squeue", "--noheader", "--format=%i %j %T")
+        assert proc.returncode == 0, proc.stderr
+        rows = [r.split() for r in proc.stdout.splitlines() if "hpcbench-" in r]
+        if not any(r[2] == "COMPLETING" for r in rows) or time.monotonic() > deadline:
+            return {r[0]: r[2] for r in rows}
+        time.sleep(1)
+
+
+def interrupted_with_scancel_failing(
+    bed: DeployedTestbed, tmp: Path, fails: int
+) -> tuple[int, str, Path]:
+    """A campaign of the fast partition, Ctrl-C once its first run's job runs, with
+    scancel on the login node failing `fails` times: exit status, output, file."""
+    path = campaign_file(bed, tmp, "fast")
+    data = yaml.safe_load(path.read_text())
+    data["testbeds"] = data["testbeds"][:1]  # the partition alone
+    # A run long enough to outlast every scancel tried (it is cancelled after).
+    data["testbeds"][0]["sweep"] = {"nodes": [1], "no_probe": True, "windows": 500}
+    path.write_text(yaml.safe_dump(data))
+
+    def a_run_is_running(records: list[dict]) -> bool:
+        verified = any(r.get("phase") == "verify" and r.get("status") == "ok" for r in records)
+        return verified and "RUNNING" in jobs(bed).values()
+
+    assert on_head("tee", "/usr/local/bin/scancel", stdin=FLAKY_SCANCEL).returncode == 0
+    on_head("chmod", "755", "/usr/local/bin/scancel")
+    on_head("sh", "-c", f"echo {fails} > /tmp/scancel-fails")
+    try:
+        rc, out, _ = run(bed, tmp, path, stop_when=a_run_is_running)
+    finally:
+        on_head("rm", "-f", "/usr/local/bin/scancel")
+    return rc, out, path
+
+
+def test_ctrl_c_with_a_scancel_that_fails_twice_leaves_no_job(
+    deployed: DeployedTestbed, tmp_path: Path
+) -> None:
+    before = set(jobs(deployed))
+    rc, out, _ = interrupted_with_scancel_failing(deployed, tmp_path, fails=2)
+    assert rc == 130, out[-4000:]
+    assert on_head("cat", "/tmp/scancel-fails").stdout.strip() == "0"  # tried past both
+    assert set(jobs(deployed)) <= before, out[-4000:]
+    assert "may still be queued or running" not in out
+
+
+def test_a_scancel_that_cannot_succeed_names_the_job_left_and_its_command(
+    deployed: DeployedTestbed, tmp_path: Path
+) -> None:
+    before = set(jobs(deployed))
+    rc, out, path = interrupted_with_scancel_failing(deployed, tmp_path, fails=99)
+    left = set(jobs(deployed)) - before
+    try:
+        assert rc == 130, out[-4000:]
+        [job] = left  # the run's job goes on: said where the user sees it
+        access = head(deployed).access
+        assert access is not None
+        command = f"`scancel {job}` on the login node {access.user}@{access.host} (ssh port "
+        said = [line for line in out.splitlines() if "STILL QUEUED OR RUNNING" in line]
+        assert said and f"slurm job {job} may still be queued" in said[0], out[-4000:]
+        assert command in said[0]
+        status = deployed.hpcbench("campaign", "status", str(path))
+        assert status.returncode == 0, status.stderr
+        shown = [x for x in status.stdout.splitlines() if x.startswith("STILL QUEUED")]
+        assert shown and f"slurm job {job} of testbed fast" in shown[0] and command in shown[0]
+        assert f"slurm job {job} may still be queued or running" in status.stdout.split("\n")[2]
+    finally:
+        for job in left:
+            on_head("/usr/bin/scancel", job)
+    assert set(jobs(deployed)) <= before
+
+
+def test_a_missing_image_fails_its_testbed_with_pyxiss_line_and_the_next_one_runs(
+    deployed: DeployedTestbed, tmp_path: Path
+) -> None:
+    lrz = site_slurm("lrz", "fast", "/images/no-such-image.sqsh")
+    path = campaign_file(deployed, tmp_path, "fast")
+    data = yaml.safe_load(path.read_text())
+    fast = {**data["testbeds"][0], "sweep": {"nodes": [1], "no_probe": True}}
+    data["testbeds"] = [as_user(deployed, lrz, "no-image", "e2e Slurm, no such image"), fast]
+    path.write_text(yaml.safe_dump(data))
+    rc, out, _ = run(deployed, tmp_path, path)
+    assert rc == 1, out[-4000:]
+    cause = "[ERROR] No such file or directory: /images/no-such-image.sqsh"
+    failed = [line for line in out.splitlines() if "verify FAILED" in line]
+    assert failed and cause in failed[0], out[-4000:]
+    states = {r["cell"]: r for r in journal(tmp_path) if r.get("kind") == "cell"}
+    fast_states = {r["status"] for r in states.values() if r["testbed"] == "fast"}
+    assert fast_states == {"measured"}, (states, out[-4000:])
+    bad = [r for r in states.values() if r["testbed"] == "no-image"]
+    assert bad and all(r["status"] == "failed" and cause in r["why"] for r in bad)
+    status = deployed.hpcbench("campaign", "status", str(path))
+    assert cause in status.stdout, status.stdout
+    report = tmp_path / "results"
+    assert cause in (report / "report.html").read_text()
+    assert cause in html.unescape((report / "report.md").read_text())

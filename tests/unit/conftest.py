@@ -7,8 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from hpcbench.schedulers import slurm
 from tests.interrupt import ctrl_c_raises_here
 from tests.unit.test_campaign import Fakes
+
+
+@pytest.fixture(autouse=True)
+def _no_slurm_job_left_over() -> Iterator[None]:
+    """The jobs a test's cancels left (schedulers.slurm.take_left) stay its own."""
+    yield
+    slurm.take_left()
 
 
 @pytest.fixture

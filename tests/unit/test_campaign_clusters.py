@@ -20,7 +20,7 @@ import yaml
 from hpcbench import cli, readiness, sweep
 from hpcbench.campaign import campaign_file, comparison, lifecycle, runner
 from hpcbench.errors import UsageError
-from hpcbench.schedulers.slurm import JobLeftBehind
+from hpcbench.schedulers.slurm import JobLeftBehind, LeftJob
 from hpcbench.specs import TestbedKind
 from hpcbench.store import Store
 from tests.unit.test_campaign import fake_run
@@ -209,7 +209,9 @@ def test_the_shipped_cluster_campaigns_dry_run_without_a_cluster(
     campaign = campaign_file.load(path)
     repeats = campaign.testbeds[0].parts[0].sweep.repeats
     checks = len(campaign.testbeds)
-    assert out.count("#!/bin/bash\n") == checks + repeats * len(campaign.cells)
+    probes = out.count("\n# all-reduce probe on ")  # each node count of several workers
+    assert probes > 0
+    assert out.count("#!/bin/bash\n") == checks + probes + repeats * len(campaign.cells)
     for tb in campaign.testbeds:
         assert f"#SBATCH --partition={tb.parts[0].target.slurm.partition}\n" in out
     assert out.rstrip().endswith(
@@ -227,7 +229,7 @@ class Cluster:
         self.calls: list[tuple[str, str]] = []
         self.refuse: str | None = None
         self.check_fails: str | None = None
-        self.left_behind: str | None = None  # a job the scheduler could not cancel
+        self.left_behind: LeftJob | None = None  # a job the scheduler could not cancel
         monkeypatch.setattr(readiness, "preflight", self.preflight)
         monkeypatch.setattr(readiness, "check", self.check)
         monkeypatch.setattr(sweep, "events", self.sweep)
@@ -362,9 +364,8 @@ def test_a_job_left_behind_is_journaled_with_its_scancel_and_shown_by_status(
     """The scheduler's line for a job it could not cancel fails the partition's cells
     with it as their cause, which `campaign status` shows; the next testbed runs."""
     cluster = Cluster(monkeypatch)
-    cluster.left_behind = (
-        "slurm job 4242 may still be queued or running (scancel: error): "
-        "`scancel 4242` on login.example.org cancels it"
+    cluster.left_behind = LeftJob(
+        "4242", "scancel 4242", "on the login node me@login.example.org", "scancel: error"
     )
     path = write(tmp_path, CLUSTERS_ONLY)
     assert cli.main(["campaign", "run", str(path)]) == 1
@@ -373,7 +374,7 @@ def test_a_job_left_behind_is_journaled_with_its_scancel_and_shown_by_status(
     assert cli.main(["campaign", "status", str(path)]) == 0
     fast = [line for line in capfd.readouterr().out.splitlines() if line.startswith("fast ")]
     assert fast and all(
-        "failed" in line and line.endswith(f"sweep: {cluster.left_behind}") for line in fast
+        "failed" in line and line.endswith(f"sweep: {cluster.left_behind.line()}") for line in fast
     )
 
 
@@ -413,3 +414,32 @@ def test_the_report_gives_the_given_link_the_nodes_cpus_and_no_character_referen
     assert "| host_processor_core_count: cores of the machine the node runs on | 2 |" in md
     assert "| CPUs a node may use (its quota, else the CPUs it may run on) | 1 (" in md
     assert "&#91;" not in md and "\\[virt] CPU" in md
+
+
+def test_a_failed_checks_own_line_is_the_cause_in_the_status_and_the_report(
+    tmp_path, monkeypatch, capfd
+):
+    """The check job's cause as readiness gives it (the job's .err line) is the cells'
+    cause on the terminal, in campaign status and in the report's failed cells."""
+    import html
+
+    cause = "[ERROR] No such file or directory: /images/x.sqsh (exit status [1])"
+    cluster = Cluster(monkeypatch)
+
+    def check(target: Any, workload: Any) -> readiness.CheckResult:  # the partition's alone
+        if target.testbed.env == "slurm":
+            return readiness.CheckResult(False, cause)
+        return cluster.check(target, workload)
+
+    monkeypatch.setattr(readiness, "check", check)
+    path = write(tmp_path, CLUSTERS_ONLY)
+    assert cli.main(["campaign", "run", str(path)]) == 1
+    assert f"verify FAILED in 0s: verify: {cause}" in capfd.readouterr().err
+    assert cli.main(["campaign", "status", str(path)]) == 0
+    fast = [x for x in capfd.readouterr().out.splitlines() if x.startswith("fast ")]
+    assert fast and all(x.endswith(f"failed    verify: {cause}") for x in fast)
+    out = tmp_path / "out"
+    assert f"verify: {cause}" in (out / "report.html").read_text()
+    md = html.unescape((out / "report.md").read_text())
+    assert f"verify: {cause}" in md.replace("\\[", "[")  # Markdown's escaped '['
+

@@ -183,6 +183,10 @@ def good_record(kind: str, testbed: str, cell: str) -> dict[str, Any]:
             **{"phase": "deploy", "status": "ok", "seconds": 60.0, "why": "", "at": "now"},
             "lease": lease,
             "still_held": ["STILL HELD: job 7"],
+            "jobs_left": [
+                {"job": "4242", "scancel": "scancel 4242", "where": "on this machine", "why": "x"}
+            ],
+            "jobs_gone": ["4241"],
         }
     forecast_cell = {
         "cell": cell,
@@ -443,6 +447,20 @@ def test_status_shows_a_journals_cause_as_one_line_its_escapes_written_out(
     assert "deploy: \\x1b[2J\\x1b[31mgone next line\\x07" in out
     rc, out, err = run(["campaign", "status", str(path), "--json"], capsys)
     assert rc == 0 and "\\u001b" not in out  # the JSON's text went through the filter too
+
+
+def test_status_shows_a_job_left_as_one_line_its_escapes_written_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_campaign(tmp_path)
+    job = {"job": "42\x1b[2J", "scancel": "scancel 42\nrm -rf ~", "where": "on\x07", "why": ""}
+    journal(tmp_path, phase("b", "sweep", 1.0, status="interrupted", at="t", jobs_left=[job]))
+    rc, out, err = run(["campaign", "status", str(path)], capsys)
+    check(rc, out, err)
+    assert (
+        "STILL QUEUED OR RUNNING: slurm job 42\\x1b[2J of testbed b may still be queued or "
+        "running since its sweep at t: `scancel 42 rm -rf ~` on\\x07 cancels it"
+    ) in out.splitlines()
 
 
 def test_status_leaves_out_a_lease_that_ends_past_any_clock(

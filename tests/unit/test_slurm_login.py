@@ -92,14 +92,14 @@ def test_the_dry_run_shows_sbatch_on_the_login_node_with_the_clusters_paths(tmp_
     )
     assert code == 0
     out = capsys.readouterr().out
-    assert "# sbatch on login.example.org:" in out
+    assert "# `sbatch --parsable` on the login node me@login.example.org, " in out
     assert "#SBATCH --partition=grete" in out
     assert "exec /home/me/envs/hb/bin/python train.py" in out
-    # Resolved on the login node before the first job; the dry run shows them as given
-    # (~/ as "$HOME", which the batch shell expands where it runs).
+    # ~/ is resolved on the login node before the first job: the dry run marks its home.
     home_rel = scale_options.REMOTE_BENCH_DIR.removeprefix("~")
-    assert f'cd "$HOME"{home_rel} && exec' in out
-    assert f"#SBATCH -o '{scale_options.REMOTE_JOB_DIR}/hpcbench-" in out
+    assert f"cd @SUBMIT:home@{home_rel} && exec" in out
+    job_rel = scale_options.REMOTE_JOB_DIR.removeprefix("~")
+    assert f"#SBATCH -o @SUBMIT:home@{job_rel}/hpcbench-@SUBMIT:random@-%j.out" in out
     assert "\nmodule load anaconda3\nset -u\n" in out  # after the profile, if needed
 
 

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hpcbench import cli, nodeset
 from hpcbench.errors import UsageError
@@ -256,9 +258,9 @@ esac
 echo "4242;cluster"
 """
 FAKE_SQUEUE = """#!/bin/bash
-# A hanging job is listed until scancel has run ("%i %T" when asked by --name).
+# A hanging job is listed until scancel has run ("%i %T" when a cancel asks).
 [ "$FAKE_MODE" = hang ] && [ ! -e "$FAKE/scancel" ] || exit 0
-case "$*" in *--name=*) echo "4242 RUNNING" ;; *) echo "RUNNING node1" ;; esac
+case "$*" in *%i*) echo "4242 RUNNING" ;; *) echo "RUNNING node1" ;; esac
 """
 FAKE_SCONTROL = """#!/bin/bash
 state=COMPLETED; [ "$FAKE_MODE" = fail ] && state=FAILED
@@ -338,7 +340,7 @@ def test_timeout_cancels_the_job(fake_slurm, monkeypatch):
     (fake_slurm / "mode").write_text("hang")
     outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=0.1)
     assert outcome.timed_out and not outcome.ok
-    assert (fake_slurm / "scancel").read_text().startswith("--name=hpcbench-")
+    assert (fake_slurm / "scancel").read_text() == "4242\n"  # by its id, not its name
 
 
 def test_queue_wait_is_bounded(fake_slurm, monkeypatch):
@@ -352,13 +354,13 @@ def test_queue_wait_is_bounded(fake_slurm, monkeypatch):
 def test_ctrl_c_cancels_the_job(fake_slurm, monkeypatch):
     (fake_slurm / "mode").write_text("hang")
 
-    def interrupt(seconds: float) -> None:
+    def interrupt(self, job: str) -> tuple[str, str]:  # Ctrl-C while the job is polled
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(slurm_scheduler.time, "sleep", interrupt)
+    monkeypatch.setattr(SlurmScheduler, "state", interrupt)
     with pytest.raises(KeyboardInterrupt):
         _scheduler(fake_slurm).run(_spec(), timeout_s=30)
-    assert "--name=hpcbench-" in (fake_slurm / "scancel").read_text()
+    assert (fake_slurm / "scancel").read_text() == "4242\n"
 
 
 def test_sbatch_refusal_is_a_failed_run(fake_slurm, monkeypatch):
@@ -435,7 +437,9 @@ def test_dry_run_prints_scripts(tmp_path, capsys):
     )
     assert code == 0
     printed = capsys.readouterr().out
-    assert printed.count("#!/bin/bash") == 2
+    # The 2-node all-reduce probe first, as it runs first, then the two runs.
+    assert printed.count("#!/bin/bash") == 3
+    assert printed.startswith("# all-reduce probe on 2 node(s)\n")
     assert "--gres=gpu:4" in printed and "--gres=gpu:1" in printed
     assert "--container-image=./x.sqsh" in printed and "--partition=gpu" in printed
     assert not (tmp_path / "results.jsonl").exists()
@@ -470,7 +474,7 @@ def test_a_job_whose_state_stays_unknown_is_cancelled(fake_slurm, monkeypatch):
     monkeypatch.setattr(SlurmScheduler, "state", lambda self, job: ("UNKNOWN", ""))
     outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=30)
     assert not outcome.ok and outcome.tail[0] == "slurm job 4242: UNKNOWN"
-    assert "--name=hpcbench-" in (fake_slurm / "scancel").read_text()
+    assert (fake_slurm / "scancel").read_text() == "4242\n"
 
 
 def test_an_sbatch_that_times_out_cancels_the_job(fake_slurm, monkeypatch):
@@ -491,7 +495,7 @@ def test_a_control_call_that_times_out_is_a_failed_run(fake_slurm, monkeypatch, 
     real = SlurmScheduler._control
 
     def control(self, line, access=None, timeout=None):
-        if line.startswith(("scancel", "squeue --noheader --name")):
+        if line.startswith(("scancel", "squeue --noheader --jobs")):
             return real(self, line, access, timeout)
         if (tool == "squeue") == line.startswith("out=$(squeue"):
             raise subprocess.TimeoutExpired(line, 0.5)
@@ -502,7 +506,7 @@ def test_a_control_call_that_times_out_is_a_failed_run(fake_slurm, monkeypatch, 
     assert not outcome.ok
     assert "did not answer in 0.5 s" in outcome.error() or "could not be read" in outcome.error()
     if tool == "squeue":
-        assert "--name=hpcbench-" in (fake_slurm / "scancel").read_text()
+        assert (fake_slurm / "scancel").read_text() == "4242\n"
 
 
 def test_the_gloo_rendezvous_listens_on_the_first_node_only(tmp_path):
@@ -616,7 +620,8 @@ def _fake(tmp: Path, name: str, text: str) -> None:
 
 @pytest.fixture
 def quick_confirm(monkeypatch):
-    monkeypatch.setattr(slurm_scheduler, "CANCEL_CONFIRM_S", 0.2)
+    """Tries 0.01 s, 0.02 s, 0.04 s apart (2, 4, 8 s on a cluster)."""
+    monkeypatch.setattr(slurm_scheduler, "CANCEL_BACKOFF_S", 0.01)
 
 
 def test_a_refused_scancel_names_the_job_and_the_command_that_cancels_it(
@@ -630,7 +635,8 @@ def test_a_refused_scancel_names_the_job_and_the_command_that_cancels_it(
         _scheduler(fake_slurm).run(_spec(), timeout_s=0.1)
     assert str(err.value) == (
         "slurm job 4242 may still be queued or running (scancel: scancel: error: Kill job "
-        "error on job id 4242: Access/permission denied): `scancel 4242` cancels it"
+        "error on job id 4242: Access/permission denied; scancel tried 4 time(s)): "
+        "`scancel 4242` on this machine cancels it"
     )
     assert f"hpcbench: {err.value}" in capsys.readouterr().err
 
@@ -641,7 +647,7 @@ def test_a_job_that_stays_in_the_queue_after_scancel_is_named(fake_slurm, quick_
     _fake(fake_slurm, "scancel", '#!/bin/bash\necho "$@" >> "$FAKE/scancel.log"\n')
     with pytest.raises(slurm_scheduler.JobLeftBehind, match=r"squeue still lists it.*`scancel"):
         _scheduler(fake_slurm).run(_spec(), timeout_s=0.1)
-    assert "--name=hpcbench-" in (fake_slurm / "scancel.log").read_text()
+    assert (fake_slurm / "scancel.log").read_text() == "4242\n" * 4
 
 
 def test_a_cancel_that_cannot_ask_squeue_names_the_job_by_its_name(fake_slurm, quick_confirm):
@@ -653,9 +659,10 @@ def test_a_cancel_that_cannot_ask_squeue_names_the_job_by_its_name(fake_slurm, q
     scheduler = _scheduler(fake_slurm)
     scheduler.launcher.submit = SshAccess(host="login.example.org")
     left = scheduler.cancel("hpcbench-0123abcd")
-    assert left == (
+    assert left is not None and left.line() == (
         "slurm job hpcbench-0123abcd may still be queued or running (squeue: squeue: error: "
-        "Unable to contact): `scancel --name=hpcbench-0123abcd` on login.example.org cancels it"
+        "Unable to contact; scancel tried 4 time(s)): `scancel --name=hpcbench-0123abcd` on "
+        "the login node login.example.org cancels it"
     )
 
 
@@ -726,3 +733,236 @@ def test_a_job_dir_in_a_home_without_a_login_node_is_refused(tmp_path, monkeypat
         "resolved there; without one give an absolute path"
     ]
     assert not (tmp_path / "~").exists()
+
+
+# scancel failing N times (non-zero exit), then taking the job: squeue lists it no more.
+SCANCEL_FLAKY = """#!/bin/bash
+echo "$@" >> "$FAKE/scancel.log"
+n=$(cat "$FAKE/fails" 2>/dev/null || echo 0)
+if [ "$n" -gt 0 ]; then
+  echo $((n - 1)) > "$FAKE/fails"
+  echo "scancel: error: Unable to contact slurm controller (connect failure)" >&2
+  exit 1
+fi
+echo "$@" >> "$FAKE/scancel"
+"""
+
+
+def test_a_scancel_that_fails_twice_is_retried_and_leaves_nothing(
+    fake_slurm, quick_confirm, capsys
+):
+    (fake_slurm / "mode").write_text("hang")
+    (fake_slurm / "fails").write_text("2")
+    _fake(fake_slurm, "scancel", SCANCEL_FLAKY)
+    outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=0.1)
+    assert outcome.timed_out
+    assert (fake_slurm / "scancel.log").read_text() == "4242\n" * 3  # by its id, 3 tries
+    assert slurm_scheduler.take_left() == []
+    assert "may still be" not in capsys.readouterr().err
+
+
+def test_a_scancel_that_always_fails_leaves_the_job_named_for_the_campaign(
+    fake_slurm, quick_confirm, capsys
+):
+    """Tried CANCEL_TRIES times, then the job's id, its scancel command and where to run
+    it are said at once and kept for the campaign's journal."""
+    (fake_slurm / "mode").write_text("hang")
+    (fake_slurm / "fails").write_text("99")
+    _fake(fake_slurm, "scancel", SCANCEL_FLAKY)
+    with pytest.raises(slurm_scheduler.JobLeftBehind) as err:
+        _scheduler(fake_slurm).run(_spec(), timeout_s=0.1)
+    assert (fake_slurm / "scancel.log").read_text() == "4242\n" * slurm_scheduler.CANCEL_TRIES
+    [left] = slurm_scheduler.take_left()
+    assert left == err.value.left
+    assert left.record() == {
+        "job": "4242",
+        "scancel": "scancel 4242",
+        "where": "on this machine",
+        "why": "scancel: scancel: error: Unable to contact slurm controller (connect failure); "
+        "scancel tried 4 time(s)",
+    }
+    assert f"hpcbench: {left.line()}" in capsys.readouterr().err
+
+
+def test_the_cancel_goes_by_id_whatever_the_jobs_name(fake_slurm, quick_confirm):
+    """A name the user's sbatch options gave it, or one shared with another job, plays
+    no part: scancel and squeue are given the job's id alone."""
+    (fake_slurm / "mode").write_text("hang")
+    _fake(
+        fake_slurm,
+        "squeue",
+        '#!/bin/bash\necho "$@" >> "$FAKE/squeue.log"\n'
+        '[ -e "$FAKE/scancel" ] && exit 0\ncase "$*" in *%i*) echo "4242 RUNNING" ;; '
+        '*) echo "RUNNING node1" ;; esac\n',
+    )
+    scheduler = _scheduler(fake_slurm, extra=("--job-name=mine",))
+    assert scheduler.run(_spec(), timeout_s=0.1).timed_out
+    asked = (fake_slurm / "squeue.log").read_text()
+    assert "--name" not in asked and "--jobs=4242 --format=%i %T" in asked
+    assert (fake_slurm / "scancel").read_text() == "4242\n"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # slurmctld forgot the job (MinJobAge): squeue --jobs=ID fails so, with status 1.
+        "echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1",
+        "echo '4242 CANCELLED'",  # listed, but ended
+        "echo '4242 COMPLETING'",  # stopped; its nodes are being released
+    ],
+)
+def test_a_job_squeue_no_longer_holds_as_queued_or_running_is_gone(fake_slurm, reply):
+    _fake(fake_slurm, "squeue", f"#!/bin/bash\n{reply}\n")
+    assert _scheduler(fake_slurm).cancel("hpcbench-0123abcd", "4242") is None
+
+
+def test_a_login_node_that_cannot_be_reached_is_said_with_where_to_cancel(
+    fake_slurm, quick_confirm
+):
+    _fake(
+        fake_slurm,
+        "ssh",
+        "#!/bin/bash\necho 'ssh: connect to host login port 2222: No route to host' >&2\n"
+        "exit 255\n",
+    )
+    scheduler = _scheduler(fake_slurm)
+    scheduler.launcher.submit = SshAccess(host="login", port=2222, user="me")
+    left = scheduler.cancel("hpcbench-0123abcd", "4242")
+    assert left is not None and left.line() == (
+        "slurm job 4242 may still be queued or running (login node unreachable: ssh: connect "
+        "to host login port 2222: No route to host; scancel tried 4 time(s)): `scancel 4242` "
+        "on the login node me@login (ssh port 2222) cancels it"
+    )
+
+
+def test_the_cancel_is_bounded_in_time(fake_slurm, monkeypatch):
+    """However the tries go, no further scancel starts past CANCEL_WITHIN_S."""
+    monkeypatch.setattr(slurm_scheduler, "CANCEL_WITHIN_S", 0.5)
+    monkeypatch.setattr(slurm_scheduler, "CANCEL_BACKOFF_S", 0.2)
+    (fake_slurm / "fails").write_text("99")
+    (fake_slurm / "mode").write_text("hang")
+    _fake(fake_slurm, "scancel", SCANCEL_FLAKY)
+    left = _scheduler(fake_slurm).cancel("hpcbench-0123abcd", "4242")
+    assert left is not None
+    tries = (fake_slurm / "scancel.log").read_text().count("4242")
+    assert 1 <= tries < slurm_scheduler.CANCEL_TRIES  # 0.2 + 0.4 s of waits > 0.5 s
+
+
+# ------------------------------------------------------- a failed job's cause
+# A missing .sqsh through pyxis 0.24 and enroot 4.1: pyxis runs `enroot create`
+# (pyxis_slurmstepd.c:786), says "failed to create container filesystem for image"
+# (:788), then passes enroot's log on line by line as "pyxis:     <line>" (common.c
+# memfd_print_log), each through slurm_error, which slurmstepd prints as "error: ";
+# enroot's line is common::err "No such file or directory: <image>" (runtime.sh:402),
+# written "[ERROR] <message>" by common::log (common.sh:44).
+PYXIS_MISSING_IMAGE = [
+    "slurmstepd: error: pyxis: failed to create container filesystem for image: /images/x.sqsh",
+    "slurmstepd: error: pyxis: printing enroot log file:",
+    "slurmstepd: error: pyxis:     [ERROR] No such file or directory: /images/x.sqsh",
+    "slurmstepd: error: pyxis: couldn't start container",
+    "slurmstepd: error: spank: required plugin spank_pyxis.so: task_init_privileged() failed "
+    "with rc=-1",
+    "slurmstepd: error: Failed to invoke spank plugin stack",
+    "srun: error: node1: task 0: Exited with exit code 1",
+]
+# Lmod 8.6's for an unknown module: MasterControl.lua M.error writes errTitle (red where
+# stderr is a terminal) and messageDir/en.lua's e_Failed_Load, wrapped at 80 columns.
+LMOD_UNKNOWN = [
+    "\x1b[1;31mLmod has detected the following error: \x1b[0m The following module(s) are unknown:",
+    '"no-such-module"',
+    "",
+    'Please check the spelling or version number. Also try "module spider ..."',
+    "It is also possible your cache file is out-of-date; it may help to try:",
+    '  $   module --ignore_cache load "no-such-module"',
+]
+PYTHON_EXCEPTION = [
+    "pyxis: imported docker image: /images/stack.sqsh",
+    "Traceback (most recent call last):",
+    '  File "/opt/hpcbench/bench/train.py", line 12, in <module>',
+    "    import torch",
+    "ModuleNotFoundError: No module named 'torch'",
+    "srun: error: node1: task 0: Exited with exit code 1",
+]
+
+
+@pytest.mark.parametrize(
+    ("err", "cause"),
+    [
+        (PYXIS_MISSING_IMAGE, "[ERROR] No such file or directory: /images/x.sqsh"),
+        (
+            LMOD_UNKNOWN,
+            "Lmod has detected the following error: The following module(s) are unknown: "
+            '"no-such-module"',
+        ),
+        (PYTHON_EXCEPTION, "ModuleNotFoundError: No module named 'torch'"),
+        (
+            ["hpcbench: setup failed (exit 1): module load no-such-module", *LMOD_UNKNOWN],
+            "hpcbench: setup failed (exit 1): module load no-such-module: Lmod has detected "
+            'the following error: The following module(s) are unknown: "no-such-module"',
+        ),
+        (
+            ["srun: Job step aborted", "srun: error: node2: task 1: Killed", "x"],
+            "srun: error: node2: task 1: Killed",
+        ),
+        (["", "something odd", ""], "something odd"),
+        ([], ""),
+    ],
+)
+def test_the_cause_is_the_first_line_that_says_why(err, cause):
+    assert slurm_scheduler.first_error(err) == cause
+
+
+@given(st.lists(st.text(max_size=200), max_size=30))
+def test_any_error_file_gives_one_line(lines):
+    cause = slurm_scheduler.first_error(lines)
+    assert "\n" not in cause and "\r" not in cause and "\x1b[" not in cause
+
+
+ERR_SBATCH = r"""#!/bin/bash
+script=$(cat)
+out=$(echo "$script" | sed -n 's/^#SBATCH -o //p' | sed 's/%j/4242/')
+err=$(echo "$script" | sed -n 's/^#SBATCH -e //p' | sed 's/%j/4242/')
+printf 'HPCBENCH_SLURM_EXIT 1\n' > "$out"
+cat "$FAKE/err" > "$err"
+echo "4242;cluster"
+"""
+
+
+def test_a_failed_jobs_error_file_gives_the_runs_cause(fake_slurm):
+    """-o and -e are read apart: the -e file's line is the run's cause, first in its
+    error (what a cell's and the check's cause show); both stay in its tail."""
+    (fake_slurm / "mode").write_text("fail")
+    (fake_slurm / "err").write_text("\n".join(PYXIS_MISSING_IMAGE) + "\n")
+    _fake(fake_slurm, "sbatch", ERR_SBATCH)
+    outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=30)
+    assert outcome.cause == "[ERROR] No such file or directory: /images/x.sqsh"
+    assert outcome.error().splitlines()[0] == (
+        "[ERROR] No such file or directory: /images/x.sqsh (exit status [1])"
+    )
+    assert outcome.tail[-1] == PYXIS_MISSING_IMAGE[-1]
+
+
+def test_a_failed_check_job_names_its_cause(fake_slurm, monkeypatch):
+    from hpcbench import readiness
+    from hpcbench.specs import WorkloadSpec
+
+    (fake_slurm / "mode").write_text("fail")
+    (fake_slurm / "err").write_text("\n".join(LMOD_UNKNOWN) + "\n")
+    _fake(fake_slurm, "sbatch", ERR_SBATCH)
+    scheduler = _scheduler(fake_slurm)
+
+    class Target:
+        launcher = scheduler.launcher
+
+        def prepare(self):
+            pass
+
+        def run(self, spec, timeout_s):
+            return scheduler.run(spec, timeout_s)
+
+    monkeypatch.setattr(readiness, "check_spec", lambda target, workload: _spec())
+    result = readiness.check(Target(), WorkloadSpec("resnet18", 32))  # type: ignore[arg-type]
+    assert not result.ok and result.why == (
+        "Lmod has detected the following error: The following module(s) are unknown: "
+        '"no-such-module" (exit status [1])'
+    )
