@@ -394,8 +394,7 @@ def _transformer_sources(args: argparse.Namespace, plan: Plan) -> dict[str, str]
         f"({'--latency-us' if args.latency_us is not None else args.transport + ' default'})",
         "inside": f"inside a node: {plan.intra_busbw / 1e9:g} GB/s ({intra}), latency "
         f"{plan.intra_latency_s * 1e6:g} us (assumed)",
-        "interference": f"interference {plan.interference:.2f} "
-        f"({fitted})",
+        "interference": f"interference {plan.interference:.2f} ({fitted})",
     }
 
 
