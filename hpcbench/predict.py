@@ -56,7 +56,7 @@ MAX_WORKERS = 4096
 def store_cases(args: argparse.Namespace) -> list[Case]:
     """Every configuration across nodes that a results store measured, as a Case: the
     single worker's step, the series' settings and the link rate the runs recorded
-    (else --link)."""
+    (else --link). The CNNs' only: the fit replays a measured gradient timeline."""
     store = Store(Path(args.calibrate))
     if not store.exists():
         raise UsageError(
@@ -66,6 +66,8 @@ def store_cases(args: argparse.Namespace) -> list[Case]:
     cases = []
     for s in analysis.summarise(store.runs(), store.probes()):
         if s.nodes <= 1 or s.efficiency is None or s.compute_s is None:
+            continue
+        if sharded_model.shape(s.model) is not None:  # its gradient timeline is the CNNs'
             continue
         nominal = allreduce_model.nominal_bytes_per_s(s.link_rate)
         rate = nominal * 8 if nominal else default_rate
