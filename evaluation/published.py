@@ -102,64 +102,39 @@ def predict_argv(row: dict, interference: float | None = None) -> list[str]:
     workers = str(row["workers"])
     if node_based(row):
         workers = f"{node_workers(row)},{workers}"
-    if transformer(row):
-        argv = [
-            "predict",
-            "--model",
-            row["model"],
-            "--seq-len",
-            str(row["seq_len"]),
-            "--batch",
-            str(row["batch"]),
-            "--workers",
-            workers,
-            "--gpus-per-node",
-            str(row["gpus_per_node"]),
-            "--single-worker-tps",
-            f"{row['single_tps']:g}",
-            "--link",
-            row["link"],
-            "--transport",
-            row["transport"],
-            "--intra-node",
-            row["intra_node"],
-            "--parallel",
-            row["parallel"],
-            "--param-dtype",
-            row["param_dtype"],
-            "--reduce-dtype",
-            row["reduce_dtype"],
-            "--reshard-after-forward",
-            row["reshard_after_forward"],
-        ]
-        if row.get("shard_group"):
-            argv += ["--shard-group", str(row["shard_group"])]
-        if interference is not None:
-            argv += ["--interference", f"{interference:g}"]
-        return argv + ["--json"]
+    if transformer(row):  # its sequence, and one worker's tokens/s
+        what = ["--seq-len", str(row["seq_len"])]
+        rate = ["--single-worker-tps", f"{row['single_tps']:g}"]
+    else:
+        what = ["--image-size", str(row["image_size"])]
+        rate = ["--single-worker-ips", str(row["single_ips"])]
     argv = [
         "predict",
         "--model",
         row["model"],
-        "--image-size",
-        str(row["image_size"]),
+        *what,
         "--batch",
         str(row["batch"]),
         "--workers",
         workers,
         "--gpus-per-node",
         str(row["gpus_per_node"]),
-        "--single-worker-ips",
-        str(row["single_ips"]),
+        *rate,
         "--link",
         row["link"],
         "--transport",
         row["transport"],
         "--intra-node",
         row["intra_node"],
-        "--backend",
-        row.get("backend", "horovod"),
     ]
+    if transformer(row):
+        argv += ["--parallel", row["parallel"], "--param-dtype", row["param_dtype"]]
+        argv += ["--reduce-dtype", row["reduce_dtype"]]
+        argv += ["--reshard-after-forward", row["reshard_after_forward"]]
+        if row.get("shard_group"):
+            argv += ["--shard-group", str(row["shard_group"])]
+    else:
+        argv += ["--backend", row.get("backend", "horovod")]
     if row.get("fusion_threshold_mb") is not None:
         argv += ["--fusion-threshold-mb", str(row["fusion_threshold_mb"])]
     if row.get("cycle_time_ms") is not None:

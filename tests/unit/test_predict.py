@@ -294,9 +294,9 @@ def test_every_output_says_which_link_efficiency_it_used(capsys):
     assert "(tcp default)" in capsys.readouterr().out
 
 
-def _store(tmp_path, efficiencies: dict[int, float], link_rate: str = "1gbit"):
+def _store(tmp_path, efficiencies: dict[int, float], link_rate: str = "1gbit", **fields):
     """A results store: one worker's step of 0.5 s, and at each node count a run whose
-    step gives that efficiency."""
+    step gives that efficiency (each run with `fields` over resnet18's)."""
     store = Store(tmp_path)
     for nodes, e in {1: 1.0, **efficiencies}.items():
         step = 0.5 / e
@@ -317,6 +317,7 @@ def _store(tmp_path, efficiencies: dict[int, float], link_rate: str = "1gbit"):
                 "steps": 2,
                 "window_times": [2 * step, 2 * step],
                 "link_rate": link_rate,
+                **fields,
             }
         )
     return store

@@ -297,31 +297,10 @@ def test_a_plans_transformer_rows_come_from_the_sharded_model():
 def test_calibrate_leaves_transformer_runs_out(tmp_path, capsys):
     """--calibrate replays the CNNs' gradient timeline: a store of transformer runs gives
     it nothing to fit, said in one line."""
-    from hpcbench.store import Store
+    from tests.unit.test_predict import _store
 
-    store = Store(tmp_path)
-    for nodes, step in ((1, 0.5), (2, 0.6), (4, 0.7)):
-        store.append(
-            {
-                "kind": "run",
-                "env": "local",
-                "model": "gpt-tiny",
-                "backend": "ddp",
-                "batch": 4,
-                "image_size": 0,
-                "seq_len": 64,
-                "parallel": "fsdp2",
-                "data": "synthetic",
-                "nodes": nodes,
-                "workers": nodes,
-                "gpus_per_node": 1,
-                "repeat": 0,
-                "status": "ok",
-                "steps": 2,
-                "window_times": [2 * step, 2 * step],
-                "link_rate": "1gbit",
-            }
-        )
+    lm = {"model": "gpt-tiny", "image_size": 0, "seq_len": 64, "parallel": "fsdp2"}
+    _store(tmp_path, {2: 0.8, 4: 0.7}, **lm)
     assert cli.main(["predict", "--calibrate", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "two node counts or more" in err and "\n" not in err
