@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hpcbench.specs import peak_flops, transformer_configs
+
 TABLE = Path(__file__).with_name("data") / "single_worker.json"
 PRECISIONS = ("fp32", "tf32", "amp")
 # The MFU assumed for one worker of a transformer where nothing was measured: torchtitan's
@@ -114,8 +116,6 @@ def assumed_tokens_per_s(
     fp32) x DEFAULT_MFU over the model's FLOPs per token, and how it was made; None where
     the peak table has no row for the accelerator at that precision, or the model is not
     a transformer."""
-    from hpcbench.specs import peak_flops, transformer_configs
-
     config = transformer_configs.CONFIGS.get(model)
     if config is None:
         return None
