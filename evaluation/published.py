@@ -6,6 +6,11 @@
 Each row of evaluation/published.json is a published multi-node run (model,
 per-GPU batch, GPUs per node, workers, network, framework, single-GPU and
 N-GPU images/s) with its source and the quoted lines its numbers come from.
+A transformer's row (one with a seq_len) gives tokens/s per GPU at N GPUs and
+at the source's own base run (one node, or the fewest GPUs the source ran it
+on), and is predicted under FSDP (hpcbench.sharded_model) and rescaled to
+that base. The CNN and the transformer rows are scored apart, each summary
+over its own rows.
 
 Leave one source out: for each source (a source's `group` joins sources of
 one team and cluster), the constants predict fits (link efficiency per
@@ -52,10 +57,18 @@ def group_of(data: dict, row: dict) -> str:
     return data["sources"][row["source"]].get("group", row["source"])
 
 
+def transformer(row: dict) -> bool:
+    """A transformer's row: tokens/s, predicted under FSDP."""
+    return row.get("seq_len") is not None
+
+
 def measured_e(row: dict) -> float:
-    """The published E(N) = X(N) / (N X(1)), or the efficiency the source states."""
+    """The published E(N) = X(N) / (N X(1)), or the efficiency the source states; a
+    transformer's relative to its source's base run (X(1) its per-GPU rate)."""
     if row.get("efficiency") is not None:
         return row["efficiency"]
+    if transformer(row):
+        return row["multi_tps_per_worker"] / row["single_tps"]
     if row.get("multi_ips_per_worker") is not None:
         return row["multi_ips_per_worker"] / row["single_ips"]
     return row["multi_ips"] / (row["workers"] * row["single_ips"])
@@ -63,12 +76,14 @@ def measured_e(row: dict) -> float:
 
 def node_workers(row: dict) -> int:
     """The workers of the row's one-node figure: the whole node unless the source
-    measured fewer of its GPUs (node_workers)."""
+    measured fewer of its GPUs (node_workers); a transformer's base run."""
     return int(row.get("node_workers") or row["gpus_per_node"])
 
 
 def node_efficiency(row: dict) -> float | None:
     """One node's measured E(g) = X(g) / (g X(1)), where the source gives it."""
+    if row.get("node_tps_per_worker") is not None:
+        return row["node_tps_per_worker"] / row["single_tps"]
     if row.get("node_ips_per_worker") is not None:
         return row["node_ips_per_worker"] / row["single_ips"]
     if row.get("node_ips") is not None and node_workers(row) > 1:
@@ -87,29 +102,39 @@ def predict_argv(row: dict, interference: float | None = None) -> list[str]:
     workers = str(row["workers"])
     if node_based(row):
         workers = f"{node_workers(row)},{workers}"
+    if transformer(row):  # its sequence, and one worker's tokens/s
+        what = ["--seq-len", str(row["seq_len"])]
+        rate = ["--single-worker-tps", f"{row['single_tps']:g}"]
+    else:
+        what = ["--image-size", str(row["image_size"])]
+        rate = ["--single-worker-ips", str(row["single_ips"])]
     argv = [
         "predict",
         "--model",
         row["model"],
-        "--image-size",
-        str(row["image_size"]),
+        *what,
         "--batch",
         str(row["batch"]),
         "--workers",
         workers,
         "--gpus-per-node",
         str(row["gpus_per_node"]),
-        "--single-worker-ips",
-        str(row["single_ips"]),
+        *rate,
         "--link",
         row["link"],
         "--transport",
         row["transport"],
         "--intra-node",
         row["intra_node"],
-        "--backend",
-        row.get("backend", "horovod"),
     ]
+    if transformer(row):
+        argv += ["--parallel", row["parallel"], "--param-dtype", row["param_dtype"]]
+        argv += ["--reduce-dtype", row["reduce_dtype"]]
+        argv += ["--reshard-after-forward", row["reshard_after_forward"]]
+        if row.get("shard_group"):
+            argv += ["--shard-group", str(row["shard_group"])]
+    else:
+        argv += ["--backend", row.get("backend", "horovod")]
     if row.get("fusion_threshold_mb") is not None:
         argv += ["--fusion-threshold-mb", str(row["fusion_threshold_mb"])]
     if row.get("cycle_time_ms") is not None:
@@ -186,14 +211,22 @@ def fit_constants(cases: list[scaling_model.Case], cache: dict | None = None) ->
 
 
 def leave_one_source_out(data: dict) -> tuple[list[Scored], dict[str, scaling_model.Fit]]:
-    """Every row predicted with constants fitted on the other groups only."""
+    """Every row predicted with constants fitted on the other groups only: a CNN group
+    on the other CNN groups (as before the transformer rows came, so that the CNN
+    figures stay comparable), a transformer group on every other group, CNN and
+    transformer (the constants describe the link and the computation, which both
+    share)."""
     rows = data["rows"]
     cases = [case(r) for r in rows]
     groups = [group_of(data, r) for r in rows]
+    kinds = [transformer(r) for r in rows]
     cache: dict = {}
     out, fits = [], {}
     for g in dict.fromkeys(groups):
-        train = [k for k, h in zip(cases, groups, strict=True) if h != g]
+        mine = kinds[groups.index(g)]
+        train = [
+            k for k, h, t in zip(cases, groups, kinds, strict=True) if h != g and (mine or not t)
+        ]
         missing = {k.transport for k, h in zip(cases, groups, strict=True) if h == g} - {
             k.transport for k in train
         }
@@ -249,46 +282,80 @@ def in_sample(data: dict) -> list[Scored]:
     return out
 
 
+def _table(results: list[Scored]) -> None:
+    """The CNN rows' table of docs/benchmarks.md."""
+    print(
+        "| source | model | GPUs (nodes x per node) | network | backend | E published | "
+        "E point, source left out | band | point - published |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for s in results:
+        r = s.row
+        nodes = r["workers"] // r["gpus_per_node"]
+        print(
+            f"| {r['source']}{' (node)' if node_based(r) else ''} | {r['model']} | "
+            f"{r['workers']} ({nodes} x {r['gpus_per_node']}) | {r['network']} | "
+            f"{r.get('backend', 'horovod')} | {s.measured:.3f} | {s.point:.3f} | "
+            f"{s.low:.2f}-{s.high:.2f} | {s.error:+.3f} |"
+        )
+
+
+def _transformer_table(results: list[Scored]) -> None:
+    """The transformer rows' table: E relative to each source's base run."""
+    print(
+        "| source | model | seq x batch | GPUs (nodes x per node) | base GPUs | network | "
+        "parallel (gathered / reduced) | E published | E point, source left out | band | "
+        "point - published |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for s in results:
+        r = s.row
+        nodes = r["workers"] // r["gpus_per_node"]
+        how = r["parallel"] + ("" if r["reshard_after_forward"] == "on" else ", not resharded")
+        model = f"{r['model']} ({r['technique']})" if r.get("technique") else r["model"]
+        print(
+            f"| {r['source']} | {model}"
+            f" | {r['seq_len']} x {r['batch']} | {r['workers']} ({nodes} x {r['gpus_per_node']}) | "
+            f"{node_workers(r)} | {r['network']} | {how} ({r['param_dtype']} / {r['reduce_dtype']})"
+            f" | {s.measured:.3f} | {s.point:.3f} | {s.low:.2f}-{s.high:.2f} | {s.error:+.3f} |"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--markdown", action="store_true", help="print the table of docs/benchmarks.md")
-    p.add_argument("--fit", action="store_true", help="fit predict's constants to every row")
+    p.add_argument(
+        "--fit", action="store_true", help="fit predict's constants to every CNN row (its defaults)"
+    )
     p.add_argument("--data", type=Path, default=DATA)
     args = p.parse_args(argv)
     data = load(args.data)
     if args.fit:
-        cases = [case(r) for r in data["rows"]]
+        cases = [case(r) for r in data["rows"] if not transformer(r)]
         found = fit_constants(cases)
         print(
-            f"fitted on all {len(cases)} rows: {constants(found)}; mean |point - published| "
+            f"fitted on all {len(cases)} CNN rows: {constants(found)}; mean |point - published| "
             f"{found.mean_abs:.3f}"
         )
         return 0
     results, fits = leave_one_source_out(data)
+    cnn = [s for s in results if not transformer(s.row)]
+    sharded = [s for s in results if transformer(s.row)]
     for s in results:
         node = node_efficiency(s.row) if node_based(s.row) else None
+        base = "its base run's" if transformer(s.row) else "its node's"
         print(
             f"{s.group:>26} {s.row['model']:>16} {s.row['workers']:>3} GPUs "
             f"{s.row['network']:<44} E {s.measured:.3f}  point {s.point:.3f}  band "
             f"{s.low:.2f}-{s.high:.2f}  diff {s.error:+.3f}"
-            + (f"  (rescaled to its node's E {node:.3f})" if node is not None else ""),
+            + (f"  (rescaled to {base} E {node:.3f})" if node is not None else ""),
             file=sys.stderr,
         )
     if args.markdown:
-        print(
-            "| source | model | GPUs (nodes x per node) | network | backend | E published | "
-            "E point, source left out | band | point - published |"
-        )
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-        for s in results:
-            r = s.row
-            nodes = r["workers"] // r["gpus_per_node"]
-            print(
-                f"| {r['source']}{' (node)' if node_based(r) else ''} | {r['model']} | "
-                f"{r['workers']} ({nodes} x {r['gpus_per_node']}) | {r['network']} | "
-                f"{r.get('backend', 'horovod')} | {s.measured:.3f} | {s.point:.3f} | "
-                f"{s.low:.2f}-{s.high:.2f} | {s.error:+.3f} |"
-            )
+        _table(cnn)
+        if sharded:
+            print()
+            _transformer_table(sharded)
     else:
         for r in data["rows"]:
             print("python -m hpcbench " + shlex.join(default_argv(r)))
@@ -297,17 +364,36 @@ def main(argv: list[str] | None = None) -> int:
     for g in fits:
         print(figures(f"  {g}", [s for s in results if s.group == g]), file=sys.stderr)
     print(
-        f"predict's defaults, fitted on every row: link efficiency tcp "
+        f"predict's defaults, fitted on every CNN row: link efficiency tcp "
         f"{scaling_model.TCP_EFFICIENCY:.2f}, rdma {scaling_model.RDMA_EFFICIENCY:.2f}; "
         f"interference {scaling_model.DEFAULT_INTERFERENCE:.2f}",
         file=sys.stderr,
     )
-    print(figures("in sample, predict's defaults", in_sample(data)), file=sys.stderr)
+    everyone = in_sample(data)
     print(
-        figures(f"leave one source out, {len(fits)} source groups", results)
+        figures("in sample, predict's defaults", [s for s in everyone if not transformer(s.row)]),
+        file=sys.stderr,
+    )
+    print(
+        figures(
+            "transformers with predict's defaults (fitted on the CNN rows only)",
+            [s for s in everyone if transformer(s.row)],
+        ),
+        file=sys.stderr,
+    )
+    groups = len({s.group for s in cnn})
+    print(
+        figures(f"leave one source out, {groups} source groups", cnn)
         + " (python evaluation/published.py)",
         file=sys.stderr,
     )
+    if sharded:
+        groups = len({s.group for s in sharded})
+        print(
+            figures(f"transformers, leave one source out, {groups} source groups", sharded)
+            + " (python evaluation/published.py)",
+            file=sys.stderr,
+        )
     return 0
 
 

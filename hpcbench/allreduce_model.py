@@ -150,6 +150,34 @@ def link_model(probe: dict[str, Any]) -> LinkModel | None:
     return LinkModel(workers=workers, latency_s=latency, busbw=1 / inv_bw)
 
 
+def collective_model(probe: dict[str, Any], name: str) -> LinkModel | None:
+    """a and B of one collective from the probe's records of it, fitted as link_model
+    fits the all-reduce. all_gather and reduce_scatter (bench/allreduce.py: bytes = the
+    whole gathered or scattered tensor, busbw = algbw (N-1)/N): t = (N-1) a + (N-1)/N S/B.
+    Whatever the backend ran for it is in the times (Gloo's reduce-scatter is an
+    all-reduce, whose B comes out about half the all-gather's). None where the probe
+    has no record of it."""
+    if name == "all_reduce":
+        return link_model(probe)
+    records = probe.get(name)
+    workers = int(probe.get("workers") or 0)
+    if not isinstance(records, list) or workers < 2:
+        return None
+    points = [
+        (float(workers - 1), (workers - 1) / workers * float(r["bytes"]), float(r["time_s"]))
+        for r in records
+        if isinstance(r, dict)
+        and isinstance(r.get("bytes"), int | float)
+        and isinstance(r.get("time_s"), int | float)
+        and r["time_s"] > 0
+        and r["bytes"] > 0
+    ]
+    if not points:
+        return None
+    latency, inv_bw = _fit_nonnegative(points)
+    return LinkModel(workers=workers, latency_s=latency, busbw=1 / inv_bw)
+
+
 def _fit_nonnegative(points: list[tuple[float, float, float]]) -> tuple[float, float]:
     """(a, b) of t = a u + b v over points (u, v, t), by least squares on relative
     errors (weights 1/t: the sweep's times span orders of magnitude, and plain least

@@ -2,6 +2,8 @@
 
     python -m hpcbench predict --model resnet50 --batch 32 --workers 1-16 \\
         --gpus-per-node 4 --single-worker-ips 400 --link 10gbit
+    python -m hpcbench predict --model gpt2-small --parallel fsdp2 --seq-len 1024 \\
+        --batch 8 --workers 1-16 --gpus-per-node 4 --single-worker-tps 20000 --link 100gbit
     python -m hpcbench predict --calibrate results/vw-1g   # fit to measured runs
 
 The model's gradient sizes and per-layer forward FLOPs come from the model
@@ -13,6 +15,9 @@ shared by its workers, PCIe or NVLink inside it) and the two-bound band.
 The link achieves a share of its line rate (--link-efficiency, else the
 default of its --transport), and communication during backward slows
 backward by --interference of its time; docs/method.md has the model.
+A transformer (the workload's configurations, or a published model's shape:
+hpcbench.sharded_model) is predicted per FSDP unit from its configuration's
+FLOPs under --parallel ddp, fsdp2 or hsdp, in tokens/s.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hpcbench import allreduce_model, analysis
+from hpcbench import allreduce_model, analysis, sharded_model
 from hpcbench.errors import UsageError
 from hpcbench.scaling_model import (
     DEFAULT_INTERFERENCE,
@@ -42,7 +47,7 @@ from hpcbench.scaling_model import (
     parse_link,
     predictions,
 )
-from hpcbench.specs import count_type, megabytes_type, parse_int_list, units
+from hpcbench.specs import count_type, megabytes_type, parse_int_list, transformer_configs, units
 from hpcbench.store import Store
 
 MAX_WORKERS = 4096
@@ -51,7 +56,7 @@ MAX_WORKERS = 4096
 def store_cases(args: argparse.Namespace) -> list[Case]:
     """Every configuration across nodes that a results store measured, as a Case: the
     single worker's step, the series' settings and the link rate the runs recorded
-    (else --link)."""
+    (else --link). The CNNs' only: the fit replays a measured gradient timeline."""
     store = Store(Path(args.calibrate))
     if not store.exists():
         raise UsageError(
@@ -61,6 +66,8 @@ def store_cases(args: argparse.Namespace) -> list[Case]:
     cases = []
     for s in analysis.summarise(store.runs(), store.probes()):
         if s.nodes <= 1 or s.efficiency is None or s.compute_s is None:
+            continue
+        if sharded_model.shape(s.model) is not None:  # its gradient timeline is the CNNs'
             continue
         nominal = allreduce_model.nominal_bytes_per_s(s.link_rate)
         rate = nominal * 8 if nominal else default_rate
@@ -156,6 +163,7 @@ def calibrate_main(args: argparse.Namespace) -> int:
 # Bounds of predict's real-valued inputs (the shared parser: digits and one point only).
 REALS: dict[str, tuple[float, float]] = {
     "single-worker-ips": (0.001, 10_000_000.0),
+    "single-worker-tps": (0.001, 1_000_000_000.0),
     "step-time": (0.000001, 3600.0),  # seconds
     "busbw": (0.000001, 10_000.0),  # GB/s
     "latency-us": (0.0, 1_000_000.0),
@@ -171,14 +179,52 @@ def real_type(name: str) -> Callable[[str], float]:
     return units.argtype(lambda _n, text: units.parse_real(text, *REALS[name]), name)
 
 
+def _transformer_options(args: argparse.Namespace, transformer: bool) -> None:
+    """The options that belong to one kind of model, and that kind's rules, one line each."""
+    model = args.model[:60]
+    sharded = args.parallel in ("fsdp2", "hsdp")
+    if not transformer:
+        for given, option in (
+            (args.single_worker_tps is not None, "--single-worker-tps"),
+            (args.seq_len, "--seq-len"),
+            (args.parallel != "ddp", f"--parallel {args.parallel}"),
+        ):
+            if given:
+                names = ", ".join([*transformer_configs.CONFIGS, *sharded_model.PUBLISHED_SHAPES])
+                raise UsageError(
+                    f"{option} is for the transformers ({names}); {model!r} is not one"
+                )
+    else:
+        if args.single_worker_ips is not None:
+            raise UsageError(f"{model}: give --single-worker-tps (tokens/s), not images/s")
+        if args.image_size is not None:
+            raise UsageError(f"--image-size is for the CNNs; {model} takes --seq-len")
+        if args.backend == "horovod":
+            raise UsageError(f"{model} trains under torch.distributed: use --backend ddp")
+    if args.shard_group and args.parallel != "hsdp":
+        raise UsageError("--shard-group is HSDP's: give it with --parallel hsdp")
+    if not sharded:
+        for given, option in (
+            (args.param_dtype is not None, "--param-dtype"),
+            (args.reshard_after_forward is not None, "--reshard-after-forward"),
+        ):
+            if given:
+                raise UsageError(f"{option} is FSDP's: give it with --parallel fsdp2 or hsdp")
+
+
 def plan_from(args: argparse.Namespace) -> Plan:
     """The one place the command line becomes a checked Plan."""
-    if (args.single_worker_ips is None) == (args.step_time is None):
-        raise UsageError("give one of --single-worker-ips or --step-time")
+    transformer = sharded_model.shape(args.model) is not None
+    _transformer_options(args, transformer)
+    rate_given = args.single_worker_tps if transformer else args.single_worker_ips
+    if (rate_given is None) == (args.step_time is None):
+        what = "--single-worker-tps" if transformer else "--single-worker-ips"
+        raise UsageError(f"give one of {what} or --step-time")
     if (args.link is None) == (args.busbw is None):
         raise UsageError("give one of --link (a line rate) or --busbw (measured, GB/s)")
-    if not 16 <= args.image_size <= 1024:
-        raise UsageError(f"--image-size: {args.image_size} is out of range; use 16 to 1024")
+    image_size = 224 if args.image_size is None else args.image_size
+    if not transformer and not 16 <= image_size <= 1024:
+        raise UsageError(f"--image-size: {image_size} is out of range; use 16 to 1024")
     if args.bucket_cap_mb is not None and args.backend != "ddp":
         raise UsageError("--bucket-cap-mb is DDP's setting: give --fusion-threshold-mb for horovod")
     if args.fusion_threshold_mb is not None and args.backend != "horovod":
@@ -195,7 +241,13 @@ def plan_from(args: argparse.Namespace) -> Plan:
         raise UsageError(
             "--link-efficiency scales --link; --busbw is already what the link achieves"
         )
-    step = args.step_time if args.step_time is not None else args.batch / args.single_worker_ips
+    seq_len = sharded_model.resolve_seq_len(args.model, args.seq_len) if transformer else 0
+    if args.step_time is not None:
+        step = args.step_time
+    elif transformer:
+        step = args.batch * seq_len / args.single_worker_tps
+    else:
+        step = args.batch / args.single_worker_ips
     if args.busbw is not None:
         busbw, note = args.busbw * 1e9, f"bus bandwidth {args.busbw:g} GB/s (measured, --busbw)"
     else:
@@ -218,11 +270,17 @@ def plan_from(args: argparse.Namespace) -> Plan:
     latency_us = args.latency_us if args.latency_us is not None else LATENCY_US[args.transport]
     intra = args.intra_busbw * 1e9 if args.intra_busbw is not None else INTRA_NODE[args.intra_node]
     interference = DEFAULT_INTERFERENCE if args.interference is None else args.interference
+    workers = parse_int_list(args.workers, "--workers", MAX_WORKERS)
+    gloo = transformer and args.collectives == "gloo"
+    param = args.param_dtype or ("fp32" if gloo else "bf16")
+    if transformer and args.parallel != "ddp":
+        for n in workers:  # a shard group that does not divide a count: one line, now
+            sharded_model.check_group(args.parallel, args.shard_group, n, args.gpus_per_node)
     return Plan(
         model=args.model,
-        image_size=args.image_size,
+        image_size=0 if transformer else image_size,
         batch=args.batch,
-        workers=parse_int_list(args.workers, "--workers", MAX_WORKERS),
+        workers=workers,
         gpus_per_node=args.gpus_per_node,
         step_time_s=step,
         busbw=busbw,
@@ -233,6 +291,13 @@ def plan_from(args: argparse.Namespace) -> Plan:
         interference=interference,
         nccl=args.collectives == "nccl",
         link_note=note,
+        seq_len=seq_len,
+        parallel=args.parallel,
+        shard_group=args.shard_group,
+        param_bytes=sharded_model.DTYPE_BYTES[param],
+        reduce_bytes=sharded_model.DTYPE_BYTES[args.reduce_dtype or "fp32"],
+        reshard_after_forward=args.reshard_after_forward != "off",
+        gloo=gloo,
     )
 
 
@@ -250,6 +315,8 @@ def main(args: argparse.Namespace) -> int:
             intra_busbw=plan.intra_busbw,
             interference=plan.interference,
         )
+    if plan.transformer:
+        return _transformer_main(args, plan, rows)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -280,6 +347,92 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _transformer_sources(args: argparse.Namespace, plan: Plan) -> dict[str, str]:
+    """Where each figure of a transformer's prediction comes from."""
+    config = sharded_model.shape(plan.model)
+    assert config is not None
+    flops = transformer_configs.flops_per_token(config, plan.seq_len)
+    tokens = plan.batch * plan.seq_len
+    single = (
+        f"{args.single_worker_tps:g} tokens/s (--single-worker-tps)"
+        if args.step_time is None
+        else f"a {args.step_time:g} s step (--step-time)"
+    )
+    where = (
+        "bench/transformer_configs.py"
+        if plan.model in transformer_configs.CONFIGS
+        else ("hpcbench/sharded_model.py, a published shape")
+    )
+    if args.parallel == "ddp":
+        how = (
+            f"DDP: gradients all-reduced in {plan.reduce_bytes * 8}-bit, {plan.grouping.describe()}"
+        )
+    else:
+        group = plan.shard_group or plan.gpus_per_node
+        how = sharded_model.describe(
+            sharded_model.Sharding(
+                group, plan.param_bytes, plan.reduce_bytes, plan.reshard_after_forward, plan.gloo
+            ),
+            plan.parallel,
+        )
+    named = "--intra-node" if args.intra_node != DEFAULT_INTRA_NODE else "the default"
+    intra = (
+        f"--intra-busbw {args.intra_busbw:g} GB/s"
+        if args.intra_busbw is not None
+        else f"{args.intra_node}, {named}"
+    )
+    fitted = (
+        "--interference"
+        if args.interference is not None
+        else "the default, fitted to published rows"
+    )
+    return {
+        "single": f"one worker: {single} = a step of {plan.step_time_s * 1e3:.1f} ms for "
+        f"{tokens} tokens ({plan.batch} x {plan.seq_len})",
+        "flops": f"compute per layer: {flops / 1e9:.3g} GFLOP per token split by each FSDP "
+        f"unit's FLOPs ({where}: 6N + 12 L d T), backward 2/3 of the step",
+        "parallel": how,
+        "link": f"between nodes: {plan.link_note}, latency {plan.latency_s * 1e6:g} us "
+        f"({'--latency-us' if args.latency_us is not None else args.transport + ' default'})",
+        "inside": f"inside a node: {plan.intra_busbw / 1e9:g} GB/s ({intra}), latency "
+        f"{plan.intra_latency_s * 1e6:g} us (assumed)",
+        "interference": f"interference {plan.interference:.2f} ({fitted})",
+    }
+
+
+def _transformer_main(args: argparse.Namespace, plan: Plan, rows: list[dict[str, Any]]) -> int:
+    said = _transformer_sources(args, plan)
+    for r in rows:
+        r.update(unit="tokens", sources=said)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(
+        f"{plan.model}, sequences of {plan.seq_len} tokens, batch {plan.batch}/worker, "
+        f"--parallel {plan.parallel}"
+    )
+    for line in said.values():
+        print(f"  {line}")
+    print(
+        f"{'workers':>7} {'nodes':>5} {'E (point)':>9} {'E band':>11} {'comm':>10} "
+        f"{'exposed':>9} {'tokens/s':>11}"
+    )
+    for r in rows:
+        print(
+            f"{r['workers']:>7} {r['nodes']:>5} {r['efficiency']:>9.2f} "
+            f"{r['efficiency_low']:>5.2f}-{r['efficiency_high']:<5.2f} "
+            f"{r['allreduce_s'] * 1e3:>8.1f}ms {r['exposed_s'] * 1e3:>7.1f}ms "
+            f"{r['tokens_per_s']:>11.0f}"
+        )
+    print(
+        "point: one step replayed (docs/method.md, transformers under FSDP2 and HSDP): "
+        "comm is every collective's time, exposed what of the step it and the waits for "
+        "parameters add to one worker's; tokens/s = workers x batch x seq_len / step; "
+        "band: no overlap to full overlap"
+    )
+    return 0
+
+
 def add_command(sub: argparse._SubParsersAction) -> None:
     """The `predict` command's options."""
     p = sub.add_parser(
@@ -288,9 +441,57 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--model", default="resnet50", help="a torchvision model name")
-    p.add_argument("--image-size", type=count_type("image-size"), default=224)
-    p.add_argument("--batch", type=count_type("batch"), default=32, help="per-worker batch")
+    p.add_argument(
+        "--model",
+        default="resnet50",
+        help="a torchvision model, or a transformer: the workload's (gpt-tiny, gpt2-small, "
+        "gpt2-medium, llama-1b) or a published shape (llama3.1-8b, mpt-350m ... mpt-13b)",
+    )
+    p.add_argument(
+        "--image-size", type=count_type("image-size"), default=None, help="CNNs (default 224)"
+    )
+    p.add_argument(
+        "--batch",
+        type=count_type("batch"),
+        default=32,
+        help="per-worker batch (a transformer's: sequences)",
+    )
+    p.add_argument(
+        "--seq-len",
+        type=count_type("seq-len"),
+        default=0,
+        help="a transformer's sequence (default: its configuration's)",
+    )
+    p.add_argument(
+        "--parallel",
+        default="ddp",
+        choices=list(sharded_model.PARALLEL),
+        help="a transformer's parallelism: ddp, fsdp2 (sharded over all workers) or hsdp",
+    )
+    p.add_argument(
+        "--shard-group",
+        type=count_type("shard-group"),
+        default=0,
+        help="hsdp: workers sharing one copy of the model (default: a node's)",
+    )
+    p.add_argument(
+        "--param-dtype",
+        default=None,
+        choices=list(sharded_model.DTYPE_BYTES),
+        help="fsdp2/hsdp: parameters all-gathered in (default bf16 with nccl, fp32 with gloo)",
+    )
+    p.add_argument(
+        "--reduce-dtype",
+        default=None,
+        choices=["fp32", "bf16"],
+        help="a transformer's gradients reduced in (default fp32)",
+    )
+    p.add_argument(
+        "--reshard-after-forward",
+        default=None,
+        choices=["on", "off"],
+        help="fsdp2/hsdp: blocks gathered again in backward (default on; off: ZeRO-2)",
+    )
     p.add_argument("--workers", default="1-10", help="worker counts: 1-16 or 1,2,4,8")
     p.add_argument(
         "--gpus-per-node", type=count_type("gpus-per-node"), default=1, help="workers per node"
@@ -300,6 +501,12 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         type=real_type("single-worker-ips"),
         default=None,
         help="one worker's images/s (or give --step-time)",
+    )
+    p.add_argument(
+        "--single-worker-tps",
+        type=real_type("single-worker-tps"),
+        default=None,
+        help="a transformer: one worker's tokens/s (or give --step-time)",
     )
     p.add_argument(
         "--step-time",
@@ -345,7 +552,8 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         "--intra-node",
         default=DEFAULT_INTRA_NODE,
         choices=list(INTRA_NODE),
-        help="interconnect inside a node: pcie3-5, nvlink2 (V100), nvlink3 (A100), nvlink4 (H100)",
+        help="interconnect inside a node: pcie3-5, nvlink2 (V100), nvlink3 (A100), "
+        "nvlink4 (H100), nvlink5 (B200)",
     )
     p.add_argument(
         "--intra-busbw",
@@ -357,7 +565,8 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         "--collectives",
         default="nccl",
         choices=["nccl", "gloo"],
-        help="nccl: ring or tree, whichever is faster per message; gloo: ring",
+        help="nccl: ring or tree, whichever is faster per message; gloo: ring (a "
+        "transformer's: Gloo on CPU nodes, blocking, its reduce-scatter an all-reduce)",
     )
     p.add_argument(
         "--interference",

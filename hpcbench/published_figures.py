@@ -10,6 +10,12 @@ times FP32 on tensor-core GPUs, so no row of another precision stands in. Of the
 rows left, the nearest batch (by ratio) wins: a small batch leaves a large GPU idle
 between kernels, which memory size or form factor changes less; then the row that
 names the accelerator most closely, then a PyTorch figure.
+
+The table has no transformer rows: no source publishes one GPU's training rate for the
+workload's configurations. A transformer's one worker is assumed instead
+(assumed_tokens_per_s): the accelerator's peak FLOPS at the training precision
+(bench/peak_flops.py, each with its data sheet) x DEFAULT_MFU / the configuration's
+FLOPs per token, labelled an assumption wherever it is used.
 """
 
 from __future__ import annotations
@@ -21,8 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hpcbench.specs import peak_flops, transformer_configs
+
 TABLE = Path(__file__).with_name("data") / "single_worker.json"
 PRECISIONS = ("fp32", "tf32", "amp")
+# The MFU assumed for one worker of a transformer where nothing was measured: torchtitan's
+# Llama 3.1 8B under FSDP2 on 8 and 128 H100 "achieves 33% to 39% MFU"
+# (pytorch/torchtitan@b5bcd76c66d0acb1a08b176d9639425bc55e0b2a
+# benchmarks/llama3_h100_202412_torchtitan.md), taken near its low end. An assumption:
+# a small model at a small batch, eager, runs well below it.
+DEFAULT_MFU = 0.35
 
 
 @dataclass(frozen=True)
@@ -92,4 +106,26 @@ def lookup(
         row["accelerator"],
         source["title"],
         source["url"],
+    )
+
+
+def assumed_tokens_per_s(
+    accelerator: str, model: str, seq_len: int, precision: str
+) -> tuple[float, str] | None:
+    """One worker's tokens/s assumed from the accelerator's peak at `precision` (bf16,
+    fp32) x DEFAULT_MFU over the model's FLOPs per token, and how it was made; None where
+    the peak table has no row for the accelerator at that precision, or the model is not
+    a transformer."""
+    config = transformer_configs.CONFIGS.get(model)
+    if config is None:
+        return None
+    peak, why = peak_flops.lookup(accelerator, precision)
+    if peak is None:
+        return None
+    flops = transformer_configs.flops_per_token(config, seq_len)
+    rate = peak * DEFAULT_MFU / flops
+    return rate, (
+        f"assumed: {rate:.0f} tokens/s = {DEFAULT_MFU:.0%} MFU x {peak / 1e12:g} TFLOPS "
+        f"{precision} ({why}) / {flops / 1e9:.3g} GFLOP per token "
+        "(bench/transformer_configs.py)"
     )

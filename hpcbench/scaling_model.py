@@ -18,7 +18,7 @@ import functools
 import math
 from dataclasses import asdict, dataclass, replace
 
-from hpcbench import allreduce_model
+from hpcbench import allreduce_model, sharded_model
 from hpcbench.errors import UsageError
 
 # The share of line rate a ring all-reduce achieves by transport, where no probe
@@ -60,6 +60,10 @@ INTRA_NODE = {
     "nvlink3": 300e9,
     # NVIDIA H100 SXM datasheet: NVLink 900 GB/s in both directions.
     "nvlink4": 450e9,
+    # DGX B200: "18x 5th Gen NVLink, 14.4 TB/s aggregated bandwidth" for 8 GPUs, 1.8 TB/s
+    # per GPU in both directions (mlcommons/training_results_v5.1@441d65f4445cd5968746653
+    # 3fd9f55399136e7a4, University-of-Florida/systems/hpg.dgxb200x8.n2.json).
+    "nvlink5": 900e9,
 }
 DEFAULT_INTRA_NODE = "pcie3"
 
@@ -147,6 +151,24 @@ class Plan:
     link_note: str = ""  # where busbw came from, for every output
     # CPU nodes: the backend's own work as a probe on the same nodes measured it.
     cpu: allreduce_model.CpuWork = allreduce_model.CpuWork()
+    # The transformers (hpcbench.sharded_model): batch counts sequences of seq_len tokens;
+    # parallel ddp, fsdp2 or hsdp; HSDP's shard group (0: a node's workers); the bytes
+    # per parameter gathered and per gradient reduced; blocks resharded after forward;
+    # a probe's all-gather and reduce-scatter across nodes, (name, latency_s, busbw)
+    # each (where none: the all-reduce's link); Gloo's collectives (blocking, and a
+    # reduce-scatter that is an all-reduce unless the probe timed it).
+    seq_len: int = 0
+    parallel: str = "ddp"
+    shard_group: int = 0
+    param_bytes: int = 4
+    reduce_bytes: int = 4
+    reshard_after_forward: bool = True
+    collective_links: tuple[tuple[str, float, float], ...] = ()
+    gloo: bool = False
+
+    @property
+    def transformer(self) -> bool:
+        return sharded_model.shape(self.model) is not None
 
 
 def link_for(plan: Plan, workers: int) -> allreduce_model.TwoLevelLink:
@@ -163,8 +185,11 @@ def link_for(plan: Plan, workers: int) -> allreduce_model.TwoLevelLink:
 
 
 def predictions(plan: Plan) -> list[dict[str, float]]:
-    """One row per worker count of the plan: the point, its band, the all-reduce's time
-    and what of it is exposed, and the images/s that follow."""
+    """One row per worker count of the plan: the point, its band, the communication's
+    time and what of it is exposed, and the images/s (tokens/s for a transformer) that
+    follow."""
+    if plan.transformer:
+        return [_transformer_row(plan, n) for n in plan.workers]
     layers = list(model_layers(plan.model, plan.image_size))
     rows = []
     for n in plan.workers:
@@ -181,6 +206,56 @@ def predictions(plan: Plan) -> list[dict[str, float]]:
         )
         rows[-1]["images_per_s"] = n * plan.batch / p.step_s
     return rows
+
+
+def _transformer_row(plan: Plan, n: int) -> dict[str, float]:
+    """One worker count of a transformer's plan: DDP's step replayed as the CNNs' is
+    (the blocks as layers), FSDP2's and HSDP's by hpcbench.sharded_model."""
+    config = sharded_model.shape(plan.model)
+    assert config is not None
+    link = link_for(plan, n)
+    if plan.parallel == "ddp":
+        layers = sharded_model.ddp_layers(config, plan.seq_len, plan.reduce_bytes)
+        p = allreduce_model.predict_point(
+            plan.step_time_s, layers, link, plan.grouping, plan.interference, plan.cpu
+        )
+        group = 1
+    else:
+        group = sharded_model.check_group(plan.parallel, plan.shard_group, n, plan.gpus_per_node)
+        blocks, root = sharded_model.units(config, plan.seq_len)
+        across = {"all_reduce": sharded_model.Hop(plan.latency_s, plan.busbw)}
+        across |= {
+            name: sharded_model.Hop(latency, busbw)
+            for name, latency, busbw in plan.collective_links
+        }
+        links = sharded_model.Links(
+            across, sharded_model.Hop(plan.intra_latency_s, plan.intra_busbw)
+        )
+        sharding = sharded_model.Sharding(
+            group,
+            plan.param_bytes,
+            plan.reduce_bytes,
+            plan.reshard_after_forward,
+            plan.gloo,
+            any(name == "reduce_scatter" for name, _, _ in plan.collective_links),
+        )
+        p = sharded_model.sharded_point(
+            plan.step_time_s,
+            blocks,
+            root,
+            sharded_model.rings(n, plan.gpus_per_node, group, links),
+            sharding,
+            plan.interference,
+            plan.cpu,
+        )
+    row: dict[str, float] = {
+        "workers": n,
+        "nodes": link.nodes,
+        **{k: v for k, v in asdict(p).items() if k != "workers"},
+    }
+    row["shard_group"] = group
+    row["tokens_per_s"] = sharded_model.tokens_per_s(n, plan.batch, plan.seq_len, p.step_s)
+    return row
 
 
 def rescaled_to_node(

@@ -59,8 +59,9 @@ def plan_lines(campaign: campaign_file.Campaign) -> list[str]:
         if lease is not None:
             lines.append(f"  lease: {lease.variable} {lease.value or '(default)'} ({lease.source})")
         lines += [f"  {line}" for line in forecast.sources(forecasts)]
+        unit = "tokens/s" if any(f.unit == "tokens" for f in forecasts) else "images/s"
         lines.append(
-            f"  {'cell':<12}  {'configuration':<40} {'status':<9} {'images/s':>9}  "
+            f"  {'cell':<12}  {'configuration':<40} {'status':<9} {unit:>9}  "
             f"{'E (band)':<17} estimate"
         )
         by_cell = {f.cell.id: f for f in forecasts}
@@ -85,9 +86,10 @@ def plan_lines(campaign: campaign_file.Campaign) -> list[str]:
             f"{nodes_h:.1f} node-hours, {gpu_text}"
         )
         if not est.known:
+            key = "tokens_per_s" if unit == "tokens/s" else "images_per_s"
             lines.append(
                 "  cells of unknown length are left out of these sums: give "
-                "`expect: {images_per_s: N}` (one worker) for this testbed"
+                f"`expect: {{{key}: N}}` (one worker) for this testbed"
             )
         if est.queue is not None and est.queue.seconds is None:
             lines.append("  queue waits are unknown until a job has run, and left out")

@@ -61,6 +61,7 @@ class Expect:
     deploy_s: int | None = None
     verify_s: int | None = None
     destroy_s: int | None = None
+    tokens_per_s: float | None = None  # a transformer's one worker
 
 
 @dataclass(frozen=True)

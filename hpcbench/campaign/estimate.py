@@ -5,7 +5,8 @@ Each figure says where it comes from, best first:
 - measured: the same cell's (or the same testbed's phase's) earlier duration in this
   campaign's results;
 - predicted: a run's length from the single-worker images/s (this testbed's baseline
-  measured earlier, else `expect: images_per_s` in the campaign file) and the step
+  measured earlier, else `expect: images_per_s` in the campaign file; a transformer's
+  tokens/s, `expect: tokens_per_s`) and the step
   time at N workers from the point prediction (scaling_model, as `hpcbench predict`)
   over the testbed's nominal link (none known: no slowdown, said so);
 - assumed: a stated default (DEFAULT_PHASE_S), never passed off as a measurement.
@@ -223,7 +224,8 @@ def one_run_seconds(
     if single is None:
         return Estimate(None, "unknown")
     slowest = single.slowest / MARGIN if single.slowest else single.images_per_s / GIVEN_MARGIN
-    step, step_most = cell.batch / single.images_per_s, cell.batch / slowest
+    # A transformer's figure is tokens/s: its step is the batch's sequences of tokens.
+    step, step_most = single.step_s(cell.batch), single.step_s(cell.batch, slowest)
     source = single.source
     if cell.workers > 1 and fc.efficiency is not None:
         # The band's low end, never above the point (a bound below the estimate would

@@ -14,6 +14,10 @@ One worker's images/s at the cell's batch, best first (single_worker):
   accelerator, the model and the precision the runs will use.
 A measured figure at another batch only stands in for a same-batch one as time per
 image (said so).
+A transformer's figure is one worker's tokens/s at the cell's sequences per worker,
+from the same chain (`expect: tokens_per_s`; runs matched on the sequence length too),
+and where the shipped table has no row, the accelerator's peak x a stated MFU
+(published_figures.assumed_tokens_per_s), labelled as such.
 
 E(N) is the scaling model's point and band (scaling_model.predictions, as `hpcbench
 predict`) over the testbed's link (link_basis), best first:
@@ -27,6 +31,12 @@ The line rate is the testbed's settings' (link_rate, link_capacity_mbps), else
 `hardware: link`. Interference is DEFAULT_INTERFERENCE, except where a probe measured
 the CPU work, which is what it stands for on CPU nodes (the report's point takes it so).
 Cells inside one node need no line rate: their link is `hardware: intra_node`.
+A transformer's E is hpcbench.sharded_model's under the sweep's parallel (DDP, FSDP2,
+HSDP): a probe's all-gather and reduce-scatter are fitted as its all-reduce is (and
+carried to a later testbed of the same environment the same way), else they take the
+all-reduce's link; on CPU nodes (Gloo) the collectives block and a reduce-scatter
+costs an all-reduce unless a probe timed it. The record names its unit (images or
+tokens); its throughput fields carry that unit.
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ import json
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +68,18 @@ from hpcbench.store import Store
 @dataclass(frozen=True)
 class Figure:
     """One worker's images/s and where it came from; slowest: the slowest measured run's
-    (None where it was given or published, not measured)."""
+    (None where it was given or published, not measured). A transformer's: tokens/s
+    (unit "tokens", in images_per_s all the same), per_sample the tokens of a sequence."""
 
     images_per_s: float
     source: str
     slowest: float | None = None
+    unit: str = "images"
+    per_sample: int = 1
+
+    def step_s(self, batch: int, rate: float | None = None) -> float:
+        """One worker's step at `batch` samples (sequences), at `rate` (default: its own)."""
+        return batch * self.per_sample / (rate or self.images_per_s)
 
 
 @dataclass(frozen=True)
@@ -72,6 +89,9 @@ class LinkBasis:
     cpu: allreduce_model.CpuWork
     interference: float
     source: str
+    # A probe's all-gather and reduce-scatter across nodes, (name, latency_s, busbw) each
+    # (scaling_model.Plan.collective_links).
+    collectives: tuple[tuple[str, float, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,17 +103,21 @@ class CellForecast:
     efficiency_high: float | None
     link_source: str
     unknown: str = ""  # why `single` is None, and what would give it
+    unit: str = "images"  # of the throughput: a transformer's are tokens
 
     @property
     def images_per_s(self) -> float | None:
+        """N workers' throughput, in the unit of one worker's figure."""
         if self.single is None or self.efficiency is None:
             return None
         return self.cell.workers * self.single.images_per_s * self.efficiency
 
     def record(self) -> dict[str, Any]:
-        """As the journal keeps it (journal.Journal.forecast)."""
+        """As the journal keeps it (journal.Journal.forecast): the throughput fields in
+        `unit` (images or tokens) per second."""
         c = self.cell
         return {
+            "unit": self.unit,
             "cell": c.id,
             "batch": c.batch,
             "nodes": c.nodes,
@@ -183,7 +207,9 @@ def link_basis(campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPla
             model.latency_s,
             allreduce_model.cpu_work(own[-1]),
             _interference(own[-1]),
-            f"probed on this testbed: {model.busbw * 8 / 1e6:.0f} Mbit/s bus bandwidth",
+            f"probed on this testbed: {model.busbw * 8 / 1e6:.0f} Mbit/s bus bandwidth"
+            + _collectives_said(own[-1]),
+            _collective_links(own[-1], 1.0),
         )
     if rate is None:
         return LinkBasis(
@@ -206,7 +232,9 @@ def link_basis(campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPla
             model.latency_s,
             allreduce_model.cpu_work(probes[-1]),
             _interference(probes[-1]),
-            f"{_rate(rate)} x {share:.2f}, the share probed on {other.name}",
+            f"{_rate(rate)} x {share:.2f}, the share probed on {other.name}"
+            + _collectives_said(probes[-1]),
+            _collective_links(probes[-1], rate / other_rate),
         )
     if tb.hardware.link_efficiency is not None:
         share, said = tb.hardware.link_efficiency, "given in hardware:"
@@ -219,6 +247,23 @@ def link_basis(campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPla
         DEFAULT_INTERFERENCE,
         f"{_rate(rate)} x {share:.2f} ({said})",
     )
+
+
+def _collective_links(probe: dict[str, Any], scale: float) -> tuple[tuple[str, float, float], ...]:
+    """The probe's all-gather and reduce-scatter fitted (allreduce_model.collective_model),
+    their bandwidth times `scale` (another testbed's line rate over the probed one's)."""
+    out = []
+    for name in ("all_gather", "reduce_scatter"):
+        model = allreduce_model.collective_model(probe, name)
+        if model is not None:
+            out.append((name, model.latency_s, model.busbw * scale))
+    return tuple(out)
+
+
+def _collectives_said(probe: dict[str, Any]) -> str:
+    """What the probe timed besides the all-reduce, for the forecast's source line."""
+    timed = [n.replace("_", "-") for n, _, _ in _collective_links(probe, 1.0)]
+    return f" (and its {' and '.join(timed)})" if timed else ""
 
 
 def _interference(probe: dict[str, Any]) -> float:
@@ -253,27 +298,37 @@ def _ok_baselines(runs: list[dict[str, Any]], part: SweepPart) -> list[dict[str,
         and r.get("workers") == 1
         and r.get("model") == w.model
         and r.get("image_size") == w.image_size
+        and (r.get("seq_len") or 0) == w.seq_len
     ]
 
 
-def _measured(runs: list[dict[str, Any]], batch: int, where: str) -> Figure | None:
+def _measured(
+    runs: list[dict[str, Any]], batch: int, where: str, seq_len: int = 0
+) -> Figure | None:
     """One worker's figure at `batch` from baselines (ok, of the part's model), else
-    from the nearest batch's time per image, said so."""
+    from the nearest batch's time per image, said so; a transformer's (seq_len) in
+    tokens/s."""
     if not runs:
         return None
     batches = {int(r["batch"]) for r in runs if isinstance(r.get("batch"), int)}
     if not batches:
         return None
     nearest = min(batches, key=lambda b: abs(math.log(b / batch)))
-    rates = [analysis.run_stats(r)["images_per_sec"] for r in runs if r.get("batch") == nearest]
+    per = seq_len or 1  # a window's samples are sequences: tokens are seq_len each
+    rates = [
+        analysis.run_stats(r)["images_per_sec"] * per for r in runs if r.get("batch") == nearest
+    ]
     rates = [x for x in rates if math.isfinite(x) and x > 0]
     if not rates:
         return None
     at = "" if nearest == batch else f" at batch {nearest}"
+    unit = "tokens" if seq_len else "images"
     return Figure(
         statistics.fmean(rates),
-        f"{statistics.fmean(rates):.1f} images/s measured {where}{at} ({len(rates)} run(s))",
+        f"{statistics.fmean(rates):.1f} {unit}/s measured {where}{at} ({len(rates)} run(s))",
         min(rates),
+        unit,
+        per,
     )
 
 
@@ -284,8 +339,11 @@ def _cuda(part: SweepPart, tb: TestbedPlan) -> bool:
 
 
 def _amp(part: SweepPart, tb: TestbedPlan) -> bool:
-    """Whether the runs train in mixed precision (bench/train.py: auto is on with CUDA)."""
+    """Whether the runs train in mixed precision (bench/train.py: auto is on with CUDA; a
+    transformer's bf16 only on CUDA, bench/lm.py training_precision)."""
     w = part.workload
+    if w.seq_len:
+        return _cuda(part, tb) and w.amp != "off"
     return w.amp == "on" or (w.amp == "auto" and _cuda(part, tb))
 
 
@@ -315,7 +373,10 @@ def single_worker(
             stores[store.dir] = store.runs() if store.exists() else []
         return stores[store.dir]
 
-    own = _measured(_ok_baselines(runs(campaign.testbed_store(tb)), part), batch, "on this testbed")
+    seq_len = part.workload.seq_len
+    own = _measured(
+        _ok_baselines(runs(campaign.testbed_store(tb)), part), batch, "on this testbed", seq_len
+    )
     if own is not None:
         return own
     for other in reversed(earlier):
@@ -324,10 +385,14 @@ def single_worker(
                 _ok_baselines(runs(campaign.testbed_store(other)), part),
                 batch,
                 f"on {other.name}, the same hardware,",
+                seq_len,
             )
             if found is not None:
                 return found
-    if tb.expect.images_per_s is not None:
+    if seq_len and tb.expect.tokens_per_s is not None:
+        given = tb.expect.tokens_per_s
+        return Figure(given, f"{given:g} tokens/s given in expect:", None, "tokens", seq_len)
+    if not seq_len and tb.expect.images_per_s is not None:
         given = tb.expect.images_per_s
         return Figure(given, f"{given:g} images/s given in expect:")
     accelerator = tb.hardware.accelerator
@@ -342,11 +407,18 @@ def single_worker(
             and (part.workload.device == "auto" or _device(r) == part.workload.device)
             and r.get("amp", amp) is amp
         ]
-        found = _measured(matching, batch, f"in {folder} on {accelerator}")
+        found = _measured(matching, batch, f"in {folder} on {accelerator}", seq_len)
         if found is not None:
             return found
     if not _cuda(part, tb):
         return None  # every published figure is a GPU's: none stands for a CPU run
+    if seq_len:
+        assumed = published_figures.assumed_tokens_per_s(
+            accelerator, part.workload.model, seq_len, "bf16" if amp else "fp32"
+        )
+        if assumed is None:
+            return None
+        return Figure(assumed[0], assumed[1], None, "tokens", seq_len)
     row = published_figures.lookup(
         accelerator, part.workload.model, part.workload.image_size, batch, _precisions(part, tb)
     )
@@ -357,8 +429,9 @@ def unknown_single(campaign: Campaign, tb: TestbedPlan, part: SweepPart) -> str:
     """Why single_worker found nothing, and the key that would give it: what is given
     is not asked for again."""
     w = part.workload
-    expect = "`expect: {images_per_s: N}`"
-    runs = f"one-worker runs of {w.model} at {w.image_size} px"
+    expect = f"`expect: {{{'tokens_per_s' if w.seq_len else 'images_per_s'}: N}}`"
+    size = f"{w.seq_len} tokens" if w.seq_len else f"{w.image_size} px"
+    runs = f"one-worker runs of {w.model} at {size}"
     accelerator = tb.hardware.accelerator
     if accelerator is None:
         return (
@@ -370,6 +443,9 @@ def unknown_single(campaign: Campaign, tb: TestbedPlan, part: SweepPart) -> str:
     if not _cuda(part, tb):
         missing = f"the runs use the CPU, no published figure (all are GPUs'){searched}"
         on = f"on a CPU whose name holds '{accelerator}' (`hardware: accelerator`)"
+    elif w.seq_len:  # single_worker assumes an MFU of the GPU's peak, where it has one
+        missing = f"no peak FLOPS known for '{accelerator}' to assume an MFU of{searched}"
+        on = f"on a GPU whose name holds '{accelerator}' (`hardware: accelerator`)"
     else:
         precision = " or ".join(_precisions(part, tb))
         missing = (
@@ -398,14 +474,17 @@ def cell_forecast(
 ) -> CellForecast:
     """The cell's point and band from one worker's figure over the link; unknown: why
     there is no figure (unknown_single)."""
+    unit = "tokens" if part.workload.seq_len else "images"
     if single is None:
-        return CellForecast(cell, None, None, None, None, "no single-worker figure", unknown)
+        return CellForecast(
+            cell, None, None, None, None, "no single-worker figure", unknown=unknown, unit=unit
+        )
     if cell.workers == 1:
-        return CellForecast(cell, single, 1.0, 1.0, 1.0, "one worker")
+        return CellForecast(cell, single, 1.0, 1.0, 1.0, "one worker", unit=unit)
     intra_name = tb.hardware.intra_node or DEFAULT_INTRA_NODE
     across = cell.nodes > 1
     if across and link.busbw is None:
-        return CellForecast(cell, single, None, None, None, link.source)
+        return CellForecast(cell, single, None, None, None, link.source, unit=unit)
     backend = part.target.backend
     plan = Plan(
         model=part.workload.model,
@@ -413,7 +492,7 @@ def cell_forecast(
         batch=cell.batch,
         workers=[cell.workers],
         gpus_per_node=cell.gpus_per_node,
-        step_time_s=cell.batch / single.images_per_s,
+        step_time_s=single.step_s(cell.batch),
         # One node: its own link only; the NIC's figure is never used.
         busbw=link.busbw if link.busbw is not None else INTRA_NODE[intra_name],
         latency_s=link.latency_s,
@@ -423,6 +502,9 @@ def cell_forecast(
         interference=link.interference,
         cpu=link.cpu,
     )
+    sharded = ""
+    if part.workload.seq_len:
+        plan, sharded = _transformer_plan(plan, tb, part, link)
     row = predictions(plan)[0]
     inside = f"{intra_name} inside a node" + ("" if tb.hardware.intra_node else " (assumed)")
     where = f"{link.source}; {inside}" if across and cell.gpus_per_node > 1 else link.source
@@ -432,8 +514,46 @@ def cell_forecast(
         float(row["efficiency"]),
         float(row["efficiency_low"]),
         float(row["efficiency_high"]),
-        where if across else inside,
+        (where if across else inside) + sharded,
+        unit=unit,
     )
+
+
+def _transformer_plan(
+    plan: Plan, tb: TestbedPlan, part: SweepPart, link: LinkBasis
+) -> tuple[Plan, str]:
+    """A transformer cell's plan (hpcbench.sharded_model) and how its step runs, said:
+    bf16 parameters gathered on CUDA (bench/lm.py's MixedPrecisionPolicy), fp32 on
+    CPU nodes, where Gloo's collectives block and its reduce-scatter is an all-reduce
+    unless the probe timed it (bench/runtime.py collective_paths)."""
+    w = part.workload
+    gloo = not _cuda(part, tb)
+    bf16 = _amp(part, tb)
+    links = link.collectives if w.parallel != "ddp" else ()
+    timed = any(name == "reduce_scatter" for name, _, _ in links)
+    plan = replace(
+        plan,
+        seq_len=w.seq_len,
+        parallel=w.parallel,
+        shard_group=w.shard_group,
+        param_bytes=2 if bf16 and w.parallel != "ddp" else 4,
+        reduce_bytes=4,
+        collective_links=links,
+        gloo=gloo,
+        nccl=not gloo,
+    )
+    if w.parallel == "ddp":
+        return plan, "; DDP: gradients all-reduced in fp32 buckets"
+    rs = (
+        "the probe's reduce-scatter"
+        if timed
+        else ("reduce-scatter as an all-reduce (Gloo)" if gloo else "reduce-scatter")
+    )
+    how = (
+        f"; {w.parallel.upper()}: parameters gathered in {'bf16' if bf16 else 'fp32'} per "
+        f"block, {rs}, {'blocking (Gloo)' if gloo else 'one layer of prefetch'}"
+    )
+    return plan, how
 
 
 def testbed_forecast(campaign: Campaign, tb: TestbedPlan) -> list[CellForecast]:
@@ -475,7 +595,7 @@ def cell_lines(forecasts: list[CellForecast]) -> list[str]:
             lines.append(f"{f.cell.label}: unknown ({f.link_source})")
             continue
         lines.append(
-            f"{f.cell.label}: {f.images_per_s:.1f} images/s, E {f.efficiency:.2f} "
+            f"{f.cell.label}: {f.images_per_s:.1f} {f.unit}/s, E {f.efficiency:.2f} "
             f"({f.efficiency_low or 0:.2f}-{f.efficiency_high or 0:.2f})"
         )
     return lines

@@ -124,6 +124,8 @@ _FORECAST = {
                     **{k: _COUNT for k in ("batch", "nodes", "workers", "gpus_per_node")},
                     "single_images_per_s": _FIGURE,
                     "images_per_s": _FIGURE,
+                    # What the throughput fields count (forecast.CellForecast.record).
+                    "unit": {"enum": ["images", "tokens"]},
                     "single_source": _STRING,
                     "link_source": _STRING,
                     **{k: _EFFICIENCY for k in ("efficiency", "efficiency_low", "efficiency_high")},

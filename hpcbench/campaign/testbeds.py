@@ -43,7 +43,7 @@ TESTBED_KEYS = (
     "hardware",
 )
 EXCLUDE_KEYS = ("batch", "nodes", "gpus_per_node", "workers")
-EXPECT_KEYS = ("images_per_s", "deploy", "verify", "destroy")
+EXPECT_KEYS = ("images_per_s", "tokens_per_s", "deploy", "verify", "destroy")
 HARDWARE_KEYS = ("accelerator", "link", "transport", "intra_node", "link_efficiency")
 
 
@@ -237,17 +237,29 @@ def _excluded(cell: dict[str, int], rules: list[dict[str, set[int]]]) -> bool:
 
 def _expect(value: Any, path: str) -> Expect:
     value = checks.mapping(value, path, EXPECT_KEYS)
-    ips = value.get("images_per_s")
-    if ips is not None:
-        try:
-            ips = units.parse_real(str(ips), 0.001, 10_000_000.0)
-        except ValueError as err:
-            raise Problem(f"{path}.images_per_s", f"{err}; one worker's images/s") from None
+    rates: dict[str, float | None] = {}
+    for key, high, what in (
+        ("images_per_s", 10_000_000.0, "images/s"),
+        ("tokens_per_s", 1_000_000_000.0, "tokens/s"),
+    ):
+        rate = value.get(key)
+        if rate is not None:
+            try:
+                rate = units.parse_real(str(rate), 0.001, high)
+            except ValueError as err:
+                raise Problem(f"{path}.{key}", f"{err}; one worker's {what}") from None
+        rates[key] = rate
     durations = {
         k: checks.duration(value[k], f"{path}.{k}") if k in value else None
         for k in ("deploy", "verify", "destroy")
     }
-    return Expect(ips, durations["deploy"], durations["verify"], durations["destroy"])
+    return Expect(
+        rates["images_per_s"],
+        durations["deploy"],
+        durations["verify"],
+        durations["destroy"],
+        rates["tokens_per_s"],
+    )
 
 
 def _hardware(value: Any, path: str, place: Place) -> Hardware:

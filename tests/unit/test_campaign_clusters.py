@@ -442,4 +442,3 @@ def test_a_failed_checks_own_line_is_the_cause_in_the_status_and_the_report(
     assert f"verify: {cause}" in (out / "report.html").read_text()
     md = html.unescape((out / "report.md").read_text())
     assert f"verify: {cause}" in md.replace("\\[", "[")  # Markdown's escaped '['
-

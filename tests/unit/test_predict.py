@@ -217,9 +217,13 @@ def test_published_rows_reproduce_with_their_quoted_numbers():
     for row in data["rows"]:
         quoted = {row["source"], row.get("single_ips_from", row["source"])}
         quotes = " ".join(q for s in quoted for q in data["sources"][s]["quotes"])
+        if row.get("seq_len") is not None:  # a derived per-GPU rate is in its derivation
+            quotes += " " + data["sources"][row["source"]]["efficiency_from"]
+            assert row["multi_tps_per_worker"] and row["single_tps"], row
+            assert row["node_tps_per_worker"] == row["single_tps"], row  # the base's E is 1
         quotes = quotes.replace(",", "")
         numbers = ["single_ips", "multi_ips", "multi_ips_per_worker", "node_ips"]
-        numbers += ["node_ips_per_worker"]
+        numbers += ["node_ips_per_worker", "single_tps", "multi_tps_per_worker"]
         for key in (k for k in numbers if row.get(k) is not None):
             assert (
                 f"{row[key]:g}" in quotes
@@ -228,7 +232,7 @@ def test_published_rows_reproduce_with_their_quoted_numbers():
             ), (row, key)
         if row.get("efficiency") is not None:  # a source that states only the efficiency
             assert row.get("multi_ips") is None and f"{row['efficiency']:.0%}" in quotes, row
-        else:
+        elif row.get("seq_len") is None:
             assert (row.get("multi_ips") is None) != (row.get("multi_ips_per_worker") is None)
 
 
@@ -290,9 +294,9 @@ def test_every_output_says_which_link_efficiency_it_used(capsys):
     assert "(tcp default)" in capsys.readouterr().out
 
 
-def _store(tmp_path, efficiencies: dict[int, float], link_rate: str = "1gbit"):
+def _store(tmp_path, efficiencies: dict[int, float], link_rate: str = "1gbit", **fields):
     """A results store: one worker's step of 0.5 s, and at each node count a run whose
-    step gives that efficiency."""
+    step gives that efficiency (each run with `fields` over resnet18's)."""
     store = Store(tmp_path)
     for nodes, e in {1: 1.0, **efficiencies}.items():
         step = 0.5 / e
@@ -313,6 +317,7 @@ def _store(tmp_path, efficiencies: dict[int, float], link_rate: str = "1gbit"):
                 "steps": 2,
                 "window_times": [2 * step, 2 * step],
                 "link_rate": link_rate,
+                **fields,
             }
         )
     return store
@@ -361,8 +366,9 @@ def test_calibrate_needs_two_node_counts_and_a_store(tmp_path, capsys):
 
 
 def test_each_published_source_is_scored_with_constants_fitted_without_it(monkeypatch):
-    """published.py leaves one source group out at a time: every fit sees all the other
-    groups' rows and none of the held-out group's, and every row is scored once."""
+    """published.py leaves one source group out at a time: a CNN group's fit sees all the
+    other CNN groups' rows, a transformer group's all the other groups' rows, none sees
+    the held-out group's, and every row is scored once."""
     evaluation = Path(__file__).parents[2] / "evaluation"
     monkeypatch.syspath_prepend(str(evaluation))
     import published
@@ -388,8 +394,13 @@ def test_each_published_source_is_scored_with_constants_fitted_without_it(monkey
     monkeypatch.setattr(published, "fit_constants", fit_constants)
     results, fits = published.leave_one_source_out(data)
     everyone = set(group.values())
-    assert len(seen) == len(everyone) == len(fits)
-    assert sorted(tuple(sorted(everyone - s)) for s in seen) == sorted((g,) for g in everyone)
+    sharded = {published.group_of(data, r) for r in data["rows"] if published.transformer(r)}
+    assert len(sharded) >= 3 and len(seen) == len(everyone) == len(fits)
+    left = [everyone - s for s in seen]  # each fit's groups not seen
+    cnn = [g for g in left if len(g) > 1]  # one CNN group and every transformer group
+    assert all(g >= sharded for g in cnn)
+    assert sorted(tuple(g - sharded) for g in cnn) == sorted((g,) for g in everyone - sharded)
+    assert sorted(tuple(g) for g in left if len(g) == 1) == sorted((g,) for g in sharded)
     assert sorted(key[id(s.row)] for s in results) == sorted(key.values())
     assert all(s.group == group[key[id(s.row)]] for s in results)
     for name in ("published", "cli"):  # evaluation's, not hpcbench's
