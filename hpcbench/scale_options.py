@@ -271,6 +271,15 @@ def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
         if why:
             raise UsageError(f"--container-image: {args.container_image[:60]!r}: {why}")
     mounts = tuple(m for m in args.container_mounts.split(",") if m)
+    for flag, given in (
+        ("--container-mounts", bool(mounts)),
+        ("--container-import-time", args.container_import_time >= 0),
+    ):
+        if given and not args.container_image:  # no container: pyxis would never see it
+            raise UsageError(
+                f"{flag} is for jobs in a container: give --container-image (campaign key "
+                "container_image) too"
+            )
     for mount in mounts:
         check_text(mount, "--container-mounts", MOUNT, "SRC:DST[:FLAGS] of plain paths")
         why = slurm.mount_problem(mount)

@@ -452,3 +452,42 @@ def test_a_partition_pyxis_would_misread_is_one_line_naming_the_key(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"testbeds[0].slurm.{key}: " in err[0] and why in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "flag,value", [("--container-mounts", "/dss/data:/data"), ("--container-import-time", "60")]
+)
+def test_a_container_option_without_an_image_is_refused(flag, value, tmp_path, capsys):
+    """Without --container-image no step runs in a container: the mounts (or the import
+    time) would be dropped without a word."""
+    out = tmp_path / "out"
+    code = cli.main(
+        ["scale", "--env", "slurm", "--nodes", "1", flag, value, "--dry-run"] + ["--out", str(out)]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"hpcbench: error: {flag} is for jobs in a container"), err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "key,value", [("container_mounts", ["/dss/data:/data"]), ("container_import", "10m")]
+)
+def test_a_partitions_container_key_needs_its_image(key, value, tmp_path, capsys):
+    def plan(slurm: dict) -> tuple[int, list[str]]:
+        data = {
+            "name": "c",
+            "out": str(tmp_path / "out"),
+            "sweep": {"batch": [8], "nodes": 1},
+            "testbeds": [{"name": "p", "slurm": {"partition": "gpu", key: value, **slurm}}],
+        }
+        path = tmp_path / "c.yaml"
+        path.write_text(yaml.safe_dump(data))
+        code = cli.main(["campaign", "plan", str(path)])
+        return code, capsys.readouterr().err.strip().splitlines()
+
+    code, err = plan({})
+    assert code == 2 and len(err) == 1 and "testbeds[0].slurm: " in err[0], err
+    assert "is for jobs in a container" in err[0] and "container_image" in err[0], err
+    assert plan({"container_image": "/i.sqsh"}) == (0, [])
+    assert not (tmp_path / "out").exists()
