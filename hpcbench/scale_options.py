@@ -111,7 +111,8 @@ def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
         "--slurm-time",
         type=count_type("slurm-time"),
         default=0,
-        help="job time limit in minutes (default: from --timeout)",
+        help="the run's time limit in minutes; a job in a container gets its image's "
+        "import time (--container-import-time) on top (default: from --timeout)",
     )
     g.add_argument(
         "--container-image",

@@ -45,7 +45,7 @@ class SlurmOptions:
     account: str = ""
     qos: str = ""
     gpus_per_node: int = 0  # --gres=gpu:N; 0: none
-    time_min: int = 0  # job time limit; 0: from the run's timeout
+    time_min: int = 0  # the run's time limit (+ import_s: --time); 0: from its timeout
     container_image: str = ""  # pyxis: registry image (nvcr.io#nvidia/pytorch:...) or a .sqsh
     container_mounts: tuple[str, ...] = ()  # pyxis SRC:DST
     container_python: str = "/opt/hpcbench/venv/bin/python"  # python inside the image
@@ -144,8 +144,11 @@ def shell_path(path: str) -> str:
 
 
 def _minutes(spec: RunSpec, opts: SlurmOptions) -> int:
+    """--time: the run's limit (given, or its timeout) and the image's import
+    allowance on top, given or not: a limit given for the run alone would leave the
+    import none (the first job on a node pulls a ~9 GB NGC image in it)."""
     if opts.time_min:
-        return opts.time_min
+        return opts.time_min + math.ceil(opts.import_s / 60)
     if not spec.time_limit_s:
         return 60
     return max(1, math.ceil((spec.time_limit_s + opts.import_s) / 60)) + 1

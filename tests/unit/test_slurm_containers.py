@@ -19,6 +19,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -491,3 +492,31 @@ def test_a_partitions_container_key_needs_its_image(key, value, tmp_path, capsys
     assert "is for jobs in a container" in err[0] and "container_image" in err[0], err
     assert plan({"container_image": "/i.sqsh"}) == (0, [])
     assert not (tmp_path / "out").exists()
+
+
+def test_a_given_time_limit_gets_the_import_on_top():
+    """lrz.yaml's `time: 30m`: the run's 30 minutes and the registry image's import
+    allowance, not 30 minutes for both; a .sqsh's unpacking, or what is given."""
+    spec = RunSpec("t.py", (), "python", "/b", (Placement("n1", 1, None),), time_limit_s=300)
+
+    def minutes(**opts: Any) -> list[str]:
+        lines = sbatch_script(spec, SlurmOptions(time_min=30, **opts), "ddp").splitlines()
+        return [x for x in lines if x.startswith(("#SBATCH --time=", "#SBATCH --deadline="))]
+
+    assert minutes(container_image="nvcr.io#nvidia/pytorch:24.05-py3") == [
+        "#SBATCH --time=60",
+        "#SBATCH --deadline=now+120minutes",  # the queue wait's 60 and the job's 60
+    ]
+    assert minutes(container_image="/dss/stack.sqsh")[0] == "#SBATCH --time=35"
+    assert minutes(container_image="/x.sqsh", container_import_s=0)[0] == "#SBATCH --time=30"
+    assert minutes()[0] == "#SBATCH --time=30"  # no container, nothing to import
+
+
+def test_the_lrz_campaigns_jobs_get_the_import_on_top_of_their_time(tmp_path, capsys):
+    data = yaml.safe_load((REPO / "campaigns" / "lrz.yaml").read_text())
+    data["out"] = str(tmp_path / "out")
+    path = tmp_path / "lrz.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert cli.main(["campaign", "run", "--dry-run", str(path)]) == 0
+    times = {x for x in capsys.readouterr().out.splitlines() if x.startswith("#SBATCH --time=")}
+    assert times == {"#SBATCH --time=60"}  # time: 30m, and 30 for the NGC image's import
