@@ -211,6 +211,46 @@ def container_steps(spec: RunSpec, opts: SlurmOptions, name: str) -> list[str]:
     ]
 
 
+# The first line of some output that is not blank, and the next where it ends with a
+# colon: Lmod's "... The following module(s) are unknown:" names the module below.
+FIRST_LINES_AWK = (
+    'NF { l = l (l ? " " : "") $0; if ($0 !~ /:[[:space:]]*$/ || n++) exit } END { print l }'
+)
+
+
+def setup_lines(setup: str) -> list[str]:
+    """The user's own line (module load ...; source activate ...), first: in this
+    shell, so that it changes the script's environment, under `set -e`, and checked
+    for its status too (set -e ignores a failure inside `a && b`, and so does a brace
+    group that holds one: bash(1), "The shell does not exit if the command that fails
+    is part of ... a && or || list except the command following the final && or
+    ||"). Its output is kept until it is known: on a failure its first line (and the
+    next, after a colon: Lmod's unknown module) leads the job's .err, then all of it,
+    and the job ends before any srun; on success it goes to .out."""
+    return [
+        # sbatch runs the script as a non-login bash with the environment it was given:
+        # no `module` function unless the site's login profile defines it.
+        "type module >/dev/null 2>&1 || . /etc/profile >/dev/null 2>&1",
+        "hpcbench_setup_log=$(mktemp)",
+        "hpcbench_setup_failed() {",
+        f'  cause=$(awk {shlex.quote(FIRST_LINES_AWK)} "$hpcbench_setup_log")',
+        f'  [ -n "$cause" ] || cause={shlex.quote("no output from " + setup[:200])}',
+        '  { echo "setup failed (exit $1): $cause"; cat "$hpcbench_setup_log"; } >&2',
+        f'  rm -f "$hpcbench_setup_log"; echo "{EXIT_MARKER} $1"; exit "$1"',
+        "}",
+        "trap 'hpcbench_setup_failed $(( $? ? $? : 1 ))' EXIT  # it ended the script",
+        "set -e",
+        "{",
+        setup,
+        '} >"$hpcbench_setup_log" 2>&1',
+        "hpcbench_setup_rc=$?",
+        "set +e",
+        "trap - EXIT",
+        '[ "$hpcbench_setup_rc" = 0 ] || hpcbench_setup_failed "$hpcbench_setup_rc"',
+        'cat "$hpcbench_setup_log"; rm -f "$hpcbench_setup_log"',
+    ]
+
+
 def task_command(spec: RunSpec, opts: SlurmOptions, backend: str, controller: str) -> str:
     """What each srun task runs: its rank variables from Slurm's, then the workload."""
     per_node = spec.placements[0].slots
@@ -278,14 +318,7 @@ def sbatch_script(
         head.append(f"#SBATCH --nodelist={q(','.join(p.host for p in spec.placements))}")
     head += [f"#SBATCH {x}" for x in opts.extra]
 
-    body = []
-    if opts.setup:  # the user's own line, before `set -u`
-        # sbatch runs the script as a non-login bash with the environment it was given:
-        # no `module` function unless the site's login profile defines it.
-        body += [
-            "type module >/dev/null 2>&1 || . /etc/profile >/dev/null 2>&1",
-            opts.setup,
-        ]
+    body = setup_lines(opts.setup) if opts.setup else []
     body += [
         "set -u",
         'nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',

@@ -590,7 +590,9 @@ def test_the_setup_line_runs_first_in_the_batch_script():
     body = script.split("\n\n", 1)[1].splitlines()
     # A non-login batch shell has no `module` unless the site's profile gives it.
     assert body[0] == "type module >/dev/null 2>&1 || . /etc/profile >/dev/null 2>&1"
-    assert body[1] == "module load anaconda3 && source activate hb" and body[2] == "set -u"
+    line = body.index("module load anaconda3 && source activate hb")
+    assert body[line - 1 : line + 2] == ["{", body[line], '} >"$hpcbench_setup_log" 2>&1']
+    assert line < body.index("set -u")
     assert bash_n(script) == 0
 
 
