@@ -194,8 +194,9 @@ def container_flags(spec: RunSpec, opts: SlurmOptions, name: str) -> list[str]:
 # (slurmd req.c:5356-5369 _rpc_terminate_job sends every step, the batch script's
 # too, SIGCONT and SIGTERM, then :5423 waits MAX(KillWait, 5) s before SIGKILL;
 # :3807-3876 _rpc_timelimit first). argv: the container, KillWait. It says "ready"
-# once its trap is set; on the signal it waits (half of the time) for the container's
-# processes to end, which `enroot list --fancy` lists by PID, then removes it.
+# once its trap is set, then holds none of its step's output; on the signal it waits
+# (half of the time) for the container's processes to end, which `enroot list
+# --fancy` lists by PID, then removes it.
 JANITOR_SH = (
     "n=$1; w=$(( $2 > 5 ? $2 : 5 )); "
     'busy() { enroot list --fancy 2>/dev/null | awk -v n="$n" '
@@ -205,7 +206,8 @@ JANITOR_SH = (
     "while busy && [ $((SECONDS - t)) -lt $((w / 2)) ]; do sleep 0.2; done; "
     "while left && [ $((SECONDS - t)) -lt $((w - 1)) ]; do "
     'enroot remove --force "$n" >/dev/null 2>&1 || sleep 0.5; done; exit 0; }; '
-    "trap clean TERM HUP INT; echo ready; while :; do sleep 600 & wait $!; done"
+    "trap clean TERM HUP INT; echo ready; exec >/dev/null 2>&1 </dev/null; "
+    "while :; do sleep 60 & wait $!; done"
 )
 
 
@@ -217,13 +219,14 @@ def container_steps(spec: RunSpec, opts: SlurmOptions, name: str) -> list[str]:
     and under pyxis's default container_scope it outlives the job unless removed (a
     site's container_scope=job has pyxis remove it; then this finds none).
 
-    No step can start once a job is cancelled, so an exit trap's `srun enroot remove`
-    serves the normal end alone. A janitor step (JANITOR_SH), one task per node
-    outside the container, started first, removes it in the time Slurm gives steps
-    after its SIGTERM. srun answers a SIGTERM by sending its tasks SIGKILL
-    (srun_job.c:2325-2332), and Slurm signals the batch script's srun too: the
-    janitors' srun is ended once they are in place, and they get Slurm's SIGTERM
-    alone (a step outlives its srun)."""
+    No step can start once a job is cancelled, so the exit trap's `srun enroot
+    remove` serves the normal end alone. A janitor step (JANITOR_SH), one task per
+    node outside the container, started before the container is made and running
+    beside every other step (--overlap), removes it in the time Slurm gives steps
+    after its SIGTERM. Its srun stays: an srun that dies or gets SIGTERM asks
+    slurmctld to kill its step (srun_job.c:2245-2298, the shepherd; step_launch.c:
+    667), which slurmctld refuses once the job has ended (step_mgr.c:621), and grants
+    while it runs."""
     nodes = len(spec.placements)
     per_node = ["srun", "--overlap", f"--ntasks={nodes}", "--ntasks-per-node=1"]
     remove = [*per_node, "enroot", "remove", "--force", f"pyxis_{name}"]
@@ -231,8 +234,8 @@ def container_steps(spec: RunSpec, opts: SlurmOptions, name: str) -> list[str]:
     make += [f"--container-image={opts.container_image}", f"--container-name={name}", "true"]
     janitor = [*per_node, "bash", "-c", JANITOR_SH, "janitor", f"pyxis_{name}"]
     return [
-        "# the container removed however the job ends: a janitor on each node (its srun",
-        "# ended once they are in place, so that Slurm's SIGTERM reaches them alone)",
+        "# the container removed however the job ends: a janitor on each node, which",
+        "# Slurm's SIGTERM at the job's end (or cancel, or time limit) sets to work",
         "kill_wait=$(scontrol show config 2>/dev/null | awk '$1 == \"KillWait\" {print $3}')",
         "janitor_log=$(mktemp)",
         shlex.join(janitor) + ' "${kill_wait:-30}" >"$janitor_log" 2>&1 &',
@@ -243,7 +246,7 @@ def container_steps(spec: RunSpec, opts: SlurmOptions, name: str) -> list[str]:
         "done",
         f'[ "$(grep -c "^ready$" "$janitor_log")" -ge {nodes} ] ||'
         ' echo "hpcbench: janitor not ready: $(head -c 300 "$janitor_log" | tr "\\n" " ")"',
-        '{ kill -KILL "$janitor"; wait "$janitor"; } 2>/dev/null; rm -f "$janitor_log"',
+        'rm -f "$janitor_log"',
         f"trap {shlex.quote(shlex.join(remove) + ' >/dev/null 2>&1')} EXIT",
         "# the image imported (or unpacked) once per node; every step below reuses it",
         shlex.join(make) + f' || {{ rc=$?; echo "{EXIT_MARKER} $rc"; exit "$rc"; }}',

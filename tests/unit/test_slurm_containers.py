@@ -46,12 +46,15 @@ from hpcbench.schedulers import SlurmScheduler
 
 # srun as pyxis reads it. Its state (which containers exist on which node, each
 # import, each removal, the processes in each container) is kept in files under
-# $PYXIS_STATE. Like srun (srun_job.c:2325-2332), it answers SIGTERM by killing its
-# tasks; and once the job is cancelled ($PYXIS_STATE/cancelled) no step starts.
+# $PYXIS_STATE. Once the job has ended ($PYXIS_STATE/cancelled) no step starts. An
+# srun that gets SIGTERM, or dies, has its step killed while the job runs: slurmctld
+# refuses once it has ended (srun_job.c:2245-2298 and 2325-2332, step_mgr.c:621).
 FAKE_SRUN = r"""
 import os, shlex, signal, subprocess, sys
 state = os.environ["PYXIS_STATE"]
-if os.path.exists(os.path.join(state, "cancelled")):
+def ended():
+    return os.path.exists(os.path.join(state, "cancelled"))
+if ended():
     sys.exit("srun: error: Unable to create step for job: Job/step already completing "
              "or completed")
 args = sys.argv[1:]
@@ -66,16 +69,30 @@ if "nodelist" in opts:
     nodes = opts["nodelist"].split(",")
 tasks = [(nodes[i // per_node], i) for i in range(ntasks)]
 started = []
-def stop(signum, frame):
-    for p in started:
-        p.kill()
-    sys.exit(128 + signum)
-signal.signal(signal.SIGTERM, stop)
+def kill_step():
+    if not ended():
+        for p in started:
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+def terminate(signum, frame):
+    kill_step()
+signal.signal(signal.SIGTERM, terminate)
 def run_all(commands):
     # every task at once, as srun starts them; the first failure's status
     for argv, kw in commands:
         started.append(subprocess.Popen(argv, **kw))
+    done_r, done_w = os.pipe()
+    if os.fork() == 0:  # the shepherd: kills the step if this srun dies first
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        os.close(done_w)
+        if not os.read(done_r, 1):
+            kill_step()
+        os._exit(0)
+    os.close(done_r)
     codes = [p.wait() for p in started]
+    os.write(done_w, b"x")
     sys.exit(next((c for c in codes if c), 0))
 def log(name, line):
     with open(os.path.join(state, name), "a") as f:
@@ -329,9 +346,10 @@ def test_the_container_is_removed_when_the_workload_fails(tmp_path):
 @pytest.mark.parametrize("nodes", [1, 2])
 def test_a_job_that_is_cancelled_while_it_runs_leaves_no_container(nodes, tmp_path):
     """scancel, a time limit, a Ctrl-C of hpcbench's: Slurm starts no step after it
-    (the exit trap's srun fails), SIGTERMs every process, srun kills its tasks, and
-    SIGKILLs what is left after KillWait. The janitor on each node removes the
-    container in between, once the workload in it has ended."""
+    (the exit trap's srun fails), SIGTERMs every process and SIGKILLs what is left
+    after KillWait. The janitor on each node removes the container in between, once
+    the workload in it has ended. (A janitor whose srun were ended early would die
+    with it: its shepherd kills the step while the job runs.)"""
     bench, jobs, _ = _folders(tmp_path)
     env = _tools(tmp_path)
     env["FAKE_NODES"] = env["SLURM_JOB_NODELIST"] = ",".join(f"node{i + 1}" for i in range(nodes))
