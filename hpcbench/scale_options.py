@@ -20,7 +20,7 @@ from typing import Any
 
 from hpcbench import launchers, paths, probe, sweep
 from hpcbench.errors import Parser, UsageError
-from hpcbench.launchers import slurm
+from hpcbench.launchers import sbatch_options, slurm
 from hpcbench.launchers.slurm import SlurmOptions
 from hpcbench.specs import (
     IMAGE,
@@ -113,7 +113,8 @@ def add_slurm_arguments(parser: argparse.ArgumentParser) -> None:
         "--slurm-time",
         type=count_type("slurm-time"),
         default=0,
-        help="job time limit in minutes (default: from --timeout)",
+        help="the run's time limit in minutes; a job in a container gets its image's "
+        "import time (--container-import-time) on top (default: from --timeout)",
     )
     g.add_argument(
         "--container-image",
@@ -250,6 +251,18 @@ def sbatch_option(text: str) -> str:
     return text
 
 
+def extra_sbatch(texts: list[str]) -> tuple[str, ...]:
+    """--sbatch's options, each one #SBATCH line (sbatch_option), read together as
+    sbatch reads them: one that sets what hpcbench keeps (the job's name, output,
+    time, deadline, ...; hpcbench.launchers.sbatch_options), however spelled, is
+    refused, and so are lines sbatch itself would refuse."""
+    extra = tuple(sbatch_option(x) for x in texts)
+    why = sbatch_options.owned_problem(extra)
+    if why:
+        raise UsageError(f"--sbatch: {why}")
+    return extra
+
+
 def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
     cluster = kind is TestbedKind.SLURM
     for flag in ("partition", "account", "qos", "slurm_mpi"):
@@ -261,6 +274,15 @@ def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
         if why:
             raise UsageError(f"--container-image: {args.container_image[:60]!r}: {why}")
     mounts = tuple(m for m in args.container_mounts.split(",") if m)
+    for flag, given in (
+        ("--container-mounts", bool(mounts)),
+        ("--container-import-time", args.container_import_time >= 0),
+    ):
+        if given and not args.container_image:  # no container: pyxis would never see it
+            raise UsageError(
+                f"{flag} is for jobs in a container: give --container-image (campaign key "
+                "container_image) too"
+            )
     for mount in mounts:
         check_text(mount, "--container-mounts", MOUNT, "SRC:DST[:FLAGS] of plain paths")
         why = slurm.mount_problem(mount)
@@ -290,6 +312,11 @@ def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
             check_text(
                 getattr(args, flag), f"--{flag.replace('_', '-')}", SAFE_PATH, "a plain path"
             )
+    if cluster and not login:  # sbatch runs here, with this environment's SBATCH_*
+        sets = {k for k in ("partition", "account", "qos") if getattr(args, k)}
+        why = sbatch_options.env_problem(dict(os.environ), sets | ({"gres"} if gpus else set()))
+        if why:
+            raise UsageError(why)
     if login and not args.container_image and not args.slurm_python:
         raise UsageError(
             "--slurm-login without --container-image needs --slurm-python: the "
@@ -312,7 +339,7 @@ def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
         job_dir=job_dir,
         pin_nodes=not cluster,  # --env slurm: Slurm chooses the nodes
         queue_wait_s=args.slurm_queue_wait,
-        extra=tuple(sbatch_option(x) for x in args.sbatch),
+        extra=extra_sbatch(args.sbatch),
         login=login,
         python=args.slurm_python,
         bench_dir=args.slurm_bench_dir or (REMOTE_BENCH_DIR if login else ""),

@@ -181,6 +181,9 @@ def _slurm(value: Any, path: str) -> tuple[list[str], dict[str, Any], int | None
                 check_path(own[0].partition("=")[2], flag)
             elif key == "job_dir" and "login" in given:  # its ~ is the login's: checked
                 pass  # with the keys together, below
+            elif key in ("container_mounts", "container_import"):  # alone it lacks the
+                image = ["--container-image=/image.sqsh"]  # image it is for: its syntax
+                parse(own + image, ["--env", "slurm", "--out", "results"])  # here
             else:
                 parse(own, ["--env", "slurm", "--out", "results"])
         except UsageError as err:

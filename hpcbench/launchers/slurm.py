@@ -45,7 +45,7 @@ class SlurmOptions:
     account: str = ""
     qos: str = ""
     gpus_per_node: int = 0  # --gres=gpu:N; 0: none
-    time_min: int = 0  # job time limit; 0: from the run's timeout
+    time_min: int = 0  # the run's time limit (+ import_s: --time); 0: from its timeout
     container_image: str = ""  # pyxis: registry image (nvcr.io#nvidia/pytorch:...) or a .sqsh
     container_mounts: tuple[str, ...] = ()  # pyxis SRC:DST
     container_python: str = "/opt/hpcbench/venv/bin/python"  # python inside the image
@@ -144,8 +144,11 @@ def shell_path(path: str) -> str:
 
 
 def _minutes(spec: RunSpec, opts: SlurmOptions) -> int:
+    """--time: the run's limit (given, or its timeout) and the image's import
+    allowance on top, given or not: a limit given for the run alone would leave the
+    import none (the first job on a node pulls a ~9 GB NGC image in it)."""
     if opts.time_min:
-        return opts.time_min
+        return opts.time_min + math.ceil(opts.import_s / 60)
     if not spec.time_limit_s:
         return 60
     return max(1, math.ceil((spec.time_limit_s + opts.import_s) / 60)) + 1
@@ -186,25 +189,107 @@ def container_flags(spec: RunSpec, opts: SlurmOptions, name: str) -> list[str]:
     ]
 
 
+# The job's container on one node, removed in the time Slurm gives a job's steps
+# between SIGTERM and SIGKILL, however the job ends: its end, scancel or its time limit
+# (slurmd req.c:5356-5369 _rpc_terminate_job sends every step, the batch script's
+# too, SIGCONT and SIGTERM, then :5423 waits MAX(KillWait, 5) s before SIGKILL;
+# :3807-3876 _rpc_timelimit first). argv: the container, KillWait. It says "ready"
+# once its trap is set, then holds none of its step's output; on the signal it waits
+# (half of the time) for the container's processes to end, which `enroot list
+# --fancy` lists by PID, then removes it.
+JANITOR_SH = (
+    "n=$1; w=$(( $2 > 5 ? $2 : 5 )); "
+    'busy() { enroot list --fancy 2>/dev/null | awk -v n="$n" '
+    "'$1 == n && $2 ~ /^[0-9]+$/ {b = 1} END {exit !b}'; }; "
+    'left() { enroot list 2>/dev/null | grep -qxF -- "$n"; }; '
+    'clean() { trap "" TERM HUP INT; t=$SECONDS; '
+    "while busy && [ $((SECONDS - t)) -lt $((w / 2)) ]; do sleep 0.2; done; "
+    "while left && [ $((SECONDS - t)) -lt $((w - 1)) ]; do "
+    'enroot remove --force "$n" >/dev/null 2>&1 || sleep 0.5; done; exit 0; }; '
+    "trap clean TERM HUP INT; echo ready; exec >/dev/null 2>&1 </dev/null; "
+    "while :; do sleep 60 & wait $!; done"
+)
+
+
 def container_steps(spec: RunSpec, opts: SlurmOptions, name: str) -> list[str]:
     """The lines that make the job's container on each of its nodes before the
-    workload, and remove it whenever the script ends. pyxis imports an unnamed
-    container again for every step (pyxis_slurmstepd.c gives each step a temporary
-    rootfs); a named one is made once and reused (its "reusing existing container
-    filesystem"), and under pyxis's default container_scope it outlives the job unless
-    removed (a site's container_scope=job has pyxis remove it; then this finds none)."""
-    per_node = ["srun", f"--ntasks={len(spec.placements)}", "--ntasks-per-node=1"]
+    workload, and remove it however the job ends. pyxis imports an unnamed container
+    again for every step (pyxis_slurmstepd.c gives each step a temporary rootfs); a
+    named one is made once and reused (its "reusing existing container filesystem"),
+    and under pyxis's default container_scope it outlives the job unless removed (a
+    site's container_scope=job has pyxis remove it; then this finds none).
+
+    No step can start once a job is cancelled, so the exit trap's `srun enroot
+    remove` serves the normal end alone. A janitor step (JANITOR_SH), one task per
+    node outside the container, started before the container is made and running
+    beside every other step (--overlap), removes it in the time Slurm gives steps
+    after its SIGTERM. Its srun stays: an srun that dies or gets SIGTERM asks
+    slurmctld to kill its step (srun_job.c:2245-2298, the shepherd; step_launch.c:
+    667), which slurmctld refuses once the job has ended (step_mgr.c:621), and grants
+    while it runs."""
+    nodes = len(spec.placements)
+    per_node = ["srun", "--overlap", f"--ntasks={nodes}", "--ntasks-per-node=1"]
     remove = [*per_node, "enroot", "remove", "--force", f"pyxis_{name}"]
-    make = [
-        *per_node,
-        f"--container-image={opts.container_image}",
-        f"--container-name={name}",
-        "true",
-    ]
+    make = [*per_node[:1], *per_node[2:]]
+    make += [f"--container-image={opts.container_image}", f"--container-name={name}", "true"]
+    janitor = [*per_node, "bash", "-c", JANITOR_SH, "janitor", f"pyxis_{name}"]
     return [
+        "# the container removed however the job ends: a janitor on each node, which",
+        "# Slurm's SIGTERM at the job's end (or cancel, or time limit) sets to work",
+        "kill_wait=$(scontrol show config 2>/dev/null | awk '$1 == \"KillWait\" {print $3}')",
+        "janitor_log=$(mktemp)",
+        shlex.join(janitor) + ' "${kill_wait:-30}" >"$janitor_log" 2>&1 &',
+        "janitor=$!",
+        "for _ in $(seq 600); do  # bounded: up to 60 s for every node's janitor",
+        f'  [ "$(grep -c "^ready$" "$janitor_log")" -ge {nodes} ] && break',
+        '  kill -0 "$janitor" 2>/dev/null || break; sleep 0.1',
+        "done",
+        f'[ "$(grep -c "^ready$" "$janitor_log")" -ge {nodes} ] ||'
+        ' echo "hpcbench: janitor not ready: $(head -c 300 "$janitor_log" | tr "\\n" " ")"',
+        'rm -f "$janitor_log"',
         f"trap {shlex.quote(shlex.join(remove) + ' >/dev/null 2>&1')} EXIT",
         "# the image imported (or unpacked) once per node; every step below reuses it",
         shlex.join(make) + f' || {{ rc=$?; echo "{EXIT_MARKER} $rc"; exit "$rc"; }}',
+    ]
+
+
+# The first line of some output that is not blank, and the next where it ends with a
+# colon: Lmod's "... The following module(s) are unknown:" names the module below.
+FIRST_LINES_AWK = (
+    'NF { l = l (l ? " " : "") $0; if ($0 !~ /:[[:space:]]*$/ || n++) exit } END { print l }'
+)
+
+
+def setup_lines(setup: str) -> list[str]:
+    """The user's own line (module load ...; source activate ...), first: in this
+    shell, so that it changes the script's environment, under `set -e`, and checked
+    for its status too (set -e ignores a failure inside `a && b`, and so does a brace
+    group that holds one: bash(1), "The shell does not exit if the command that fails
+    is part of ... a && or || list except the command following the final && or
+    ||"). Its output is kept until it is known: on a failure its first line (and the
+    next, after a colon: Lmod's unknown module) leads the job's .err, then all of it,
+    and the job ends before any srun; on success it goes to .out."""
+    return [
+        # sbatch runs the script as a non-login bash with the environment it was given:
+        # no `module` function unless the site's login profile defines it.
+        "type module >/dev/null 2>&1 || . /etc/profile >/dev/null 2>&1",
+        "hpcbench_setup_log=$(mktemp)",
+        "hpcbench_setup_failed() {",
+        f'  cause=$(awk {shlex.quote(FIRST_LINES_AWK)} "$hpcbench_setup_log")',
+        f'  [ -n "$cause" ] || cause={shlex.quote("no output from " + setup[:200])}',
+        '  { echo "setup failed (exit $1): $cause"; cat "$hpcbench_setup_log"; } >&2',
+        f'  rm -f "$hpcbench_setup_log"; echo "{EXIT_MARKER} $1"; exit "$1"',
+        "}",
+        "trap 'hpcbench_setup_failed $(( $? ? $? : 1 ))' EXIT  # it ended the script",
+        "set -e",
+        "{",
+        setup,
+        '} >"$hpcbench_setup_log" 2>&1',
+        "hpcbench_setup_rc=$?",
+        "set +e",
+        "trap - EXIT",
+        '[ "$hpcbench_setup_rc" = 0 ] || hpcbench_setup_failed "$hpcbench_setup_rc"',
+        'cat "$hpcbench_setup_log"; rm -f "$hpcbench_setup_log"',
     ]
 
 
@@ -277,14 +362,7 @@ def sbatch_script(
         head.append(f"#SBATCH --nodelist={q(','.join(p.host for p in spec.placements))}")
     head += [f"#SBATCH {x}" for x in opts.extra]
 
-    body = []
-    if opts.setup:  # the user's own line, before `set -u`
-        # sbatch runs the script as a non-login bash with the environment it was given:
-        # no `module` function unless the site's login profile defines it.
-        body += [
-            "type module >/dev/null 2>&1 || . /etc/profile >/dev/null 2>&1",
-            opts.setup,
-        ]
+    body = setup_lines(opts.setup) if opts.setup else []
     body += [
         "set -u",
         'nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST")',

@@ -196,8 +196,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     faults = of("test_faults.py")
     first = [i for i in faults if i.name.startswith("test_ctrl_c_")]
     last = of("test_kill.py") + [i for i in faults if i not in first]
-    # The campaign over the testbed's Slurm partitions needs it deployed: after the deploy.
-    partitions = of("test_campaign_slurm.py")
+    # The campaign over the testbed's Slurm partitions, and the jobs stopped in every
+    # way, need it deployed: after the deploy.
+    partitions = of("test_campaign_slurm.py") + of("test_slurm_cleanup.py")
     rest = [i for i in items if i not in first and i not in last and i not in partitions]
 
     def at(name: str, default: int) -> int:

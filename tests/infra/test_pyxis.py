@@ -47,13 +47,17 @@ def test_the_stack_image_starts_on_every_node(testbed, pyxis):
 
 
 def test_a_batch_jobs_module_load_puts_the_stacks_python_on_path(testbed, pyxis):
-    """The GWDG setup line in a batch script (a non-login bash, as sbatch starts it)."""
+    """The GWDG setup line in a batch script (a non-login bash, as sbatch starts it),
+    submitted from a login shell: the stack's Python is on PATH after the line and
+    not before it (the site's profile, which the script sources for `module`, puts
+    no stack there: lmod_remove_profiles), so the line is what puts it there."""
     head = testbed.host(pyxis["head"])
     script = (
         "#!/bin/bash\n"
         "type module >/dev/null 2>&1 || . /etc/profile >/dev/null 2>&1\n"
+        'echo "before $(command -v python || echo none)"\n'
         "module load miniforge3 && source activate hpcbench\n"
-        "command -v python\n"
+        'echo "after $(command -v python)"\n'
     )
     command = (
         "f=$(mktemp) && printf %s " + shlex.quote(script) + ' > "$f" && '
@@ -63,4 +67,6 @@ def test_a_batch_jobs_module_load_puts_the_stacks_python_on_path(testbed, pyxis)
     with head.sudo():
         out = head.run(as_user(pyxis["user"], command))
     assert out.rc == 0, out.stdout + out.stderr
-    assert out.stdout.split()[-1] == "/opt/hpcbench/venv/bin/python", out.stdout
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+    assert lines.get("after") == "/opt/hpcbench/venv/bin/python", out.stdout
+    assert lines.get("before") != "/opt/hpcbench/venv/bin/python", out.stdout

@@ -70,7 +70,7 @@ NAME_HOSTILE = [" ", "a\nb", "\x1b[31mred", *SHELL, "-1", "-Fevil", "--x", "üñ
 PATH_OPTIONS = {("scale", "--out"), ("probe", "--out"), ("compare", "--output")}
 # Values that are valid for an option, hostile as they look elsewhere.
 ACCEPTED = {
-    "--sbatch": {"-1", "--x", "-Fevil", "-inf"},  # verbatim #SBATCH options: one line, a dash
+    "--sbatch": {"--x", "-inf"},  # #SBATCH options sbatch reads (-inf: --input=nf)
     "--hosts": {"9" * 40, "1e309", "nan"},  # host names
     # The user's own shell line on their cluster: anything on one line.
     "--slurm-setup": {

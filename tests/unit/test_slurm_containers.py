@@ -13,12 +13,16 @@ it equivalent. The real pyxis and enroot run the same scripts in the e2e testbed
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -41,10 +45,18 @@ from hpcbench.scale_options import sbatch_option
 from hpcbench.schedulers import SlurmScheduler
 
 # srun as pyxis reads it. Its state (which containers exist on which node, each
-# import, each removal) is kept in files under $PYXIS_STATE.
+# import, each removal, the processes in each container) is kept in files under
+# $PYXIS_STATE. Once the job has ended ($PYXIS_STATE/cancelled) no step starts. An
+# srun that gets SIGTERM, or dies, has its step killed while the job runs: slurmctld
+# refuses once it has ended (srun_job.c:2245-2298 and 2325-2332, step_mgr.c:621).
 FAKE_SRUN = r"""
-import os, shlex, subprocess, sys
+import os, shlex, signal, subprocess, sys
 state = os.environ["PYXIS_STATE"]
+def ended():
+    return os.path.exists(os.path.join(state, "cancelled"))
+if ended():
+    sys.exit("srun: error: Unable to create step for job: Job/step already completing "
+             "or completed")
 args = sys.argv[1:]
 opts = {}
 while args and args[0].startswith("--"):
@@ -56,17 +68,39 @@ per_node = int(opts.get("ntasks-per-node", ntasks))
 if "nodelist" in opts:
     nodes = opts["nodelist"].split(",")
 tasks = [(nodes[i // per_node], i) for i in range(ntasks)]
+started = []
+def kill_step():
+    if not ended():
+        for p in started:
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+def terminate(signum, frame):
+    kill_step()
+signal.signal(signal.SIGTERM, terminate)
+def run_all(commands):
+    # every task at once, as srun starts them; the first failure's status
+    for argv, kw in commands:
+        started.append(subprocess.Popen(argv, **kw))
+    done_r, done_w = os.pipe()
+    if os.fork() == 0:  # the shepherd: kills the step if this srun dies first
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        os.close(done_w)
+        if not os.read(done_r, 1):
+            kill_step()
+        os._exit(0)
+    os.close(done_r)
+    codes = [p.wait() for p in started]
+    os.write(done_w, b"x")
+    sys.exit(next((c for c in codes if c), 0))
 def log(name, line):
     with open(os.path.join(state, name), "a") as f:
         f.write(line + "\n")
 image, name = opts.get("container-image"), opts.get("container-name")
 if image is None and name is None:
-    for node, rank in tasks:
-        task_env = {**os.environ, "SLURM_PROCID": str(rank), "SLURMD_NODENAME": node}
-        rc = subprocess.call(args, env=task_env)
-        if rc:
-            sys.exit(rc)
-    sys.exit(0)
+    run_all([(args, {"env": {**os.environ, "SLURM_PROCID": str(rank), "SLURMD_NODENAME": node}})
+             for node, rank in tasks])
 mounts = [m.split(":")[:2] for m in opts.get("container-mounts", "").split(",") if m]
 for src, dst in mounts:  # args.c add_mount
     if src[:1] not in "./" and src not in ("tmpfs", "umount"):
@@ -89,28 +123,53 @@ for node, rank in tasks:
         if name is not None:
             os.makedirs(os.path.join(state, node), exist_ok=True)
             open(os.path.join(state, node, name), "w").close()
-    targets = [d.rstrip("/") for _, d in mounts]
-    def inside(path):
-        return any(path == t or path.startswith(t + "/") for t in targets)
-    workdir = opts.get("container-workdir", "/")
-    words = [workdir] + [w for a in args for w in shlex.split(a) if w.startswith("/")]
-    for path in words:
-        if path != "/" and os.path.exists(path) and not inside(path) \
-                and not path.startswith(("/bin", "/usr")):
-            sys.exit("FAILED: [Errno 2] No such file or directory: %r" % path)
-    rc = subprocess.call(args, cwd=workdir, env={**os.environ, "SLURM_PROCID": str(rank)})
-    if rc:
-        sys.exit(rc)
+targets = [d.rstrip("/") for _, d in mounts]
+def inside(path):
+    return any(path == t or path.startswith(t + "/") for t in targets)
+workdir = opts.get("container-workdir", "/")
+words = [workdir] + [w for a in args for w in shlex.split(a) if w.startswith("/")]
+for path in words:
+    if path != "/" and os.path.exists(path) and not inside(path) \
+            and not path.startswith(("/bin", "/usr")):
+        sys.exit("FAILED: [Errno 2] No such file or directory: %r" % path)
+# each task in its node's container: enroot list --fancy shows its PID there
+in_container = 'echo $$ >> "$PYXIS_STATE/$SLURMD_NODENAME/$CONTAINER.pids"; exec "$@"'
+run_all([(["sh", "-c", in_container, "task", *args],
+          {"cwd": workdir, "env": {**os.environ, "SLURM_PROCID": str(rank),
+                                   "SLURMD_NODENAME": node, "CONTAINER": str(name)}})
+         for node, rank in tasks])
 """
+# enroot list [--fancy] and remove --force, on the node the task runs on.
 FAKE_ENROOT = r"""
 import os, sys
 state, node = os.environ["PYXIS_STATE"], os.environ["SLURMD_NODENAME"]
-assert sys.argv[1:3] == ["remove", "--force"], sys.argv
-path = os.path.join(state, node, sys.argv[3].removeprefix("pyxis_"))
-if os.path.exists(path):
+here = os.path.join(state, node)
+names = sorted(n for n in os.listdir(here) if not n.endswith(".pids")) \
+    if os.path.isdir(here) else []
+def alive(pid):
+    try:
+        os.kill(int(pid), 0)
+        return True
+    except (OSError, ValueError):
+        return False
+if sys.argv[1:] == ["list"]:
+    print("\n".join("pyxis_" + n for n in names))
+elif sys.argv[1:] == ["list", "--fancy"]:
+    print("NAME PID COMM")
+    for n in names:
+        pids = [p for p in open(os.path.join(here, n + ".pids")).read().split() if alive(p)] \
+            if os.path.exists(os.path.join(here, n + ".pids")) else []
+        print(" ".join(["pyxis_" + n, *pids[:1], "sh"] if pids else ["pyxis_" + n]))
+else:
+    assert sys.argv[1:3] == ["remove", "--force"], sys.argv
+    path = os.path.join(here, sys.argv[3].removeprefix("pyxis_"))
+    if not os.path.exists(path):
+        sys.exit("enroot: No such file or directory: " + path)
     os.remove(path)
-with open(os.path.join(state, "removed"), "a") as f:
-    f.write(node + " " + sys.argv[3] + "\n")
+    if os.path.exists(path + ".pids"):
+        os.remove(path + ".pids")
+    with open(os.path.join(state, "removed"), "a") as f:
+        f.write(node + " " + sys.argv[3] + "\n")
 """
 
 
@@ -123,7 +182,11 @@ def _tools(tmp: Path) -> dict[str, str]:
         path = bin_dir / name
         path.write_text(f"#!{sys.executable}\n{code}")
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    (bin_dir / "scontrol").write_text('#!/bin/bash\necho "$FAKE_NODES" | tr , "\\n"\n')
+    (bin_dir / "scontrol").write_text(
+        "#!/bin/bash\n"
+        f'if [ "$1 $2" = "show config" ]; then echo "KillWait                = {KILL_WAIT_S} sec"; '
+        'else echo "$FAKE_NODES" | tr , "\\n"; fi\n'
+    )
     (bin_dir / "scontrol").chmod(0o755)
     return {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
@@ -146,10 +209,54 @@ def _spec(workdir: Path, args: tuple[str, ...], nodes: int = 2) -> RunSpec:
     )
 
 
+# The stand-in cluster's KillWait: seconds between a job's SIGTERM and its SIGKILL.
+KILL_WAIT_S = 10
+
+
+def _job_processes(pgid: int) -> list[int]:
+    """The live (not zombie) processes of a job's process group."""
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                found.append(int(stat_file.parent.name))
+    return found
+
+
+def _end_job(pgid: int, state: Path) -> float:
+    """What Slurm does to a job's processes when it ends (its script's end, scancel or
+    its time limit): no step starts any more, every process gets SIGCONT and SIGTERM,
+    and SIGKILL after KillWait (slurmd req.c _rpc_terminate_job). How long they took
+    to end."""
+    (state / "cancelled").touch()
+    start = time.monotonic()
+    for sig in (signal.SIGCONT, signal.SIGTERM):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, sig)
+    while _job_processes(pgid) and time.monotonic() - start < KILL_WAIT_S:
+        time.sleep(0.1)
+    took = time.monotonic() - start
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    return took
+
+
 def _run(script: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60
+    """The script as its job runs it, then the job's end as Slurm makes it."""
+    proc = subprocess.Popen(
+        ["bash", "-c", script],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        _end_job(proc.pid, Path(env["PYXIS_STATE"]))
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _folders(tmp: Path) -> tuple[Path, Path, Path]:
@@ -204,7 +311,7 @@ def test_the_image_is_imported_once_per_node_and_job_and_removed_after(tmp_path)
         "node1 docker://nvcr.io#nvidia/pytorch:24.05-py3",
         "node2 docker://nvcr.io#nvidia/pytorch:24.05-py3",
     ]
-    assert (state / "removed").read_text().splitlines() == [
+    assert sorted((state / "removed").read_text().splitlines()) == [
         "node1 pyxis_hpcbench",
         "node2 pyxis_hpcbench",
     ]
@@ -223,7 +330,7 @@ def test_a_failed_import_stops_the_job_with_pyxiss_line_and_its_status(tmp_path)
     assert "pyxis: importing docker image: stack.sqsh ... failed" in proc.stderr
     assert proc.stdout.splitlines()[-1] == f"{EXIT_MARKER} 1"
     assert not witness.exists()
-    assert (Path(env["PYXIS_STATE"]) / "removed").read_text().splitlines() == ["node1 pyxis_j"]
+    assert not list(Path(env["PYXIS_STATE"]).glob("node1/*"))  # no container left
 
 
 def test_the_container_is_removed_when_the_workload_fails(tmp_path):
@@ -233,7 +340,44 @@ def test_the_container_is_removed_when_the_workload_fails(tmp_path):
     proc = _run(sbatch_script(_spec(bench, ("exit 3",)), opts, "ddp", job_name="j"), env)
     assert proc.returncode == 3 and proc.stdout.splitlines()[-1] == f"{EXIT_MARKER} 3"
     removed = (Path(env["PYXIS_STATE"]) / "removed").read_text().splitlines()
-    assert removed == ["node1 pyxis_j", "node2 pyxis_j"]
+    assert sorted(removed) == ["node1 pyxis_j", "node2 pyxis_j"]
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_a_job_that_is_cancelled_while_it_runs_leaves_no_container(nodes, tmp_path):
+    """scancel, a time limit, a Ctrl-C of hpcbench's: Slurm starts no step after it
+    (the exit trap's srun fails), SIGTERMs every process and SIGKILLs what is left
+    after KillWait. The janitor on each node removes the container in between, once
+    the workload in it has ended. (A janitor whose srun were ended early would die
+    with it: its shepherd kills the step while the job runs.)"""
+    bench, jobs, _ = _folders(tmp_path)
+    env = _tools(tmp_path)
+    env["FAKE_NODES"] = env["SLURM_JOB_NODELIST"] = ",".join(f"node{i + 1}" for i in range(nodes))
+    state = Path(env["PYXIS_STATE"])
+    opts = SlurmOptions(container_image="/images/stack.sqsh", job_dir=str(jobs), **IMAGE_OPTS)
+    spec = _spec(bench, ("sleep 120",), nodes=nodes)
+    proc = subprocess.Popen(
+        ["bash", "-c", sbatch_script(spec, opts, "ddp", job_name="j")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        running = [state / f"node{i + 1}" / "j.pids" for i in range(nodes)]
+        deadline = time.monotonic() + 60  # bounded: the workload running on every node
+        while not all(p.exists() for p in running):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.returncode
+            time.sleep(0.1)
+        took = _end_job(proc.pid, state)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert not list(state.glob("node*/j")), "a container is left"
+    removed = (state / "removed").read_text().splitlines()
+    assert sorted(removed) == [f"node{i + 1} pyxis_j" for i in range(nodes)]
+    assert took < KILL_WAIT_S  # every process of the job ended before its SIGKILL
 
 
 # ------------------------------------------------------- what pyxis reads as meant
@@ -452,3 +596,70 @@ def test_a_partition_pyxis_would_misread_is_one_line_naming_the_key(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"testbeds[0].slurm.{key}: " in err[0] and why in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "flag,value", [("--container-mounts", "/dss/data:/data"), ("--container-import-time", "60")]
+)
+def test_a_container_option_without_an_image_is_refused(flag, value, tmp_path, capsys):
+    """Without --container-image no step runs in a container: the mounts (or the import
+    time) would be dropped without a word."""
+    out = tmp_path / "out"
+    code = cli.main(
+        ["scale", "--env", "slurm", "--nodes", "1", flag, value, "--dry-run"] + ["--out", str(out)]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"hpcbench: error: {flag} is for jobs in a container"), err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "key,value", [("container_mounts", ["/dss/data:/data"]), ("container_import", "10m")]
+)
+def test_a_partitions_container_key_needs_its_image(key, value, tmp_path, capsys):
+    def plan(slurm: dict) -> tuple[int, list[str]]:
+        data = {
+            "name": "c",
+            "out": str(tmp_path / "out"),
+            "sweep": {"batch": [8], "nodes": 1},
+            "testbeds": [{"name": "p", "slurm": {"partition": "gpu", key: value, **slurm}}],
+        }
+        path = tmp_path / "c.yaml"
+        path.write_text(yaml.safe_dump(data))
+        code = cli.main(["campaign", "plan", str(path)])
+        return code, capsys.readouterr().err.strip().splitlines()
+
+    code, err = plan({})
+    assert code == 2 and len(err) == 1 and "testbeds[0].slurm: " in err[0], err
+    assert "is for jobs in a container" in err[0] and "container_image" in err[0], err
+    assert plan({"container_image": "/i.sqsh"}) == (0, [])
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_given_time_limit_gets_the_import_on_top():
+    """lrz.yaml's `time: 30m`: the run's 30 minutes and the registry image's import
+    allowance, not 30 minutes for both; a .sqsh's unpacking, or what is given."""
+    spec = RunSpec("t.py", (), "python", "/b", (Placement("n1", 1, None),), time_limit_s=300)
+
+    def minutes(**opts: Any) -> list[str]:
+        lines = sbatch_script(spec, SlurmOptions(time_min=30, **opts), "ddp").splitlines()
+        return [x for x in lines if x.startswith(("#SBATCH --time=", "#SBATCH --deadline="))]
+
+    assert minutes(container_image="nvcr.io#nvidia/pytorch:24.05-py3") == [
+        "#SBATCH --time=60",
+        "#SBATCH --deadline=now+120minutes",  # the queue wait's 60 and the job's 60
+    ]
+    assert minutes(container_image="/dss/stack.sqsh")[0] == "#SBATCH --time=35"
+    assert minutes(container_image="/x.sqsh", container_import_s=0)[0] == "#SBATCH --time=30"
+    assert minutes()[0] == "#SBATCH --time=30"  # no container, nothing to import
+
+
+def test_the_lrz_campaigns_jobs_get_the_import_on_top_of_their_time(tmp_path, capsys):
+    data = yaml.safe_load((REPO / "campaigns" / "lrz.yaml").read_text())
+    data["out"] = str(tmp_path / "out")
+    path = tmp_path / "lrz.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert cli.main(["campaign", "run", "--dry-run", str(path)]) == 0
+    times = {x for x in capsys.readouterr().out.splitlines() if x.startswith("#SBATCH --time=")}
+    assert times == {"#SBATCH --time=60"}  # time: 30m, and 30 for the NGC image's import

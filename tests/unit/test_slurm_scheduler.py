@@ -105,7 +105,10 @@ def test_pyxis_horovod_script():
     )
     assert "--gres=gpu:8" in sbatch_lines(script)
     assert not any(x.startswith("--nodelist") for x in sbatch_lines(script))
-    make, rendezvous, train = srun_lines(script)
+    janitor, make, rendezvous, train = srun_lines(script)
+    # One janitor per node, outside the container, started before it is made.
+    assert janitor.startswith("srun --overlap --ntasks=2 --ntasks-per-node=1 bash -c ")
+    assert janitor.endswith(' janitor pyxis_j "${kill_wait:-30}" >"$janitor_log" 2>&1 &')
     # The image made into the job's container once per node, then reused by name.
     assert make == (
         "srun --ntasks=2 --ntasks-per-node=1 --container-image=/dss/stack.sqsh "
@@ -551,7 +554,7 @@ def test_hostile_values_stay_values_in_the_batch_script(tmp_path):
     )
     script = sbatch_script(_spec(workdir=str(tmp_path)), opts, "horovod", "mpi", job_name="j")
     assert f"#SBATCH --partition='p;touch {witness}'" in script.splitlines()
-    make, srun = srun_lines(script)
+    _, make, srun = srun_lines(script)
     fake_srun = (
         'srun() { for a; do [[ $a == --container-* || $a == --mpi* ]] && echo "$a"; done; true; }'
     )
@@ -594,7 +597,9 @@ def test_the_setup_line_runs_first_in_the_batch_script():
     body = script.split("\n\n", 1)[1].splitlines()
     # A non-login batch shell has no `module` unless the site's profile gives it.
     assert body[0] == "type module >/dev/null 2>&1 || . /etc/profile >/dev/null 2>&1"
-    assert body[1] == "module load anaconda3 && source activate hb" and body[2] == "set -u"
+    line = body.index("module load anaconda3 && source activate hb")
+    assert body[line - 1 : line + 2] == ["{", body[line], '} >"$hpcbench_setup_log" 2>&1']
+    assert line < body.index("set -u")
     assert bash_n(script) == 0
 
 

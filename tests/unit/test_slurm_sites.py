@@ -5,7 +5,8 @@ Both campaigns are rendered by `campaign run --dry-run` (nothing is checked or
 submitted): the site's file as it is, and the same file with its partition taken as
 tests/slurm_sites.py gives it to the local Slurm testbed, reached over SSH as the
 e2e test reaches it. Every script line is compared after the three differences (and
-the paths of the two machines' folders, and the random rendezvous port) are masked.
+the paths of the two machines' folders, the random rendezvous port, and the time
+limits that the image's kind sets) are masked.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ MASKS = [
     (re.compile(r" --device \w+"), " --device <device>"),
     (re.compile(r" --gpus \d+"), ""),  # the device's count
     (re.compile(r"MASTER_PORT=\d+"), "MASTER_PORT=<port>"),
+    # The image's import allowance follows its kind (a registry pull, a .sqsh unpack).
+    (re.compile(r"--time=\d+"), "--time=<time>"),
+    (re.compile(r"--deadline=now\+\d+minutes"), "--deadline=<deadline>"),
     (re.compile(r"/[\w.+%-]+(?:/[\w.+%-]+)*"), "<path>"),
 ]
 DEVICE_LINES = re.compile(r"#SBATCH --gres=")
