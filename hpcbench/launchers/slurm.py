@@ -26,6 +26,8 @@ from hpcbench.ssh import SshAccess
 
 # The batch script's last line names the workload's exit status.
 EXIT_MARKER = "HPCBENCH_SLURM_EXIT"
+# A failed setup line's first line in the job's .err, which the scheduler reports.
+SETUP_FAILED = "hpcbench: setup failed"
 
 # Horovod's Gloo rendezvous (what horovodrun serves) on a fixed port; the scope
 # sizes only matter for clean-up. argv: port, comma-separated hosts, tasks per node,
@@ -277,7 +279,7 @@ def setup_lines(setup: str) -> list[str]:
         "hpcbench_setup_failed() {",
         f'  cause=$(awk {shlex.quote(FIRST_LINES_AWK)} "$hpcbench_setup_log")',
         f'  [ -n "$cause" ] || cause={shlex.quote("no output from " + setup[:200])}',
-        '  { echo "setup failed (exit $1): $cause"; cat "$hpcbench_setup_log"; } >&2',
+        f'  {{ echo "{SETUP_FAILED} (exit $1): $cause"; cat "$hpcbench_setup_log"; }} >&2',
         f'  rm -f "$hpcbench_setup_log"; echo "{EXIT_MARKER} $1"; exit "$1"',
         "}",
         "trap 'hpcbench_setup_failed $(( $? ? $? : 1 ))' EXIT  # it ended the script",

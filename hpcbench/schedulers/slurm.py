@@ -30,7 +30,13 @@ from pathlib import Path
 from hpcbench.bounded import ctrl_c_deferred
 from hpcbench.errors import UsageError
 from hpcbench.launchers.base import Command, RunSpec
-from hpcbench.launchers.slurm import EXIT_MARKER, SlurmLauncher, SlurmOptions, sbatch_script
+from hpcbench.launchers.slurm import (
+    EXIT_MARKER,
+    SETUP_FAILED,
+    SlurmLauncher,
+    SlurmOptions,
+    sbatch_script,
+)
 from hpcbench.schedulers.base import RESULT_MARKER, TAIL_LINES, Outcome, Scheduler, parse_records
 from hpcbench.ssh import SshAccess, last_line
 
@@ -160,7 +166,7 @@ _ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #   error: " then the message (messageDir/en.lua e_Failed_Load "The following
 #   module(s) are unknown: ..."), wrapped at 80 columns where stderr is no terminal
 #   (utils.lua buildMsg), so a module list may go on on the next line.
-_SETUP = re.compile(r"^hpcbench: ")
+_SETUP = re.compile("^" + re.escape(SETUP_FAILED))
 _ENROOT = re.compile(r"\[ERROR\] .*")
 _LMOD = re.compile(r"Lmod has detected the following errors?:.*")
 _TRACEBACK = "Traceback (most recent call last):"

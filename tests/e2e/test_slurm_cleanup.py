@@ -211,7 +211,9 @@ def test_a_failing_setup_line_fails_its_job_with_lmods_line_first(
     proc = probe_plain(deployed, tmp_path, log, setup)
     assert proc.returncode != 0, log.read_text()[-3000:]
     first = on_node("node1", 'head -n1 "$(ls -t /shared/slurm-jobs/*.err | head -n1)"')
-    assert first.stdout.startswith("setup failed (exit 1): Lmod has detected the following error:")
+    assert first.stdout.startswith(
+        "hpcbench: setup failed (exit 1): Lmod has detected the following error:"
+    )
     assert '"no-such-module"' in first.stdout, first.stdout
     assert not jobs()
 

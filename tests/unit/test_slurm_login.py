@@ -100,7 +100,9 @@ def test_the_dry_run_shows_sbatch_on_the_login_node_with_the_clusters_paths(tmp_
     assert f"cd @SUBMIT:home@{home_rel} && exec" in out
     job_rel = scale_options.REMOTE_JOB_DIR.removeprefix("~")
     assert f"#SBATCH -o @SUBMIT:home@{job_rel}/hpcbench-@SUBMIT:random@-%j.out" in out
-    assert "\nmodule load anaconda3\nset -u\n" in out  # after the profile, if needed
+    # the user's line after the profile (if needed), in the script's shell, then set -u
+    assert "\n{\nmodule load anaconda3\n} >" in out
+    assert out.index(". /etc/profile") < out.index("module load anaconda3") < out.index("set -u")
 
 
 def test_the_login_connection_is_one_multiplexed_one_with_host_keys_checked(tmp_path):

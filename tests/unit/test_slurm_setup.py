@@ -72,7 +72,7 @@ def test_an_unknown_module_ends_the_job_with_lmods_line_first(tmp_path):
     assert proc.returncode == 1
     err = proc.stderr.splitlines()
     assert err[0] == (
-        "setup failed (exit 1): Lmod has detected the following error:  The following "
+        "hpcbench: setup failed (exit 1): Lmod has detected the following error:  The following "
         'module(s) are unknown: "no-such-module"'
     ), err
     assert "Please check the spelling" in proc.stderr  # the whole of it, after
@@ -94,14 +94,14 @@ def test_a_failure_without_output_names_the_line(tmp_path):
     assert proc.returncode == 1
     assert (
         proc.stderr.splitlines()[0]
-        == "setup failed (exit 1): no output from true; false; export HB_V=1"
+        == "hpcbench: setup failed (exit 1): no output from true; false; export HB_V=1"
     )
     assert sruns(tmp_path) == []
 
 
 def test_a_line_that_ends_the_script_is_a_failure(tmp_path):
     proc = job("exit 0", tmp_path)
-    assert proc.returncode == 1 and proc.stderr.startswith("setup failed (exit 1)")
+    assert proc.returncode == 1 and proc.stderr.startswith("hpcbench: setup failed (exit 1)")
     assert sruns(tmp_path) == []
 
 
@@ -127,7 +127,7 @@ def test_the_line_fails_the_job_as_set_e_and_its_status_say(tmp_path_factory, li
     proc = job(line, tmp)
     if alone.returncode:
         assert proc.returncode == alone.returncode, (line, proc.stderr)
-        assert proc.stderr.startswith(f"setup failed (exit {alone.returncode}): ")
+        assert proc.stderr.startswith(f"hpcbench: setup failed (exit {alone.returncode}): ")
         assert sruns(tmp) == []
     else:
         assert proc.returncode == 0, (line, proc.stderr)
