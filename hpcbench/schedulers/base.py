@@ -31,6 +31,7 @@ class Outcome:
     timed_out: bool = False
     argv: list[list[str]] = field(default_factory=list)
     queue_wait_s: float | None = None  # a batch job's time in the queue (Slurm)
+    job_energy: dict[str, Any] | None = None  # the job's ConsumedEnergy (Slurm: sacct)
 
     @property
     def ok(self) -> bool:

@@ -23,7 +23,9 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+from hpcbench import energy_use
 from hpcbench.bounded import ctrl_c_deferred
 from hpcbench.errors import UsageError
 from hpcbench.launchers.base import Command, RunSpec
@@ -74,6 +76,7 @@ class JobResult:
     rc: int | None = None
     timed_out: bool = False
     queue_wait_s: float | None = None
+    energy: dict[str, Any] | None = None
 
 
 _TIME = r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)"
@@ -234,6 +237,18 @@ class SlurmScheduler(Scheduler):
             return queue_wait(proc.stdout)
         return None
 
+    def consumed_energy(self, job: str) -> dict[str, Any]:
+        """The job's energy as Slurm's accounting gives it (sacct(1), ConsumedEnergyRaw
+        and ElapsedRaw), or why there is none (hpcbench.energy_use.sacct_energy)."""
+        try:
+            proc = self._control(
+                f"sacct --noheader --parsable2 --allocations --jobs={job} "
+                "--format=ConsumedEnergyRaw,ElapsedRaw"
+            )
+        except (subprocess.SubprocessError, OSError) as err:
+            return {"unknown": f"sacct: {_why(err)}"}
+        return energy_use.sacct_energy(proc.stdout if proc.returncode == 0 else "", proc.stderr)
+
     def cancel(self, job_name: str, job: str = "") -> str | None:
         """scancel by the run's unique job name (which also finds a job whose sbatch was
         interrupted), then squeue until it lists no job of that name, for at most
@@ -351,7 +366,8 @@ class SlurmScheduler(Scheduler):
         )
         if rc is None:
             rc = 0 if state == "COMPLETED" else 1
-        return JobResult(job, state, lines, rc, queue_wait_s=self.queue_wait_s(job))
+        wait_s, energy = self.queue_wait_s(job), self.consumed_energy(job)
+        return JobResult(job, state, lines, rc, queue_wait_s=wait_s, energy=energy)
 
     def run(self, spec: RunSpec, timeout_s: float, echo: bool = False) -> Outcome:
         launched_at, start = time.time(), time.monotonic()
@@ -397,4 +413,5 @@ class SlurmScheduler(Scheduler):
             timed_out=result.timed_out,
             argv=[["sbatch", f"job {job}"], script.splitlines()],
             queue_wait_s=result.queue_wait_s,
+            job_energy=result.energy,
         )
