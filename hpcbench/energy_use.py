@@ -59,6 +59,8 @@ def _unit(run: dict[str, Any]) -> str:
 def of_run(run: dict[str, Any]) -> tuple[float | None, str]:
     """(joules per sample, source) of one ok run; (None, 'unknown: why') without one."""
     energy = run.get("energy") if isinstance(run.get("energy"), dict) else {}
+    if not energy and not isinstance(run.get("slurm_energy"), dict):
+        return None, "unknown: the run recorded no energy reading"
     samples = _number(energy.get("samples"))
     source = "nvml" if run.get("device") == "cuda" else "rapl"
     reading = energy.get(source) if isinstance(energy.get(source), dict) else {}

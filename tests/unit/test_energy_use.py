@@ -35,8 +35,9 @@ def test_without_a_reading_the_figure_is_unknown_with_the_reason():
     assert energy_use.of_run(cpu) == (None, "unknown: RAPL: /sys/class/powercap is absent")
     assert energy_use.of_run({"status": "ok"}) == (
         None,
-        "unknown: RAPL: not recorded; no samples recorded",
+        "unknown: the run recorded no energy reading",
     )
+    assert energy_use.of_run(run("cpu")) == (None, "unknown: RAPL: not recorded")
 
 
 def test_slurms_job_energy_is_prorated_to_the_timed_windows():
