@@ -36,8 +36,9 @@ TOKEN = ":::MLLOG "
 INTERVAL_START, INTERVAL_END, POINT_IN_TIME = "INTERVAL_START", "INTERVAL_END", "POINT_IN_TIME"
 
 # The models MLPerf Training names a benchmark after (mllog/constants.py: RESNET). The
-# training rules 4.0.0 are the last to know `resnet`: 6.1.0's open division lists only
-# Llama-style benchmarks, and its checker fails on `resnet` (docs/mlperf.md).
+# training rules 4.0.0 are the last with rules for `resnet` (compliance_checker/
+# training_4.0.0/open_resnet.yaml); under 4.1.0 and 6.1.0 its checker fails on it
+# (docs/mlperf.md).
 BENCHMARKS = {"resnet50": "resnet"}
 RULESET = "4.0.0"
 ORG = "hpcbench"
