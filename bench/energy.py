@@ -104,6 +104,11 @@ def rapl_stop(first: RaplReading) -> dict[str, Any]:
         delta = after - before
         if delta < 0:  # the counter wrapped (at most once: windows are seconds to minutes)
             delta += z.wrap_uj
+        if delta < 0:  # went back by more than its range, or its range is unreadable
+            return {
+                "host": host,
+                "unknown": f"{z.path / 'energy_uj'} went back ({before} to {after})",
+            }
         joules += delta / 1e6
     return {
         "host": host,

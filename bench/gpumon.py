@@ -84,6 +84,8 @@ class Monitor:
         if self.energy_unknown or len(self._energy) < 2:
             return {"energy_unknown": self.energy_unknown or "NVML energy counter not read"}
         (t0, e0), (t1, e1) = self._energy[0], self._energy[-1]
+        if e1 < e0:  # the driver was reloaded: the counter starts again from 0
+            return {"energy_unknown": f"NVML energy counter went back ({e0} to {e1} mJ)"}
         return {"energy_j": (e1 - e0) / 1e3, "energy_s": t1 - t0}
 
     def summary(self) -> dict[str, Any]:

@@ -9,6 +9,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import energy  # noqa: E402
@@ -67,6 +69,18 @@ def test_rapl_says_why_where_it_cannot_be_read(tmp_path, monkeypatch):
 
     monkeypatch.setattr(energy, "_read_int", root_only)
     assert "readable by root only" in energy.rapl_stop(energy.rapl_start(root))["unknown"]
+
+
+def test_a_counter_that_goes_back_beyond_its_range_gives_no_negative_figure(tmp_path):
+    root = tmp_path / "powercap"
+    package = zone(root, "intel-rapl:0", "package-0", 5_000_000)
+    (package / "max_energy_range_uj").unlink()  # its range unreadable
+    first = energy.rapl_start(root)
+    (package / "energy_uj").write_text("3000000\n")
+    reading = energy.rapl_stop(first)
+    assert "joules" not in reading and "went back (5000000 to 3000000)" in reading["unknown"]
+    monitor = gpumon.Monitor(handle="h", nvml=FakeNvml([9_000, 1_000]), name="H100")
+    assert "went back" in monitor.start().stop()["energy_unknown"]
 
 
 def test_this_machine_says_what_it_has():
@@ -135,3 +149,25 @@ def test_the_record_carries_each_source_and_the_samples_in_the_runs_unit():
     record = energy.merge([], [{"host": "n1", "unknown": "no RAPL"}], 4096, "tokens")
     assert record["samples"] == 4096 and record["unit"] == "tokens"
     assert record["rapl"] == {"unknown": "no RAPL"} and "unknown" in record["nvml"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    name=st.text(max_size=30),
+    before=st.text(max_size=30),
+    after=st.text(max_size=30),
+    wrap=st.text(max_size=30),
+)
+def test_any_powercap_file_content_reads_as_joules_or_a_reason(
+    tmp_path_factory, name, before, after, wrap
+):
+    root = tmp_path_factory.mktemp("powercap")
+    zone = root / "intel-rapl:0"
+    zone.mkdir()
+    for file, text in (("name", name), ("energy_uj", before), ("max_energy_range_uj", wrap)):
+        (zone / file).write_text(text)
+    first = energy.rapl_start(root)
+    (zone / "energy_uj").write_text(after)
+    reading = energy.rapl_stop(first)
+    # Never a negative figure: the store would refuse the whole run's record.
+    assert reading.get("joules", 0.0) >= 0 and ("joules" in reading or reading["unknown"])

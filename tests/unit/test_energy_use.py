@@ -8,7 +8,8 @@ import stat
 
 import pytest
 
-from hpcbench import energy_use
+from hpcbench import energy_use, sweep
+from hpcbench.schedulers.base import Outcome
 from tests.unit.test_slurm_scheduler import _scheduler, _spec, fake_slurm  # noqa: F401
 
 
@@ -120,3 +121,24 @@ def test_without_sacct_the_outcome_says_why(fake_slurm):  # noqa: F811
     outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=30)
     assert outcome.job_energy is not None
     assert outcome.job_energy["unknown"].startswith("sacct gives no ConsumedEnergy")
+
+
+def test_the_sweep_keeps_the_jobs_energy_and_the_workloads_in_the_run_record():
+    workload = {
+        "workers": 2,
+        "steps": 1,
+        "window_times": [1.0],
+        "energy": {"samples": 64, "unit": "images", "rapl": {"unknown": "root only"}},
+        "fabric": {"transport": "IB", "gdr": True, "nics": ["mlx5_0:1"]},
+        "mllog": ['{"key": "run_stop"}'],
+    }
+    job = {"joules": 5000.0, "seconds": 50.0, "exclusive_only": True}
+    outcome = Outcome([0], [workload], [], launched_at=0.0, duration_s=1.0, job_energy=job)
+    record = sweep.complete({"workers": 2, "steps": 1, "fingerprint": {}}, outcome)
+    assert record["slurm_energy"] == job
+    assert record["energy"] == workload["energy"] and record["fabric"] == workload["fabric"]
+    assert record["mllog"] == workload["mllog"]
+    assert "slurm_energy" not in sweep.complete(
+        {"workers": 2, "steps": 1, "fingerprint": {}},
+        Outcome([0], [workload], [], launched_at=0.0, duration_s=1.0),
+    )
