@@ -202,8 +202,8 @@ def rdma_devices(root: Path = INFINIBAND) -> list[dict[str, str]]:
 class Capture:
     """One rank's NCCL lines, through a file of its own (NCCL_DEBUG_FILE)."""
 
-    def __init__(self, path: Path | None = None, skipped: str = "") -> None:
-        self.path, self.skipped = path, skipped
+    def __init__(self, path: Path | None = None, skipped: str = "", used: bool = True) -> None:
+        self.path, self.skipped, self.used = path, skipped, used
 
     @classmethod
     def start(cls, uses_nccl: bool, env: dict[str, str] | None = None) -> Capture:
@@ -211,7 +211,7 @@ class Capture:
         process, unless NCCL is not used or the user set NCCL's debug output."""
         env = os.environ if env is None else env
         if not uses_nccl:
-            return cls(skipped="NCCL is not used: the run is on the CPU")
+            return cls(skipped="NCCL is not used: the run is on the CPU", used=False)
         if env.get("NCCL_DEBUG") or env.get("NCCL_DEBUG_FILE"):
             return cls(skipped="NCCL_DEBUG or NCCL_DEBUG_FILE is set by the user: left as set")
         path = Path(tempfile.gettempdir()) / f"hpcbench-nccl-{os.getpid()}.log"

@@ -423,7 +423,7 @@ def measure(
     record["energy"] = energy.merge(
         [g["gpu"] for g in gathered], [g["rapl"] for g in gathered], samples, work.unit
     )
-    if comm.size > comm.local_size:  # between nodes: the fabric NCCL says it used
+    if comm.size > comm.local_size and nccl is not None and nccl.used:  # NCCL between nodes
         record["fabric"] = nccl_log.merge([g["fabric"] for g in gathered])
     held_out.correct = sum(g["eval"][0] for g in gathered)
     held_out.count = sum(g["eval"][1] for g in gathered)

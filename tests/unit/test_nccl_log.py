@@ -168,7 +168,8 @@ def test_capture_sets_nccls_debug_file_and_leaves_a_users_own_setting_alone(tmp_
     assert "set by the user" in nccl_log.Capture.start(True, mine).finish()["skipped"]
     assert mine == {"NCCL_DEBUG": "WARN"}
     cpu: dict[str, str] = {}
-    assert "not used" in nccl_log.Capture.start(False, cpu).finish()["skipped"] and not cpu
+    unused = nccl_log.Capture.start(False, cpu)
+    assert "not used" in unused.finish()["skipped"] and not cpu and not unused.used
 
 
 def test_merge_keeps_each_host_once_and_agrees_only_where_all_hosts_agree():
