@@ -392,7 +392,7 @@ def test_interrupted_campaign_destroys_the_testbed_in_hand(campaign: Campaign) -
         )
     )
     assert rc == 130, output[-4000:]
-    assert "interrupted: destroying what this testbed holds" in output
+    assert "interrupted by SIGINT (Ctrl-C): destroying what this testbed holds" in output
     assert campaign.left_behind() == [], output[-4000:]
     states = campaign.cell_states()
     vw = [s for s in states.values() if s["testbed"] == "vw-1g"]
