@@ -308,7 +308,8 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export",
         help="runs as an MLPerf submission package (--mlperf DIR)",
-        description=__doc__.split("\n\n")[0],
+        description="The runs of results folders as an MLPerf Training submission package "
+        "that mlperf-logging's checkers read (docs/mlperf.md).",
     )
     p.add_argument(
         "--mlperf",
