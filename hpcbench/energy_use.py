@@ -52,18 +52,22 @@ def _number(value: Any) -> float | None:
     return float(value) if ok and math.isfinite(value) and value >= 0 else None
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _unit(run: dict[str, Any]) -> str:
     return UNITS.get(str(run.get("unit") or "images"), "sample")
 
 
 def of_run(run: dict[str, Any]) -> tuple[float | None, str]:
     """(joules per sample, source) of one ok run; (None, 'unknown: why') without one."""
-    energy = run.get("energy") if isinstance(run.get("energy"), dict) else {}
+    energy = _mapping(run.get("energy"))
     if not energy and not isinstance(run.get("slurm_energy"), dict):
         return None, "unknown: the run recorded no energy reading"
     samples = _number(energy.get("samples"))
     source = "nvml" if run.get("device") == "cuda" else "rapl"
-    reading = energy.get(source) if isinstance(energy.get(source), dict) else {}
+    reading = _mapping(energy.get(source))
     joules = _number(reading.get("joules"))
     if joules is not None and samples:
         if source == "nvml":
