@@ -2,7 +2,11 @@
 
 Every rank samples the GPU it trains on (so every GPU of every node is
 covered, whatever the launcher) in a background thread; rank 0 merges the
-summaries into the run's record. Without a CUDA device, or without NVML
+summaries into the run's record. The GPU's energy counter
+(nvmlDeviceGetTotalEnergyConsumption: millijoules since the driver was loaded,
+Volta and newer; NVML API reference, "Device Queries") is read as sampling starts
+and as it stops, so the summary carries the joules of the timed windows, or why
+there are none (bench/energy.py merges them). Without a CUDA device, or without NVML
 (nvidia-ml-py, or the driver's libnvidia-ml), the summary says why it was
 skipped instead. Runs on the nodes: never imports hpcbench, and not torch.
 """
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from typing import Any
 
 INTERVAL_S = 0.2
@@ -28,9 +33,13 @@ class Monitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors = 0
+        self.uuid = ""
+        self._energy: list[tuple[float, int]] = []  # (monotonic s, mJ) at start and stop
+        self.energy_unknown = ""
 
     def start(self) -> Monitor:
         if self.handle is not None:
+            self.read_energy()
             self._thread = threading.Thread(target=self._loop, name="gpumon", daemon=True)
             self._thread.start()
         return self
@@ -57,7 +66,27 @@ class Monitor:
             self._stop.set()
             self._thread.join(5.0)
             self.sample()  # at least one sample, however short the run
+            self.read_energy()
         return self.summary()
+
+    def read_energy(self) -> None:
+        """The energy counter now; the first failure is kept as the reason."""
+        if self.energy_unknown:
+            return
+        try:
+            millijoules = int(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
+        except Exception as err:  # NVMLError_NotSupported before Volta, no permission, ...
+            self.energy_unknown = f"NVML energy counter: {err}"
+            return
+        self._energy.append((time.monotonic(), millijoules))
+
+    def energy(self) -> dict[str, Any]:
+        if self.energy_unknown or len(self._energy) < 2:
+            return {"energy_unknown": self.energy_unknown or "NVML energy counter not read"}
+        (t0, e0), (t1, e1) = self._energy[0], self._energy[-1]
+        if e1 < e0:  # the driver was reloaded: the counter starts again from 0
+            return {"energy_unknown": f"NVML energy counter went back ({e0} to {e1} mJ)"}
+        return {"energy_j": (e1 - e0) / 1e3, "energy_s": t1 - t0}
 
     def summary(self) -> dict[str, Any]:
         host = socket.gethostname()
@@ -76,6 +105,8 @@ class Monitor:
             "mem_used_max_mib": max(self.mem_used) / mib if n else None,
             "mem_total_mib": self.mem_total / mib if n else None,
             "errors": self.errors,
+            "uuid": self.uuid,
+            **self.energy(),
         }
 
 
@@ -105,7 +136,13 @@ def start(device: Any) -> Monitor:
         name = nvml.nvmlDeviceGetName(handle)
     except Exception as err:  # NVMLError: no driver library, no permission, ...
         return Monitor(skipped=f"NVML unavailable: {err}")
-    return Monitor(handle, nvml, name.decode() if isinstance(name, bytes) else str(name)).start()
+    monitor = Monitor(handle, nvml, name.decode() if isinstance(name, bytes) else str(name))
+    try:
+        uuid = nvml.nvmlDeviceGetUUID(handle)
+        monitor.uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+    except Exception:  # the name and host tell GPUs apart less surely: kept as is
+        pass
+    return monitor.start()
 
 
 def merge(per_rank: list[dict[str, Any]]) -> dict[str, Any]:

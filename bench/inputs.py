@@ -112,6 +112,8 @@ class Batches:
         self.decoder, self.decode_note = "none", ""
         self.host_decoded = 0  # files the device decoder left to the host
         self._static: tuple[torch.Tensor, torch.Tensor] | None = None
+        # The evaluation's batch: drawn from a seed no rank of this run trains on.
+        self._held_out_seed = args.seed + size + rank
         if self.synthetic:
             # One batch made once and reused, as tf_cnn_benchmarks does: no input cost.
             gen = torch.Generator().manual_seed(args.seed + rank)
@@ -177,6 +179,30 @@ class Batches:
                 torch.zeros(self.batch, dtype=torch.long, device=self.device),
             )
         return self._static
+
+    @property
+    def held_out_note(self) -> str:
+        if self.synthetic:
+            return "one synthetic batch per worker, from a seed no worker trained on"
+        return "per worker, the batch of --data after the last one trained"
+
+    def held_out(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """One batch for the evaluation, none of whose samples the run trained on (with
+        --data: the loader's next, as an epoch is far from over in a timed run)."""
+        if not self.synthetic:
+            images, labels, _ = self.next()
+            return images, labels
+        gen = torch.Generator().manual_seed(self._held_out_seed)
+        images = torch.randn(self.batch, 3, self.image_size, self.image_size, generator=gen)
+        labels = torch.randint(0, 1000, (self.batch,), generator=gen)
+        return images.to(self.device).contiguous(memory_format=self.memory_format), labels.to(
+            self.device
+        )
+
+    def train_samples(self, workers: int) -> int:
+        """The distinct images the run trains on: one synthetic batch per worker, or the
+        folder's."""
+        return self.batch * workers if self.synthetic else len(self.sampler.dataset)
 
     def _loaded(self) -> Any:
         if self.it is None:

@@ -90,6 +90,8 @@ class TokenBatches:
     ) -> None:
         self.batch, self.seq_len, self.device = args.batch, args.seq_len, device
         self.file: tokens.TokenFile | None = None
+        self.vocab = c.vocab
+        self._held_out_seed = args.seed + size + rank  # a seed no rank of this run trains on
         if args.data == "synthetic":
             gen = torch.Generator().manual_seed(args.seed + rank)
             ids = torch.randint(0, c.vocab, (args.batch, args.seq_len + 1), generator=gen)
@@ -105,6 +107,28 @@ class TokenBatches:
 
     def static(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self._static
+
+    @property
+    def held_out_note(self) -> str:
+        if self.file is None:
+            return "one synthetic batch of sequences per worker, from a seed no worker trained on"
+        return "per worker, the sequences of --data after the last ones trained"
+
+    def held_out(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sequences for the evaluation (the next token at each position)."""
+        if self.file is not None:
+            inputs, labels, _ = self.next()
+            return inputs, labels
+        gen = torch.Generator().manual_seed(self._held_out_seed)
+        ids = torch.randint(0, self.vocab, (self.batch, self.seq_len + 1), generator=gen)
+        return self._split(ids.to(self.device))
+
+    def train_samples(self, workers: int) -> int:
+        """The distinct tokens the run trains on: one synthetic batch per worker, or the
+        file's."""
+        if self.file is None:
+            return self.batch * self.seq_len * workers
+        return self.file.header.count
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor, float]:
         if self.file is None:
@@ -294,5 +318,16 @@ def build(args: argparse.Namespace, comm: runtime.Comm, device: torch.device) ->
         )
 
     return steps.Workload(
-        step, model, wrapped, "tokens", per_step, fields, digest, before_windows, finish
+        step,
+        model,
+        wrapped,
+        "tokens",
+        per_step,
+        fields,
+        digest,
+        before_windows,
+        finish,
+        held_out=batches.held_out,
+        held_out_note=batches.held_out_note,
+        train_samples=batches.train_samples,
     )

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import nodemon  # a sibling module: bench/ is on sys.path wherever runtime is imported
+import sysinfo
 import torch
 
 # The harness finds the record in the launcher's output by this marker, whatever
@@ -382,6 +383,7 @@ def fingerprint(device: torch.device, comm: Comm) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "device": device.type,
         "comm_backend": comm.backend,
+        **sysinfo.host_facts(),  # sockets, cores, caches, memory, OS: the MLPerf system file
     }
     try:
         import torchvision

@@ -304,6 +304,12 @@ class Workload:
     before_windows: Callable[[], dict[str, Any]] = dict  # after warm-up (every rank)
     # Rank 0: figures derived from the finished record (tokens/s, MFU).
     finish: Callable[[dict[str, Any]], None] = lambda record: None
+    # The evaluation after the windows (bench/mllog.py): one held-out batch (inputs,
+    # labels) per rank, what it is, and the distinct samples the run trains on in its
+    # unit, given the workers.
+    held_out: Callable[[], tuple[torch.Tensor, torch.Tensor]] | None = None
+    held_out_note: str = ""
+    train_samples: Callable[[int], int] = lambda workers: 0
 
 
 def fused_optimizer(capture: str | None) -> bool:

@@ -15,7 +15,9 @@ time counts. Afterwards a checksum of the weights is compared across ranks.
 A single worker trains without the data-parallel wrapper: the baseline X(1)
 is plain single-device training, as in the published DDP and Horovod figures.
 Rank 0 prints one JSON record (prefixed HPCBENCH_RESULT) and writes it to
---out if given.
+--out if given, after the run's MLPerf log (bench/mllog.py). The record also carries
+the energy of the timed windows (bench/energy.py) and, where NCCL runs, the fabric it
+used between nodes (bench/nccl_log.py).
 """
 
 from __future__ import annotations
@@ -33,8 +35,11 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import energy  # noqa: E402
 import gpumon  # noqa: E402
 import inputs  # noqa: E402
+import mllog  # noqa: E402
+import nccl_log  # noqa: E402
 import nodemon  # noqa: E402
 import runtime  # noqa: E402  (a sibling module; bench/ is not a package on the nodes)
 import steps  # noqa: E402
@@ -166,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         # Read by hvd.init(), so it must be in the environment first.
         os.environ["HOROVOD_FUSION_THRESHOLD"] = str(int(args.fusion_threshold_mb * 1024**2))
     device = runtime.pick_device(args.device)
+    # NCCL reads its debug settings as it initialises: before the process group.
+    nccl = nccl_log.Capture.start(device.type == "cuda" and args.dist_backend != "gloo")
     steps.check(args.step, device)
     steps.before_process_group(args.step, args.backend)
     comm = runtime.connect(args.backend, device, args.dist_backend)
@@ -178,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         work = build_cnn(args, comm, device)
     timeline["ready"] = time.time()  # model, optimizer, data and graphs built; warm-up next
-    record = measure(args, comm, device, work, timeline, threads)
+    record = measure(args, comm, device, work, timeline, threads, nccl)
     if record is not None:
         runtime.emit(record, args.out)
     # Every rank is past its last collective before any tears the group down.
@@ -276,7 +283,18 @@ def build_cnn(args: argparse.Namespace, comm: runtime.Comm, device: torch.device
         strict, total = weights_digest(model)
         return {"digest": strict, "weight_sum": total, "replica": 0}
 
-    return steps.Workload(step, model, wrapped, "images", args.batch, fields, digest)
+    return steps.Workload(
+        step,
+        model,
+        wrapped,
+        "images",
+        args.batch,
+        fields,
+        digest,
+        held_out=batches.held_out,
+        held_out_note=batches.held_out_note,
+        train_samples=batches.train_samples,
+    )
 
 
 def measure(
@@ -286,9 +304,10 @@ def measure(
     work: steps.Workload,
     timeline: dict[str, float],
     threads: int,
+    nccl: nccl_log.Capture | None = None,
 ) -> dict[str, Any] | None:
-    """Warm-up, windows sized, K timed windows, the weights compared across ranks; rank 0
-    gets the record (None elsewhere)."""
+    """Warm-up, windows sized, K timed windows, one evaluation on held-out samples, the
+    weights compared across ranks; rank 0 gets the record (None elsewhere)."""
     step = work.step
     for _ in range(args.warmup):
         step()
@@ -298,9 +317,11 @@ def measure(
     # outside the timed windows); the harness replays the all-reduces against it.
     grad_timeline = step.gradient_timeline(device) if comm.size == 1 else None
     before = work.before_windows()
-    monitor = gpumon.start(device)  # GPU utilisation and memory over the timed windows
+    monitor = gpumon.start(device)  # GPU utilisation, memory and energy over the windows
     node_before = nodemon.start()  # the node's CPU and network over the same windows
+    rapl = energy.rapl_start()  # the host's CPU packages and DRAM over the same windows
     window_times: list[float] = []
+    walls: list[tuple[float, float]] = []  # each window's wall clock: the MLPerf log's blocks
     data_times: list[float] = []
     # The same windows timed by the GPU (CUDA events on the training stream): a check that
     # the host clock plus synchronize measures what the device did (docs/method.md).
@@ -308,6 +329,7 @@ def measure(
     loss = torch.zeros(())
     for k in range(args.windows):
         comm.barrier()
+        wall = time.time()
         start = time.perf_counter()
         events.begin()
         if k == 0:
@@ -319,10 +341,14 @@ def measure(
         events.end()
         runtime.synchronize(device)
         window_times.append(time.perf_counter() - start)
+        walls.append((wall, time.time()))
         data_times.append(waited_total)
     timeline["timed_end"] = time.time()
     gpu = monitor.stop()
     node = nodemon.stop(node_before)
+    host_energy = energy.rapl_stop(rapl)
+    # Every rank at once: a sharded model's forward gathers its parameters.
+    held_out = mllog.evaluate(torch, work.model, work.held_out, work.held_out_note, time.time)
 
     weights = work.digest()
     gathered = comm.gather(
@@ -334,6 +360,9 @@ def measure(
             "fingerprint": runtime.fingerprint(device, comm),
             "gpu": gpu,
             "node": node,
+            "rapl": host_energy,
+            "eval": [held_out.correct, held_out.count, held_out.error],
+            "fabric": nccl.finish() if nccl is not None else {"skipped": "not captured"},
         }
     )
     timeline["end"] = time.time()
@@ -390,10 +419,57 @@ def measure(
         **work.fields(),
     }
     work.finish(record)
+    samples = comm.size * work.per_step * per_window * args.windows
+    record["energy"] = energy.merge(
+        [g["gpu"] for g in gathered], [g["rapl"] for g in gathered], samples, work.unit
+    )
+    if comm.size > comm.local_size and nccl is not None and nccl.used:  # NCCL between nodes
+        record["fabric"] = nccl_log.merge([g["fabric"] for g in gathered])
+    held_out.correct = sum(g["eval"][0] for g in gathered)
+    held_out.count = sum(g["eval"][1] for g in gathered)
+    held_out.error = next((g["eval"][2] for g in gathered if g["eval"][2]), "")
+    lines = mllog_lines(args, comm, work, record, walls, held_out, per_window)
+    for line in lines:
+        print(line)
+    # Kept without the marker: the record's own line on stdout must not read as one.
+    record["mllog"] = [line.removeprefix(mllog.TOKEN) for line in lines]
     rate = comm.size * work.per_step * per_window * args.windows / sum(slowest)
     how = record.get("parallel") or args.backend
     print(f"{args.model} {how} x{comm.size}: {rate:.1f} {work.unit}/s", file=sys.stderr)
     return record
+
+
+def mllog_lines(
+    args: argparse.Namespace,
+    comm: runtime.Comm,
+    work: steps.Workload,
+    record: dict[str, Any],
+    walls: list[tuple[float, float]],
+    held_out: mllog.Evaluation,
+    per_window: int,
+) -> list[str]:
+    """The run's MLPerf log from what measure() recorded (bench/mllog.py)."""
+    fp = record["fingerprint"]
+    name = fp.get("gpu") or fp.get("cpu") or record["device"]
+    nodes = len(set(fp.get("hosts") or [])) or 1
+    platform = f"{nodes}x{comm.local_size} {name if isinstance(name, str) else name[0]}"
+    samples = comm.size * work.per_step * per_window
+    return mllog.run_lines(
+        model=args.model,
+        unit=work.unit,
+        platform=platform,
+        seed=args.seed,
+        global_batch=comm.size * args.batch,
+        train_samples=work.train_samples(comm.size),
+        init_start=record["timeline"]["process_start"],
+        ready=record["timeline"]["ready"],
+        windows=[
+            mllog.Window(a, b, samples, t)
+            for (a, b), t in zip(walls, record["window_times"], strict=True)
+        ],
+        evaluation=held_out,
+        data=record["data"],
+    )
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from hpcbench import allreduce_model
+from hpcbench import allreduce_model, energy_use
 from hpcbench.store import CONFIG_FIELDS
 
 # Fields that name a scaling series; nodes and workers vary along it.
@@ -220,6 +220,11 @@ class ConfigSummary:
     cpu_limit: str | None = None
     net_bytes_per_s: float | None = None
     link_rate: str | None = None  # the testbed's nominal link ('1gbit'), as recorded
+    # Energy per sample over the timed windows (hpcbench.energy_use): the runs' mean, what
+    # it was read from (or "unknown: " and why), and its unit (image or token).
+    joules_per_sample: float | None = None
+    energy_source: str | None = None
+    energy_unit: str | None = None
 
     @property
     def series(self) -> tuple:
@@ -285,6 +290,7 @@ def _summarise_config(runs: list[dict[str, Any]]) -> ConfigSummary:
     summary.weights_in_sync = all(r.get("weights_in_sync") is True for r in ok)
     _add_stragglers(summary, ok)
     _add_node_use(summary, ok)
+    summary.joules_per_sample, summary.energy_source, summary.energy_unit = energy_use.summary(ok)
     return summary
 
 

@@ -16,7 +16,7 @@ import select
 import sys
 from typing import TextIO
 
-from hpcbench import deploy, paths, predict, report, scale_options
+from hpcbench import deploy, mlperf, paths, predict, report, scale_options
 from hpcbench.campaign import commands as campaign_commands
 from hpcbench.errors import Parser, UsageError, one_line
 
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_deploy_commands(sub)
     scale_options.add_commands(sub)
     add_report_commands(sub)
+    mlperf.add_command(sub)
     predict.add_command(sub)
     campaign_commands.add_command(sub)
     return parser

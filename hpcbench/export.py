@@ -24,6 +24,10 @@ E for a single worker, a prediction without a probe):
     compute_s, data_s, exposed_comm_s, overlap_s   where the time went, per step
     data_fraction, jitter, outlier_windows, straggler_lead, straggler
     cpu_util, cpu_limit, net_bytes_per_s, link_rate, weights_in_sync
+    joules_per_sample, energy_source, energy_unit   energy per image or token over the
+                                   timed windows and what it was read from (or why unknown)
+A campaign's records add testbed and title, and where the testbed has a price, its
+price, currency, cost_per_hour and cost_per_million_samples (hpcbench.cost).
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ from hpcbench.analysis import ConfigSummary
 # field is only ever added under one version; renaming or changing one is version 2):
 #   1  2026-11-25  configurations with figures, interval and prediction (0ee3175)
 #      2026-11-25  + predicted_cpu_work_s (a0d2060), + predicted_background_s (43db3ff)
+#      2026-11-28  + joules_per_sample, energy_source, energy_unit; a campaign's price,
+#                  currency, cost_per_hour, cost_per_million_samples
 SCHEMA = "hpcbench.configurations/1"
 METHOD = (
     "Throughput is images/s of all workers over timed windows after warm-up; ci95 is the "

@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from hpcbench import allreduce_model, analysis, export, figures, files, page
+from hpcbench import allreduce_model, analysis, export, figures, files, findings, page
 from hpcbench.analysis import ConfigSummary
 from hpcbench.errors import UsageError
 from hpcbench.page import Block, Bullets, Image, Page, Paragraph, Section, Table
@@ -508,6 +508,7 @@ def report_page(
         )
     images: list[Block] = [Image(str(path.relative_to(out)), title) for title, path in plots]
     sections.append(Section("", images))  # under the last series
+    sections += findings.report_sections(runs, summaries)  # energy, fabric, ranks
     if probes:
         sections.append(Section("All-reduce probes", [Table(PROBE_HEADER, probe_rows(probes))]))
     if failed:

@@ -51,6 +51,8 @@ LOCK_FILE = ".lock"
 #      2026-11-28  + the transformers' parallel, seq_len and shard_group (labels at
 #                  ddp, 0, 0 as before); a probe's all_gather, reduce_scatter and
 #                  collectives (absent: all-reduce alone)
+#      2026-11-28  + a run's energy, slurm_energy, fabric and mllog (absent: none
+#                  recorded; bench/energy.py, bench/nccl_log.py, bench/mllog.py)
 # A change of a field's meaning or unit is version 2, with a reader for 1.
 # What is read: version 1, every line of it, the one format written so far; there is
 # no older format and so no reader for one. ADDED_LATER is part of version 1 as it is
@@ -147,6 +149,19 @@ _SHARE_OR_NULL = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
 _SECONDS_OR_NULL = {"type": ["number", "null"], "minimum": 0, "maximum": MAX_SECONDS}
 _SCALAR = {"type": ["string", "number", "null"]}
 _TEXT = {"type": "string"}
+_TEXT_OR_NULL = {"type": ["string", "null"]}
+_WHOLE_OR_NULL = {"type": ["integer", "null"], "minimum": 0, "maximum": 10**18}
+# Joules over a run's windows, or the reason there are none (bench/energy.py).
+_ENERGY_READING = {
+    "type": ["object", "null"],
+    "properties": {
+        "joules": {"type": ["number", "null"], "minimum": 0, "maximum": 1e15},
+        "seconds": {"type": ["number", "null"], "minimum": 0, "maximum": 1e7},
+        "gpus": _WHOLE_OR_NULL,
+        "hosts": _WHOLE_OR_NULL,
+        "unknown": _TEXT_OR_NULL,
+    },
+}
 _RUN = {
     # The series' names are text and its sizes whole numbers in every record (a report
     # sorts and joins them): a store whose records mix 3 and "a" has those skipped.
@@ -183,6 +198,47 @@ _RUN = {
             },
         },
         "weights_in_sync": {"type": ["boolean", "null"]},
+        "energy": {
+            "type": ["object", "null"],
+            "properties": {
+                "samples": _WHOLE_OR_NULL,
+                "unit": _TEXT_OR_NULL,
+                "nvml": _ENERGY_READING,
+                "rapl": _ENERGY_READING,
+            },
+        },
+        "slurm_energy": _ENERGY_READING,
+        "fabric": {
+            "type": ["object", "null"],
+            "properties": {
+                "transport": _TEXT_OR_NULL,
+                "gdr": {"type": ["boolean", "null"]},
+                "nics": {"type": ["array", "null"], "items": _TEXT},
+                "per_host": {
+                    "type": ["array", "null"],
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "host": _SCALAR,
+                            "transport": _TEXT_OR_NULL,
+                            "skipped": _TEXT_OR_NULL,
+                            "rdma": {
+                                "type": ["array", "null"],
+                                "items": {
+                                    "type": "object",
+                                    "properties": {
+                                        "device": _TEXT,
+                                        "link_layer": _TEXT,
+                                        "state": _TEXT,
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+        "mllog": {"type": ["array", "null"], "items": _TEXT},
         "fingerprint": {
             "type": ["object", "null"],
             "properties": {"hosts": {"type": ["array", "null"], "items": _SCALAR}},

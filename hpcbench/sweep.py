@@ -107,6 +107,10 @@ WORKLOAD_FIELDS = (
     "peak_source",
     "mfu",
     "mfu_unknown",
+    # Energy over the windows, the fabric NCCL used between nodes, the MLPerf log.
+    "energy",
+    "fabric",
+    "mllog",
 )
 
 
@@ -236,6 +240,8 @@ def complete(record: dict, outcome: Outcome) -> dict:
     record["command"] = outcome.argv
     if outcome.queue_wait_s is not None:  # a batch job's wait for its nodes: not the run's
         record["queue_wait_s"] = outcome.queue_wait_s
+    if outcome.job_energy is not None:  # Slurm's accounting of the whole job
+        record["slurm_energy"] = outcome.job_energy
     if not outcome.ok:
         record["status"] = "failed"
         record["error"] = outcome.error()

@@ -27,6 +27,7 @@ GROUPS = {
     "localhost": (
         "tests/integration/test_scale_local.py",
         "tests/integration/test_transformer_local.py",
+        "tests/integration/test_mlperf_local.py",
     ),
 }
 

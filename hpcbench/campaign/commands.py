@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from hpcbench import bounded
-from hpcbench.campaign import campaign_file, comparison, estimate, forecast, runner
+from hpcbench.campaign import campaign_file, comparison, cost, estimate, forecast, runner
 from hpcbench.campaign.journal import Journal, left_line
 from hpcbench.campaign.state import holding
 from hpcbench.errors import UsageError
@@ -35,6 +35,7 @@ def plan_lines(campaign: campaign_file.Campaign) -> list[str]:
     ]
     total = total_max = node_h = gpu_h = 0.0
     unknown_cells = unknown_queue = False
+    costs: list[tuple[cost.Price | None, float | None]] = []
     for tb in campaign.testbeds:
         forecasts = forecast.testbed_forecast(campaign, tb)
         est = estimate.testbed(campaign, tb, phase_records, forecasts)
@@ -85,6 +86,10 @@ def plan_lines(campaign: campaign_file.Campaign) -> list[str]:
             f"up to --max-repeats {est.most_repeats}{budget}), "
             f"{nodes_h:.1f} node-hours, {gpu_text}"
         )
+        priced = cost.plan_line(tb.price, nodes_h, gpus_h)
+        if priced:
+            lines.append(f"  {priced}")
+        costs.append((tb.price, cost.booked(tb.price, nodes_h, gpus_h) if tb.price else None))
         if not est.known:
             key = "tokens_per_s" if unit == "tokens/s" else "images_per_s"
             lines.append(
@@ -101,6 +106,7 @@ def plan_lines(campaign: campaign_file.Campaign) -> list[str]:
         f"{node_h:.1f} node-hours, {gpu_h:.1f} GPU-hours"
         + (" (not counting what is unknown above)" if unknown_cells else "")
         + (" (not counting queue waits: none known until a job has run)" if unknown_queue else ""),
+        *filter(None, [cost.totals_line(costs)]),
         "nothing was created; `hpcbench campaign run` runs it",
     ]
     return lines

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench import allreduce_model, analysis, export, figures, files, page
+from hpcbench import allreduce_model, analysis, export, figures, files, findings, page
 from hpcbench.analysis import ConfigSummary
-from hpcbench.campaign import forecast, scoring
+from hpcbench.campaign import cost, forecast, scoring
 from hpcbench.campaign.campaign_file import Campaign, TestbedPlan
 from hpcbench.campaign.journal import FORECASTS, CellState, Journal
 from hpcbench.errors import UsageError, one_line
@@ -392,13 +392,20 @@ def build(campaign: Campaign) -> list[Path]:
     systems = [system(r) for r in results]
     files.write_atomic(out / "systems.json", json.dumps(systems, indent=1) + "\n")
     configurations = [
-        export.configuration(s, testbed=r.tb.name, title=r.title, **forecasts.fields(r.tb.name, s))
+        export.configuration(
+            s,
+            testbed=r.tb.name,
+            title=r.title,
+            **forecasts.fields(r.tb.name, s),
+            **cost.fields(r.tb.price, s, r.fingerprint.get("device")),
+        )
         for r in results
         for s in r.summaries
     ]
     files.write_atomic(out / DATA_JSON, export.as_json(configurations, campaign=campaign.name))
     files.write_atomic(
-        out / DATA_CSV, export.as_csv(configurations, ("testbed", "title", *scoring.FIELDS))
+        out / DATA_CSV,
+        export.as_csv(configurations, ("testbed", "title", *scoring.FIELDS, *cost.FIELDS)),
     )
     md_path, html_path = page.write(
         campaign_page(campaign, results, states, systems, made, forecasts), out
@@ -497,6 +504,9 @@ def campaign_page(
         sections.append(
             Section(f"{r.title} ({r.tb.name}, env {r.tb.env})", [Table(header, rows), more])
         )
+    sections += findings.campaign_sections(
+        [(r.title, r.tb.price, r.runs, r.summaries) for r in results]
+    )
     failed = [
         (c, states[c.id]) for c in cells if c.id in states and states[c.id].status == "failed"
     ]

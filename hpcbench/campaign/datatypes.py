@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcbench.campaign.cost import Price
 from hpcbench.errors import UsageError
 from hpcbench.specs import SweepSpec, TargetSpec, TestbedKind, WorkloadSpec
 from hpcbench.store import Store
@@ -94,6 +95,7 @@ class TestbedPlan:
     kind: TestbedKind = TestbedKind.DEPLOYED  # or SLURM (a partition), HOSTS (machines)
     where: str = ""  # the partition and login node, or the hosts: what the plan shows
     hardware: Hardware = Hardware()
+    price: Price | None = None  # `price:` (hpcbench.campaign.cost); None: not given
 
     @property
     def cells(self) -> list[Cell]:

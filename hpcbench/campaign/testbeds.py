@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcbench.campaign import checks, sweep_keys, testbed_kinds
+from hpcbench.campaign import checks, cost, sweep_keys, testbed_kinds
 from hpcbench.campaign.checks import NAME, Problem
 from hpcbench.campaign.datatypes import Cell, Expect, Hardware, SweepPart, TestbedPlan
 from hpcbench.campaign.testbed_kinds import GIVES, Place
@@ -41,6 +41,7 @@ TESTBED_KEYS = (
     "keep_on_failure",
     "expect",
     "hardware",
+    "price",
 )
 EXCLUDE_KEYS = ("batch", "nodes", "gpus_per_node", "workers")
 EXPECT_KEYS = ("images_per_s", "tokens_per_s", "deploy", "verify", "destroy")
@@ -99,6 +100,7 @@ def testbed(
         kind=place.kind,
         where=place.where,
         hardware=_hardware(raw.get("hardware"), f"{path}.hardware", place),
+        price=cost.price(raw.get("price"), f"{path}.price"),
     )
 
 

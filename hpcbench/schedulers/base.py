@@ -32,6 +32,7 @@ class Outcome:
     argv: list[list[str]] = field(default_factory=list)
     queue_wait_s: float | None = None  # a batch job's time in the queue (Slurm)
     cause: str = ""  # the line of the run's error output that says why it failed (Slurm)
+    job_energy: dict[str, Any] | None = None  # the job's ConsumedEnergy (Slurm: sacct)
 
     @property
     def ok(self) -> bool:

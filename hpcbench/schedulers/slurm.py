@@ -26,7 +26,9 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+from hpcbench import energy_use
 from hpcbench.bounded import ctrl_c_deferred
 from hpcbench.errors import UsageError
 from hpcbench.launchers.base import Command, RunSpec
@@ -153,6 +155,7 @@ class JobResult:
     timed_out: bool = False
     queue_wait_s: float | None = None
     cause: str = ""  # a failed job's first error line (first_error)
+    energy: dict[str, Any] | None = None
 
 
 # A terminal's colour escapes (Lmod colours its error title where stderr is a terminal).
@@ -405,6 +408,18 @@ class SlurmScheduler(Scheduler):
         port = f" (ssh port {login.port})" if login.port != 22 else ""
         return f"on the login node {user}{login.host}{port}"
 
+    def consumed_energy(self, job: str) -> dict[str, Any]:
+        """The job's energy as Slurm's accounting gives it (sacct(1), ConsumedEnergyRaw
+        and ElapsedRaw), or why there is none (hpcbench.energy_use.sacct_energy)."""
+        try:
+            proc = self._control(
+                f"sacct --noheader --parsable2 --allocations --jobs={job} "
+                "--format=ConsumedEnergyRaw,ElapsedRaw"
+            )
+        except (subprocess.SubprocessError, OSError) as err:
+            return {"unknown": f"sacct: {_why(err)}"}
+        return energy_use.sacct_energy(proc.stdout if proc.returncode == 0 else "", proc.stderr)
+
     def cancel(self, job_name: str, job: str = "") -> LeftJob | None:
         """scancel the job by its id (by its unique name only when sbatch was cut short
         before the id came back), confirmed by squeue; a scancel that failed, or a job
@@ -565,8 +580,10 @@ class SlurmScheduler(Scheduler):
         if rc is None:
             rc = 0 if state == "COMPLETED" else 1
         cause = first_error(errs) if rc != 0 else ""
-        waited = self.queue_wait_s(job)
-        return JobResult(job, state, out + errs, rc, queue_wait_s=waited, cause=cause)
+        wait_s, energy = self.queue_wait_s(job), self.consumed_energy(job)
+        return JobResult(
+            job, state, out + errs, rc, queue_wait_s=wait_s, cause=cause, energy=energy
+        )
 
     def run(self, spec: RunSpec, timeout_s: float, echo: bool = False) -> Outcome:
         launched_at, start = time.time(), time.monotonic()
@@ -613,4 +630,5 @@ class SlurmScheduler(Scheduler):
             argv=[["sbatch", f"job {job}"], script.splitlines()],
             queue_wait_s=result.queue_wait_s,
             cause=result.cause,
+            job_energy=result.energy,
         )

@@ -71,6 +71,9 @@ SWEEP = {**TINY_SWEEP, "batch": [4], "nodes": [1, 2], "probe_max_bytes": "1M"}
 GPULAB_SIZE = {"cpus_per_gpu": 1, "memory_gb_per_gpu": 2, "start_timeout": 300}
 
 
+PRICE = {"amount": 1.5, "currency": "EUR", "per": "node-hour"}
+
+
 def _jfed(name: str, capacity: int, cidr: str, pem: Path, jar: Path) -> dict:
     return {
         "name": name,
@@ -310,7 +313,8 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Campaign]:
                 "settings": {**gpulab["settings"], "topology": "1x2"},
                 "sweep": {"nodes": 1},
             },
-            _jfed("vw-1g", 1000, "172.30.91.0/24", pem, jar),
+            # A price for the plan's and the report's cost (an example figure).
+            {**_jfed("vw-1g", 1000, "172.30.91.0/24", pem, jar), "price": PRICE},
             {
                 **gpulab,
                 "name": "broken",
@@ -374,6 +378,8 @@ def test_plan_lists_every_cell_and_creates_nothing(campaign: Campaign) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     # 2 cells on each testbed (1 and 2 workers), the broken one's single job: 1.
     assert "4 testbeds, 7 cells" in proc.stdout
+    assert "node-hours at 1.5 EUR per node-hour)" in proc.stdout  # vw-1g's cost
+    assert "cost: about" in proc.stdout and "3 testbed(s) without a price" in proc.stdout
     assert not campaign.out.exists() and not (campaign.root / "state").exists()
 
 
@@ -386,7 +392,7 @@ def test_interrupted_campaign_destroys_the_testbed_in_hand(campaign: Campaign) -
         )
     )
     assert rc == 130, output[-4000:]
-    assert "interrupted: destroying what this testbed holds" in output
+    assert "interrupted by SIGINT (Ctrl-C): destroying what this testbed holds" in output
     assert campaign.left_behind() == [], output[-4000:]
     states = campaign.cell_states()
     vw = [s for s in states.values() if s["testbed"] == "vw-1g"]
@@ -513,6 +519,17 @@ def test_one_report_compares_every_testbed(campaign: Campaign) -> None:
             two[f"forecast_{made}_efficiency"] - two["efficiency"]
         )
     assert "median |forecast - measured|" in html
+    # Energy per image with its source, or why it is unknown (RAPL where the nodes may
+    # read it); the priced testbed's cost per million images at its throughput.
+    assert "Energy and cost" in html
+    for c in data["configurations"]:
+        if c["runs"]:
+            assert c["energy_unit"] == "image" and c["energy_source"]
+            assert (c["joules_per_sample"] is None) == c["energy_source"].startswith("unknown: ")
+    assert two["price"] == "1.5 EUR per node-hour"
+    assert two["cost_per_million_samples"] == pytest.approx(
+        1.5 * two["nodes"] / (two["images_per_sec"] * 3600) * 1e6
+    )
     systems = json.loads((campaign.out / "systems.json").read_text())
     assert {s["testbed"] for s in systems} == {"gpulab-1x2", "vw-1g", "gpulab-2x1"}
     assert all(s["number_of_nodes"] >= 1 and s["framework"].startswith("PyTorch") for s in systems)

@@ -67,7 +67,13 @@ NAME_OPTIONS = {
 NAME_HOSTILE = [" ", "a\nb", "\x1b[31mred", *SHELL, "-1", "-Fevil", "--x", "üñí४🙂", "d/" * 2100]
 # Options that take any file name: only what no path may hold is refused there
 # (a folder called '$(x)' or '-1' is a folder; no shell ever sees it).
-PATH_OPTIONS = {("scale", "--out"), ("probe", "--out"), ("compare", "--output")}
+PATH_OPTIONS = {
+    ("scale", "--out"),
+    ("probe", "--out"),
+    ("compare", "--output"),
+    ("export", "--mlperf"),
+    ("export", "--out"),
+}
 # Values that are valid for an option, hostile as they look elsewhere.
 ACCEPTED = {
     "--sbatch": {"--x", "-inf"},  # #SBATCH options sbatch reads (-inf: --input=nf)
@@ -160,6 +166,7 @@ def baselines(tmp: Path) -> dict[str, list[str]]:
         ],
         "probe": ["--env", "localhost", "--nodes", "2", "--out", str(tmp / "out")],
         "report": ["--out", stores[0]],
+        "export": ["--mlperf", str(tmp / "package"), "--out", stores[0]],
         "compare": [*stores],
         "predict": ["--model", "resnet18", "--step-time", "0.1", "--link", "1gbit"],
         "deploy": ["--env", "local"],

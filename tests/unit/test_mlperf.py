@@ -1,0 +1,154 @@
+"""`hpcbench export --mlperf DIR`: the package mlperf-logging's package_checker reads,
+each system described as system_desc_checker wants, run by the real checkers; a folder
+that is not empty is one line and exit status 2. The runs' logs are the workload's own
+writer's (bench/mllog.py); tests/integration/test_mlperf_local.py exports real runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hpcbench import cli, mlperf
+from hpcbench.store import Store
+from tests.unit.test_report import _run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import mllog  # noqa: E402
+
+pytest.importorskip("mlperf_logging")
+
+
+def logged_run(model: str, repeat: int, nodes: int = 1, **extra: Any) -> dict[str, Any]:
+    """A run record as the sweep stores it, with the MLPerf log the workload writes."""
+    start = 1_800_000_000.0 + 100 * repeat
+    windows = [mllog.Window(start + 10 + k, start + 11 + k, 64, 1.0) for k in range(2)]
+    evaluation = mllog.Evaluation(start + 13, start + 14, 0, 32, "held out")
+    lines = mllog.run_lines(
+        model=model,
+        unit="images",
+        platform=f"{nodes}x1 CPU",
+        seed=0,
+        global_batch=32 * nodes,
+        train_samples=32 * nodes,
+        init_start=start,
+        ready=start + 5,
+        windows=windows,
+        evaluation=evaluation,
+        data="synthetic",
+    )
+    run = _run(nodes, [1.0, 1.0], repeat=repeat, device="cpu", **extra)
+    run["model"] = model
+    run["mllog"] = [line.removeprefix(mllog.TOKEN) for line in lines]
+    run["fingerprint"].update(
+        cpu="AMD EPYC 7763",
+        cores=128,
+        cpu_sockets=2,
+        cpu_cores=128,
+        memory_gib=503.6,
+        cpu_caches="L1d 32K, L1i 32K, L2 512K, L3 32768K",
+        os="Debian GNU/Linux 12 (bookworm)",
+        python="3.11.2",
+        device="cpu",
+        bench_digest="abc",
+    )
+    return run
+
+
+def store_of(tmp_path: Path, runs: list[dict[str, Any]]) -> Path:
+    store = Store(tmp_path / "results")
+    for r in runs:
+        store.append(r)
+    return store.dir
+
+
+def checker(module: str, *args: str, log: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", f"mlperf_logging.{module}", *args, "--log_output", str(log)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_exported_package_passes_package_checker_and_system_desc_checker(tmp_path, capsys):
+    runs = [logged_run("resnet50", r) for r in range(5)]
+    runs += [logged_run("resnet50", r, nodes=2) for r in range(5)]
+    out = tmp_path / "package"
+    assert cli.main(["export", "--mlperf", str(out), "--out", str(store_of(tmp_path, runs))]) == 0
+    err = capsys.readouterr().err
+    assert "vw_n1x1_horovod_b32/resnet: 5 run(s)" in err
+    org = out / "hpcbench"
+    assert sorted(
+        p.name for p in (org / "results" / "vw_n2x1_horovod_b32" / "resnet").iterdir()
+    ) == [f"result_{n}.txt" for n in range(5)]
+    assert (org / "benchmarks" / "resnet" / "implementations" / "hpcbench" / "train.py").is_file()
+
+    done = checker("package_checker", str(org), "training", "4.0.0", log=tmp_path / "pc.log")
+    said = done.stdout + done.stderr
+    assert "PACKAGE CHECKER FOUND NO ERRORS, SUCCESS !" in said, said[-3000:]
+    assert not [line for line in said.splitlines() if line.startswith(("ERROR", "WARNING"))]
+
+    for description in sorted((org / "systems").glob("*.json")):
+        fields = json.loads(description.read_text())
+        assert list(fields) == list(mlperf.REQUIRED) and len(fields) == 33
+        assert all(isinstance(v, str) for v in fields.values())
+        assert fields["status"] == "Research, Development, or Internal (RDI)"
+        assert fields["host_processors_per_node"] == "2"
+        assert fields["host_processor_core_count"] == "64"
+        assert fields["host_memory_capacity"] == "503.6 GiB"
+        done = checker(
+            "system_desc_checker", str(description), "training", "4.0.0", log=tmp_path / "sd.log"
+        )
+        said = done.stdout + done.stderr
+        assert "System description checker passed" in said, said
+        assert not [line for line in said.splitlines() if line.startswith("ERROR")]
+
+
+def test_system_desc_checker_exits_0_on_an_error_so_its_output_is_read(tmp_path):
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"submitter": "x", "status": "available"}))
+    done = checker("system_desc_checker", str(broken), "training", "4.0.0", log=tmp_path / "l")
+    said = (done.stdout + done.stderr).splitlines()
+    assert done.returncode == 0 and any(line.startswith("ERROR -") for line in said)
+
+
+def test_fewer_runs_than_mlperf_wants_and_other_models_are_said(tmp_path, capsys):
+    runs = [logged_run("resnet50", r) for r in range(3)] + [logged_run("gpt-tiny", 0)]
+    runs[-1]["unit"] = "tokens"
+    out = tmp_path / "package"
+    assert cli.main(["export", "--mlperf", str(out), "--out", str(store_of(tmp_path, runs))]) == 0
+    err = capsys.readouterr().err
+    assert "resnet: 3 run(s), MLPerf's resnet wants 5: package_checker will count" in err
+    assert "gpt-tiny: 1 run(s); no MLPerf ruleset covers gpt-tiny" in err
+
+
+@pytest.mark.parametrize("occupied", ["a file in it", "a file there"])
+def test_an_export_folder_that_is_not_empty_is_one_line_and_exit_2(tmp_path, capsys, occupied):
+    results = store_of(tmp_path, [logged_run("resnet50", 0)])
+    out = tmp_path / "package"
+    if occupied == "a file in it":
+        out.mkdir()
+        (out / "notes.txt").write_text("mine\n")
+    else:
+        out.write_text("mine\n")
+    assert cli.main(["export", "--mlperf", str(out), "--out", str(results)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--mlperf {out}: not " in err[0], err
+    if out.is_dir():
+        assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    else:
+        assert out.read_text() == "mine\n"
+
+
+def test_a_store_without_mlperf_logs_is_one_line_and_creates_nothing(tmp_path, capsys):
+    results = store_of(tmp_path, [_run(1, [1.0])])
+    out = tmp_path / "package"
+    assert cli.main(["export", "--mlperf", str(out), "--out", str(results)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no run with an MLPerf log" in err[0]
+    assert not out.exists()

@@ -1,0 +1,181 @@
+"""bench/nccl_log.py: the fabric NCCL used, read from real NCCL_DEBUG=INFO excerpts quoted
+from public issues (tests/unit/fixtures/nccl/, each with its source), and any text."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import nccl_log  # noqa: E402
+
+FIXTURES = Path(__file__).parent / "fixtures" / "nccl"
+
+
+def parsed(name: str) -> dict:
+    return nccl_log.parse(FIXTURES.joinpath(name).read_text().splitlines())
+
+
+# fixture -> (transport, GPUDirect RDMA, NICs used)
+EXPECTED = {
+    "ib-gdr-a100.log": ("IB", True, ["mlx5_10:1", "mlx5_12:1", "mlx5_14:1", "mlx5_8:1"]),
+    "ib-no-gdr-container.log": ("IB or RoCE", False, ["device 0"]),
+    "roce-gdr-disabled.log": ("RoCE", False, ["mlx5_0:1", "mlx5_1:1"]),
+    "roce-dgx-h100.log": ("RoCE", None, ["mlx5_10:1", "mlx5_11:1"]),
+    "socket-fallback-container.log": (
+        "Socket",
+        False,
+        ["ens5f0np0", "ens3f0np0", "ens8f1np1", "bond0", "virbr0"],
+    ),
+    "socket-fallback-ipoib.log": ("Socket", False, ["device 3"]),
+    "socket-fallback-docker-roce.log": ("Socket", False, ["bond0"]),
+    "ib-sharp-plugin.log": ("IB", None, [f"mlx5_{i}:1" for i in range(8)]),
+    "socket-old-ring.log": ("Socket", False, ["eth0"]),
+}
+
+
+def test_every_fixture_names_the_public_thread_it_is_quoted_from():
+    logs = sorted(FIXTURES.glob("*.log"))
+    assert len(logs) >= 6
+    for log in logs:
+        head = log.read_text().splitlines()[0]
+        assert head.startswith("# source: https://github.com/"), log.name
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_excerpt_gives_its_transport_gpudirect_and_nics(name):
+    transport, gdr, nics = EXPECTED[name]
+    result = parsed(name)
+    assert result["transport"] == transport
+    assert result["gdr"] is gdr
+    assert sorted(result["nics"]) == sorted(nics)
+
+
+def test_the_excerpts_cover_infiniband_roce_a_socket_fallback_and_gpudirect_on_and_off():
+    results = [parsed(name) for name in EXPECTED]
+    transports = {r["transport"] for r in results}
+    assert {"IB", "RoCE", "Socket"} <= transports
+    assert {r["gdr"] for r in results} >= {True, False}
+
+
+def test_the_channels_between_nodes_name_the_devices_used_not_all_devices_listed():
+    result = parsed("ib-gdr-a100.log")
+    # Nine devices listed (two of them RoCE), four used by the channels, all InfiniBand.
+    assert len(result["ib_devices"]) == 9 and "mlx5_16:1/RoCE" in result["ib_devices"]
+    assert result["gdr_channels"] == [12, 12]
+    assert result["basis"] == "12 channel connections between nodes"
+    assert result["hosts"] == ["10-90-43-152"]
+
+
+def test_a_container_without_rdma_devices_says_so_and_names_its_socket_interfaces():
+    result = parsed("socket-fallback-container.log")
+    assert result["no_ib_device"] is True and result["network"] == "Socket"
+    assert "no channel between nodes logged" in result["basis"]
+
+
+def test_an_unopenable_device_is_kept_as_a_warning():
+    result = parsed("socket-fallback-docker-roce.log")
+    assert any("Unable to open device mlx5_bond_0" in w for w in result["warnings"])
+    assert result["hosts"] == []  # no host:pid prefix on these lines
+
+
+def test_infiniband_and_roce_ports_side_by_side_are_listed_with_their_link_layers():
+    result = parsed("ib-mixed-roce-devices-pyxis.log")
+    assert result["ib_devices"][:2] == ["mlx5_1:1/IB", "mlx5_3:1/IB"]
+    assert result["ib_devices"][4:] == ["mlx5_4:1/RoCE", "mlx5_10:1/RoCE"]
+    assert result["transport"] is None  # no network chosen in the excerpt: no verdict
+
+
+def test_channels_partly_with_gpudirect_say_how_many_and_give_no_single_answer():
+    lines = [
+        "h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>",
+        "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA",
+        "h:1:1 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via NET/IB/0",
+    ]
+    result = nccl_log.parse(lines)
+    assert result["transport"] == "IB" and result["gdr"] is None
+    assert result["gdr_channels"] == [1, 2]
+
+
+def test_todays_channel_format_with_a_proxy_rank_and_the_pci_mode_is_read():
+    # net.cc:328: "via NET/%s/%d(%d)%s%s%s" (device, proxy rank, /GDRDMA, (PCI), /Shared)
+    lines = ["n1:7:7 [0] NCCL INFO Channel 02/1 : 3[3] -> 11[3] [send] via NET/IB/1(2)/GDRDMA(PCI)"]
+    result = nccl_log.parse(lines)
+    assert result["gdr"] is True and result["nics"] == ["device 1"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=200), max_size=30))
+def test_any_text_parses_to_a_verdict_or_none_never_an_error(lines):
+    result = nccl_log.parse(lines)
+    assert result["transport"] is None or isinstance(result["transport"], str)
+    assert result["gdr"] in (True, False, None)
+    assert isinstance(result["nics"], list) and len(result["nics"]) <= nccl_log.MAX_NICS
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "NCCL INFO NET/IB : Using [",
+                "NCCL INFO Channel 00 : a via NET/",
+                "NCCL INFO Using network ",
+                "NCCL INFO NET/Socket : Using [9999999999999999999]x:",
+                "GPU Direct RDMA Enabled for HCA 99999999999999999999",
+                "IB/0/GDRDMA",
+                "]mlx5_0:1/RoCE",
+                "(",
+                " ",
+                "Socket",
+            ]
+        ),
+        max_size=40,
+    ).map(lambda parts: ["".join(parts)])
+)
+def test_fragments_of_real_lines_in_any_order_never_break_the_parser(lines):
+    nccl_log.parse(lines)
+
+
+def test_rdma_ports_are_read_from_sysfs_with_their_link_layer_and_state(tmp_path):
+    port = tmp_path / "mlx5_0" / "ports" / "1"
+    port.mkdir(parents=True)
+    (port / "link_layer").write_text("InfiniBand\n")
+    (port / "state").write_text("4: ACTIVE\n")
+    (tmp_path / "mlx5_1" / "ports" / "1").mkdir(parents=True)  # unreadable attributes
+    assert nccl_log.rdma_devices(tmp_path) == [
+        {"device": "mlx5_0", "port": "1", "link_layer": "InfiniBand", "state": "4: ACTIVE"},
+        {"device": "mlx5_1", "port": "1", "link_layer": "unknown", "state": "unknown"},
+    ]
+    assert nccl_log.rdma_devices(tmp_path / "absent") == []
+
+
+def test_capture_sets_nccls_debug_file_and_leaves_a_users_own_setting_alone(tmp_path):
+    env: dict[str, str] = {}
+    capture = nccl_log.Capture.start(True, env)
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+    assert env["NCCL_DEBUG_FILE"] == str(capture.path)
+    assert capture.path is not None
+    capture.path.write_text((FIXTURES / "roce-dgx-h100.log").read_text())
+    summary = capture.finish()
+    assert summary["transport"] == "RoCE" and not capture.path.exists()
+
+    mine = {"NCCL_DEBUG": "WARN"}
+    assert "set by the user" in nccl_log.Capture.start(True, mine).finish()["skipped"]
+    assert mine == {"NCCL_DEBUG": "WARN"}
+    cpu: dict[str, str] = {}
+    unused = nccl_log.Capture.start(False, cpu)
+    assert "not used" in unused.finish()["skipped"] and not cpu and not unused.used
+
+
+def test_merge_keeps_each_host_once_and_agrees_only_where_all_hosts_agree():
+    a = {"host": "n1", "transport": "IB", "gdr": True, "nics": ["mlx5_0:1"]}
+    b = {"host": "n2", "transport": "Socket", "gdr": False, "nics": ["eth0"]}
+    merged = nccl_log.merge([a, dict(a), b])
+    assert merged["transport"] == "IB / Socket" and merged["gdr"] is None
+    assert merged["nics"] == ["eth0", "mlx5_0:1"] and len(merged["per_host"]) == 2
+    assert nccl_log.merge([{"host": "n1", "skipped": "why"}])["skipped"] == "why"
