@@ -7,12 +7,13 @@ output and cancels it.
 Rendezvous from Slurm's variables: DDP gets MASTER_ADDR (the first node of
 the allocation), RANK=SLURM_PROCID, WORLD_SIZE=SLURM_NTASKS, LOCAL_RANK=
 SLURM_LOCALID. Horovod with Gloo gets the HOROVOD_* variables horovodrun
-would set, and a Gloo rendezvous server (Horovod's own HTTP store) that the
-job starts on its first node; Horovod with MPI uses `srun --mpi=pmix`.
+would set, and a Gloo rendezvous server (Horovod's own HTTP store) that rank 0
+starts on the first node; Horovod with MPI uses `srun --mpi=pmix`.
 
-In a container (pyxis): the image is imported or unpacked once per node for the
-whole job, as a named container that every step reuses and the job removes at its
-end; every folder the job reads or writes is mounted at its own path.
+In a container (pyxis): the job has one step, the workload's, so the image is
+imported or unpacked once per node, into a container pyxis removes when the step
+ends, however it ends; every folder the job reads or writes is mounted at its own
+path.
 """
 
 from __future__ import annotations
@@ -39,6 +40,25 @@ RENDEZVOUS_PY = (
     'sys.argv[4];s=S((a,p),H,0);s.scope_size={"global":n*len(h),'
     '**{"local_"+x:n for x in h},**{"cross_%d"%i:len(h) for i in range(n)}};s.serve_forever()'
 )
+# Every task waits for the rendezvous server (bounded: up to 60 s) before its workload.
+RENDEZVOUS_WAIT = (
+    "for _ in $(seq 120); do "
+    '(exec 3<>"/dev/tcp/$MASTER_ADDR/$MASTER_PORT") 2>/dev/null && break; sleep 0.5; done'
+)
+
+
+def rendezvous(python: str, per_node: int, run: str) -> str:
+    """run, once the rendezvous answers. Rank 0 (on the first node:
+    --distribution=block) serves it in the background of its own task, in the
+    workload's container, so the job needs no second step, and ends it with its
+    workload: an orphan could outlive the step where Slurm tracks processes by their
+    parents (proctrack/linuxproc). $HPCBENCH_HOSTS: the job's nodes."""
+    serve = shlex.join([python, "-c", RENDEZVOUS_PY])
+    return (
+        f'if [ "$SLURM_PROCID" = 0 ]; then {serve} "$MASTER_PORT" "$HPCBENCH_HOSTS" '
+        f'{per_node} "$MASTER_ADDR" & server=$!; fi; {RENDEZVOUS_WAIT}; '
+        f'{run}; rc=$?; [ -z "${{server:-}}" ] || kill "$server" 2>/dev/null; exit "$rc"'
+    )
 
 
 @dataclass(frozen=True)
@@ -177,81 +197,23 @@ def job_folders(spec: RunSpec, opts: SlurmOptions) -> list[str]:
     return found
 
 
-def container_flags(spec: RunSpec, opts: SlurmOptions, name: str) -> list[str]:
-    """pyxis options of the job's steps: the job's named container (made by the
-    script's first step), the user's mounts and every folder the job uses, each at its
-    own path, so the workdir and the arguments mean the same inside."""
+def container_flags(spec: RunSpec, opts: SlurmOptions) -> list[str]:
+    """pyxis options of the job's step: its image, unnamed, so that pyxis makes a
+    container for the step and removes it when the step's last task on a node ends,
+    however it ends (slurm_spank_task_exit in pyxis_slurmstepd.c: enroot_cleanup
+    removes a temporary rootfs; slurmstepd calls it for every task it reaps, a task
+    killed by a cancel or a time limit included, mgr.c _wait_for_any_task). A named
+    container would outlive the job under pyxis's default container_scope, and no
+    step can start to remove it once the job is cancelled. Then the user's mounts and
+    every folder the job uses, each at its own path, so the workdir and the arguments
+    mean the same inside."""
     q = shlex.quote
     mounts = [q(m) for m in opts.container_mounts]
     mounts += [f"{shell_path(f)}:{shell_path(f)}" for f in job_folders(spec, opts)]
     return [
-        q(f"--container-name={name}"),
+        q(f"--container-image={opts.container_image}"),
         "--container-mounts=" + ",".join(mounts),
         "--container-workdir=" + shell_path(spec.workdir),
-    ]
-
-
-# The job's container on one node, removed in the time Slurm gives a job's steps
-# between SIGTERM and SIGKILL, however the job ends: its end, scancel or its time limit
-# (slurmd req.c:5356-5369 _rpc_terminate_job sends every step, the batch script's
-# too, SIGCONT and SIGTERM, then :5423 waits MAX(KillWait, 5) s before SIGKILL;
-# :3807-3876 _rpc_timelimit first). argv: the container, KillWait. It says "ready"
-# once its trap is set, then holds none of its step's output; on the signal it waits
-# (half of the time) for the container's processes to end, which `enroot list
-# --fancy` lists by PID, then removes it.
-JANITOR_SH = (
-    "n=$1; w=$(( $2 > 5 ? $2 : 5 )); "
-    'busy() { enroot list --fancy 2>/dev/null | awk -v n="$n" '
-    "'$1 == n && $2 ~ /^[0-9]+$/ {b = 1} END {exit !b}'; }; "
-    'left() { enroot list 2>/dev/null | grep -qxF -- "$n"; }; '
-    'clean() { trap "" TERM HUP INT; t=$SECONDS; '
-    "while busy && [ $((SECONDS - t)) -lt $((w / 2)) ]; do sleep 0.2; done; "
-    "while left && [ $((SECONDS - t)) -lt $((w - 1)) ]; do "
-    'enroot remove --force "$n" >/dev/null 2>&1 || sleep 0.5; done; exit 0; }; '
-    "trap clean TERM HUP INT; echo ready; exec >/dev/null 2>&1 </dev/null; "
-    "while :; do sleep 60 & wait $!; done"
-)
-
-
-def container_steps(spec: RunSpec, opts: SlurmOptions, name: str) -> list[str]:
-    """The lines that make the job's container on each of its nodes before the
-    workload, and remove it however the job ends. pyxis imports an unnamed container
-    again for every step (pyxis_slurmstepd.c gives each step a temporary rootfs); a
-    named one is made once and reused (its "reusing existing container filesystem"),
-    and under pyxis's default container_scope it outlives the job unless removed (a
-    site's container_scope=job has pyxis remove it; then this finds none).
-
-    No step can start once a job is cancelled, so the exit trap's `srun enroot
-    remove` serves the normal end alone. A janitor step (JANITOR_SH), one task per
-    node outside the container, started before the container is made and running
-    beside every other step (--overlap), removes it in the time Slurm gives steps
-    after its SIGTERM. Its srun stays: an srun that dies or gets SIGTERM asks
-    slurmctld to kill its step (srun_job.c:2245-2298, the shepherd; step_launch.c:
-    667), which slurmctld refuses once the job has ended (step_mgr.c:621), and grants
-    while it runs."""
-    nodes = len(spec.placements)
-    per_node = ["srun", "--overlap", f"--ntasks={nodes}", "--ntasks-per-node=1"]
-    remove = [*per_node, "enroot", "remove", "--force", f"pyxis_{name}"]
-    make = [*per_node[:1], *per_node[2:]]
-    make += [f"--container-image={opts.container_image}", f"--container-name={name}", "true"]
-    janitor = [*per_node, "bash", "-c", JANITOR_SH, "janitor", f"pyxis_{name}"]
-    return [
-        "# the container removed however the job ends: a janitor on each node, which",
-        "# Slurm's SIGTERM at the job's end (or cancel, or time limit) sets to work",
-        "kill_wait=$(scontrol show config 2>/dev/null | awk '$1 == \"KillWait\" {print $3}')",
-        "janitor_log=$(mktemp)",
-        shlex.join(janitor) + ' "${kill_wait:-30}" >"$janitor_log" 2>&1 &',
-        "janitor=$!",
-        "for _ in $(seq 600); do  # bounded: up to 60 s for every node's janitor",
-        f'  [ "$(grep -c "^ready$" "$janitor_log")" -ge {nodes} ] && break',
-        '  kill -0 "$janitor" 2>/dev/null || break; sleep 0.1',
-        "done",
-        f'[ "$(grep -c "^ready$" "$janitor_log")" -ge {nodes} ] ||'
-        ' echo "hpcbench: janitor not ready: $(head -c 300 "$janitor_log" | tr "\\n" " ")"',
-        'rm -f "$janitor_log"',
-        f"trap {shlex.quote(shlex.join(remove) + ' >/dev/null 2>&1')} EXIT",
-        "# the image imported (or unpacked) once per node; every step below reuses it",
-        shlex.join(make) + f' || {{ rc=$?; echo "{EXIT_MARKER} $rc"; exit "$rc"; }}',
     ]
 
 
@@ -313,7 +275,11 @@ def task_command(spec: RunSpec, opts: SlurmOptions, backend: str, controller: st
     else:  # MPI: Horovod reads its ranks from the PMIx world srun sets up
         env = ""
     python = opts.container_python if opts.pyxis else spec.python
-    run = f"cd {shell_path(spec.workdir)} && exec " + shlex.join([python, spec.script, *spec.args])
+    cd, workload = f"cd {shell_path(spec.workdir)}", shlex.join([python, spec.script, *spec.args])
+    if backend == "horovod" and controller == "gloo":
+        run = rendezvous(python, per_node, f"{cd} && {workload}")
+    else:
+        run = f"{cd} && exec {workload}"
     return f"export {env}; {run}" if env else run
 
 
@@ -383,45 +349,19 @@ def sbatch_script(
         srun.append(f"--cpus-per-task={cpus}")
     if opts.mpi:
         srun.append(q(f"--mpi={opts.mpi}"))
-    flags = container_flags(spec, opts, job_name) if opts.pyxis else []
-    srun += flags
     if opts.pyxis:
-        body += container_steps(spec, opts, job_name)
-    gloo_horovod = backend == "horovod" and controller == "gloo"
-    if gloo_horovod:
-        python = opts.container_python if opts.pyxis else spec.python
-        rendezvous = [
-            "srun",
-            "--overlap",
-            "--nodes=1",
-            "--ntasks=1",
-            '--nodelist="$MASTER_ADDR"',
-            *flags,
-            shlex.quote(python),
-            "-c",
-            shlex.quote(RENDEZVOUS_PY),
-            '"$MASTER_PORT"',
-            '"$(echo "$nodes" | paste -sd, -)"',
-            str(per_node),
-            '"$MASTER_ADDR"',
-        ]
+        srun += container_flags(spec, opts)
+    if backend == "horovod" and controller == "gloo":
         body += [
             "export HOROVOD_GLOO_RENDEZVOUS_ADDR=$MASTER_ADDR"
             " HOROVOD_GLOO_RENDEZVOUS_PORT=$MASTER_PORT",
             "export HOROVOD_CONTROLLER=gloo HOROVOD_CPU_OPERATIONS=gloo",
-            "# Gloo rendezvous server (what horovodrun would serve) on the first node",
-            " ".join(rendezvous) + " &",
-            "rendezvous=$!",
-            "for _ in $(seq 120); do  # bounded: up to 60 s for the server to listen",
-            '  (exec 3<>"/dev/tcp/$MASTER_ADDR/$MASTER_PORT") 2>/dev/null && break; sleep 0.5',
-            "done",
+            'export HPCBENCH_HOSTS=$(echo "$nodes" | paste -sd, -)',
         ]
     body += [
         " ".join(srun) + " bash -c " + shlex.quote(task_command(spec, opts, backend, controller)),
         "rc=$?",
     ]
-    if gloo_horovod:
-        body.append('kill "$rendezvous" 2>/dev/null; wait "$rendezvous" 2>/dev/null')
     body += [f'echo "{EXIT_MARKER} $rc"', 'exit "$rc"']
     return "\n".join(head + [""] + body) + "\n"
 

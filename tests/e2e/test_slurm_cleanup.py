@@ -132,7 +132,7 @@ def running_in_it(node: str) -> bool:
     lists a process in it (NAME PID ...)."""
     proc = on_node(node, "enroot list --fancy")
     rows = [line.split() for line in proc.stdout.splitlines()]
-    return any(r[0].startswith("pyxis_hpcbench-") and r[1:2] and r[1].isdigit() for r in rows)
+    return any(r[0].startswith("pyxis_") and r[1:2] and r[1].isdigit() for r in rows)
 
 
 def on_both_nodes() -> bool:
@@ -140,7 +140,7 @@ def on_both_nodes() -> bool:
 
 
 def made_on_both_nodes() -> bool:
-    return all(any(c.startswith("pyxis_hpcbench-") for c in containers(n)) for n in NODES)
+    return all(any(c.startswith("pyxis_") for c in containers(n)) for n in NODES)
 
 
 def nothing_left() -> bool:

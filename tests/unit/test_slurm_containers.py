@@ -1,14 +1,15 @@
 """Jobs in containers as pyxis reads them: image and mount forms, every folder a job
-uses mounted, the image imported once per node and job, CPUs per rank, and the
-check job's deadline counting the import.
+uses mounted, the image imported once per node and job and removed however the job
+ends, CPUs per rank, and the check job's deadline counting the import.
 
 The batch scripts run here under bash with a stand-in for srun that reads the
 pyxis options as pyxis 0.24.0 does (args.c, pyxis_slurmstepd.c: an image that
 starts with '.' or '/' is a squashfs file, anything else a registry reference; a
-step without --container-name gets a temporary container of its own, imported
-again; a named container that exists is reused; a folder not mounted is not there)
-and runs each task's command on this machine, as the mounts at the same path make
-it equivalent. The real pyxis and enroot run the same scripts in the e2e testbed.
+step without --container-name gets a temporary container of its own,
+pyxis_<job>.<step>, which the node's slurmstepd removes once the step's last task
+there has ended, however it ended; a folder not mounted is not there) and runs each
+task's command on this machine, as the mounts at the same path make it equivalent.
+The real pyxis and enroot run the same scripts in the e2e testbed.
 """
 
 from __future__ import annotations
@@ -46,11 +47,12 @@ from hpcbench.schedulers import SlurmScheduler
 
 # srun as pyxis reads it. Its state (which containers exist on which node, each
 # import, each removal, the processes in each container) is kept in files under
-# $PYXIS_STATE. Once the job has ended ($PYXIS_STATE/cancelled) no step starts. An
-# srun that gets SIGTERM, or dies, has its step killed while the job runs: slurmctld
-# refuses once it has ended (srun_job.c:2245-2298 and 2325-2332, step_mgr.c:621).
+# $PYXIS_STATE. Once the job has ended ($PYXIS_STATE/cancelled) no step starts. The
+# node's slurmstepd, which the job's end does not stop, is a process of its own
+# session: it removes the step's container once every task of the step has ended
+# (slurm_spank_task_exit, pyxis_slurmstepd.c), whatever ended them.
 FAKE_SRUN = r"""
-import os, shlex, signal, subprocess, sys
+import os, shlex, subprocess, sys, time
 state = os.environ["PYXIS_STATE"]
 def ended():
     return os.path.exists(os.path.join(state, "cancelled"))
@@ -65,40 +67,45 @@ while args and args[0].startswith("--"):
 nodes = os.environ["FAKE_NODES"].split(",")
 ntasks = int(opts.get("ntasks", "1"))
 per_node = int(opts.get("ntasks-per-node", ntasks))
-if "nodelist" in opts:
-    nodes = opts["nodelist"].split(",")
 tasks = [(nodes[i // per_node], i) for i in range(ntasks)]
-started = []
-def kill_step():
-    if not ended():
-        for p in started:
-            try:
-                os.kill(p.pid, signal.SIGKILL)
-            except OSError:
-                pass
-def terminate(signum, frame):
-    kill_step()
-signal.signal(signal.SIGTERM, terminate)
-def run_all(commands):
-    # every task at once, as srun starts them; the first failure's status
-    for argv, kw in commands:
-        started.append(subprocess.Popen(argv, **kw))
-    done_r, done_w = os.pipe()
-    if os.fork() == 0:  # the shepherd: kills the step if this srun dies first
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        os.close(done_w)
-        if not os.read(done_r, 1):
-            kill_step()
-        os._exit(0)
-    os.close(done_r)
-    codes = [p.wait() for p in started]
-    os.write(done_w, b"x")
-    sys.exit(next((c for c in codes if c), 0))
 def log(name, line):
     with open(os.path.join(state, name), "a") as f:
         f.write(line + "\n")
-image, name = opts.get("container-image"), opts.get("container-name")
-if image is None and name is None:
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+def stepd(pids, containers):
+    # a process of its own, outside the job's process group, as slurmstepd is
+    if os.fork():
+        return
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    for _ in range(1200):  # bounded: 120 s
+        if not any(alive(p) for p in pids):
+            break
+        time.sleep(0.1)
+    for node, name in containers:
+        os.remove(os.path.join(state, node, name))
+        log("removed", node + " pyxis_" + name)
+    os._exit(0)
+def run_all(commands, containers=()):
+    # every task at once, as srun starts them; the first failure's status
+    started = [subprocess.Popen(argv, **kw) for argv, kw in commands]
+    if containers:
+        stepd([p.pid for p in started], containers)
+    codes = [p.wait() for p in started]
+    sys.exit(next((c for c in codes if c), 0))
+image = opts.get("container-image")
+if "container-name" in opts:
+    sys.exit("fake pyxis: the scripts name no container")
+if image is None:
     run_all([(args, {"env": {**os.environ, "SLURM_PROCID": str(rank), "SLURMD_NODENAME": node}})
              for node, rank in tasks])
 mounts = [m.split(":")[:2] for m in opts.get("container-mounts", "").split(",") if m]
@@ -108,21 +115,22 @@ for src, dst in mounts:  # args.c add_mount
                  '"tmpfs" or "umount"')
     if src != dst and src not in ("tmpfs", "umount"):
         sys.exit("fake pyxis: mounts here keep their paths (%s:%s)" % (src, dst))
-for node, rank in tasks:
-    exists = name is not None and os.path.exists(os.path.join(state, node, name))
-    if not exists:
-        if image is None:
-            sys.exit('pyxis: error: a container with name "%s" does not exist, and '
-                     '--container-image is not set' % name)
-        if image[:1] not in "./":  # a registry reference
-            log("imports", node + " docker://" + image)
-            if image.endswith(".sqsh"):
-                sys.exit("pyxis: importing docker image: %s ... failed" % image)
-        else:
-            log("imports", node + " " + image)
-        if name is not None:
-            os.makedirs(os.path.join(state, node), exist_ok=True)
-            open(os.path.join(state, node, name), "w").close()
+with open(os.path.join(state, "steps"), "a+") as f:
+    f.seek(0)
+    step = len(f.read().splitlines())
+    f.write("step\n")
+name = "%s.%d" % (os.environ.get("SLURM_JOB_ID", "7"), step)  # pyxis_<job>.<step>
+containers = []
+for node in sorted({node for node, _ in tasks}):
+    if image[:1] not in "./":  # a registry reference
+        log("imports", node + " docker://" + image)
+        if image.endswith(".sqsh"):
+            sys.exit("pyxis: importing docker image: %s ... failed" % image)
+    else:
+        log("imports", node + " " + image)
+    os.makedirs(os.path.join(state, node), exist_ok=True)
+    open(os.path.join(state, node, name), "w").close()
+    containers.append((node, name))
 targets = [d.rstrip("/") for _, d in mounts]
 def inside(path):
     return any(path == t or path.startswith(t + "/") for t in targets)
@@ -131,45 +139,14 @@ words = [workdir] + [w for a in args for w in shlex.split(a) if w.startswith("/"
 for path in words:
     if path != "/" and os.path.exists(path) and not inside(path) \
             and not path.startswith(("/bin", "/usr")):
+        stepd([], containers)
         sys.exit("FAILED: [Errno 2] No such file or directory: %r" % path)
 # each task in its node's container: enroot list --fancy shows its PID there
 in_container = 'echo $$ >> "$PYXIS_STATE/$SLURMD_NODENAME/$CONTAINER.pids"; exec "$@"'
 run_all([(["sh", "-c", in_container, "task", *args],
           {"cwd": workdir, "env": {**os.environ, "SLURM_PROCID": str(rank),
-                                   "SLURMD_NODENAME": node, "CONTAINER": str(name)}})
-         for node, rank in tasks])
-"""
-# enroot list [--fancy] and remove --force, on the node the task runs on.
-FAKE_ENROOT = r"""
-import os, sys
-state, node = os.environ["PYXIS_STATE"], os.environ["SLURMD_NODENAME"]
-here = os.path.join(state, node)
-names = sorted(n for n in os.listdir(here) if not n.endswith(".pids")) \
-    if os.path.isdir(here) else []
-def alive(pid):
-    try:
-        os.kill(int(pid), 0)
-        return True
-    except (OSError, ValueError):
-        return False
-if sys.argv[1:] == ["list"]:
-    print("\n".join("pyxis_" + n for n in names))
-elif sys.argv[1:] == ["list", "--fancy"]:
-    print("NAME PID COMM")
-    for n in names:
-        pids = [p for p in open(os.path.join(here, n + ".pids")).read().split() if alive(p)] \
-            if os.path.exists(os.path.join(here, n + ".pids")) else []
-        print(" ".join(["pyxis_" + n, *pids[:1], "sh"] if pids else ["pyxis_" + n]))
-else:
-    assert sys.argv[1:3] == ["remove", "--force"], sys.argv
-    path = os.path.join(here, sys.argv[3].removeprefix("pyxis_"))
-    if not os.path.exists(path):
-        sys.exit("enroot: No such file or directory: " + path)
-    os.remove(path)
-    if os.path.exists(path + ".pids"):
-        os.remove(path + ".pids")
-    with open(os.path.join(state, "removed"), "a") as f:
-        f.write(node + " " + sys.argv[3] + "\n")
+                                   "SLURMD_NODENAME": node, "CONTAINER": name}})
+         for node, rank in tasks], containers)
 """
 
 
@@ -178,15 +155,10 @@ def _tools(tmp: Path) -> dict[str, str]:
     bin_dir, state = tmp / "bin", tmp / "pyxis"
     bin_dir.mkdir()
     state.mkdir()
-    for name, code in (("srun", FAKE_SRUN), ("enroot", FAKE_ENROOT)):
-        path = bin_dir / name
-        path.write_text(f"#!{sys.executable}\n{code}")
-        path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    (bin_dir / "scontrol").write_text(
-        "#!/bin/bash\n"
-        f'if [ "$1 $2" = "show config" ]; then echo "KillWait                = {KILL_WAIT_S} sec"; '
-        'else echo "$FAKE_NODES" | tr , "\\n"; fi\n'
-    )
+    srun = bin_dir / "srun"
+    srun.write_text(f"#!{sys.executable}\n{FAKE_SRUN}")
+    srun.chmod(srun.stat().st_mode | stat.S_IXUSR)
+    (bin_dir / "scontrol").write_text('#!/bin/bash\necho "$FAKE_NODES" | tr , "\\n"\n')
     (bin_dir / "scontrol").chmod(0o755)
     return {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
@@ -293,16 +265,30 @@ def test_a_folder_inside_a_users_mount_is_not_mounted_twice(tmp_path):
     assert f"--container-mounts={tmp_path}:{tmp_path} " in script
 
 
+def _removed(state: Path, expect: list[str]) -> list[str]:
+    """The containers the nodes' slurmstepd removed, once they number as many as
+    expected (asked for at most 30 s: it removes them after the tasks ended)."""
+    deadline = time.monotonic() + 30
+    while True:
+        removed = (
+            sorted((state / "removed").read_text().splitlines())
+            if (state / "removed").exists()
+            else []
+        )
+        if len(removed) >= len(expect) or time.monotonic() > deadline:
+            return removed
+        time.sleep(0.1)
+
+
 def test_the_image_is_imported_once_per_node_and_job_and_removed_after(tmp_path):
-    """Horovod over Gloo runs two steps on the first node (its rendezvous server and
-    the workers): one import per node, and no container left on any node."""
+    """Horovod over Gloo: rank 0 serves the rendezvous in its own task, so the job is
+    one step: one import per node, and no container left on any node."""
     bench, jobs, _ = _folders(tmp_path)
     env = _tools(tmp_path)
     opts = SlurmOptions(container_image="nvcr.io#nvidia/pytorch:24.05-py3", job_dir=str(jobs))
     spec = _spec(bench, ("true",))
     script = sbatch_script(spec, SlurmOptions(**{**opts.__dict__, **IMAGE_OPTS}), "horovod")
-    # The rendezvous server is Horovod's; here the step only has to start and listen.
-    script = script.replace("/bin/sh -c '", "/bin/sh -c 'exit 0; ", 1)
+    # The rendezvous server is Horovod's; here rank 0's /bin/sh serves none.
     proc = _run(script.replace("for _ in $(seq 120)", "for _ in $(seq 1)"), env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     state = Path(env["PYXIS_STATE"])
@@ -311,11 +297,9 @@ def test_the_image_is_imported_once_per_node_and_job_and_removed_after(tmp_path)
         "node1 docker://nvcr.io#nvidia/pytorch:24.05-py3",
         "node2 docker://nvcr.io#nvidia/pytorch:24.05-py3",
     ]
-    assert sorted((state / "removed").read_text().splitlines()) == [
-        "node1 pyxis_hpcbench",
-        "node2 pyxis_hpcbench",
-    ]
-    assert not [p for p in state.glob("node*/*")]
+    expect = ["node1 pyxis_7.0", "node2 pyxis_7.0"]
+    assert _removed(state, expect) == expect
+    assert not [p for p in state.glob("node*/*") if p.suffix != ".pids"]
 
 
 def test_a_failed_import_stops_the_job_with_pyxiss_line_and_its_status(tmp_path):
@@ -330,7 +314,7 @@ def test_a_failed_import_stops_the_job_with_pyxiss_line_and_its_status(tmp_path)
     assert "pyxis: importing docker image: stack.sqsh ... failed" in proc.stderr
     assert proc.stdout.splitlines()[-1] == f"{EXIT_MARKER} 1"
     assert not witness.exists()
-    assert not list(Path(env["PYXIS_STATE"]).glob("node1/*"))  # no container left
+    assert not list(Path(env["PYXIS_STATE"]).glob("node1/*"))  # no container made
 
 
 def test_the_container_is_removed_when_the_workload_fails(tmp_path):
@@ -339,17 +323,16 @@ def test_the_container_is_removed_when_the_workload_fails(tmp_path):
     opts = SlurmOptions(container_image="./stack.sqsh", job_dir=str(jobs), **IMAGE_OPTS)
     proc = _run(sbatch_script(_spec(bench, ("exit 3",)), opts, "ddp", job_name="j"), env)
     assert proc.returncode == 3 and proc.stdout.splitlines()[-1] == f"{EXIT_MARKER} 3"
-    removed = (Path(env["PYXIS_STATE"]) / "removed").read_text().splitlines()
-    assert sorted(removed) == ["node1 pyxis_j", "node2 pyxis_j"]
+    expect = ["node1 pyxis_7.0", "node2 pyxis_7.0"]
+    assert _removed(Path(env["PYXIS_STATE"]), expect) == expect
 
 
 @pytest.mark.parametrize("nodes", [1, 2])
 def test_a_job_that_is_cancelled_while_it_runs_leaves_no_container(nodes, tmp_path):
-    """scancel, a time limit, a Ctrl-C of hpcbench's: Slurm starts no step after it
-    (the exit trap's srun fails), SIGTERMs every process and SIGKILLs what is left
-    after KillWait. The janitor on each node removes the container in between, once
-    the workload in it has ended. (A janitor whose srun were ended early would die
-    with it: its shepherd kills the step while the job runs.)"""
+    """scancel, a time limit, a Ctrl-C of hpcbench's: Slurm starts no step after it,
+    SIGTERMs every process of the job and SIGKILLs what is left after KillWait. The
+    container is pyxis's for the step alone, and each node's slurmstepd, which the
+    job's end does not stop, removes it once the step's tasks there have ended."""
     bench, jobs, _ = _folders(tmp_path)
     env = _tools(tmp_path)
     env["FAKE_NODES"] = env["SLURM_JOB_NODELIST"] = ",".join(f"node{i + 1}" for i in range(nodes))
@@ -364,7 +347,7 @@ def test_a_job_that_is_cancelled_while_it_runs_leaves_no_container(nodes, tmp_pa
         start_new_session=True,
     )
     try:
-        running = [state / f"node{i + 1}" / "j.pids" for i in range(nodes)]
+        running = [state / f"node{i + 1}" / "7.0.pids" for i in range(nodes)]
         deadline = time.monotonic() + 60  # bounded: the workload running on every node
         while not all(p.exists() for p in running):
             assert proc.poll() is None and time.monotonic() < deadline, proc.returncode
@@ -374,9 +357,9 @@ def test_a_job_that_is_cancelled_while_it_runs_leaves_no_container(nodes, tmp_pa
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
-    assert not list(state.glob("node*/j")), "a container is left"
-    removed = (state / "removed").read_text().splitlines()
-    assert sorted(removed) == [f"node{i + 1} pyxis_j" for i in range(nodes)]
+    expect = [f"node{i + 1} pyxis_7.0" for i in range(nodes)]
+    assert _removed(state, expect) == expect
+    assert not [p for p in state.glob("node*/*") if p.suffix != ".pids"], "a container is left"
     assert took < KILL_WAIT_S  # every process of the job ended before its SIGKILL
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
+import socket
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -105,29 +106,24 @@ def test_pyxis_horovod_script():
     )
     assert "--gres=gpu:8" in sbatch_lines(script)
     assert not any(x.startswith("--nodelist") for x in sbatch_lines(script))
-    janitor, make, rendezvous, train = srun_lines(script)
-    # One janitor per node, outside the container, started before it is made.
-    assert janitor.startswith("srun --overlap --ntasks=2 --ntasks-per-node=1 bash -c ")
-    assert janitor.endswith(' janitor pyxis_j "${kill_wait:-30}" >"$janitor_log" 2>&1 &')
-    # The image made into the job's container once per node, then reused by name.
-    assert make == (
-        "srun --ntasks=2 --ntasks-per-node=1 --container-image=/dss/stack.sqsh "
-        '--container-name=j true || { rc=$?; echo "HPCBENCH_SLURM_EXIT $rc"; exit "$rc"; }'
+    # One step: the workload's, in an unnamed container that pyxis removes at its end.
+    [train] = srun_lines(script)
+    assert "--container-name" not in script and "enroot" not in script
+    assert "--container-image=/dss/stack.sqsh" in train
+    # bench/ and the job folder are mounted at their own paths, so the workdir and the
+    # job's output are the same inside
+    assert (
+        "--container-mounts=/dss/data:/data,/home/u/hpcbench/bench:/home/u/hpcbench/bench,"
+        "/tmp:/tmp" in train
     )
-    for line in (rendezvous, train):
-        assert "--container-image" not in line and "--container-name=j" in line
-        # bench/ and the job folder are mounted at their own paths, so the workdir and
-        # the job's output are the same inside
-        assert (
-            "--container-mounts=/dss/data:/data,/home/u/hpcbench/bench:/home/u/hpcbench/bench,"
-            "/tmp:/tmp" in line
-        )
-        assert "--container-workdir=/home/u/hpcbench/bench" in line
-    assert rendezvous.startswith("srun --overlap --nodes=1 --ntasks=1")
-    assert rendezvous.endswith(' 8 "$MASTER_ADDR" &')
+    assert "--container-workdir=/home/u/hpcbench/bench" in train
+    # rank 0 serves the rendezvous, with the container's python, for 8 tasks per node
+    assert 'if [ "$SLURM_PROCID" = 0 ]; then /opt/hpcbench/venv/bin/python -c ' in train
+    assert '"$HPCBENCH_HOSTS" 8 "$MASTER_ADDR" & server=$!; fi' in train
     assert "--ntasks=16 --ntasks-per-node=8" in train
     assert "HOROVOD_RANK=$SLURM_PROCID" in train and "HOROVOD_LOCAL_SIZE=8" in train
     assert "HOROVOD_HOSTNAME=$SLURMD_NODENAME" in train
+    assert 'export HPCBENCH_HOSTS=$(echo "$nodes" | paste -sd, -)' in script
     assert "export HOROVOD_CONTROLLER=gloo HOROVOD_CPU_OPERATIONS=gloo" in script
     assert "HOROVOD_GLOO_RENDEZVOUS_PORT=$MASTER_PORT" in script
 
@@ -226,7 +222,12 @@ def test_task_gets_its_rank_from_slurm(tmp_path, backend, controller, expect):
         "SLURMD_NODENAME": "n2",
         "PATH": os.environ["PATH"],
     }
-    out = subprocess.run(["bash", "-c", line], env=slurm_env, capture_output=True, text=True)
+    with socket.create_server(("127.0.0.1", 0)) as rendezvous:  # rank 0's, for Horovod
+        slurm_env["MASTER_ADDR"] = "127.0.0.1"
+        slurm_env["MASTER_PORT"] = str(rendezvous.getsockname()[1])
+        out = subprocess.run(
+            ["bash", "-c", line], env=slurm_env, capture_output=True, text=True, timeout=60
+        )
     assert out.stdout.strip() == expect, out.stderr
 
 
@@ -512,33 +513,72 @@ def test_a_control_call_that_times_out_is_a_failed_run(fake_slurm, monkeypatch, 
         assert (fake_slurm / "scancel").read_text() == "4242\n"
 
 
-def test_the_gloo_rendezvous_listens_on_the_first_node_only(tmp_path):
-    """The rendezvous store has no authentication: it binds MASTER_ADDR, not 0.0.0.0.
-    Run with a stand-in for Horovod's server class that reports its address."""
+def test_rank_0_serves_the_gloo_rendezvous_on_its_node_alone_while_its_workload_runs(tmp_path):
+    """Every rank waits for the rendezvous that rank 0 serves in its own task; the store
+    has no authentication, so it binds MASTER_ADDR, not 0.0.0.0; and it ends with rank
+    0's workload. Run with a stand-in for Horovod's server class (an HTTP server that
+    reports its address) and a workload that prints its rank."""
     pkg = tmp_path / "horovod" / "runner" / "http"
     pkg.mkdir(parents=True)
     for d in (tmp_path / "horovod", tmp_path / "horovod" / "runner", pkg):
         (d / "__init__.py").write_text("")
     (pkg / "http_server.py").write_text(
-        "class RendezvousHandler: pass\n"
-        "class RendezvousHTTPServer:\n"
-        "    def __init__(self, addr, handler, verbose): print(addr)\n"
-        "    def serve_forever(self): pass\n"
+        "import http.server\n"
+        "RendezvousHandler = http.server.BaseHTTPRequestHandler\n"
+        "class RendezvousHTTPServer(http.server.HTTPServer):\n"
+        "    def __init__(self, addr, handler, verbose):\n"
+        "        print('serving', addr, flush=True)\n"
+        "        super().__init__(addr, handler)\n"
     )
-    script = sbatch_script(_spec(), SlurmOptions(), "horovod", "gloo")
-    [line] = [x for x in srun_lines(script) if "--overlap" in x]
-    argv = shlex.split(line.removesuffix(" &"))
-    tail = argv[argv.index("-c") + 2 :]
-    assert tail[0] == "$MASTER_PORT" and tail[2:] == ["1", "$MASTER_ADDR"]
-    out = subprocess.run(
-        [sys.executable, "-c", slurm.RENDEZVOUS_PY, "29511", "node1,node2", "1", "10.0.0.7"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={"PYTHONPATH": str(tmp_path)},
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]  # free once closed
+    spec = _spec(
+        nodes=2,
+        slots=1,
+        python=sys.executable,
+        script="-c",
+        args=("import os; print('rank', os.environ['HOROVOD_RANK'])",),
+        workdir=str(tmp_path),
     )
-    assert out.stdout.strip() == "('10.0.0.7', 29511)", out.stderr
-    assert "0.0.0.0" not in script
+    line = task_command(spec, SlurmOptions(), "horovod", "gloo")
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(tmp_path),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "HPCBENCH_HOSTS": "node1,node2",
+        "SLURM_NTASKS": "2",
+        "SLURM_LOCALID": "0",
+        "SLURM_NNODES": "2",
+    }
+
+    def rank(n: int) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            ["bash", "-c", line],
+            env={**env, "SLURM_PROCID": str(n), "SLURM_NODEID": str(n)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    second = rank(1)
+    time.sleep(1)
+    assert second.poll() is None  # it waits for the rendezvous
+    first = rank(0)
+    out0, err0 = first.communicate(timeout=60)
+    out1, err1 = second.communicate(timeout=60)
+    assert first.returncode == 0 and second.returncode == 0, err0 + err1
+    assert out0.splitlines() == [f"serving ('127.0.0.1', {port})", "rank 0"], err0
+    assert out1.splitlines() == ["rank 1"], err1
+    for _ in range(100):  # bounded: the server ends with rank 0's workload (SIGTERM)
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        except OSError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the rendezvous server outlived rank 0's workload")
+    assert "0.0.0.0" not in sbatch_script(_spec(), SlurmOptions(), "horovod", "gloo")
 
 
 def test_hostile_values_stay_values_in_the_batch_script(tmp_path):
@@ -554,18 +594,16 @@ def test_hostile_values_stay_values_in_the_batch_script(tmp_path):
     )
     script = sbatch_script(_spec(workdir=str(tmp_path)), opts, "horovod", "mpi", job_name="j")
     assert f"#SBATCH --partition='p;touch {witness}'" in script.splitlines()
-    _, make, srun = srun_lines(script)
+    [srun] = srun_lines(script)
     fake_srun = (
         'srun() { for a; do [[ $a == --container-* || $a == --mpi* ]] && echo "$a"; done; true; }'
     )
     out = subprocess.run(
-        ["bash", "-c", f"{fake_srun}\n{make}\n{srun}"], capture_output=True, text=True, timeout=30
+        ["bash", "-c", f"{fake_srun}\n{srun}"], capture_output=True, text=True, timeout=30
     )
     assert out.stdout.splitlines() == [
-        f"--container-image=img{evil}",
-        "--container-name=j",
         f"--mpi=pmix`touch {witness}`",
-        "--container-name=j",
+        f"--container-image=img{evil}",
         f"--container-mounts=/a:/b {evil},{tmp_path}:{tmp_path}",
         f"--container-workdir={tmp_path}",
     ], out.stderr
