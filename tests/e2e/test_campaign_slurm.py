@@ -1,4 +1,4 @@
-"""Every kind of testbed in one campaign, end to end (issue 27): two Slurm partitions of
+"""Every kind of testbed in one campaign, end to end: two Slurm partitions of
 the e2e testbed, reached as an LRZ user reaches a login node (sbatch over SSH, host key
 checked), beside a local testbed the campaign deploys and destroys, into one report.
 
@@ -253,7 +253,7 @@ def test_two_partitions_and_a_deployed_testbed_in_one_report(
     rc, out, took = run(testbed, tmp_path, path, "--resume")
     assert rc == 0, out[-6000:]
     assert "check job waited" in out and "queued" in out  # each job's queue wait, as it ran
-    # The plan's bound held for what was left (issue 28: a lease is sized from it).
+    # The plan's bound held for what was left (a lease is sized from it).
     assert took <= duration_s(most[1]), (took, most[1], plan.stdout[-3000:])
     states = {}
     for r in journal(tmp_path):

@@ -1,4 +1,4 @@
-"""Faults on the local testbed (issue 18): what the harness does when things go wrong.
+"""Faults on the local testbed: what the harness does when things go wrong.
 
 - Ctrl-C, once and then twice, during the shared testbed's first deploys: exit 130 and
   one line, no terraform, ansible or ssh left running, no state lock; the half-made

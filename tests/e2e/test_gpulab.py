@@ -1,7 +1,7 @@
 """`hpcbench deploy --env gpulab` on this machine through the gpulab-cli stand-in
 (tests/standins/gpulab: GPULab's commands and job model, the jobs run on the
 local Docker engine, CPU only), with the settings a user exports (TF_VAR_*):
-the ways a deploy goes wrong (issue 8, points 3 and 4).
+the ways a deploy goes wrong: a job that cannot start, a cluster that is full.
 
 A deploy that succeeds, `verify`, a 1-2 worker sweep and `destroy`, for one job
 with two GPUs (1x2) and two jobs with one (2x1), run in tests/e2e/test_campaign.py,
@@ -138,7 +138,7 @@ def one_line(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_a_job_that_dies_fails_the_deploy_naming_its_state(bed: Bed) -> None:
-    """Point 3: an image without sshd makes the job exit at once. `submit
+    """An image without sshd makes the job exit at once. `submit
     --wait-run` would have returned 0; the deploy names the state and the exit
     code in one line and keeps nothing running."""
     proc = bed.hpcbench(
@@ -175,7 +175,7 @@ def test_a_job_that_dies_fails_the_deploy_naming_its_state(bed: Bed) -> None:
 
 
 def test_ctrl_c_while_queued_then_destroy_leaves_no_job(bed: Bed) -> None:
-    """Done-when of issue 8: a full cluster keeps the jobs QUEUED; Ctrl-C (SIGINT
+    """A full cluster keeps the jobs QUEUED; Ctrl-C (SIGINT
     to the process group, as a terminal sends it), then destroy."""
     full = {"GPULAB_STANDIN_SLOTS": "0"}
     deploy = subprocess.Popen(

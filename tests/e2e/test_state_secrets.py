@@ -1,5 +1,5 @@
 """No secret lands in `.hpcbench/<env>/` except in the files meant to hold one
-(0600), and no saved plan outlives its deploy (issue 9, "Secrets").
+(0600), and no saved plan outlives its deploy.
 
 A real `hpcbench deploy --env virtualwall` with real Terraform, a made-up
 login PEM and the password in HPCBENCH_PEM_PASSWORD (and, as old docs said,

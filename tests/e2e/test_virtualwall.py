@@ -128,7 +128,7 @@ def vw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slice]:
 
 
 def test_ctrl_c_while_jfed_creates_then_destroy_deletes_the_slice(vw: Slice) -> None:
-    """Point 4: a Ctrl-C while jFed creates the slice leaves Terraform without the
+    """A Ctrl-C while jFed creates the slice leaves Terraform without the
     resource (no destroy-time provisioner will run); the lease written before jFed
     started lets `hpcbench destroy` delete the slice all the same. Bare nodes here."""
     lease = vw.state / "virtualwall" / "leases" / f"{SLICE}.json"

@@ -1,4 +1,4 @@
-"""Issue 18, point 9: a run interrupted between a configuration change and its
+"""A run interrupted between a configuration change and its
 handler must not lose the restart. Every role checks first whether a service
 it restarts runs an older configuration than the one on disk
 (ansible/plugins/modules/stale_service.py) and notifies its own handler if so.

@@ -172,7 +172,7 @@ def test_gpulab_jobs(tf, tmp_path: Path, topology: str, jobs: int, gpus: int) ->
     assert len({d["name"] for d in defs}) == jobs
     for d in defs:
         docker = d["request"]["docker"]
-        # The project share wherever the job lands, as gpulab-cli asks for it (issue 8, point 8).
+        # The project share wherever the job lands, as gpulab-cli asks for it.
         share = {"hostPath": "PROJECT_SHARE_AUTO", "containerPath": "/project"}
         assert docker["storage"] == [share]
         assert docker["portMappings"] == [{"containerPort": 2222}]

@@ -1,4 +1,4 @@
-"""GPULab (issue 8): the job definitions Terraform renders, read as GPULab reads
+"""GPULab: the job definitions Terraform renders, read as GPULab reads
 them, and terraform/modules/gpulab/scripts/gpulab.sh driven against the
 gpulab-cli stand-in (tests/standins/gpulab) with a full cluster (every job
 stays QUEUED), so no Docker engine is needed here. tests/e2e/test_gpulab.py
@@ -41,7 +41,7 @@ def rendered_jobs(tf, tmp_path: Path, **variables: str) -> list[dict]:
     return [json.loads(files[n]) for n in names]
 
 
-# --- point 1 and 2: the job's command --------------------------------------
+# --- the job's command --------------- --------------------------------------
 
 
 def test_command_runs_under_bash_with_host_keys(tf, tmp_path: Path) -> None:
@@ -64,7 +64,7 @@ def test_command_runs_under_bash_with_host_keys(tf, tmp_path: Path) -> None:
     assert '"$HPCBENCH_SSH_PUBKEY"' in script
 
 
-# --- point 8: storage and features -----------------------------------------
+# --- storage and features ---------------------------------------------------
 
 
 def test_project_share_auto_and_features(tf, tmp_path: Path) -> None:
@@ -197,7 +197,7 @@ def wait_for(path: Path, timeout_s: float = 30) -> None:
 
 
 def test_queued_past_deadline_fails_in_one_line_and_cancels(tmp_path: Path, standin) -> None:
-    """Point 3 and 4: a job that never runs is cancelled at the deadline; the
+    """A job that never runs is cancelled at the deadline; the
     failure names the state; the lease goes once the cancel is confirmed."""
     lease = tmp_path / "leases" / "gpulab-job0.json"
     proc = subprocess.run(
@@ -241,7 +241,7 @@ def test_ctrl_c_while_queued_cancels_the_job(tmp_path: Path, standin) -> None:
 
 
 def test_killed_while_queued_leaves_a_lease_that_cancels(tmp_path: Path, standin) -> None:
-    """Point 4: gpulab.sh killed outright (no trap runs): the lease holds the id
+    """gpulab.sh killed outright (no trap runs): the lease holds the id
     from the moment it exists, and running its cancel argv (what `hpcbench
     destroy` does with leftover leases) ends the job and removes the lease."""
     lease = tmp_path / "leases" / "gpulab-job0.json"
@@ -344,7 +344,7 @@ def test_password_goes_by_environment_never_argv(tmp_path: Path, standin) -> Non
     assert "still QUEUED" in proc.stderr, proc.stderr  # it got past the login
     calls = log.read_text()
     assert calls.startswith("submit --project myproj ")
-    assert "--wait-run" not in calls.splitlines()[0]  # submit does not block (point 4)
+    assert "--wait-run" not in calls.splitlines()[0]  # submit does not block
     assert PASSWORD not in calls and "-p" not in calls.split() and "--password" not in calls
 
 

@@ -1,4 +1,4 @@
-"""Issue 8 on the Virtual Wall and OpenStack paths, without a testbed: the scripts
+"""The Virtual Wall and OpenStack paths, without a testbed: the scripts
 Terraform runs (jfed.sh keeps the slice's lease and the PEM password's secrecy,
 wait-bootstrap.sh holds the nodes back until their boot scripts finished), and
 what the environments ask for (a disk image nobody guessed, the OpenStack
@@ -204,7 +204,7 @@ def test_wait_is_bounded_and_names_the_node(tmp_path: Path) -> None:
 
 
 def test_disk_image_has_no_guessed_default(tf, tmp_path: Path) -> None:
-    """Point 7: without a disk image URN, plan stops and names it (nothing guessed)."""
+    """Without a disk image URN, plan stops and names it (nothing guessed)."""
     folder, var_files = env_root("virtualwall")
     env = {
         "TF_VAR_project": "myproj",
@@ -241,9 +241,10 @@ def test_pem_password_is_no_terraform_variable() -> None:
 
 
 def test_openstack_jupyterlab_is_loopback_only_and_subnet_comes_per_deploy() -> None:
-    """Point 9 at the group_vars level (environments/openstack is planned only
-    up to the cloud's authentication, test_terraform.py; its rules and subnet
-    logic are planned in modules/openstack/plan's suite)."""
+    """A JupyterLab that is not published, at the group_vars level
+    (environments/openstack is planned only up to the cloud's authentication,
+    test_terraform.py; its rules and subnet logic are planned in
+    modules/openstack/plan's suite)."""
     group_vars = yaml.safe_load(
         (REPO / "environments/openstack/inventory/group_vars/all.yml").read_text()
     )

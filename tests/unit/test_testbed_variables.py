@@ -35,7 +35,7 @@ DIRS = [
     "terraform/modules/docker_testbed",
 ]
 CREDENTIALS = {
-    # disk_image: no default, the image name must be checked in jFed (issue 8, point 7).
+    # disk_image: no default, the image name must be checked in jFed.
     "environments/virtualwall": {"project", "pem_path", "disk_image"},
     "environments/gpulab": {"project", "pem_path", "stack_image"},
     "environments/openstack": {"cloud", "allowed_cidr", "flavor_name", "network_name"},
