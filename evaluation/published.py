@@ -315,7 +315,8 @@ def scored(
     if plain is not None and k.node_efficiency is None and not transformer(row):
         f = scaling_model.node_factor(plain.node_loss, n, g)
         if abs(point * f - point) >= scaling_model.ASSUMPTION_MIN and n > g:
-            low, high = scaling_model.plain_band(point * f, low * f, high * f, plain.band)
+            # predict's band: its own and a node's that loses nothing, and the spread.
+            low, high = scaling_model.plain_band(point * f, low * f, high, plain.band)
         else:
             low, high = low * f, high * f
         point *= f

@@ -385,9 +385,11 @@ def _other_transport(args: argparse.Namespace, plan: Plan, rows: list[dict[str, 
     for r, a in zip(rows, alt, strict=True):
         if abs(a["efficiency"] - r["efficiency"]) < ASSUMPTION_MIN:
             continue
-        if r["nodes"] > 1 and not r["assumptions"]:
+        if r["nodes"] > 1:
             r["efficiency_low"], r["efficiency_high"] = plain_band(
-                r["efficiency"], r["efficiency_low"], r["efficiency_high"]
+                r["efficiency"],
+                min(r["efficiency_low"], a["efficiency_low"]),
+                max(r["efficiency_high"], a["efficiency_high"]),
             )
         r["assumptions"].append(
             {

@@ -232,8 +232,9 @@ def predictions(plan: Plan, assumptions: bool = True) -> list[dict[str, Any]]:
     time and what of it is exposed, and the images/s (tokens/s for a transformer) that
     follow. A CNN's row also lists, under "assumptions", each set-up detail the plan
     was not told whose other common choice moves E by ASSUMPTION_MIN or more (that
-    choice's E with it); where there is one across nodes, the band widens to PLAIN_BAND
-    around the point (assumptions=False: neither, as fit() replays)."""
+    choice's E with it); where there is one across nodes, the band takes in the other
+    choices' bands and PLAIN_BAND around the point (assumptions=False: neither, as
+    fit() replays)."""
     if plan.transformer:
         return [_transformer_row(plan, n) for n in plan.workers]
     rows = []
@@ -245,10 +246,13 @@ def predictions(plan: Plan, assumptions: bool = True) -> list[dict[str, Any]]:
                 for a in _assumed(plan, n)
                 if abs(a["efficiency"] - row["efficiency"]) >= ASSUMPTION_MIN
             ]
+            bands = [a.pop("band") for a in named]
             row["assumptions"] = named
             if named and row["nodes"] > 1:
                 row["efficiency_low"], row["efficiency_high"] = plain_band(
-                    row["efficiency"], row["efficiency_low"], row["efficiency_high"]
+                    row["efficiency"],
+                    min([row["efficiency_low"], *(low for low, _ in bands)]),
+                    max([row["efficiency_high"], *(high for _, high in bands)]),
                 )
         rows.append(row)
     return rows
@@ -298,14 +302,15 @@ def _assumed(plan: Plan, n: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
 
     def other(detail: str, assumed: str, choice: str, option: str, alt: Plan) -> None:
-        e = _cnn_row(alt, n)["efficiency"]
+        r = _cnn_row(alt, n)
         out.append(
             {
                 "detail": detail,
                 "assumed": assumed,
                 "other": choice,
                 "option": option,
-                "efficiency": e,
+                "efficiency": r["efficiency"],
+                "band": (r["efficiency_low"], r["efficiency_high"]),
             }
         )
 
