@@ -449,21 +449,25 @@ def in_sample(data: dict) -> list[Scored]:
     return out
 
 
-def _table(results: list[Scored]) -> None:
-    """The CNN rows' table of docs/benchmarks.md."""
+def _table(results: list[Scored], users: list[Scored]) -> None:
+    """The CNN rows' table of docs/benchmarks.md: each row with its source's set-up and
+    with plain inputs, its source left out of both fits."""
+    plain = {id(s.row): s for s in users}
     print(
         "| source | model | GPUs (nodes x per node) | network | backend | E published | "
-        "E point, source left out | band | point - published |"
+        "E point, source left out | band | point - published | plain inputs: point | "
+        "band | point - published |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for s in results:
-        r = s.row
+        r, u = s.row, plain[id(s.row)]
         nodes = r["workers"] // r["gpus_per_node"]
         print(
             f"| {r['source']}{' (node)' if node_based(r) else ''} | {r['model']} | "
             f"{r['workers']} ({nodes} x {r['gpus_per_node']}) | {r['network']} | "
             f"{r.get('backend', 'horovod')} | {s.measured:.3f} | {s.point:.3f} | "
-            f"{s.low:.2f}-{s.high:.2f} | {s.error:+.3f} |"
+            f"{s.low:.2f}-{s.high:.2f} | {s.error:+.3f} | {u.point:.3f} | "
+            f"{u.low:.2f}-{u.high:.2f} | {u.error:+.3f} |"
         )
 
 
@@ -524,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     if args.markdown:
-        _table(cnn)
+        _table(cnn, users)
         if sharded:
             print()
             _transformer_table(sharded)
