@@ -2,6 +2,7 @@
 
     python evaluation/published.py [--markdown]
     python evaluation/published.py --fit     # refit predict's defaults on every row
+    python evaluation/published.py --unseen evaluation/unseen.json   # rows no fit saw
 
 Each row of evaluation/published.json is a published multi-node run (model,
 per-GPU batch, GPUs per node, workers, network, framework, single-GPU and
@@ -492,6 +493,36 @@ def _transformer_table(results: list[Scored]) -> None:
         )
 
 
+def unseen_main(data: dict, extra: dict) -> int:
+    """Rows no fit has seen, called with plain inputs: with predict's defaults, and where
+    their group is in `data`, with the constants fitted without that group."""
+    _, fits, _, plains = leave_one_source_out(data)
+    both = {"sources": {**data["sources"], **extra["sources"]}, "rows": extra["rows"]}
+    rows = [r for r in extra["rows"] if not transformer(r)]
+    runs: list[tuple[str, list[Scored]]] = [
+        ("plain inputs, predict's defaults", [plain_scored(both, r) for r in rows])
+    ]
+    for g in dict.fromkeys(group_of(both, r) for r in rows):
+        if g in plains:
+            with plain_defaults(fits[g], plains[g]):
+                scored_ = [
+                    plain_scored(both, r, fits[g].interference)
+                    for r in rows
+                    if group_of(both, r) == g
+                ]
+            runs.append((f"plain inputs, fitted without {g}", scored_))
+    for name, results in runs:
+        for s in results:
+            r = s.row
+            print(
+                f"{name}: {r['source']} {r['model']} {r['workers']} GPUs {r['network']}: "
+                f"E {s.measured:.3f} point {s.point:.3f} band {s.low:.2f}-{s.high:.2f} "
+                f"diff {s.error:+.3f}"
+            )
+        print(figures(name, results) + " (python evaluation/published.py --unseen)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--markdown", action="store_true", help="print the table of docs/benchmarks.md")
@@ -499,8 +530,16 @@ def main(argv: list[str] | None = None) -> int:
         "--fit", action="store_true", help="fit predict's constants to every CNN row (its defaults)"
     )
     p.add_argument("--data", type=Path, default=DATA)
+    p.add_argument(
+        "--unseen",
+        type=Path,
+        default=None,
+        help="score the CNN rows of this file (published.json's format) with plain inputs",
+    )
     args = p.parse_args(argv)
     data = load(args.data)
+    if args.unseen is not None:
+        return unseen_main(data, load(args.unseen))
     if args.fit:
         cases = [bare(case(r)) for r in data["rows"] if not transformer(r)]
         found = fit_constants(cases)
