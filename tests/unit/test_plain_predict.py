@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hpcbench import allreduce_model, cli, scaling_model
+from tests.unit.test_predict import _plan
 
 # What a user planning a booking knows: model, batch, workers, GPUs per node, one worker's
 # images/s and the link.
@@ -241,18 +242,3 @@ def test_published_rows_are_scored_with_plain_inputs_only(monkeypatch):
 
 def _counts(k):
     return k.plan.workers[0], k.plan.gpus_per_node
-
-
-def _plan(workers, gpus_per_node):
-    return scaling_model.Plan(
-        model="resnet18",
-        image_size=64,
-        batch=32,
-        workers=workers,
-        gpus_per_node=gpus_per_node,
-        step_time_s=0.1,
-        busbw=1.25e9,
-        latency_s=50e-6,
-        backend="horovod",
-        grouping=allreduce_model.Grouping("horovod"),
-    )
