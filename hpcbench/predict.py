@@ -14,7 +14,11 @@ as the backend groups them, queued on a two-level link: the node's NIC
 shared by its workers, PCIe or NVLink inside it) and the two-bound band.
 The link achieves a share of its line rate (--link-efficiency, else the
 default of its --transport), and communication during backward slows
-backward by --interference of its time; docs/method.md has the model.
+backward by --interference of its time; one node's GPUs lose --node-loss each.
+Each set-up detail not given (the node's loss, NCCL's algorithm, Horovod's
+release, the interconnect inside a node, the transport) takes a default fitted
+to published rows; where its other common choice moves E, an "assumed:" line
+gives E under it, and the band widens; docs/method.md has the model.
 A transformer (the workload's configurations, or a published model's shape:
 hpcbench.sharded_model) is predicted per FSDP unit from its configuration's
 FLOPs under --parallel ddp, fsdp2 or hsdp, in tokens/s.

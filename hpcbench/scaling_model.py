@@ -7,9 +7,12 @@ single worker's step time, the workers packed onto nodes, and the two-level link
 (the node's NIC shared by its workers, PCIe or NVLink inside it). predictions()
 replays one step per worker count (hpcbench.allreduce_model) into a point and its
 two-bound band; fit() finds the link efficiency and interference that make the
-points closest to measured efficiencies. The defaults below are stated with their
-sources; docs/method.md has the model. `hpcbench predict` (predict.py) and the
-campaign's plan (campaign/estimate.py) both predict through this module.
+points closest to measured efficiencies, and fit_plain() the defaults a plan takes for
+the set-up details it is not told (one node's loss, NCCL's algorithm, the wider band),
+which predictions() names as assumptions with the answer under the other choice. The
+defaults below are stated with their sources; docs/method.md has the model. `hpcbench
+predict` (predict.py) and the campaign's plan (campaign/estimate.py) both predict
+through this module.
 """
 
 from __future__ import annotations
