@@ -2,6 +2,7 @@
 
     python evaluation/published.py [--markdown]
     python evaluation/published.py --fit     # refit predict's defaults on every row
+    python evaluation/published.py --unseen evaluation/unseen.json   # rows no fit saw
 
 Each row of evaluation/published.json is a published multi-node run (model,
 per-GPU batch, GPUs per node, workers, network, framework, single-GPU and
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import shlex
@@ -96,9 +98,39 @@ def node_based(row: dict) -> bool:
     return node_efficiency(row) is not None and 1 < node_workers(row) < row["workers"]
 
 
+def plain_argv(row: dict) -> list[str]:
+    """The `hpcbench predict` command line a user would give for a CNN row: the model,
+    the batch, the workers, the GPUs per node, one worker's images/s, the link's rate and
+    transport and the framework; nothing of its set-up (the framework's settings and
+    NCCL's version, the interconnect inside a node, a measured node)."""
+    return [
+        "predict",
+        "--model",
+        row["model"],
+        "--image-size",
+        str(row["image_size"]),
+        "--batch",
+        str(row["batch"]),
+        "--workers",
+        str(row["workers"]),
+        "--gpus-per-node",
+        str(row["gpus_per_node"]),
+        "--single-worker-ips",
+        str(row["single_ips"]),
+        "--link",
+        row["link"],
+        "--transport",
+        row["transport"],
+        "--backend",
+        row.get("backend", "horovod"),
+        "--json",
+    ]
+
+
 def predict_argv(row: dict, interference: float | None = None) -> list[str]:
-    """The `hpcbench predict` command line for one published row (one node's workers
-    too where the row is rescaled to a measured node)."""
+    """The `hpcbench predict` command line for one published row with its source's
+    set-up (one node's workers too where the row is rescaled to a measured node, whose
+    loss the rescale brings in: --node-loss 0)."""
     workers = str(row["workers"])
     if node_based(row):
         workers = f"{node_workers(row)},{workers}"
@@ -141,6 +173,10 @@ def predict_argv(row: dict, interference: float | None = None) -> list[str]:
         argv += ["--cycle-time-ms", str(row["cycle_time_ms"])]
     if row.get("collectives") == "ring":  # NCCL before trees: predict's ring-only choice
         argv += ["--collectives", "gloo"]
+    elif not transformer(row):  # NCCL with trees, as the rows were scored before
+        argv += ["--collectives", "nccl"]
+    if node_based(row) and not transformer(row):
+        argv += ["--node-loss", "0"]
     if interference is not None:
         argv += ["--interference", f"{interference:g}"]
     return argv + ["--json"]
@@ -151,15 +187,19 @@ def default_argv(row: dict) -> list[str]:
     return predict_argv(row)
 
 
+def _run(argv: list[str]) -> list[dict]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = cli.main(argv)
+    if rc != 0:
+        raise SystemExit(f"hpcbench {shlex.join(argv)} failed ({rc})")
+    return json.loads(out.getvalue())
+
+
 def predicted(row: dict) -> dict:
     """What `hpcbench predict` prints for the row with its defaults, rescaled to the
     measured node where the row has one."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        rc = cli.main(default_argv(row))
-    if rc != 0:
-        raise SystemExit(f"hpcbench {shlex.join(default_argv(row))} failed ({rc})")
-    rows = json.loads(out.getvalue())
+    rows = _run(default_argv(row))
     if node_based(row):
         return scaling_model.rescaled_to_node(rows[-1], rows[0], node_efficiency(row))
     return rows[-1]
@@ -174,6 +214,68 @@ def case(row: dict) -> scaling_model.Case:
     node = node_efficiency(row) if node_based(row) else None
     return scaling_model.Case(
         plan, rate, measured_e(row), row["transport"], node, node_workers(row)
+    )
+
+
+def plain_cases(row: dict) -> dict[bool, scaling_model.Case]:
+    """A CNN row as a plain-input call plans it, with NCCL's tree allowed and not."""
+    plan = predict.plan_from(cli.build_parser().parse_args(plain_argv(row)))
+    rate = scaling_model.parse_link(row["link"])
+    return {
+        tree: scaling_model.Case(
+            dataclasses.replace(plan, nccl=tree, node_loss=0.0),
+            rate,
+            measured_e(row),
+            row["transport"],
+        )
+        for tree in (False, True)
+    }
+
+
+@contextlib.contextmanager
+def plain_defaults(found: scaling_model.Fit, plain: scaling_model.PlainFit):
+    """predict's defaults as a fit made them: the link efficiencies, the node loss,
+    NCCL's algorithm and the plain band (the interference goes on the command line)."""
+    saved = (
+        dict(scaling_model.LINK_EFFICIENCY),
+        scaling_model.NODE_LOSS,
+        scaling_model.DEFAULT_TREE,
+        scaling_model.PLAIN_BAND,
+    )
+    scaling_model.LINK_EFFICIENCY.update(found.efficiency)
+    scaling_model.NODE_LOSS = plain.node_loss
+    scaling_model.DEFAULT_TREE = plain.tree
+    scaling_model.PLAIN_BAND = plain.band
+    try:
+        yield
+    finally:
+        scaling_model.LINK_EFFICIENCY.clear()
+        scaling_model.LINK_EFFICIENCY.update(saved[0])
+        scaling_model.NODE_LOSS, scaling_model.DEFAULT_TREE, scaling_model.PLAIN_BAND = saved[1:]
+
+
+def bare(k: scaling_model.Case) -> scaling_model.Case:
+    """The case without one node's sharing: the link efficiency and the interference are
+    fitted so (before the node loss, which is fitted given them)."""
+    return dataclasses.replace(k, plan=dataclasses.replace(k.plan, node_loss=0.0))
+
+
+def plain_scored(data: dict, row: dict, interference: float | None = None) -> Scored:
+    """A CNN row as `hpcbench predict` answers its plain inputs, with the defaults in
+    force (plain_defaults)."""
+    argv = plain_argv(row)
+    if interference is not None:
+        argv[-1:-1] = ["--interference", f"{interference:g}"]
+    p = _run(argv)[-1]
+    return Scored(
+        row,
+        group_of(data, row),
+        measured_e(row),
+        p["efficiency"],
+        p["efficiency_low"],
+        p["efficiency_high"],
+        scaling_model.LINK_EFFICIENCY[row["transport"]],
+        p["interference"],
     )
 
 
@@ -197,11 +299,28 @@ class Scored:
         return self.low <= self.measured <= self.high
 
 
-def scored(k: scaling_model.Case, found: scaling_model.Fit, row: dict, group: str) -> Scored:
+def scored(
+    k: scaling_model.Case,
+    found: scaling_model.Fit,
+    row: dict,
+    group: str,
+    plain: scaling_model.PlainFit | None = None,
+) -> Scored:
+    """The row with its source's set-up; where it measured no node, one node's sharing
+    is the fitted default (plain's), as predict assumes it, band and all."""
     share, inter = found.efficiency[k.transport], found.interference
     parts = scaling_model.case_parts(k, share)
     point = parts.point(inter, k.node_efficiency)
     low, high = parts.band(inter, k.node_efficiency)
+    n, g = k.plan.workers[0], k.plan.gpus_per_node
+    if plain is not None and k.node_efficiency is None and not transformer(row):
+        f = scaling_model.node_factor(plain.node_loss, n, g)
+        if abs(point * f - point) >= scaling_model.ASSUMPTION_MIN and n > g:
+            # predict's band: its own and a node's that loses nothing, and the spread.
+            low, high = scaling_model.plain_band(point * f, low * f, high, plain.band)
+        else:
+            low, high = low * f, high * f
+        point *= f
     return Scored(row, group, k.measured, point, low, high, share, inter)
 
 
@@ -210,18 +329,47 @@ def fit_constants(cases: list[scaling_model.Case], cache: dict | None = None) ->
     return scaling_model.fit(cases, cache=cache)
 
 
-def leave_one_source_out(data: dict) -> tuple[list[Scored], dict[str, scaling_model.Fit]]:
+def fit_plain(
+    data: dict,
+    found: scaling_model.Fit,
+    groups: set[str] | None = None,
+    cache: dict | None = None,
+    cases: list[dict[bool, scaling_model.Case]] | None = None,
+) -> scaling_model.PlainFit:
+    """The plain-input defaults, fitted on the CNN rows of `groups` (all: None) given the
+    link efficiency and interference of `found`. cases: plain_cases of every row, kept
+    alive beside `cache` (whose keys are the cases' ids)."""
+    cases = cases or [{} if transformer(r) else plain_cases(r) for r in data["rows"]]
+    both = [
+        c
+        for r, c in zip(data["rows"], cases, strict=True)
+        if not transformer(r) and (groups is None or group_of(data, r) in groups)
+    ]
+    return scaling_model.fit_plain(
+        {tree: [c[tree] for c in both] for tree in (False, True)}, found, cache=cache
+    )
+
+
+def leave_one_source_out(
+    data: dict,
+) -> tuple[
+    list[Scored], dict[str, scaling_model.Fit], list[Scored], dict[str, scaling_model.PlainFit]
+]:
     """Every row predicted with constants fitted on the other groups only: a CNN group
     on the other CNN groups (as before the transformer rows came, so that the CNN
     figures stay comparable), a transformer group on every other group, CNN and
     transformer (the constants describe the link and the computation, which both
-    share)."""
+    share). A CNN group's rows are predicted twice: with their source's set-up, and as
+    a user would call predict (plain inputs only), the plain-input defaults fitted
+    after the link efficiency and interference on the same other groups."""
     rows = data["rows"]
-    cases = [case(r) for r in rows]
+    cases = [bare(case(r)) for r in rows]
     groups = [group_of(data, r) for r in rows]
     kinds = [transformer(r) for r in rows]
     cache: dict = {}
-    out, fits = [], {}
+    plain_cache: dict = {}
+    plain = [plain_cases(r) if not t else {} for r, t in zip(rows, kinds, strict=True)]
+    out, fits, users, plains = [], {}, [], {}
     for g in dict.fromkeys(groups):
         mine = kinds[groups.index(g)]
         train = [
@@ -233,10 +381,22 @@ def leave_one_source_out(data: dict) -> tuple[list[Scored], dict[str, scaling_mo
         if missing:
             raise SystemExit(f"{g}: no other source has {sorted(missing)} rows to fit on")
         fits[g] = found = fit_constants(train, cache)
+        defaults = None
+        if not mine:
+            others = {h for h, t in zip(groups, kinds, strict=True) if h != g and not t}
+            plains[g] = defaults = fit_plain(data, found, others, plain_cache, plain)
+            with plain_defaults(found, defaults):
+                users += [
+                    plain_scored(data, r, found.interference)
+                    for r, h in zip(rows, groups, strict=True)
+                    if h == g
+                ]
         out += [
-            scored(k, found, r, h) for k, r, h in zip(cases, rows, groups, strict=True) if h == g
+            scored(k, found, r, h, defaults)
+            for k, r, h in zip(cases, rows, groups, strict=True)
+            if h == g
         ]
-    return out, fits
+    return out, fits, users, plains
 
 
 def figures(name: str, rows: list[Scored]) -> str:
@@ -250,6 +410,14 @@ def figures(name: str, rows: list[Scored]) -> str:
         f"{statistics.mean(s.error for s in rows):+.3f}, published E inside the band in "
         f"{inside} ({inside / len(rows):.0%}); point above published in "
         f"{sum(s.error > 0 for s in rows)}"
+    )
+
+
+def plain_constants(plain: scaling_model.PlainFit) -> str:
+    return (
+        f"node loss {plain.node_loss:g} per further GPU, NCCL "
+        f"{'ring or tree' if plain.tree else 'rings only'}, band {plain.band[0]:+.3f}/"
+        f"{plain.band[1]:+.3f} (5th/95th percentile of published - point)"
     )
 
 
@@ -282,21 +450,25 @@ def in_sample(data: dict) -> list[Scored]:
     return out
 
 
-def _table(results: list[Scored]) -> None:
-    """The CNN rows' table of docs/benchmarks.md."""
+def _table(results: list[Scored], users: list[Scored]) -> None:
+    """The CNN rows' table of docs/benchmarks.md: each row with its source's set-up and
+    with plain inputs, its source left out of both fits."""
+    plain = {id(s.row): s for s in users}
     print(
         "| source | model | GPUs (nodes x per node) | network | backend | E published | "
-        "E point, source left out | band | point - published |"
+        "E point, source left out | band | point - published | plain inputs: point | "
+        "band | point - published |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for s in results:
-        r = s.row
+        r, u = s.row, plain[id(s.row)]
         nodes = r["workers"] // r["gpus_per_node"]
         print(
             f"| {r['source']}{' (node)' if node_based(r) else ''} | {r['model']} | "
             f"{r['workers']} ({nodes} x {r['gpus_per_node']}) | {r['network']} | "
             f"{r.get('backend', 'horovod')} | {s.measured:.3f} | {s.point:.3f} | "
-            f"{s.low:.2f}-{s.high:.2f} | {s.error:+.3f} |"
+            f"{s.low:.2f}-{s.high:.2f} | {s.error:+.3f} | {u.point:.3f} | "
+            f"{u.low:.2f}-{u.high:.2f} | {u.error:+.3f} |"
         )
 
 
@@ -321,6 +493,36 @@ def _transformer_table(results: list[Scored]) -> None:
         )
 
 
+def unseen_main(data: dict, extra: dict) -> int:
+    """Rows no fit has seen, called with plain inputs: with predict's defaults, and where
+    their group is in `data`, with the constants fitted without that group."""
+    _, fits, _, plains = leave_one_source_out(data)
+    both = {"sources": {**data["sources"], **extra["sources"]}, "rows": extra["rows"]}
+    rows = [r for r in extra["rows"] if not transformer(r)]
+    runs: list[tuple[str, list[Scored]]] = [
+        ("plain inputs, predict's defaults", [plain_scored(both, r) for r in rows])
+    ]
+    for g in dict.fromkeys(group_of(both, r) for r in rows):
+        if g in plains:
+            with plain_defaults(fits[g], plains[g]):
+                scored_ = [
+                    plain_scored(both, r, fits[g].interference)
+                    for r in rows
+                    if group_of(both, r) == g
+                ]
+            runs.append((f"plain inputs, fitted without {g}", scored_))
+    for name, results in runs:
+        for s in results:
+            r = s.row
+            print(
+                f"{name}: {r['source']} {r['model']} {r['workers']} GPUs {r['network']}: "
+                f"E {s.measured:.3f} point {s.point:.3f} band {s.low:.2f}-{s.high:.2f} "
+                f"diff {s.error:+.3f}"
+            )
+        print(figures(name, results) + " (python evaluation/published.py --unseen)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--markdown", action="store_true", help="print the table of docs/benchmarks.md")
@@ -328,17 +530,30 @@ def main(argv: list[str] | None = None) -> int:
         "--fit", action="store_true", help="fit predict's constants to every CNN row (its defaults)"
     )
     p.add_argument("--data", type=Path, default=DATA)
+    p.add_argument(
+        "--unseen",
+        type=Path,
+        default=None,
+        help="score the CNN rows of this file (published.json's format) with plain inputs",
+    )
     args = p.parse_args(argv)
     data = load(args.data)
+    if args.unseen is not None:
+        return unseen_main(data, load(args.unseen))
     if args.fit:
-        cases = [case(r) for r in data["rows"] if not transformer(r)]
+        cases = [bare(case(r)) for r in data["rows"] if not transformer(r)]
         found = fit_constants(cases)
         print(
             f"fitted on all {len(cases)} CNN rows: {constants(found)}; mean |point - published| "
             f"{found.mean_abs:.3f}"
         )
+        plain = fit_plain(data, found)
+        print(
+            f"then, plain inputs only: {plain_constants(plain)}; mean |point - published| "
+            f"{plain.mean_abs:.3f}"
+        )
         return 0
-    results, fits = leave_one_source_out(data)
+    results, fits, users, plains = leave_one_source_out(data)
     cnn = [s for s in results if not transformer(s.row)]
     sharded = [s for s in results if transformer(s.row)]
     for s in results:
@@ -352,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     if args.markdown:
-        _table(cnn)
+        _table(cnn, users)
         if sharded:
             print()
             _transformer_table(sharded)
@@ -361,6 +576,8 @@ def main(argv: list[str] | None = None) -> int:
             print("python -m hpcbench " + shlex.join(default_argv(r)))
     for g, found in fits.items():
         print(f"fitted without {g}: {constants(found)}", file=sys.stderr)
+    for g, plain in plains.items():
+        print(f"fitted without {g}, plain inputs: {plain_constants(plain)}", file=sys.stderr)
     for g in fits:
         print(figures(f"  {g}", [s for s in results if s.group == g]), file=sys.stderr)
     print(
@@ -376,6 +593,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         figures(
+            "plain inputs, in sample, predict's defaults",
+            [plain_scored(data, r) for r in data["rows"] if not transformer(r)],
+        ),
+        file=sys.stderr,
+    )
+    for g in dict.fromkeys(s.group for s in users):
+        print(figures(f"  plain inputs: {g}", [s for s in users if s.group == g]), file=sys.stderr)
+    print(
+        figures(
             "transformers with predict's defaults (fitted on the CNN rows only)",
             [s for s in everyone if transformer(s.row)],
         ),
@@ -384,6 +610,11 @@ def main(argv: list[str] | None = None) -> int:
     groups = len({s.group for s in cnn})
     print(
         figures(f"leave one source out, {groups} source groups", cnn)
+        + " (python evaluation/published.py)",
+        file=sys.stderr,
+    )
+    print(
+        figures(f"plain inputs, leave one source out, {groups} source groups", users)
         + " (python evaluation/published.py)",
         file=sys.stderr,
     )

@@ -234,6 +234,16 @@ DDP_FIRST_BUCKET_BYTES = 1024**2
 # cycle the tensors ready by then are fused into messages of up to 128 MB.
 HOROVOD_FUSION_BYTES = 128 * 1024**2
 HOROVOD_CYCLE_S = 1e-3
+# Horovod's fusion threshold and cycle by release, newest first: (releases, bytes,
+# seconds). Before v0.21.0 every release fuses up to 64 MiB every 5 ms
+# (horovod/common/operations.cc at v0.15.2, 42c0977: 'int64_t tensor_fusion_threshold =
+# 64 * 1024 * 1024;' and 'double cycle_time_ms = 5;'); v0.21.0 raised both defaults
+# (horovod#2468, above). DDP's bucket_cap_mb has one default, 25 MiB, in every release
+# the published rows ran (torch/nn/parallel/distributed.py), so it has no table.
+HOROVOD_RELEASES = (
+    ("Horovod 0.21 and later", HOROVOD_FUSION_BYTES, HOROVOD_CYCLE_S),
+    ("Horovod before 0.21", 64 * 1024**2, 5e-3),
+)
 # A background taking more of the computation's cores than this leaves it no time
 # worth predicting from; the share is capped here rather than dividing by ~0.
 MAX_BACKGROUND_SHARE = 0.9

@@ -14,7 +14,11 @@ as the backend groups them, queued on a two-level link: the node's NIC
 shared by its workers, PCIe or NVLink inside it) and the two-bound band.
 The link achieves a share of its line rate (--link-efficiency, else the
 default of its --transport), and communication during backward slows
-backward by --interference of its time; docs/method.md has the model.
+backward by --interference of its time; one node's GPUs lose --node-loss each.
+Each set-up detail not given (the node's loss, NCCL's algorithm, Horovod's
+release, the interconnect inside a node, the transport) takes a default fitted
+to published rows; where its other common choice moves E, an "assumed:" line
+gives E under it, and the band widens; docs/method.md has the model.
 A transformer (the workload's configurations, or a published model's shape:
 hpcbench.sharded_model) is predicted per FSDP unit from its configuration's
 FLOPs under --parallel ddp, fsdp2 or hsdp, in tokens/s.
@@ -33,11 +37,15 @@ from typing import Any
 from hpcbench import allreduce_model, analysis, sharded_model
 from hpcbench.errors import UsageError
 from hpcbench.scaling_model import (
+    ASSUMPTION_MIN,
     DEFAULT_INTERFERENCE,
     DEFAULT_INTRA_NODE,
+    DEFAULT_TREE,
     INTRA_NODE,
     LATENCY_US,
     LINK_EFFICIENCY,
+    NODE_LOSS,
+    PLAIN_BAND,
     RDMA_EFFICIENCY,
     TCP_EFFICIENCY,
     Case,
@@ -45,12 +53,14 @@ from hpcbench.scaling_model import (
     case_point,
     fit,
     parse_link,
+    plain_band,
     predictions,
 )
 from hpcbench.specs import count_type, megabytes_type, parse_int_list, transformer_configs, units
 from hpcbench.store import Store
 
 MAX_WORKERS = 4096
+DEFAULT_TRANSPORT = "tcp"
 
 
 def store_cases(args: argparse.Namespace) -> list[Case]:
@@ -89,7 +99,7 @@ def store_cases(args: argparse.Namespace) -> list[Case]:
                 args.latency_us if args.latency_us is not None else LATENCY_US[args.transport]
             )
             * 1e-6,
-            nccl=args.collectives == "nccl",
+            nccl=None if args.collectives is None else args.collectives == "nccl",
         )
         cases.append(Case(plan, rate, s.efficiency, args.transport))
     nodes = sorted({math.ceil(k.plan.workers[0] / k.plan.gpus_per_node) for k in cases})
@@ -171,6 +181,7 @@ REALS: dict[str, tuple[float, float]] = {
     "link-efficiency": (0.01, 1.0),
     "interference": (0.0, 1.0),
     "intra-busbw": (0.001, 10_000.0),  # GB/s
+    "node-loss": (0.0, 1.0),
 }
 
 
@@ -255,20 +266,22 @@ def plan_from(args: argparse.Namespace) -> Plan:
         share = (
             args.link_efficiency
             if args.link_efficiency is not None
-            else (LINK_EFFICIENCY[args.transport])
+            else (LINK_EFFICIENCY[args.transport or DEFAULT_TRANSPORT])
         )
         source = (
             "--link-efficiency"
             if args.link_efficiency is not None
-            else (f"{args.transport} default")
+            else (f"{args.transport or DEFAULT_TRANSPORT} default")
         )
         busbw = rate / 8 * share
         note = (
             f"link {rate / 1e9:g} Gbit/s x {share:.2f} ({source}) = "
             f"{busbw * 8 / 1e9:.2f} Gbit/s achieved"
         )
-    latency_us = args.latency_us if args.latency_us is not None else LATENCY_US[args.transport]
-    intra = args.intra_busbw * 1e9 if args.intra_busbw is not None else INTRA_NODE[args.intra_node]
+    transport = args.transport or DEFAULT_TRANSPORT
+    latency_us = args.latency_us if args.latency_us is not None else LATENCY_US[transport]
+    intra_name = args.intra_node or DEFAULT_INTRA_NODE
+    intra = args.intra_busbw * 1e9 if args.intra_busbw is not None else INTRA_NODE[intra_name]
     interference = DEFAULT_INTERFERENCE if args.interference is None else args.interference
     workers = parse_int_list(args.workers, "--workers", MAX_WORKERS)
     gloo = transformer and args.collectives == "gloo"
@@ -289,7 +302,14 @@ def plan_from(args: argparse.Namespace) -> Plan:
         grouping=grouping,
         intra_busbw=intra,
         interference=interference,
-        nccl=args.collectives == "nccl",
+        # A transformer's default is NCCL's ring or tree, as before the CNNs' defaults.
+        nccl=(
+            args.collectives != "gloo"
+            if transformer
+            else (None if args.collectives is None else args.collectives == "nccl")
+        ),
+        node_loss=args.node_loss,
+        intra_assumed=args.intra_busbw is None and args.intra_node is None,
         link_note=note,
         seq_len=seq_len,
         parallel=args.parallel,
@@ -302,11 +322,15 @@ def plan_from(args: argparse.Namespace) -> Plan:
 
 
 def main(args: argparse.Namespace) -> int:
+    guessed = args.transport is None  # whether the link's transport is an assumption
+    args = argparse.Namespace(**{**vars(args), "transport": args.transport or DEFAULT_TRANSPORT})
     if args.calibrate is not None:
         return calibrate_main(args)
     plan = plan_from(args)
     # The rows are numbers; each also gets the link figures it stands on, some of them text.
     rows: list[dict[str, Any]] = predictions(plan)
+    if guessed and args.link is not None and args.link_efficiency is None and not plan.transformer:
+        _other_transport(args, plan, rows)
     for r in rows:  # each row says which link figures it stands on
         r.update(
             busbw=plan.busbw,
@@ -326,7 +350,8 @@ def main(args: argparse.Namespace) -> int:
         f"single-worker step {plan.step_time_s * 1e3:.1f} ms; {plan.link_note}, "
         f"latency {plan.latency_s * 1e6:.0f} us across nodes; inside a node "
         f"{plan.intra_busbw / 1e9:g} GB/s; interference {plan.interference:.2f}"
-        f"{'; NCCL ring or tree' if plan.nccl else '; ring'}"
+        f"{'; NCCL ring or tree' if plan.tree else '; ring'}"
+        f"{' (assumed)' if plan.nccl is None else ''}; {_node_note(plan)}"
     )
     print(
         f"{'workers':>7} {'nodes':>5} {'E (point)':>9} {'E band':>11} {'all-reduce':>10} "
@@ -342,9 +367,64 @@ def main(args: argparse.Namespace) -> int:
     print(
         "point: one step replayed (gradients ready layer by layer in backward, grouped as the "
         "backend groups them, queued on the link; overlapped communication slows backward by "
-        "the interference share of it); band: no overlap to full overlap"
+        "the interference share of it), times one node's sharing; band: no overlap to full "
+        "overlap"
+        + (
+            f", widened to {PLAIN_BAND[0]:+.2f}/{PLAIN_BAND[1]:+.2f} around the point where "
+            "a set-up detail was assumed (what published rows called so missed by)"
+            if any(r["assumptions"] and r["nodes"] > 1 for r in rows)
+            else ""
+        )
     )
+    for line in assumption_lines(rows):
+        print(line)
     return 0
+
+
+def _other_transport(args: argparse.Namespace, plan: Plan, rows: list[dict[str, Any]]) -> None:
+    """The transport, where none was given, as the set-up details predictions() names:
+    the rows' E over the other transport, and the band widened where it moves E."""
+    other = "rdma" if args.transport == "tcp" else "tcp"
+    alt = predictions(plan_from(argparse.Namespace(**{**vars(args), "transport": other})), False)
+    for r, a in zip(rows, alt, strict=True):
+        if abs(a["efficiency"] - r["efficiency"]) < ASSUMPTION_MIN:
+            continue
+        if r["nodes"] > 1:
+            r["efficiency_low"], r["efficiency_high"] = plain_band(
+                r["efficiency"],
+                min(r["efficiency_low"], a["efficiency_low"]),
+                max(r["efficiency_high"], a["efficiency_high"]),
+            )
+        r["assumptions"].append(
+            {
+                "detail": "transport",
+                "assumed": f"{args.transport} between nodes",
+                "other": other,
+                "option": f"--transport {other}",
+                "efficiency": a["efficiency"],
+            }
+        )
+
+
+def _node_note(plan: Plan) -> str:
+    if plan.gpus_per_node <= 1:
+        return "one worker per node"
+    how = "--node-loss" if plan.node_loss is not None else "assumed"
+    return f"a node loses {plan.loss:.2%} of E per further GPU ({how})"
+
+
+def assumption_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per set-up detail assumed that moves E, at the largest worker count where
+    it does: what was assumed, and E under the other common choice."""
+    last: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    for r in rows:
+        for a in r.get("assumptions", []):
+            last[a["detail"]] = (r, a)
+    return [
+        f"assumed: {a['assumed']}; E at {r['workers']} workers {r['efficiency']:.2f}, "
+        f"{a['efficiency']:.2f} under {a['other']} ({a['option']})"
+        for r, a in last.values()
+    ]
 
 
 def _transformer_sources(args: argparse.Namespace, plan: Plan) -> dict[str, str]:
@@ -375,11 +455,11 @@ def _transformer_sources(args: argparse.Namespace, plan: Plan) -> dict[str, str]
             ),
             plan.parallel,
         )
-    named = "--intra-node" if args.intra_node != DEFAULT_INTRA_NODE else "the default"
+    named = "--intra-node" if args.intra_node is not None else "the default"
     intra = (
         f"--intra-busbw {args.intra_busbw:g} GB/s"
         if args.intra_busbw is not None
-        else f"{args.intra_node}, {named}"
+        else f"{args.intra_node or DEFAULT_INTRA_NODE}, {named}"
     )
     fitted = (
         "--interference"
@@ -521,11 +601,11 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--transport",
-        default="tcp",
+        default=None,
         choices=sorted(LINK_EFFICIENCY),
         help="between nodes: its default link efficiency (tcp "
         f"{TCP_EFFICIENCY:.2f}, rdma {RDMA_EFFICIENCY:.2f}) and "
-        "latency",
+        f"latency (default {DEFAULT_TRANSPORT}, assumed)",
     )
     p.add_argument(
         "--link-efficiency",
@@ -550,10 +630,18 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--intra-node",
-        default=DEFAULT_INTRA_NODE,
+        default=None,
         choices=list(INTRA_NODE),
         help="interconnect inside a node: pcie3-5, nvlink2 (V100), nvlink3 (A100), "
-        "nvlink4 (H100), nvlink5 (B200)",
+        f"nvlink4 (H100), nvlink5 (B200) (default {DEFAULT_INTRA_NODE}, assumed)",
+    )
+    p.add_argument(
+        "--node-loss",
+        type=real_type("node-loss"),
+        default=None,
+        help="share of E one node loses per further busy GPU, its GPUs sharing the NIC and "
+        f"PCIe switch: E(g) = 1 / (1 + loss (g-1)) (default {NODE_LOSS:g}, fitted to "
+        "published nodes; 0: none)",
     )
     p.add_argument(
         "--intra-busbw",
@@ -563,10 +651,13 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--collectives",
-        default="nccl",
+        default=None,
         choices=["nccl", "gloo"],
-        help="nccl: ring or tree, whichever is faster per message; gloo: ring (a "
-        "transformer's: Gloo on CPU nodes, blocking, its reduce-scatter an all-reduce)",
+        help="nccl: ring or tree, whichever is faster per message (NCCL 2.4 and later); "
+        "gloo: rings only (NCCL before 2.4; a transformer's: Gloo on CPU nodes, blocking, "
+        "its reduce-scatter an all-reduce). Default: a transformer's nccl; a CNN's "
+        f"{'ring or tree' if DEFAULT_TREE else 'rings only'}, assumed (fitted to published "
+        "rows)",
     )
     p.add_argument(
         "--interference",

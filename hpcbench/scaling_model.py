@@ -7,16 +7,21 @@ single worker's step time, the workers packed onto nodes, and the two-level link
 (the node's NIC shared by its workers, PCIe or NVLink inside it). predictions()
 replays one step per worker count (hpcbench.allreduce_model) into a point and its
 two-bound band; fit() finds the link efficiency and interference that make the
-points closest to measured efficiencies. The defaults below are stated with their
-sources; docs/method.md has the model. `hpcbench predict` (predict.py) and the
-campaign's plan (campaign/estimate.py) both predict through this module.
+points closest to measured efficiencies, and fit_plain() the defaults a plan takes for
+the set-up details it is not told (one node's loss, NCCL's algorithm, the wider band),
+which predictions() names as assumptions with the answer under the other choice. The
+defaults below are stated with their sources; docs/method.md has the model. `hpcbench
+predict` (predict.py) and the campaign's plan (campaign/estimate.py) both predict
+through this module.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import statistics
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from hpcbench import allreduce_model, sharded_model
 from hpcbench.errors import UsageError
@@ -66,6 +71,26 @@ INTRA_NODE = {
     "nvlink5": 900e9,
 }
 DEFAULT_INTRA_NODE = "pcie3"
+# What a plan takes where it is told nothing of: the other common choice for each
+# (assumptions()) and the constants below, fitted after the link efficiency and the
+# interference, to every published CNN row called with plain inputs only (model, batch,
+# workers, GPUs per node, one worker's images/s, link rate, transport, backend; `python
+# evaluation/published.py --fit`), least absolute error:
+# - NODE_LOSS: how the GPUs of one node share its NIC and PCIe switch: one node of g busy
+#   GPUs runs at E = 1 / (1 + NODE_LOSS (g - 1)) of g lone GPUs (the published nodes
+#   measured 0.80-1.00, evaluation/published.json), on a 0.0025 grid;
+# - DEFAULT_TREE: whether NCCL may take its tree (2.4 and later) or only rings (before
+#   2.4, or where its tuning keeps rings): the published rows fit rings better;
+# - PLAIN_BAND: the 5th and 95th percentiles of measured - point over those rows,
+#   which widen the band of a plan that assumed any set-up detail that matters.
+NODE_LOSS = 0.0075
+DEFAULT_TREE = False
+PLAIN_BAND = (-0.104, 0.061)
+# A set-up detail is named as an assumption where its other common choice moves E by
+# this much or more.
+ASSUMPTION_MIN = 0.01
+# The other common choice inside a node where none was given: NVLink 2 (V100 SXM2).
+OTHER_INTRA_NODE = "nvlink2"
 
 
 def parse_link(text: str) -> float:
@@ -147,7 +172,12 @@ class Plan:
     intra_busbw: float = INTRA_NODE[DEFAULT_INTRA_NODE]  # bytes/s inside a node
     intra_latency_s: float = INTRA_LATENCY_US * 1e-6
     interference: float = DEFAULT_INTERFERENCE
-    nccl: bool = False  # NCCL's tree for small messages
+    # NCCL's tree for small messages (2.4 and later); None: not known, DEFAULT_TREE.
+    nccl: bool | None = None
+    # One node's loss per further busy GPU (node_factor); None: not known, NODE_LOSS.
+    node_loss: float | None = None
+    # Whether intra_busbw is DEFAULT_INTRA_NODE's because none was given.
+    intra_assumed: bool = False
     link_note: str = ""  # where busbw came from, for every output
     # CPU nodes: the backend's own work as a probe on the same nodes measured it.
     cpu: allreduce_model.CpuWork = allreduce_model.CpuWork()
@@ -170,6 +200,22 @@ class Plan:
     def transformer(self) -> bool:
         return sharded_model.shape(self.model) is not None
 
+    @property
+    def tree(self) -> bool:
+        return DEFAULT_TREE if self.nccl is None else self.nccl
+
+    @property
+    def loss(self) -> float:
+        return NODE_LOSS if self.node_loss is None else self.node_loss
+
+
+def node_factor(loss: float, workers: int, gpus_per_node: int) -> float:
+    """What one node's sharing leaves of E: 1 / (1 + loss (m - 1)) for its m busy GPUs.
+    The two-level link sees no loss inside a node but its link's; the published nodes
+    lose up to 20% on PCIe switches and NICs their GPUs share (docs/method.md)."""
+    m = min(workers, gpus_per_node)
+    return 1.0 / (1.0 + loss * (m - 1)) if m > 1 else 1.0
+
 
 def link_for(plan: Plan, workers: int) -> allreduce_model.TwoLevelLink:
     """The two-level link of `workers` workers packed gpus_per_node to a node."""
@@ -180,35 +226,138 @@ def link_for(plan: Plan, workers: int) -> allreduce_model.TwoLevelLink:
         busbw=plan.busbw,
         intra_latency_s=plan.intra_latency_s,
         intra_busbw=plan.intra_busbw,
-        tree=plan.nccl,
+        tree=plan.tree,
     )
 
 
-def predictions(plan: Plan) -> list[dict[str, float]]:
+def predictions(plan: Plan, assumptions: bool = True) -> list[dict[str, Any]]:
     """One row per worker count of the plan: the point, its band, the communication's
     time and what of it is exposed, and the images/s (tokens/s for a transformer) that
-    follow."""
+    follow. A CNN's row also lists, under "assumptions", each set-up detail the plan
+    was not told whose other common choice moves E by ASSUMPTION_MIN or more (that
+    choice's E with it); where there is one across nodes, the band takes in the other
+    choices' bands and PLAIN_BAND around the point (assumptions=False: neither, as
+    fit() replays)."""
     if plan.transformer:
         return [_transformer_row(plan, n) for n in plan.workers]
-    layers = list(model_layers(plan.model, plan.image_size))
     rows = []
     for n in plan.workers:
-        link = link_for(plan, n)
-        p = allreduce_model.predict_point(
-            plan.step_time_s, layers, link, plan.grouping, plan.interference, plan.cpu
-        )
-        rows.append(
-            {
-                "workers": n,
-                "nodes": link.nodes,
-                **{k: v for k, v in asdict(p).items() if k != "workers"},
-            }
-        )
-        rows[-1]["images_per_s"] = n * plan.batch / p.step_s
+        row = _cnn_row(plan, n)
+        if assumptions:
+            named = [
+                a
+                for a in _assumed(plan, n)
+                if abs(a["efficiency"] - row["efficiency"]) >= ASSUMPTION_MIN
+            ]
+            bands = [a.pop("band") for a in named]
+            row["assumptions"] = named
+            if named and row["nodes"] > 1:
+                row["efficiency_low"], row["efficiency_high"] = plain_band(
+                    row["efficiency"],
+                    min([row["efficiency_low"], *(low for low, _ in bands)]),
+                    max([row["efficiency_high"], *(high for _, high in bands)]),
+                )
+        rows.append(row)
     return rows
 
 
-def _transformer_row(plan: Plan, n: int) -> dict[str, float]:
+def plain_band(
+    point: float, low: float, high: float, spread: tuple[float, float] | None = None
+) -> tuple[float, float]:
+    """The band of a plan that assumed a set-up detail: the model's own, widened to
+    `spread` (default PLAIN_BAND: the 5th and 95th percentiles of measured - point)
+    around the point."""
+    lo, hi = PLAIN_BAND if spread is None else spread
+    return max(0.0, min(low, point + lo)), min(1.0, max(high, point + hi))
+
+
+def _cnn_row(plan: Plan, n: int) -> dict[str, Any]:
+    """One worker count of a CNN's plan: the replay, scaled by one node's sharing."""
+    link = link_for(plan, n)
+    p = allreduce_model.predict_point(
+        plan.step_time_s,
+        list(model_layers(plan.model, plan.image_size)),
+        link,
+        plan.grouping,
+        plan.interference,
+        plan.cpu,
+    )
+    f = node_factor(plan.loss, n, plan.gpus_per_node)
+    row: dict[str, Any] = {
+        "workers": n,
+        "nodes": link.nodes,
+        **{k: v for k, v in asdict(p).items() if k != "workers"},
+    }
+    row.update(
+        step_s=p.step_s / f,
+        efficiency=p.efficiency * f,
+        efficiency_low=p.efficiency_low * f,
+        efficiency_high=p.efficiency_high * f,
+        node_factor=f,
+        images_per_s=n * plan.batch * f / p.step_s,
+    )
+    return row
+
+
+def _assumed(plan: Plan, n: int) -> list[dict[str, Any]]:
+    """Each set-up detail the plan was not told, at n workers: what was assumed, the
+    other common choice, E under that choice, and the option that states it."""
+    out: list[dict[str, Any]] = []
+
+    def other(detail: str, assumed: str, choice: str, option: str, alt: Plan) -> None:
+        r = _cnn_row(alt, n)
+        out.append(
+            {
+                "detail": detail,
+                "assumed": assumed,
+                "other": choice,
+                "option": option,
+                "efficiency": r["efficiency"],
+                "band": (r["efficiency_low"], r["efficiency_high"]),
+            }
+        )
+
+    nodes = math.ceil(n / plan.gpus_per_node)
+    if plan.gpus_per_node > 1 and n > 1 and plan.node_loss is None:
+        other(
+            "node",
+            f"a node's GPUs share its NIC and PCIe switch, {NODE_LOSS:.2%} of E lost per "
+            "further GPU (fitted to published nodes)",
+            "a node that loses nothing inside",
+            "--node-loss 0",
+            replace(plan, node_loss=0.0),
+        )
+    if nodes > 1 and plan.nccl is None:
+        name = {True: "NCCL ring or tree (2.4 and later)", False: "NCCL rings only"}
+        other(
+            "collectives",
+            name[DEFAULT_TREE],
+            name[not DEFAULT_TREE],
+            "--collectives " + ("gloo" if DEFAULT_TREE else "nccl"),
+            replace(plan, nccl=not DEFAULT_TREE),
+        )
+    g = plan.grouping
+    if nodes > 1 and g.backend == "horovod" and g.message_bytes is None and g.cycle_s is None:
+        (now, *_), (before, size, cycle) = allreduce_model.HOROVOD_RELEASES
+        other(
+            "fusion",
+            f"{now}: {g.describe()}",
+            f"{before}: fused up to {size / 1024**2:g} MiB every {cycle * 1e3:g} ms",
+            f"--fusion-threshold-mb {size / 1024**2:g} --cycle-time-ms {cycle * 1e3:g}",
+            replace(plan, grouping=allreduce_model.Grouping("horovod", size, cycle)),
+        )
+    if plan.intra_assumed and plan.gpus_per_node > 1 and n > 1:
+        other(
+            "intra_node",
+            f"{DEFAULT_INTRA_NODE} inside a node",
+            f"{OTHER_INTRA_NODE} inside a node",
+            f"--intra-node {OTHER_INTRA_NODE}",
+            replace(plan, intra_busbw=INTRA_NODE[OTHER_INTRA_NODE]),
+        )
+    return out
+
+
+def _transformer_row(plan: Plan, n: int) -> dict[str, Any]:
     """One worker count of a transformer's plan: DDP's step replayed as the CNNs' is
     (the blocks as layers), FSDP2's and HSDP's by hpcbench.sharded_model."""
     config = sharded_model.shape(plan.model)
@@ -248,7 +397,7 @@ def _transformer_row(plan: Plan, n: int) -> dict[str, float]:
             plan.interference,
             plan.cpu,
         )
-    row: dict[str, float] = {
+    row: dict[str, Any] = {
         "workers": n,
         "nodes": link.nodes,
         **{k: v for k, v in asdict(p).items() if k != "workers"},
@@ -304,7 +453,7 @@ class _Parts:
     """One case's replay at one link efficiency, taken apart so that interferences can
     be tried without replaying: step = t1 + exposed + interference x hidden; the band's
     ends as steps (they do not depend on the interference); `node`, the same for one full
-    node where the case has a measured one."""
+    node where the case has a measured one; `sharing`, node_factor where it has none."""
 
     t1: float
     exposed: float
@@ -312,9 +461,10 @@ class _Parts:
     low_step: float = math.inf
     high_step: float = math.inf
     node: _Parts | None = None
+    sharing: float = 1.0
 
     def _own(self, interference: float) -> float:
-        return self.t1 / (self.t1 + self.exposed + interference * self.hidden)
+        return self.t1 / (self.t1 + self.exposed + interference * self.hidden) * self.sharing
 
     def factor(self, measured_node: float | None, interference: float) -> float:
         """What rescales the point to the measured node (1 without one)."""
@@ -327,12 +477,16 @@ class _Parts:
 
     def band(self, interference: float, measured_node: float | None = None) -> tuple[float, float]:
         """(low, high) of E, rescaled as the point."""
-        k = self.factor(measured_node, interference)
+        k = self.factor(measured_node, interference) * self.sharing
         return self.t1 / self.low_step * k, min(1.0, self.t1 / self.high_step * k)
 
 
 def _replay_parts(plan: Plan, workers: int) -> _Parts:
-    row = predictions(replace(plan, workers=[workers], interference=1.0))[0]
+    """The replay alone: no node sharing (the case's measured node, or node_factor where
+    the scorer applies it) and no assumptions."""
+    row = predictions(
+        replace(plan, workers=[workers], interference=1.0, node_loss=0.0), assumptions=False
+    )[0]
     t1 = plan.step_time_s
     return _Parts(
         t1,
@@ -348,8 +502,11 @@ def case_parts(case: Case, efficiency: float) -> _Parts:
     n = plan.workers[0]
     parts = _replay_parts(plan, n)
     node = case.node_workers or plan.gpus_per_node
+    g = plan.gpus_per_node
+    parts = replace(parts, sharing=node_factor(plan.loss, n, g))
     if case.node_efficiency is not None and 1 < node < n:
-        parts = replace(parts, node=_replay_parts(plan, node))
+        mine = replace(_replay_parts(plan, node), sharing=node_factor(plan.loss, node, g))
+        parts = replace(parts, node=mine)
     return parts
 
 
@@ -405,3 +562,57 @@ def fit(
             best = Fit(shares, c, total / len(cases))
     assert best is not None
     return best
+
+
+@dataclass(frozen=True)
+class PlainFit:
+    """The constants of what a plan is not told (NODE_LOSS, DEFAULT_TREE, PLAIN_BAND)."""
+
+    node_loss: float
+    tree: bool
+    band: tuple[float, float]  # 5th and 95th percentiles of measured - point
+    mean_abs: float
+
+
+# One node's loss per further GPU: 0-5% on a 0.25% grid.
+NODE_LOSS_GRID = tuple(round(0.0025 * i, 4) for i in range(21))
+
+
+def plain_point(case: Case, parts: _Parts, interference: float, loss: float) -> float:
+    """A case's point (its plan's node_loss 0) as a plan with one node's loss `loss`
+    gets it."""
+    n = case.plan.workers[0]
+    return parts.point(interference) * node_factor(loss, n, case.plan.gpus_per_node)
+
+
+def fit_plain(
+    cases: dict[bool, list[Case]],
+    found: Fit,
+    grid: tuple[float, ...] = NODE_LOSS_GRID,
+    cache: dict | None = None,
+) -> PlainFit:
+    """The node loss and NCCL's algorithm that make plain-input points closest to the
+    measured efficiencies (least absolute error), given the link efficiency and the
+    interference already fitted; cases[tree]: the same cases with NCCL's tree allowed
+    (True) or rings only (False). The band: the percentiles of what is left."""
+    cache = {} if cache is None else cache
+    best: tuple[float, float, bool, list[float]] | None = None
+    for tree, ks in sorted(cases.items()):
+        parts = []
+        for k in ks:
+            e = found.efficiency[k.transport]
+            if (id(k), e) not in cache:
+                cache[id(k), e] = case_parts(k, e)
+            parts.append(cache[id(k), e])
+        for loss in grid:
+            left = [
+                k.measured - plain_point(k, p, found.interference, loss)
+                for k, p in zip(ks, parts, strict=True)
+            ]
+            err = sum(abs(x) for x in left) / len(left)
+            if best is None or err < best[0] - 1e-12:
+                best = (err, loss, tree, left)
+    assert best is not None
+    err, loss, tree, left = best
+    cuts = statistics.quantiles(left, n=20, method="inclusive")
+    return PlainFit(loss, tree, (round(cuts[0], 3), round(cuts[-1], 3)), err)

@@ -390,9 +390,25 @@ def test_each_published_source_is_scored_with_constants_fitted_without_it(monkey
         seen.append({group[cases[id(k)]] for k in train})
         return scaling_model.Fit({"tcp": 0.9, "rdma": 1.0}, 0.3, 0.0)
 
+    real_bare = published.bare
+
+    def bare(k):
+        b = real_bare(k)
+        cases[id(b)] = cases[id(k)]
+        return b
+
+    monkeypatch.setattr(published, "bare", bare)
+    plain_seen = []
+    real_fit_plain = published.fit_plain
+
+    def fit_plain(data, found, groups=None, cache=None, cases=None):
+        plain_seen.append(set(groups))
+        return real_fit_plain(data, found, groups, cache, cases)
+
     monkeypatch.setattr(published, "case", case)
     monkeypatch.setattr(published, "fit_constants", fit_constants)
-    results, fits = published.leave_one_source_out(data)
+    monkeypatch.setattr(published, "fit_plain", fit_plain)
+    results, fits, users, plains = published.leave_one_source_out(data)
     everyone = set(group.values())
     sharded = {published.group_of(data, r) for r in data["rows"] if published.transformer(r)}
     assert len(sharded) >= 3 and len(seen) == len(everyone) == len(fits)
@@ -403,6 +419,15 @@ def test_each_published_source_is_scored_with_constants_fitted_without_it(monkey
     assert sorted(tuple(g) for g in left if len(g) == 1) == sorted((g,) for g in sharded)
     assert sorted(key[id(s.row)] for s in results) == sorted(key.values())
     assert all(s.group == group[key[id(s.row)]] for s in results)
+    # Scored as a user calls predict: the plain-input defaults are fitted on the other
+    # CNN groups only, and every CNN row is scored once so.
+    cnn_groups = everyone - sharded
+    assert all(len(cnn_groups - s) == 1 for s in plain_seen)
+    assert sorted(g for s in plain_seen for g in cnn_groups - s) == sorted(cnn_groups)
+    assert set(plains) == cnn_groups
+    assert sorted(key[id(s.row)] for s in users) == sorted(
+        k for k, g in group.items() if g in cnn_groups
+    )
     for name in ("published", "cli"):  # evaluation's, not hpcbench's
         sys.modules.pop(name, None)
 
@@ -440,7 +465,7 @@ def test_the_fit_scores_a_case_with_a_measured_node_as_rescaled():
     case = scaling_model.Case(plan, 1e10, 0.7, "tcp", node_efficiency=0.9)
     share, inter = 0.5, 0.3
     tried = replace(plan, workers=[4, 16], busbw=1e10 / 8 * share, interference=inter)
-    node, across = scaling_model.predictions(tried)
+    node, across = scaling_model.predictions(tried, assumptions=False)
     want = scaling_model.rescaled_to_node(across, node, 0.9)
     assert scaling_model.case_point(case, share, inter) == pytest.approx(want["efficiency"])
     low, high = scaling_model.case_band(case, share, inter)
@@ -451,7 +476,7 @@ def test_the_fit_scores_a_case_with_a_measured_node_as_rescaled():
     # A source that measured 2 of the node's 4 GPUs: rescaled by what 2 workers on one
     # node were predicted, not 4.
     half = replace(case, node_workers=2)
-    two, _ = scaling_model.predictions(replace(tried, workers=[2, 16]))
+    two, _ = scaling_model.predictions(replace(tried, workers=[2, 16]), assumptions=False)
     want = scaling_model.rescaled_to_node(across, two, 0.9)
     assert scaling_model.case_point(half, share, inter) == pytest.approx(want["efficiency"])
     assert two["efficiency"] != node["efficiency"]
