@@ -10,13 +10,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import pytest
 from matplotlib.figure import Figure
 
-from hpcbench import analysis, export, figures, report
+from hpcbench import analysis, export, report
 from hpcbench.campaign import comparison
 from hpcbench.store import Store
+from tests.unit.test_figures import drawn
 
 SEQ = 64
 WHY = "no peak FLOPS known for 'cpu' in fp32"
@@ -128,20 +128,6 @@ def test_the_export_names_the_throughput_by_its_unit(tmp_path):
     assert by[("resnet18", "2")]["images_per_sec"] and not by[("resnet18", "2")]["tokens_per_sec"]
 
 
-def saved_figures(monkeypatch: pytest.MonkeyPatch, draw) -> list[Figure]:
-    saved: list[Figure] = []
-    save = figures.save_png
-
-    def keep(fig: Figure, path: Path, root: Path | None = None) -> Path:
-        saved.append(fig)
-        return save(fig, path, root)
-
-    monkeypatch.setattr(figures, "save_png", keep)
-    monkeypatch.setattr(plt, "close", lambda fig=None: None)
-    draw()
-    return saved
-
-
 def ylabels(figs: list[Figure]) -> set[str]:
     return {ax.get_ylabel() for fig in figs for ax in fig.axes if ax.get_ylabel()}
 
@@ -150,9 +136,9 @@ def test_the_report_charts_axes_say_tokens_or_images(monkeypatch, tmp_path):
     summaries = analysis.summarise(store_of(tmp_path).runs())
     lm = [s for s in summaries if s.unit == "tokens"]
     cnn = [s for s in summaries if s.unit == "images"]
-    lm_labels = ylabels(saved_figures(monkeypatch, lambda: report.make_plots(lm, tmp_path / "a")))
+    lm_labels = ylabels(drawn(monkeypatch, lambda: report.make_plots(lm, tmp_path / "a")))
     assert "tokens/s (total)" in lm_labels and not any("images" in x for x in lm_labels)
-    cnn_labels = ylabels(saved_figures(monkeypatch, lambda: report.make_plots(cnn, tmp_path / "b")))
+    cnn_labels = ylabels(drawn(monkeypatch, lambda: report.make_plots(cnn, tmp_path / "b")))
     assert "images/s (total)" in cnn_labels and not any("tokens" in x for x in cnn_labels)
 
 
@@ -160,7 +146,7 @@ def test_the_campaign_charts_give_each_workload_a_panel_in_its_unit(monkeypatch,
     summaries = analysis.summarise(store_of(tmp_path).runs())
     tb = type("Tb", (), {"title": "vw", "name": "vw"})()
     results = [comparison.TestbedResults(tb, [], [], summaries, comparison._points(summaries))]  # type: ignore[arg-type]
-    figs = saved_figures(monkeypatch, lambda: comparison.charts(results, tmp_path, "made by"))
+    figs = drawn(monkeypatch, lambda: comparison.charts(results, tmp_path, "made by"))
     throughput = [ax.get_ylabel() for fig in figs for ax in fig.axes if "/s" in ax.get_ylabel()]
     assert sorted(throughput) == ["images/s (all workers)", "tokens/s (all workers)"]
     rows = comparison.glance_rows(results)
