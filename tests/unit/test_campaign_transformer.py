@@ -6,6 +6,7 @@ refuses are refused."""
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from hpcbench import cli
 from hpcbench.campaign import campaign_file
+from hpcbench.campaign.journal import Journal
 from hpcbench.specs import transformer_configs
 from tests.unit.test_campaign_inputs import VALUES, outcome
 
@@ -76,6 +78,19 @@ def test_plan_forecasts_each_parallelism_in_tokens(tmp_path, capsys):
     assert "tokens/s" in out and "images/s" not in out
     assert "DDP: gradients all-reduced" in out and "FSDP2: parameters gathered" in out
     assert not (tmp_path / "out").exists()
+
+
+def test_status_counts_a_measured_transformer_cell_in_tokens(tmp_path, capsys):
+    path = write(tmp_path, BASE)
+    campaign = campaign_file.load(path)
+    cell = campaign.cells[-1]
+    Journal(campaign.out, campaign.name).cell(cell, "measured", runs=2, images_per_s=1234.5)
+    assert cli.main(["campaign", "status", str(path)]) == 0
+    [line] = [x for x in capsys.readouterr().out.splitlines() if cell.id in x]
+    assert line.endswith("fsdp2 measured  1234.5 tokens/s over 2 run(s)"), line
+    assert cli.main(["campaign", "status", "--json", str(path)]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["unit"] for r in rows["cells"]} == {"tokens"}
 
 
 def test_exclude_names_a_parallelism(tmp_path):
