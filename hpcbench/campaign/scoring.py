@@ -5,8 +5,8 @@ E; the error is forecast minus measured (above 0: the forecast was optimistic).
 
 A configuration is told by its testbed, parallelism (a transformer's sweep parts, one
 per `parallel:`; 'ddp' for a CNN), batch, workers and workers per node; the forecast's
-throughput is read in the configuration's unit (`images_per_s`, or `tokens_per_s` for a
-transformer) and carried as forecast_<made>_<unit>_per_s."""
+throughput (the journal's images_per_s, in its record's unit) is carried as
+forecast_<made>_<unit>_per_s: images, or tokens for a transformer."""
 
 from __future__ import annotations
 
@@ -49,10 +49,15 @@ class Forecasts:
         for made in FORECASTS:
             cell = self.of(testbed, s, made) or {}
             out[f"forecast_{made}_efficiency"] = self.efficiency(testbed, s, made)
+            # The journal keeps a forecast's figure under images_per_s, its unit beside
+            # it (forecast.CellForecast.record; none before transformers: images).
+            rate = cell.get("images_per_s")
+            said = cell.get("unit") or "images"
             for unit in UNITS:
-                rate = cell.get(f"{unit}_per_s") if unit == s.unit else None
                 out[f"forecast_{made}_{unit}_per_s"] = (
-                    float(rate) if isinstance(rate, int | float) else None
+                    float(rate)
+                    if unit == s.unit == said and isinstance(rate, int | float)
+                    else None
                 )
             out[f"forecast_{made}_error"] = self.error(testbed, s, made)
         return out

@@ -15,8 +15,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpcbench import cli
-from hpcbench.campaign import campaign_file
+from hpcbench import analysis, cli
+from hpcbench.campaign import campaign_file, scoring
 from hpcbench.campaign.journal import Journal
 from hpcbench.specs import transformer_configs
 from tests.unit.test_campaign_inputs import VALUES, outcome
@@ -41,6 +41,24 @@ BASE: dict[str, Any] = {
             "expect": {"tokens_per_s": 3000},
         }
     ],
+}
+
+
+# A 2-worker transformer configuration as the analysis summarises it.
+SUMMARY: dict[str, Any] = {
+    "env": "local",
+    "model": "gpt-tiny",
+    "backend": "ddp",
+    "batch": 4,
+    "image_size": 0,
+    "data": "synthetic",
+    "gpus_per_node": 1,
+    "nodes": 2,
+    "workers": 2,
+    "runs": 1,
+    "failed": 0,
+    "unit": "tokens",
+    "seq_len": 64,
 }
 
 
@@ -91,6 +109,31 @@ def test_status_counts_a_measured_transformer_cell_in_tokens(tmp_path, capsys):
     assert cli.main(["campaign", "status", "--json", str(path)]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {r["unit"] for r in rows["cells"]} == {"tokens"}
+
+
+def test_the_forecasts_tokens_are_scored_per_parallelism_in_tokens(tmp_path):
+    campaign = campaign_file.load(write(tmp_path, BASE))
+    [tb] = campaign.testbeds
+    journal = Journal(campaign.out, campaign.name)
+    parallel_of = {c.id: p.workload.parallel for p in tb.parts for c in p.cells}
+    for part, e in zip(tb.parts, (0.8, 0.6), strict=True):
+        cells = [
+            {"cell": c.id, "batch": c.batch, "nodes": c.nodes, "workers": c.workers}
+            | {"gpus_per_node": 1, "efficiency": e}
+            | {"images_per_s": 3000.0 * c.workers * e, "unit": "tokens"}
+            for c in part.cells
+        ]
+        journal.forecast(tb, "plan", cells)
+    forecasts = scoring.load(journal, parallel_of)
+    two = {
+        p: analysis.ConfigSummary(**SUMMARY, parallel=p, efficiency=0.7) for p in ("ddp", "fsdp2")
+    }
+    ddp, fsdp2 = (forecasts.fields("a", two[p]) for p in ("ddp", "fsdp2"))
+    assert ddp["forecast_plan_tokens_per_s"] == pytest.approx(4800.0)
+    assert fsdp2["forecast_plan_tokens_per_s"] == pytest.approx(3600.0)
+    assert ddp["forecast_plan_images_per_s"] is None
+    assert ddp["forecast_plan_error"] == pytest.approx(0.1)
+    assert fsdp2["forecast_plan_error"] == pytest.approx(-0.1)
 
 
 def test_exclude_names_a_parallelism(tmp_path):
