@@ -26,7 +26,7 @@ VARS := $(if $(NODES),--var node_count=$(NODES)) \
         $(if $(SLURM),--var enable_slurm=$(SLURM)) \
         $(if $(TOPOLOGY),--var topology=$(TOPOLOGY))
 
-.PHONY: help demo campaign figures scale report bench-deploy bench-harness bench-gpu bench-links bench-published tools host-packages engine venv wheelhouse terraform providers images deploy verify destroy \
+.PHONY: help demo campaign campaign-lm figures scale report bench-deploy bench-harness bench-gpu bench-links bench-published tools host-packages engine venv wheelhouse terraform providers images deploy verify destroy \
         test test-unit lint clean-cache
 
 # The usage lines above (those starting '#   '), then every target with the text
@@ -115,6 +115,12 @@ demo: ## a 4-node local testbed, its checks, a small sweep, a report (DEMO_OUT)
 CAMPAIGN ?= campaigns/local.yaml
 campaign: tools $(if $(filter campaigns/local.yaml,$(CAMPAIGN)),images) ## CAMPAIGN's testbeds in turn, one report
 	@$(PY) -m hpcbench campaign run $(CAMPAIGN) $(if $(RESUME),--resume)
+
+# The embedded transformer campaign: gpt-tiny under DDP and FSDP2 at 1 and 2 nodes,
+# the local testbed at 200 Mbit/s and 1 Gbit/s (campaigns/local-lm.yaml).
+#   make campaign-lm [RESUME=1]
+campaign-lm: tools images ## the small transformer (DDP, FSDP2) over two link rates, one report
+	@$(PY) -m hpcbench campaign run campaigns/local-lm.yaml $(if $(RESUME),--resume)
 
 # README's picture: the local campaign's charts, copied where README shows them
 # (each chart names the command that made it in its corner).

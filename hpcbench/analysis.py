@@ -1,7 +1,9 @@
 """Statistics over the results store: throughput, speedup, efficiency, CIs, jitter.
 
 Definitions (docs/method.md, "Measurement method"): a window's time is the slowest
-rank's; throughput X = workers * batch * steps / t; speedup S(N) = X(N)/X(1);
+rank's; throughput X = workers * batch * steps / t, in the workload's unit (unit_of:
+images for a CNN; tokens for a transformer, whose batch counts sequences of seq_len
+tokens); speedup S(N) = X(N)/X(1);
 efficiency E(N) = X(N) / (N * X(1)) with N workers; inter-node efficiency
 uses one full node as the base. CIs are Student-t 95% intervals: over
 repeats when there are two or more, else over one run's windows; the CIs of
@@ -17,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from hpcbench import allreduce_model, energy_use
+from hpcbench.specs import transformer_configs
 from hpcbench.store import CONFIG_FIELDS
 
 # Fields that name a scaling series; nodes and workers vary along it.
@@ -132,13 +135,38 @@ def outliers(values: list[float]) -> list[int]:
     return [i for i, v in enumerate(values) if abs(v - med) / spread > OUTLIER_Z]
 
 
+# What a workload's throughput counts, declared once per workload: bench/train.py's CNNs
+# train images, bench/lm.py's transformers tokens (their records say so in `unit`).
+IMAGES, TOKENS = "images", "tokens"
+UNITS = (IMAGES, TOKENS)
+
+
+def unit_of(model: Any) -> str:
+    """The unit a model's throughput is counted in (a failed run, which recorded none,
+    has its model's)."""
+    transformer = isinstance(model, str) and transformer_configs.is_transformer(model)
+    return TOKENS if transformer else IMAGES
+
+
+def seq_len_of(record: dict[str, Any]) -> int | None:
+    """A transformer run's tokens per sequence (the record's, else its configuration's
+    default); None for a CNN."""
+    model = record.get("model")
+    if unit_of(model) != TOKENS:
+        return None
+    return record.get("seq_len") or transformer_configs.CONFIGS[model].seq_len
+
+
 def window_throughputs(run: dict[str, Any]) -> list[float]:
-    images = run["workers"] * run["batch"] * run["steps"]
-    return [images / t for t in run["window_times"]]
+    """Each window's throughput in the run's unit: images, or tokens (batch sequences
+    of seq_len tokens per worker)."""
+    per_step = run["workers"] * run["batch"] * run["steps"] * (seq_len_of(run) or 1)
+    return [per_step / t for t in run["window_times"]]
 
 
 def run_stats(run: dict[str, Any]) -> dict[str, float]:
-    """Throughput of one run (one configuration, one repeat) from its windows."""
+    """Throughput of one run (one configuration, one repeat) from its windows, in the
+    run's unit (unit_of; the keys keep the CNNs' names)."""
     xs = window_throughputs(run)
     mean, ci = mean_ci95(xs)
     workers = run["workers"]
@@ -172,12 +200,23 @@ class ConfigSummary:
     runs: int
     failed: int
     method: str | None = None  # store.method_label of the runs (None: a store from before it)
+    # What the throughput counts (unit_of): images_per_sec, ci95, ci95_windows,
+    # images_per_sec_per_worker and jitter are in this unit per second (the fields keep
+    # the CNNs' names; hpcbench.export names them by the unit).
+    unit: str = IMAGES
+    # A transformer's parallelism (ddp, fsdp2, hsdp) and tokens per sequence; None for a CNN.
+    parallel: str | None = None
+    seq_len: int | None = None
     images_per_sec: float | None = None
     ci95: float | None = None
     ci95_windows: float | None = None
     images_per_sec_per_worker: float | None = None
     jitter: float | None = None
     step_time_s: float | None = None
+    # A transformer's model FLOPs utilisation, the mean of its runs' (each at most 1:
+    # bench/peak_flops.py); where a run has none, None and why (mfu_unknown).
+    mfu: float | None = None
+    mfu_unknown: str | None = None
     speedup: float | None = None
     efficiency: float | None = None
     efficiency_ci95: float | None = None
@@ -241,6 +280,19 @@ class ConfigSummary:
         return self.ci95 / self.images_per_sec
 
 
+def workload_label(s: ConfigSummary) -> str:
+    """What a configuration trains, as labels and chart titles name it: the model, and
+    for a transformer its parallelism and sequence ('gpt-tiny fsdp2, seq 128')."""
+    if s.unit == TOKENS:
+        return f"{s.model} {s.parallel}, seq {s.seq_len}"
+    return s.model
+
+
+def per_sec(s: ConfigSummary) -> str:
+    """The unit of its throughput as a table or an axis says it: 'images/s', 'tokens/s'."""
+    return f"{s.unit}/s"
+
+
 def noise_floor(series: list[ConfigSummary]) -> float | None:
     """The relative 95% interval of the series' single-worker baseline: how much
     identical runs vary, so an efficiency change smaller than it is no result."""
@@ -264,7 +316,12 @@ def _summarise_config(runs: list[dict[str, Any]]) -> ConfigSummary:
         failed=len(runs) - len(ok),
         errors=[r.get("error", "")[-300:] for r in runs if r.get("status") != "ok"] or None,
         link_rate=first.get("link_rate") if isinstance(first.get("link_rate"), str) else None,
+        unit=unit_of(first.get("model")),
     )
+    if summary.unit == TOKENS:
+        parallel = first.get("parallel")
+        summary.parallel = parallel if isinstance(parallel, str) else "ddp"
+        summary.seq_len = seq_len_of(first)
     if not ok:
         return summary
     per_run = [run_stats(r) for r in ok]
@@ -288,10 +345,24 @@ def _summarise_config(runs: list[dict[str, Any]]) -> ConfigSummary:
     fractions = [r["data_time_fraction"] for r in ok if r.get("data_time_fraction") is not None]
     summary.data_fraction = statistics.fmean(fractions) if fractions else None
     summary.weights_in_sync = all(r.get("weights_in_sync") is True for r in ok)
+    if summary.unit == TOKENS:
+        summary.mfu, summary.mfu_unknown = _mfu(ok)
     _add_stragglers(summary, ok)
     _add_node_use(summary, ok)
     summary.joules_per_sample, summary.energy_source, summary.energy_unit = energy_use.summary(ok)
     return summary
+
+
+def _mfu(ok: list[dict[str, Any]]) -> tuple[float | None, str | None]:
+    """The runs' mean MFU, or None and why: the first run's reason where one has no MFU
+    (the record's mfu_unknown; each MFU is at most 1, bench/peak_flops.py)."""
+    values = [r.get("mfu") for r in ok]
+    known = [float(v) for v in values if isinstance(v, int | float)]
+    if len(known) == len(values):
+        return statistics.fmean(known), None
+    missing = next(r for r in ok if not isinstance(r.get("mfu"), int | float))
+    why = missing.get("mfu_unknown")
+    return None, why if isinstance(why, str) and why else "the run recorded no MFU"
 
 
 # A gradient timeline's seconds and bytes stay below this (a petabyte, three years),
@@ -529,6 +600,24 @@ def _sort_key(key: tuple) -> tuple:
     return tuple((0, v, "") if isinstance(v, int | float) else (1, 0, str(v)) for v in key)
 
 
+# The method fields a single worker does not use: it trains unwrapped (bench/train.py).
+UNWRAPPED = ("parallel", "shard_group")
+
+
+def shared_baseline_key(series: tuple) -> tuple:
+    """A series less what its single-worker baseline does not depend on: the workers
+    per node, and the parallelism and shard group in its method label (store.method_label
+    writes them as 'parallel=fsdp2', 'shard_group=2')."""
+    values = dict(zip(SERIES_FIELDS, series, strict=True))
+    values.pop("gpus_per_node")
+    method = values.get("method")
+    if isinstance(method, str):
+        values["method"] = " ".join(
+            t for t in method.split(" ") if t.split("=", 1)[0] not in UNWRAPPED
+        )
+    return tuple(values.values())
+
+
 class LiveSummary:
     """Per-configuration summaries, updated one run at a time.
 
@@ -567,15 +656,17 @@ class LiveSummary:
         return series
 
     def _siblings(self, series: tuple) -> list[tuple]:
-        """Series that differ from this one only in workers per node."""
-        at = SERIES_FIELDS.index("gpus_per_node")
-        rest = series[:at] + series[at + 1 :]
-        return [o for o in self._summaries if o != series and o[:at] + o[at + 1 :] == rest]
+        """Series that differ from this one only in workers per node, or in how a
+        transformer is parallelised (shared_baseline_key)."""
+        own = shared_baseline_key(series)
+        return [o for o in self._summaries if o != series and shared_baseline_key(o) == own]
 
     def _baseline_of(self, series: tuple) -> tuple[tuple, ConfigSummary] | None:
         """The series' single-worker baseline, else a sibling's: one worker on one node is
-        the same run whatever the node's other slots do, so a sweep of 2, 4 ... GPUs in
-        one node need not measure it again (a campaign's `gpus_per_node: 1-10`)."""
+        the same run whatever the node's other slots do, and it trains unwrapped whatever
+        the parallelism, so a sweep of 2, 4 ... GPUs in one node (a campaign's
+        `gpus_per_node: 1-10`) or under FSDP2 beside DDP (`parallel: [ddp, fsdp2]`) need
+        not measure it again."""
         for key in (series, *self._siblings(series)):
             base = self._summaries[key].get((1, 1))
             if base is not None and base.images_per_sec:

@@ -9,11 +9,18 @@ method; CSV has one column per field, in FIELDS' order, with the same names.
 
 Fields (units in the name or below; null where a figure does not exist, e.g.
 E for a single worker, a prediction without a probe):
-    env, model, backend, batch (per worker), image_size, data, gpus_per_node,
-    nodes, workers, runs, failed, method
-    images_per_sec, ci95           throughput of all workers, mean and 95% half-width
+    env, model, backend, batch (per worker: images, or sequences of seq_len tokens),
+    image_size, data, gpus_per_node, nodes, workers, runs, failed, method
+    unit                           images (a CNN) or tokens (a transformer): what the
+                                   throughput, ci95, ci95_windows and jitter count per second
+    parallel, seq_len              a transformer's parallelism (ddp, fsdp2, hsdp), its tokens
+                                   per sequence (null for a CNN)
+    images_per_sec, tokens_per_sec throughput of all workers in the unit (the other null)
+    ci95                           its 95% half-width
     ci_method                      repeats | windows | median (how ci95 was made)
-    images_per_sec_per_worker, step_time_s, speedup
+    images_per_sec_per_worker, tokens_per_sec_per_worker, step_time_s, speedup
+    mfu, mfu_unknown               a transformer's model FLOPs utilisation (0-1), or why
+                                   it is unknown
     efficiency, efficiency_ci95    E(N) = X(N) / (N X(1)) and its 95% half-width
     internode_efficiency, internode_efficiency_ci95
     predicted_efficiency           the point prediction (replay over the probed link)
@@ -40,7 +47,7 @@ from collections.abc import Iterable
 from dataclasses import fields
 from typing import Any
 
-from hpcbench.analysis import ConfigSummary
+from hpcbench.analysis import UNITS, ConfigSummary
 
 # The document's version; docs/configurations.schema.json describes it. History (a
 # field is only ever added under one version; renaming or changing one is version 2):
@@ -48,19 +55,37 @@ from hpcbench.analysis import ConfigSummary
 #      2026-11-25  + predicted_cpu_work_s (a0d2060), + predicted_background_s (43db3ff)
 #      2026-11-28  + joules_per_sample, energy_source, energy_unit; a campaign's price,
 #                  currency, cost_per_hour, cost_per_million_samples
+#      2026-11-28  + unit, parallel, seq_len, tokens_per_sec, tokens_per_sec_per_worker,
+#                  mfu, mfu_unknown (images_per_sec null for a transformer)
 SCHEMA = "hpcbench.configurations/1"
 METHOD = (
-    "Throughput is images/s of all workers over timed windows after warm-up; ci95 is the "
+    "Throughput is the unit's count per second (images, or tokens for a transformer) of "
+    "all workers over timed windows after warm-up; ci95 is the "
     "95% half-width over repeats (Student t), else over one run's windows; E(N) = X(N) / "
     "(N X(1)) against the same series' single-worker baseline (docs/method.md)."
 )
+# The summary's throughput fields, named by the unit here: images_per_sec becomes
+# images_per_sec and tokens_per_sec, one of them null.
+BY_UNIT = {"images_per_sec": "{}_per_sec", "images_per_sec_per_worker": "{}_per_sec_per_worker"}
+
+
+def _names(field: str) -> tuple[str, ...]:
+    form = BY_UNIT.get(field)
+    return (field,) if form is None else tuple(form.format(unit) for unit in UNITS)
+
+
 # Every summary field but the run errors (free text, in the report's failure list).
-FIELDS = tuple(f.name for f in fields(ConfigSummary) if f.name != "errors")
+FIELDS = tuple(name for f in fields(ConfigSummary) if f.name != "errors" for name in _names(f.name))
 
 
 def configuration(summary: ConfigSummary, **extra: Any) -> dict[str, Any]:
-    """One configuration's record: `extra` first (a campaign's testbed), then FIELDS."""
+    """One configuration's record: `extra` first (a campaign's testbed), then FIELDS,
+    the throughput under its unit's names."""
     values = summary.as_dict()
+    for field, form in BY_UNIT.items():
+        value = values.pop(field)
+        values.update({form.format(unit): None for unit in UNITS})
+        values[form.format(summary.unit)] = value
     return {**extra, **{name: _finite(values[name]) for name in FIELDS}}
 
 

@@ -143,7 +143,7 @@ SERIES_HEADER = [
     "nodes",
     "workers",
     "runs",
-    "images/s ± CI95",
+    "{unit}/s ± CI95",
     "CI from",
     "outlier windows",
     "per worker",
@@ -156,12 +156,36 @@ SERIES_HEADER = [
     "data time",
     "weights in sync",
 ]
+MFU_HEADER = "MFU"
+
+
+def series_header(s: ConfigSummary) -> list[str]:
+    """SERIES_HEADER in the series' unit, with MFU for a transformer."""
+    header = [h.format(unit=s.unit) for h in SERIES_HEADER]
+    return header + [MFU_HEADER] if s.unit == analysis.TOKENS else header
+
+
+def fmt_mfu(s: ConfigSummary) -> str:
+    """A transformer's MFU as a percentage, or 'unknown' (its reason is said below the
+    table: mfu_lines)."""
+    return "unknown" if s.mfu is None else f"{s.mfu:.1%}"
+
+
+def mfu_lines(series: list[ConfigSummary]) -> list[str]:
+    """Why MFU is unknown where it is, each reason once, with the configurations it
+    concerns."""
+    reasons: dict[str, list[str]] = defaultdict(list)
+    for s in series:
+        if s.unit == analysis.TOKENS and s.runs and s.mfu is None:
+            reasons[s.mfu_unknown or "unknown"].append(f"{s.workers} worker(s)")
+    return [f"MFU unknown ({', '.join(at)}): {why}" for why, at in reasons.items()]
 
 
 def series_rows(series: list[ConfigSummary]) -> list[list[str]]:
     rows = []
     for s in series:
         runs = f"{s.runs}" + (f" (+{s.failed} failed)" if s.failed else "")
+        mfu = [fmt_mfu(s)] if s.unit == analysis.TOKENS else []
         rows.append(
             [
                 str(s.nodes),
@@ -179,6 +203,7 @@ def series_rows(series: list[ConfigSummary]) -> list[list[str]]:
                 fmt(s.busbw / 1e9 if s.busbw else None, 3),
                 f"{s.data_fraction:.0%}" if s.data_fraction is not None else "-",
                 {True: "yes", False: "NO", None: "-"}[s.weights_in_sync],
+                *mfu,
             ]
         )
     return rows
@@ -238,9 +263,15 @@ def group_series(summaries: list[ConfigSummary]) -> dict[tuple, list[ConfigSumma
 
 def series_title(s: ConfigSummary) -> str:
     data = "synthetic data" if s.data == "synthetic" else f"data {s.data}"
-    return (
-        f"{s.model}, {s.backend}, batch {s.batch}/worker, {s.image_size} px, {data}, "
-        f"env {s.env}, {s.gpus_per_node} worker(s)/node" + (f"; {s.method}" if s.method else "")
+    if s.unit == analysis.TOKENS:  # the parallelism and the sequence: what sets the tokens
+        workload = (
+            f"{s.model}, {s.parallel}, seq {s.seq_len}, batch {s.batch} sequences/worker "
+            f"({s.batch * (s.seq_len or 0)} tokens)"
+        )
+    else:
+        workload = f"{s.model}, {s.backend}, batch {s.batch}/worker, {s.image_size} px"
+    return f"{workload}, {data}, env {s.env}, {s.gpus_per_node} worker(s)/node" + (
+        f"; {s.method}" if s.method else ""
     )
 
 
@@ -346,7 +377,9 @@ def _make_plots(
         sorted(plot_groups(summaries).items(), key=lambda kv: str(kv[0]))
     ):
         env, model, backend, image_size, _, _, _ = key
-        stem = file_stem(f"{index:02d}-{env}-{model}-{backend}")
+        first = group[0]
+        what = analysis.workload_label(first)
+        stem = file_stem(f"{index:02d}-{env}-{what.replace(',', '').replace(' ', '-')}-{backend}")
         by_batch = defaultdict(list)
         for s in group:
             by_batch[s.batch].append(s)
@@ -369,20 +402,22 @@ def _make_plots(
             )
             curves.append(figures.Curve(f"batch {batch}", line[0].get_color(), points))
         figures.efficiency_panel(ax_e, curves, "nodes")
-        ax_x.set(xlabel="nodes", ylabel="images/s (total)", title="Throughput")
+        ax_x.set(xlabel="nodes", ylabel=f"{analysis.per_sec(first)} (total)", title="Throughput")
         ax_e.set(xlabel="nodes", title="Scaling efficiency")
         for ax in (ax_x, ax_e):
             ax.set_xticks(range(1, max_nodes + 1))
             ax.grid(alpha=0.3)
         figures.legends_outside(fig, (ax_x, ax_e))
-        fig.suptitle(f"{model} ({backend}, {image_size} px) on {env}")
+        shape = f"seq {first.seq_len}" if first.unit == analysis.TOKENS else f"{image_size} px"
+        how = first.parallel if first.unit == analysis.TOKENS else backend
+        fig.suptitle(f"{model} ({how}, {shape}) on {env}")
         fig.tight_layout()
         path = figures.save_png(fig, plot_dir / f"{stem}.png", root)
         plt.close(fig)
-        made.append((f"{model}, {backend}, {image_size} px on {env}", path))
+        made.append((f"{model}, {how}, {shape} on {env}", path))
         breakdown = _breakdown_plot(plt, by_batch, plot_dir / f"{stem}-time.png", root)
         if breakdown:
-            made.append((f"where the time went: {model}, {backend} on {env}", breakdown))
+            made.append((f"where the time went: {model}, {how} on {env}", breakdown))
     return made
 
 
@@ -494,11 +529,13 @@ def report_page(
             + ("; ".join(limits) if limits else "not recorded")
             + "."
         )
+        mfu = mfu_lines(series)
         sections.append(
             Section(
                 series_title(series[0]),
                 [
-                    Table(SERIES_HEADER, series_rows(series)),
+                    Table(series_header(series[0]), series_rows(series)),
+                    *([Bullets(mfu)] if mfu else []),
                     Paragraph(noise_line(series)),
                     Table(BREAKDOWN_HEADER, breakdown_rows(series)),
                     Paragraph(note),
@@ -559,8 +596,8 @@ def comparison(dir_a: str, dir_b: str) -> str:
         "batch",
         "nodes",
         "workers",
-        "A images/s",
-        "B images/s",
+        "A throughput",
+        "B throughput",
         "B/A",
         "beyond noise",
         "A E",
@@ -578,13 +615,13 @@ def comparison(dir_a: str, dir_b: str) -> str:
         )
         rows.append(
             [
-                sa.model,
+                analysis.workload_label(sa),
                 sa.backend,
                 str(sa.batch),
                 str(sa.nodes),
                 str(sa.workers),
-                fmt(sa.images_per_sec, 1, sa.ci95),
-                fmt(sb.images_per_sec, 1, sb.ci95),
+                f"{fmt(sa.images_per_sec, 1, sa.ci95)} {analysis.per_sec(sa)}",
+                f"{fmt(sb.images_per_sec, 1, sb.ci95)} {analysis.per_sec(sb)}",
                 fmt(ratio, 2),
                 beyond_noise(sa, sb, ratio),
                 fmt(sa.efficiency, 3, sa.efficiency_ci95),
@@ -611,7 +648,17 @@ def beyond_noise(sa: ConfigSummary, sb: ConfigSummary, ratio: float | None) -> s
 
 def _match_key(s: ConfigSummary) -> tuple:
     """Configurations match across environments: everything but the env."""
-    return (s.model, s.backend, s.batch, s.image_size, s.data, s.nodes, s.workers)
+    return (
+        s.model,
+        s.backend,
+        s.parallel,
+        s.seq_len,
+        s.batch,
+        s.image_size,
+        s.data,
+        s.nodes,
+        s.workers,
+    )
 
 
 def compare_main(args: argparse.Namespace) -> int:

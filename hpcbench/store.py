@@ -239,6 +239,12 @@ _RUN = {
             },
         },
         "mllog": {"type": ["array", "null"], "items": _TEXT},
+        # A transformer's: its tokens per sequence multiply its throughput (a bound as
+        # the CLI's), and its MFU is a share, never above 1 (bench/peak_flops.py).
+        "seq_len": {"type": ["integer", "null"], "minimum": 0, "maximum": 1 << 20},
+        "parallel": {"type": ["string", "null"]},
+        "mfu": _SHARE_OR_NULL,
+        "mfu_unknown": {"type": ["string", "null"]},
         "fingerprint": {
             "type": ["object", "null"],
             "properties": {"hosts": {"type": ["array", "null"], "items": _SCALAR}},

@@ -16,6 +16,7 @@ GROUPS = {
         "tests/e2e/test_faults.py",
         "tests/e2e/test_kill.py",
         "tests/e2e/test_campaign_slurm.py",
+        "tests/e2e/test_campaign_lm.py",
         "tests/e2e/test_slurm_cleanup.py",
     ),
     "standins": (

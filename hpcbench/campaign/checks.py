@@ -160,6 +160,17 @@ def int_list(value: Any, path: str, maximum: int) -> list[int]:
         raise Problem(path, str(err).removeprefix(f"{path}: ")) from None
 
 
+def word_list(value: Any, path: str, choices: tuple[str, ...]) -> list[str]:
+    """One of `choices`, or a list of them, each once, in the order given."""
+    words = value if isinstance(value, list) else [value]
+    said = f"must be one of {', '.join(choices)}, or a list of them"
+    if not words or not all(isinstance(w, str) and w in choices for w in words):
+        raise Problem(path, yaml_only(value) or said)
+    if len(set(words)) < len(words):
+        raise Problem(path, f"names a value twice: {said}")
+    return list(words)
+
+
 def setting(value: Any, path: str) -> str:
     """A Terraform variable's value as `deploy --var` takes it (lists and maps as JSON)."""
     if isinstance(value, bool):

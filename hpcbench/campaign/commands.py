@@ -9,7 +9,7 @@ import signal
 import time
 from pathlib import Path
 
-from hpcbench import bounded
+from hpcbench import analysis, bounded
 from hpcbench.campaign import campaign_file, comparison, cost, estimate, forecast, runner
 from hpcbench.campaign.journal import Journal, left_line
 from hpcbench.campaign.state import holding
@@ -150,6 +150,8 @@ def status_rows(campaign: campaign_file.Campaign) -> list[dict[str, object]]:
     for tb, cell in campaign_file.iter_cells(campaign):
         state = states.get(cell.id)
         why = state.why if state else ""
+        # What its figure counts (the journal keeps it under images_per_s either way).
+        model = next(p.workload.model for p in tb.parts if cell in p.cells)
         if tb.name in left and (not state or state.status != "measured"):
             # Not plain "pending": a job of its testbed may still run (listed below).
             jobs = ", ".join(left[tb.name])
@@ -168,6 +170,7 @@ def status_rows(campaign: campaign_file.Campaign) -> list[dict[str, object]]:
                 "runs": state.runs if state else 0,
                 "images_per_s": state.images_per_s if state else None,
                 "ci95": state.ci95 if state else None,
+                "unit": analysis.unit_of(model),
             }
         )
     return rows
@@ -188,7 +191,7 @@ def status_lines(campaign: campaign_file.Campaign) -> list[str]:
         result = str(r["why"])
         if r["status"] == "measured" and r["images_per_s"] is not None:
             ci = f" ± {r['ci95']:.1f}" if r["ci95"] is not None else ""
-            result = f"{r['images_per_s']:.1f}{ci} images/s over {r['runs']} run(s)"
+            result = f"{r['images_per_s']:.1f}{ci} {r['unit']}/s over {r['runs']} run(s)"
         lines.append(f"{r['testbed']:<16} {r['cell']:<12}  {config:<38} {r['status']:<9} {result}")
     lines += [f"STILL QUEUED OR RUNNING: {left_line(job)}" for job in jobs_left(campaign)]
     running = Journal(campaign.out, campaign.name).running()

@@ -2,7 +2,8 @@
 
 Written to the campaign's folder:
     report.html, report.md     the page (at a glance, charts, each system, failures)
-    throughput.png             images/s against workers, a line per testbed, a panel per batch
+    throughput.png             images/s or tokens/s against workers, a line per testbed, a
+                               panel per workload and batch (Panel)
     efficiency.png             E(N) against workers with each testbed's point prediction and band
     systems.json               each testbed described in the style of MLPerf's system files
     configurations.json, .csv  every configuration's figures (hpcbench.export), testbed first
@@ -33,13 +34,28 @@ from hpcbench.progress import format_duration
 from hpcbench.report import DATA_CSV, DATA_JSON, HOST_CORES, NODE_CPUS, fmt, fmt_band
 
 
+@dataclass(frozen=True, order=True)
+class Panel:
+    """What one chart panel and a run of table rows hold: one workload (a model; a
+    transformer's with its parallelism and sequence, analysis.workload_label) at one
+    batch per worker, its throughput in `unit`."""
+
+    workload: str
+    batch: int
+    unit: str
+
+    @property
+    def title(self) -> str:
+        return f"{self.workload}, batch {self.batch} per worker"
+
+
 @dataclass
 class TestbedResults:
     tb: TestbedPlan
     runs: list[dict[str, Any]]
     probes: list[dict[str, Any]]
     summaries: list[ConfigSummary]
-    points: dict[int, list[ConfigSummary]] = field(default_factory=dict)  # batch -> by workers
+    points: dict[Panel, list[ConfigSummary]] = field(default_factory=dict)  # by workers
 
     @property
     def title(self) -> str:
@@ -83,20 +99,25 @@ class TestbedResults:
         return analysis.node_cpus(self.runs)
 
 
-def _points(summaries: list[ConfigSummary]) -> dict[int, list[ConfigSummary]]:
-    """Per batch, one configuration per worker count (where several series hold one,
-    as each `gpus_per_node` sweep's own single-worker baseline does: the tightest)."""
-    best: dict[tuple[int, int], ConfigSummary] = {}
+def panel_of(s: ConfigSummary) -> Panel:
+    return Panel(analysis.workload_label(s), s.batch, s.unit)
+
+
+def _points(summaries: list[ConfigSummary]) -> dict[Panel, list[ConfigSummary]]:
+    """Per workload and batch, one configuration per worker count (where several series
+    hold one, as each `gpus_per_node` sweep's own single-worker baseline does: the
+    tightest)."""
+    best: dict[tuple[Panel, int], ConfigSummary] = {}
     for s in summaries:
         if not s.images_per_sec:
             continue
-        key = (s.batch, s.workers)
+        key = (panel_of(s), s.workers)
         held = best.get(key)
         if held is None or (s.relative_ci or 1.0) < (held.relative_ci or 1.0):
             best[key] = s
-    out: dict[int, list[ConfigSummary]] = defaultdict(list)
-    for (batch, _), s in sorted(best.items()):
-        out[batch].append(s)
+    out: dict[Panel, list[ConfigSummary]] = defaultdict(list)
+    for (panel, _), s in sorted(best.items()):
+        out[panel].append(s)
     return dict(out)
 
 
@@ -143,6 +164,8 @@ def verdict(s: ConfigSummary, nominal_bytes_per_s: float | None) -> str:
     if off:
         return off
     band = analysis.inside_band(s)
+    if band is None and s.parallel not in (None, "ddp"):
+        return f"no prediction ({s.parallel}: the report's model replays all-reduces only)"
     return {True: "as predicted", False: "outside the band", None: "no prediction (no probe)"}[band]
 
 
@@ -157,9 +180,10 @@ GLANCE_HEADER = [
     "nodes x workers/node",
     "nominal link",
     "measured bus bandwidth",
+    "workload",
     "batch",
     "largest N",
-    "images/s ± CI95",
+    "throughput ± CI95",
     "E ± CI95",
     "E point",
     "E band",
@@ -173,7 +197,7 @@ def figure_cells(s: ConfigSummary, nominal_bytes_per_s: float | None, alone: str
     prediction's point and band, where the time went, and the verdict (`alone` for one
     worker, which has nothing to scale against)."""
     return [
-        fmt(s.images_per_sec, 1, s.ci95),
+        f"{fmt(s.images_per_sec, 1, s.ci95)} {analysis.per_sec(s)}",
         fmt(s.efficiency, 3, s.efficiency_ci95),
         fmt(s.predicted_efficiency, 3),
         fmt_band(s),
@@ -182,10 +206,23 @@ def figure_cells(s: ConfigSummary, nominal_bytes_per_s: float | None, alone: str
     ]
 
 
+def with_mfu(results: list[TestbedResults]) -> bool:
+    """Whether the tables add an MFU column: a transformer was measured."""
+    return any(s.unit == analysis.TOKENS for r in results for s in r.summaries)
+
+
+def mfu_cell(s: ConfigSummary) -> str:
+    """MFU, or why it is unknown; '-' for a CNN (no FLOPs count)."""
+    if s.unit != analysis.TOKENS:
+        return "-"
+    return f"{s.mfu:.1%}" if s.mfu is not None else f"unknown: {s.mfu_unknown or '-'}"
+
+
 def glance_rows(results: list[TestbedResults]) -> list[list[str]]:
     rows = []
+    mfu = with_mfu(results)
     for r in results:
-        for batch, points in sorted(r.points.items()):
+        for panel, points in sorted(r.points.items()):
             top = largest(points) or (points[-1] if points else None)
             if top is None:
                 continue
@@ -195,9 +232,11 @@ def glance_rows(results: list[TestbedResults]) -> list[list[str]]:
                     f"{top.nodes} x {top.gpus_per_node}",
                     r.link_rate or "-",
                     busbw_line(r),
-                    str(batch),
+                    panel.workload,
+                    str(panel.batch),
                     str(top.workers),
                     *figure_cells(top, r.nominal_bytes_per_s, alone="-"),
+                    *([mfu_cell(top)] if mfu else []),
                 ]
             )
     return rows
@@ -327,25 +366,25 @@ def charts(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    batches = sorted({b for r in results for b in r.points})
-    if not batches:
+    panels = sorted({p for r in results for p in r.points})
+    if not panels:
         return []
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     made = []
     for name in ("throughput", "efficiency"):
         fig, axes = plt.subplots(
             1,
-            len(batches),
-            figsize=(5.5 * len(batches), 4.5),
+            len(panels),
+            figsize=(5.5 * len(panels), 4.5),
             squeeze=False,
             sharey=name == "efficiency",
         )
         top = 1
-        for ax, batch in zip(axes[0], batches, strict=True):
+        for ax, panel in zip(axes[0], panels, strict=True):
             curves = [
-                figures.Curve(_plain(r.title), colors[i % len(colors)], r.points[batch])
+                figures.Curve(_plain(r.title), colors[i % len(colors)], r.points[panel])
                 for i, r in enumerate(results)
-                if r.points.get(batch)
+                if r.points.get(panel)
             ]
             top = max([top, *(s.workers for c in curves for s in c.points)])
             if name == "efficiency":
@@ -361,10 +400,8 @@ def charts(
                         color=c.color,
                         label=c.label,
                     )
-                ax.set(ylabel="images/s (all workers)")
-            ax.set(
-                xlabel="workers (GPUs, or nodes of one worker)", title=f"batch {batch} per worker"
-            )
+                ax.set(ylabel=f"{panel.unit}/s (all workers)")
+            ax.set(xlabel="workers (GPUs, or nodes of one worker)", title=_plain(panel.title))
             ax.grid(alpha=0.3)
         for ax in axes[0]:
             ax.set_xticks(range(1, top + 1))
@@ -385,7 +422,13 @@ def build(campaign: Campaign) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     journal = Journal(out, campaign.name)
     states = journal.cell_states() if journal.store.exists() else {}
-    forecasts = scoring.load(journal)
+    parallel_of = {
+        c.id: part.workload.parallel
+        for tb in campaign.testbeds
+        for part in tb.parts
+        for c in part.cells
+    }
+    forecasts = scoring.load(journal, parallel_of)
     made = charts(
         results, out, f"hpcbench campaign report {campaign.path}, {time.strftime('%Y-%m-%d')}"
     )
@@ -454,7 +497,8 @@ def campaign_page(
             "(docs/method.md). A difference smaller than both intervals is not a result."
         ),
     ]
-    glance: list[Block] = [Table(GLANCE_HEADER, glance_rows(results))]
+    mfu = with_mfu(results)
+    glance: list[Block] = [Table(GLANCE_HEADER + (["MFU"] if mfu else []), glance_rows(results))]
     glance += [Image(path.name, title) for title, path in made]
     glance.append(forecast_paragraph(results, forecasts))
     glance.append(
@@ -470,24 +514,27 @@ def campaign_page(
     ]
     for r in results:
         rows = []
-        for batch, points in sorted(r.points.items()):
+        for panel, points in sorted(r.points.items()):
             for s in points:
                 rows.append(
                     [
-                        str(batch),
+                        panel.workload,
+                        str(panel.batch),
                         str(s.nodes),
                         str(s.workers),
                         str(s.runs),
                         *figure_cells(s, r.nominal_bytes_per_s, alone="baseline"),
                         *forecast_cells(forecasts, r.tb.name, s),
+                        *([mfu_cell(s)] if mfu else []),
                     ]
                 )
         header = [
+            "workload",
             "batch",
             "nodes",
             "workers",
             "runs",
-            "images/s ± CI95",
+            "throughput ± CI95",
             "E ± CI95",
             "E point",
             "E band",
@@ -495,6 +542,7 @@ def campaign_page(
             "flag",
             "E forecast: plan, booking",
             "forecast - measured",
+            *(["MFU"] if mfu else []),
         ]
         more = Paragraph(
             "Full report of this testbed: ",

@@ -24,6 +24,8 @@ class Cell:
     config: Config  # batch, nodes, workers: its label and key are the sweep's
     gpus_per_node: int  # the sweep it belongs to (a baseline is one worker of such a sweep)
     id: str
+    # A transformer's parallelism (ddp, fsdp2, hsdp), which its label names; "" for a CNN.
+    parallel: str = ""
 
     @property
     def batch(self) -> int:
@@ -39,7 +41,7 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return self.config.label
+        return self.config.label + (f", {self.parallel}" if self.parallel else "")
 
 
 @dataclass(frozen=True)

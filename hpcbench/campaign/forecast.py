@@ -315,9 +315,8 @@ def _measured(
         return None
     nearest = min(batches, key=lambda b: abs(math.log(b / batch)))
     per = seq_len or 1  # a window's samples are sequences: tokens are seq_len each
-    rates = [
-        analysis.run_stats(r)["images_per_sec"] * per for r in runs if r.get("batch") == nearest
-    ]
+    # run_stats counts in the run's unit already: a transformer's in tokens.
+    rates = [analysis.run_stats(r)["images_per_sec"] for r in runs if r.get("batch") == nearest]
     rates = [x for x in rates if math.isfinite(x) and x > 0]
     if not rates:
         return None

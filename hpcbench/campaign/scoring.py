@@ -1,18 +1,24 @@
 """The campaign's forecasts scored against what it measured: per testbed and
 configuration, E forecast before anything was booked (the journal's "plan" forecast)
 and just before its testbed was (its latest "booking" forecast), against the measured
-E; the error is forecast minus measured (above 0: the forecast was optimistic)."""
+E; the error is forecast minus measured (above 0: the forecast was optimistic).
+
+A configuration is told by its testbed, parallelism (a transformer's sweep parts, one
+per `parallel:`; 'ddp' for a CNN), batch, workers and workers per node; the forecast's
+throughput (the journal's images_per_s, in its record's unit) is carried as
+forecast_<made>_<unit>_per_s: images, or tokens for a transformer."""
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hpcbench.analysis import ConfigSummary
+from hpcbench.analysis import UNITS, ConfigSummary
 from hpcbench.campaign.journal import FORECASTS, Journal
 
-Key = tuple[str, int, int, int]  # testbed, batch, workers, gpus_per_node
+Key = tuple[str, str, int, int, int]  # testbed, parallel, batch, workers, gpus_per_node
 
 
 @dataclass(frozen=True)
@@ -22,7 +28,8 @@ class Forecasts:
     made: dict[str, dict[Key, dict[str, Any]]]
 
     def of(self, testbed: str, s: ConfigSummary, made: str) -> dict[str, Any] | None:
-        return self.made[made].get((testbed, s.batch, s.workers, s.gpus_per_node))
+        key = (testbed, s.parallel or "ddp", s.batch, s.workers, s.gpus_per_node)
+        return self.made[made].get(key)
 
     def efficiency(self, testbed: str, s: ConfigSummary, made: str) -> float | None:
         cell = self.of(testbed, s, made)
@@ -41,11 +48,17 @@ class Forecasts:
         out: dict[str, float | None] = {}
         for made in FORECASTS:
             cell = self.of(testbed, s, made) or {}
-            ips = cell.get("images_per_s")
             out[f"forecast_{made}_efficiency"] = self.efficiency(testbed, s, made)
-            out[f"forecast_{made}_images_per_s"] = (
-                float(ips) if isinstance(ips, int | float) else None
-            )
+            # The journal keeps a forecast's figure under images_per_s, its unit beside
+            # it (forecast.CellForecast.record; none before transformers: images).
+            rate = cell.get("images_per_s")
+            said = cell.get("unit") or "images"
+            for unit in UNITS:
+                out[f"forecast_{made}_{unit}_per_s"] = (
+                    float(rate)
+                    if unit == s.unit == said and isinstance(rate, int | float)
+                    else None
+                )
             out[f"forecast_{made}_error"] = self.error(testbed, s, made)
         return out
 
@@ -53,18 +66,26 @@ class Forecasts:
 FIELDS = tuple(
     f"forecast_{made}_{what}"
     for made in FORECASTS
-    for what in ("efficiency", "images_per_s", "error")
+    for what in ("efficiency", *(f"{unit}_per_s" for unit in UNITS), "error")
 )
 
 
-def load(journal: Journal) -> Forecasts:
+def load(journal: Journal, parallel_of: Mapping[str, str] | None = None) -> Forecasts:
     """The plan's forecast (the first made: a resumed campaign keeps it) and the latest
-    booking forecast of every configuration."""
+    booking forecast of every configuration; parallel_of: each cell id's parallelism
+    (its sweep part's; a cell not named there, 'ddp')."""
     made: dict[str, dict[Key, dict[str, Any]]] = {m: {} for m in FORECASTS}
     records = journal.forecasts() if journal.store.exists() else []
+    parallel = parallel_of or {}
     for r in records:
         for c in r["cells"]:
-            key = (r["testbed"], c["batch"], c["workers"], c.get("gpus_per_node") or 1)
+            key = (
+                r["testbed"],
+                parallel.get(c["cell"], "ddp"),
+                c["batch"],
+                c["workers"],
+                c.get("gpus_per_node") or 1,
+            )
             if r["made"] == "plan" and key in made["plan"]:
                 continue
             made[r["made"]][key] = c

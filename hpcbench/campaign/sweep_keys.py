@@ -6,13 +6,14 @@ names the file's key; and the parsed options that make a cell's identity."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 from typing import Any
 
 from hpcbench import scale_options
 from hpcbench.campaign import checks
 from hpcbench.campaign.checks import Problem
 from hpcbench.errors import UsageError
-from hpcbench.specs import MAX_SLOTS, SweepSpec, TargetSpec, WorkloadSpec
+from hpcbench.specs import MAX_SLOTS, SweepSpec, TargetSpec, WorkloadSpec, workload_options
 from hpcbench.store import ADDED_LATER
 
 # `scale` options a campaign sets itself (where each testbed's results go, resuming)
@@ -70,6 +71,40 @@ def _argv_of(key: str, value: Any, action: argparse.Action, path: str) -> list[s
 # max_repeats meets no default it would be below, only its own mapping's repeats; a
 # testbed's sweep merged with the campaign's is checked whole (campaign/testbeds.py).
 ALONE = ["--env", "localhost", "--out", "results", "--repeats", "1"]
+# The workload's keys that must fit one another (bench/transformer_configs.py, problem:
+# a transformer under ddp only, --parallel and --seq-len for the transformers, ...).
+# Each is checked with those before it in this order, as its sweep gives them (the
+# campaign's beneath a testbed's own), so that an error names the key that does not fit.
+TOGETHER = (
+    "backend",
+    "model",
+    "parallel",
+    "shard_group",
+    "seq_len",
+    "image_size",
+    "step",
+    "fp16_allreduce",
+)
+
+
+@dataclass(frozen=True)
+class SweepArgs:
+    """A sweep mapping as scale's argv, key by key (each checked), and the keys given as
+    lists whose values are each a sweep part of their own (None: not given)."""
+
+    by_key: dict[str, list[str]] = field(default_factory=dict)
+    gpus: list[int] | None = None  # gpus_per_node: a node's GPUs, 1..G
+    parallel: list[str] | None = None  # a transformer's parallelisms, a list given
+
+    def argv(self, parallel: str | None = None) -> list[str]:
+        """scale's argv for one part: with `parallel` (one of a list), and shard_group
+        only where that is hsdp (the one parallelism that takes it)."""
+        out = [a for key, argv in self.by_key.items() for a in argv]
+        if parallel is None:
+            return out
+        if parallel != "hsdp":
+            out = [a for a in out if a not in self.by_key.get("shard_group", [])]
+        return [*out, f"--parallel={parallel}"]
 
 
 def parse(
@@ -88,16 +123,24 @@ def parse(
     )
 
 
-def sweep_argv(sweep: dict[str, Any], path: str) -> tuple[list[str], list[int] | None]:
-    """A sweep mapping as scale's argv (each key checked alone, so that an error names
-    it), and its gpus_per_node list (None: not given)."""
+def _order(raw_key: str) -> tuple[int, int]:
+    """The order keys are checked in: TOGETHER's first, in its order; max_repeats last
+    (it is checked against its mapping's repeats, once that is)."""
+    key = _key(raw_key)
+    return (key == "max_repeats", TOGETHER.index(key) if key in TOGETHER else len(TOGETHER))
+
+
+def sweep_argv(sweep: dict[str, Any], path: str, under: dict[str, Any] | None = None) -> SweepArgs:
+    """A sweep mapping as scale's argv, each key checked alone (so that an error names
+    it; TOGETHER's with those before them), and the keys given as lists. `under`: the
+    campaign's sweep that a testbed's own is merged over (checked before it)."""
     known = _options(scale_options.scale_parser())
-    argv: list[str] = []
     gpus: list[int] | None = None
+    parallel: list[str] | None = None
     spelled: dict[str, str] = {}  # key -> how the mapping spells it
     checked: dict[str, list[str]] = {}  # key -> its argv, checked
-    # max_repeats last: it is checked against this mapping's repeats, once that is.
-    for raw_key, value in sorted(sweep.items(), key=lambda kv: _key(kv[0]) == "max_repeats"):
+    beneath = {_key(k): v for k, v in (under or {}).items()}
+    for raw_key, value in sorted(sweep.items(), key=lambda kv: _order(kv[0])):
         key = _key(raw_key)
         where = f"{path}.{raw_key}"
         if key in spelled:  # max-repeats beside max_repeats: the later would win unread
@@ -116,15 +159,56 @@ def sweep_argv(sweep: dict[str, Any], path: str) -> tuple[list[str], list[int] |
             raise Problem(
                 where, "not an option of `hpcbench scale`; see `python -m hpcbench scale --help`"
             )
+        if key == "parallel" and isinstance(value, list):  # a sweep part each
+            parallel = checks.word_list(value, where, workload_options.PARALLEL)
+            for one in parallel:
+                _check([f"--parallel={one}"], _context(key, checked, beneath, known), where)
+            # What the keys after it are checked with: hsdp, the one that takes a shard group.
+            checked[key] = [f"--parallel={'hsdp' if 'hsdp' in parallel else parallel[0]}"]
+            continue
         own = _argv_of(key, value, known[key], where)
-        alone = [*ALONE, *checked.get("repeats", [])] if key == "max_repeats" else ALONE
-        try:
-            parse(own, alone)
-        except UsageError as err:
-            raise Problem(where, strip_prefix(str(err))) from None
+        if key == "max_repeats":
+            alone = [*ALONE, *checked.get("repeats", [])]
+        else:
+            alone = _context(key, checked, beneath, known)
+        _check(own, alone, where)
         checked[key] = own
-        argv += own
-    return argv, gpus
+    if parallel is not None:
+        checked.pop("parallel", None)
+    return SweepArgs(checked, gpus, parallel)
+
+
+def _check(argv: list[str], alone: list[str], where: str) -> None:
+    try:
+        parse(argv, alone)
+    except UsageError as err:
+        raise Problem(where, strip_prefix(str(err))) from None
+
+
+def _context(
+    key: str,
+    checked: dict[str, list[str]],
+    beneath: dict[str, Any],
+    known: dict[str, argparse.Action],
+) -> list[str]:
+    """ALONE, and for a key of TOGETHER the ones before it as the sweep gives them: this
+    mapping's (checked), else the campaign's beneath it. A list of parallelisms stands
+    as hsdp where it holds it (the one that takes a shard group), else as its first."""
+    if key not in TOGETHER:
+        return ALONE
+    argv = list(ALONE)
+    for before in TOGETHER[: TOGETHER.index(key)]:
+        if before in checked:
+            argv += checked[before]
+        elif before in beneath:
+            value = beneath[before]
+            if before == "parallel" and isinstance(value, list) and value:
+                value = "hsdp" if "hsdp" in value else value[0]
+            try:
+                argv += _argv_of(before, value, known[before], before)
+            except Problem:  # named where the campaign's own sweep is checked
+                continue
+    return argv
 
 
 def _key(raw_key: str) -> str:

@@ -25,8 +25,15 @@ from hpcbench.campaign.datatypes import Cell, Expect, Hardware, SweepPart, Testb
 from hpcbench.campaign.testbed_kinds import GIVES, Place
 from hpcbench.errors import UsageError
 from hpcbench.scaling_model import INTRA_NODE, LINK_EFFICIENCY
-from hpcbench.specs import TestbedKind, format_int_list, units
-from hpcbench.sweep import configurations
+from hpcbench.specs import (
+    TestbedKind,
+    WorkloadSpec,
+    format_int_list,
+    transformer_configs,
+    units,
+    workload_options,
+)
+from hpcbench.sweep import configurations, shard_group_of
 
 TESTBED_KEYS = (
     "name",
@@ -43,17 +50,29 @@ TESTBED_KEYS = (
     "hardware",
     "price",
 )
-EXCLUDE_KEYS = ("batch", "nodes", "gpus_per_node", "workers")
+EXCLUDE_KEYS = ("batch", "nodes", "gpus_per_node", "workers", "parallel")
 EXPECT_KEYS = ("images_per_s", "tokens_per_s", "deploy", "verify", "destroy")
 HARDWARE_KEYS = ("accelerator", "link", "transport", "intra_node", "link_efficiency")
+# An `exclude:` entry: each key's values (parallel's are words, the others counts).
+Rules = list[dict[str, set[int] | set[str]]]
+
+
+@dataclass(frozen=True)
+class _Variant:
+    """The sweep as `scale` parses it for one parallelism of a `parallel:` list (None:
+    no list given, the sweep's own)."""
+
+    parallel: str | None
+    argv: list[str]  # `scale`'s options for it, less where it runs
+    args: argparse.Namespace
+    workload: WorkloadSpec
 
 
 @dataclass(frozen=True)
 class _Sweep:
     """A testbed's sweep: the campaign's merged with its own, as `scale` parses it."""
 
-    argv: list[str]  # `scale`'s options for it, less where it runs
-    args: argparse.Namespace
+    variants: list[_Variant]  # one sweep part each on every gpus_per_node
     batches: tuple[int, ...]
     node_counts: list[int]
     gpus: list[int]  # gpus_per_node: one sweep part each
@@ -108,22 +127,27 @@ def _sweep(raw: dict[str, Any], path: str, sweep: dict[str, Any], place: Place) 
     """The testbed's sweep: the campaign's and its own checked key by key (an error
     names the file's key), merged, parsed, and within the testbed's nodes and GPUs."""
     own = checks.mapping(raw.get("sweep"), f"{path}.sweep")
-    _, base_gpus = sweep_keys.sweep_argv(sweep, "sweep")
-    _, own_gpus = sweep_keys.sweep_argv(own, f"{path}.sweep")
+    base = sweep_keys.sweep_argv(sweep, "sweep")
+    mine = sweep_keys.sweep_argv(own, f"{path}.sweep", under=sweep)
     merged = {
         **{k.replace("-", "_"): v for k, v in sweep.items()},
         **{k.replace("-", "_"): v for k, v in own.items()},
     }
     merged.pop("gpus_per_node", None)
-    argv, _ = sweep_keys.sweep_argv(merged, f"{path}.sweep")
-    try:
-        args, _workload, target, spec = sweep_keys.parse(argv)  # checked alone: errors name keys
-    except UsageError as err:
-        raise Problem(f"{path}.sweep", sweep_keys.strip_prefix(str(err))) from None
-    gpus = own_gpus or base_gpus or [place.slots or 1]
+    whole = sweep_keys.sweep_argv(merged, f"{path}.sweep")
+    variants = []
+    parallels: list[str | None] = [*whole.parallel] if whole.parallel else [None]
+    for parallel in parallels:
+        argv = whole.argv(parallel)
+        try:  # checked alone: errors name keys
+            args, workload, target, spec = sweep_keys.parse(argv)
+        except UsageError as err:
+            raise Problem(f"{path}.sweep", sweep_keys.strip_prefix(str(err))) from None
+        variants.append(_Variant(parallel, argv, args, workload))
+    gpus = mine.gpus or base.gpus or [place.slots or 1]
     node_counts = list(target.node_counts)
     _fits(path, place, gpus, node_counts)
-    return _Sweep(argv, args, spec.batches, node_counts, gpus)
+    return _Sweep(variants, spec.batches, node_counts, gpus)
 
 
 def _fits(path: str, place: Place, gpus: list[int], node_counts: list[int]) -> None:
@@ -156,17 +180,18 @@ def _parts(
     path: str,
     sweep: _Sweep,
     place: Place,
-    rules: list[dict[str, set[int]]],
+    rules: Rules,
     fingerprint: str,
     out: Path,
 ) -> tuple[SweepPart, ...]:
-    """One sweep part per gpus_per_node that owes a cell: what `scale` would run for
-    it (this testbed's environment and folder, resumed, its gpus_per_node), parsed
-    once, here."""
-    identity = sweep_keys.identity(sweep.args)
+    """One sweep part per gpus_per_node and parallelism (of a `parallel:` list) that owes
+    a cell: what `scale` would run for it (this testbed's environment and folder,
+    resumed, its gpus_per_node), parsed once, here. The first part measures the
+    single-worker baselines, which serve the others (hpcbench.analysis)."""
     parts = []
-    for nth, per_node in enumerate(sweep.gpus):
-        cells = _cells(name, fingerprint, identity, sweep, per_node, nth == 0, rules)
+    for nth, (per_node, variant) in enumerate((g, v) for g in sweep.gpus for v in sweep.variants):
+        identity = sweep_keys.identity(variant.args)
+        cells = _cells(name, fingerprint, identity, sweep, variant, per_node, nth == 0, rules)
         if not cells:
             continue
         fixed = [
@@ -178,9 +203,14 @@ def _parts(
             str(per_node),
         ]
         try:
-            _, workload, target, part_sweep = sweep_keys.parse(sweep.argv, fixed)
+            _, workload, target, part_sweep = sweep_keys.parse(variant.argv, fixed)
         except UsageError as err:
             raise Problem(f"{path}.sweep", sweep_keys.strip_prefix(str(err))) from None
+        for cell in cells:  # HSDP's shard group divides each configuration's workers
+            try:
+                shard_group_of(workload, cell.config)
+            except ValueError as err:
+                raise Problem(f"{path}.sweep", f"{err} ({cell.label})") from None
         parts.append(SweepPart(per_node, workload, target, part_sweep, tuple(cells)))
     if not parts:
         raise Problem(f"{path}.exclude", "leaves no cell to run: drop the testbed instead")
@@ -192,48 +222,64 @@ def _cells(
     fingerprint: str,
     identity: dict[str, Any],
     sweep: _Sweep,
+    variant: _Variant,
     per_node: int,
     baselines: bool,
-    rules: list[dict[str, set[int]]],
+    rules: Rules,
 ) -> list[Cell]:
     """A part's cells in the order its sweep runs them (hpcbench.sweep.configurations),
-    less those excluded. One baseline serves every gpus_per_node of a batch
-    (hpcbench.analysis): the first part's (baselines)."""
+    less those excluded. One baseline serves every gpus_per_node and parallelism of a
+    batch (hpcbench.analysis): the first part's (baselines)."""
     cells: list[Cell] = []
     workers = functools.partial(operator.mul, per_node)  # nodes -> nodes x per_node
     configs = configurations(sweep.batches, sweep.node_counts, workers, baselines=baselines)
+    parallel = variant.workload.parallel
+    # A transformer's cells name their parallelism; a CNN's are as they always were.
+    shown = parallel if transformer_configs.is_transformer(variant.workload.model) else ""
     for config in configs:
+        # One worker trains unwrapped whatever the parallelism (bench/lm.py: wrapped only
+        # when comm.size > 1; scale never passes --wrap): the first part's measures it.
+        if variant.parallel is not None and not baselines and config.workers == 1:
+            continue
         values = {
             "batch": config.batch,
             "nodes": config.nodes,
             "workers": config.workers,
             "gpus_per_node": per_node,
         }
-        if _excluded(values, rules):
+        if _excluded({**values, "parallel": parallel}, rules):
             continue
         cell_id = digest(
             {"testbed": name, "fingerprint": fingerprint, "params": identity, **values}, 12
         )
-        cells.append(Cell(name, config, per_node, cell_id))
+        cells.append(Cell(name, config, per_node, cell_id, shown))
     return cells
 
 
-def _exclusions(value: Any, path: str) -> list[dict[str, set[int]]]:
+def _exclusions(value: Any, path: str) -> Rules:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise Problem(path, "must be a list of {batch:, nodes:, gpus_per_node:, workers:}")
-    rules = []
+        raise Problem(
+            path, "must be a list of {batch:, nodes:, gpus_per_node:, workers:, parallel:}"
+        )
+    rules: Rules = []
     for i, entry in enumerate(value):
         where = f"{path}[{i}]"
         entry = checks.mapping(entry, where, EXCLUDE_KEYS)
         if not entry:
             raise Problem(where, f"names no cell; give some of {', '.join(EXCLUDE_KEYS)}")
-        rules.append({k: set(checks.int_list(v, f"{where}.{k}", 10**6)) for k, v in entry.items()})
+        rule: dict[str, set[int] | set[str]] = {}
+        for k, v in entry.items():
+            if k == "parallel":
+                rule[k] = set(checks.word_list(v, f"{where}.{k}", workload_options.PARALLEL))
+            else:
+                rule[k] = set(checks.int_list(v, f"{where}.{k}", 10**6))
+        rules.append(rule)
     return rules
 
 
-def _excluded(cell: dict[str, int], rules: list[dict[str, set[int]]]) -> bool:
+def _excluded(cell: dict[str, Any], rules: Rules) -> bool:
     return any(all(cell[k] in values for k, values in rule.items()) for rule in rules)
 
 

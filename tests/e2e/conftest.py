@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcbench import nodeset
 from tests.conftest import group_of
 from tests.interrupt import as_from_a_terminal
 
@@ -172,6 +173,40 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployedTestbe
     bed.hpcbench("destroy", "--env", "local", timeout=600)
 
 
+def head(bed: DeployedTestbed) -> nodeset.Node:
+    return nodeset.load_inventory(bed.state / "local" / "inventory.yml").head_node()
+
+
+@pytest.fixture(scope="module")
+def deployed(testbed: DeployedTestbed) -> DeployedTestbed:
+    """The shared testbed, deployed here when a module that needs it runs alone."""
+    if not (testbed.state / "local" / "inventory.yml").is_file():
+        proc = testbed.hpcbench("deploy", "--env", "local", *var_args(), timeout=1800)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return testbed
+
+
+def partition(bed: DeployedTestbed, name: str) -> dict:
+    """A testbed of the campaign file: a partition of the e2e testbed over SSH."""
+    access = head(bed).access
+    assert access is not None
+    return {
+        "name": name,
+        "title": f"e2e Slurm, partition {name}",
+        "slurm": {
+            "partition": name,
+            "nodes": 2,
+            "login": f"{access.user}@{access.host}:{access.port}",
+            "ssh_key": access.key_file,
+            "known_hosts": access.known_hosts,
+            "python": "/opt/hpcbench/venv/bin/python",
+            "bench_dir": "/opt/hpcbench/bench",
+            "time": "10m",
+            "queue_wait": "10m",
+        },
+    }
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """One testbed for the e2e tests, in this order (pytest sorts the modules by name):
     test_faults.py's Ctrl-C tests are its first deploys, interrupted, just before the
@@ -196,9 +231,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     faults = of("test_faults.py")
     first = [i for i in faults if i.name.startswith("test_ctrl_c_")]
     last = of("test_kill.py") + [i for i in faults if i not in first]
-    # The campaign over the testbed's Slurm partitions, and the jobs stopped in every
-    # way, need it deployed: after the deploy.
-    partitions = of("test_campaign_slurm.py") + of("test_slurm_cleanup.py")
+    # The campaigns over the testbed's Slurm partitions (CNNs, the transformer), and the
+    # jobs stopped in every way, need it deployed: after the deploy.
+    partitions = (
+        of("test_campaign_slurm.py") + of("test_campaign_lm.py") + of("test_slurm_cleanup.py")
+    )
     rest = [i for i in items if i not in first and i not in last and i not in partitions]
 
     def at(name: str, default: int) -> int:

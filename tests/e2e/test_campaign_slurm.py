@@ -27,14 +27,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpcbench import analysis, nodeset
+from hpcbench import analysis
 from tests.e2e.conftest import (
     E2E_VARS,
     STACK_SQSH,
     TINY_SWEEP,
     DeployedTestbed,
     campaign_run,
-    var_args,
+    head,
+    partition,
 )
 from tests.slurm_sites import site_slurm
 
@@ -63,45 +64,11 @@ BUILT = {
 }
 
 
-def head(bed: DeployedTestbed) -> nodeset.Node:
-    return nodeset.load_inventory(bed.state / "local" / "inventory.yml").head_node()
-
-
-@pytest.fixture(scope="module")
-def deployed(testbed: DeployedTestbed) -> DeployedTestbed:
-    """The shared testbed, deployed here when this module runs alone."""
-    if not (testbed.state / "local" / "inventory.yml").is_file():
-        proc = testbed.hpcbench("deploy", "--env", "local", *var_args(), timeout=1800)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return testbed
-
-
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One campaign folder for the module: the containers and modules test resumes the
     mixed campaign's, so that all its systems share one report."""
     return tmp_path_factory.mktemp("mixed")
-
-
-def partition(bed: DeployedTestbed, name: str) -> dict:
-    """A testbed of the campaign file: a partition of the e2e testbed over SSH."""
-    access = head(bed).access
-    assert access is not None
-    return {
-        "name": name,
-        "title": f"e2e Slurm, partition {name}",
-        "slurm": {
-            "partition": name,
-            "nodes": 2,
-            "login": f"{access.user}@{access.host}:{access.port}",
-            "ssh_key": access.key_file,
-            "known_hosts": access.known_hosts,
-            "python": "/opt/hpcbench/venv/bin/python",
-            "bench_dir": "/opt/hpcbench/bench",
-            "time": "10m",
-            "queue_wait": "10m",
-        },
-    }
 
 
 def as_user(bed: DeployedTestbed, slurm: dict, name: str, title: str) -> dict:

@@ -96,6 +96,23 @@ def test_local_fits_two_testbeds_of_two_one_core_nodes() -> None:
     assert len(set(names)) == 2 and "hpcbench-local" not in names  # never `make deploy`'s
 
 
+def test_local_lm_runs_the_transformer_under_ddp_and_fsdp2_beside_the_cnn_campaign() -> None:
+    lm = campaign_file.load(REPO / "campaigns/local-lm.yaml")
+    cnn = campaign_file.load(REPO / "campaigns/local.yaml")
+    assert [dict(tb.settings)["link_rate"] for tb in lm.testbeds] == ["200mbit", "1gbit"]
+    for tb in lm.testbeds:
+        assert [(p.workload.model, p.workload.parallel) for p in tb.parts] == [
+            ("gpt-tiny", "ddp"),
+            ("gpt-tiny", "fsdp2"),
+        ]
+        assert {(c.nodes, c.parallel) for c in tb.cells} == {(1, "ddp"), (2, "ddp"), (2, "fsdp2")}
+    # Testbeds of their own: neither campaign's nor `make deploy`'s names, subnets or ports.
+    settings = [dict(tb.settings) for c in (lm, cnn) for tb in c.testbeds]
+    for key in ("name", "subnet", "ssh_port_base", "jupyter_port"):
+        assert len({s[key] for s in settings}) == 4, key
+    assert lm.out != cnn.out
+
+
 def test_identity_follows_what_is_measured_not_how_long_it_may_take(tmp_path: Path) -> None:
     ids = [c.id for c in campaign_file.load(base(tmp_path)).cells]
     assert ids == [c.id for c in campaign_file.load(base(tmp_path)).cells]  # stable

@@ -194,7 +194,7 @@ def test_the_plan_books_a_partitions_jobs_and_learns_its_queue_wait(tmp_path, ca
     assert "+ 1 x 60 s queue wait" in out
 
 
-@pytest.mark.parametrize("name", ["lrz.yaml", "gwdg.yaml"])
+@pytest.mark.parametrize("name", ["lrz.yaml", "gwdg.yaml", "lrz-lm.yaml", "gwdg-lm.yaml"])
 def test_the_shipped_cluster_campaigns_dry_run_without_a_cluster(
     name, tmp_path, capsys, monkeypatch
 ):
@@ -217,6 +217,48 @@ def test_the_shipped_cluster_campaigns_dry_run_without_a_cluster(
     assert out.rstrip().endswith(
         "nothing was checked, created or submitted; `campaign run` runs it"
     )
+    assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize(
+    "name, parallel, launch",
+    [
+        # LRZ's way: NVIDIA's image through pyxis, each step in the job's container.
+        ("lrz-lm.yaml", {"fsdp2"}, "'--container-image=nvcr.io#nvidia/pytorch:24.05-py3'"),
+        # GWDG's: the conda environment, set up before the steps.
+        ("gwdg-lm.yaml", {"fsdp2", "hsdp"}, "module load miniforge3 && source activate hpcbench"),
+    ],
+)
+def test_the_cluster_transformer_campaigns_forecast_every_cell_and_print_its_scripts(
+    name, parallel, launch, tmp_path, capsys
+):
+    data = yaml.safe_load((REPO / "campaigns" / name).read_text())
+    data["out"] = str(tmp_path / "out")
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    campaign = campaign_file.load(path)
+    assert {p.workload.parallel for tb in campaign.testbeds for p in tb.parts} == parallel
+    assert cli.main(["campaign", "plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if " pending " in line]
+    assert len(rows) == len(campaign.cells)
+    for cell in campaign.cells:  # a figure, an E and a length, each from a named source
+        [row] = [r for r in rows if r.lstrip().startswith(cell.id)]
+        assert "unknown" not in row and "tokens/s" in row, row
+        assert cell.label in row, row
+    # The sources: the accelerator's peak and the stated MFU, FLOPs per token, the links.
+    assert "% MFU x 312 TFLOPS bf16 (A100: https://" in out
+    assert "GFLOP per token (bench/transformer_configs.py)" in out
+    assert "parameters gathered in bf16 per block, reduce-scatter" in out
+    assert cli.main(["campaign", "run", "--dry-run", str(path)]) == 0
+    out = capsys.readouterr().out
+    trains = [line for line in out.splitlines() if " train.py " in line]
+    assert len(trains) == campaign.testbeds[0].parts[0].sweep.repeats * len(campaign.cells)
+    for p in parallel:
+        assert any(f"--parallel {p}" in t and "--backend ddp" in t for t in trains), p
+    if name.startswith("lrz"):
+        assert all("--container-name=hpcbench-" in t for t in trains)
+    assert launch in out
     assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
 
 

@@ -122,7 +122,9 @@ def test_the_campaign_charts_legends_hide_no_point(
     results = []
     for i, e in enumerate((0.95, 0.75, 0.55, 0.35)):
         tb = SimpleNamespace(title=f"testbed {i}, a partition of the local testbed", name=f"t{i}")
-        points = {8: [nearly_ideal(1, 1.0), nearly_ideal(2, e)]}
+        points = {
+            comparison.Panel("resnet18", 8, "images"): [nearly_ideal(1, 1.0), nearly_ideal(2, e)]
+        }
         results.append(comparison.TestbedResults(tb, [], [], [], points))  # type: ignore[arg-type]
     saved = drawn(monkeypatch, lambda: comparison.charts(results, tmp_path, "made by"))
     assert len(saved) == 2 and [hiding(fig) for fig in saved] == [[], []]
