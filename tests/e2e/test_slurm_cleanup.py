@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import E2E_VARS, REPO, STACK_SQSH, DeployedTestbed
-from tests.e2e.test_campaign_slurm import deployed, head  # noqa: F401 (a fixture)
+from tests.e2e.conftest import E2E_VARS, REPO, STACK_SQSH, DeployedTestbed, head
 from tests.interrupt import as_from_a_terminal
 
 pytestmark = pytest.mark.e2e
@@ -172,7 +171,7 @@ def stop_hpcbench(proc: subprocess.Popen[str], how: str) -> None:
 
 @pytest.mark.parametrize("how", ["ctrl-c", "hangup", "sigterm", "scancel", "time limit"])
 def test_no_container_is_left_on_any_node_however_the_job_ends(
-    deployed: DeployedTestbed,  # noqa: F811
+    deployed: DeployedTestbed,
     tmp_path: Path,
     how: str,
 ) -> None:
@@ -201,7 +200,7 @@ def test_no_container_is_left_on_any_node_however_the_job_ends(
 
 
 def test_a_failing_setup_line_fails_its_job_with_lmods_line_first(
-    deployed: DeployedTestbed,  # noqa: F811
+    deployed: DeployedTestbed,
     tmp_path: Path,
 ) -> None:
     """GWDG's way (Lmod, the environment's python) with a module that does not exist:
@@ -219,7 +218,7 @@ def test_a_failing_setup_line_fails_its_job_with_lmods_line_first(
 
 
 def test_a_setup_line_that_loads_no_module_leaves_no_stack_on_path(
-    deployed: DeployedTestbed,  # noqa: F811
+    deployed: DeployedTestbed,
     tmp_path: Path,
 ) -> None:
     """Without `module load miniforge3 && source activate hpcbench`, gwdg.yaml's
