@@ -24,7 +24,10 @@ predict`) over the testbed's link (link_basis), best first:
 - probed on this testbed: the all-reduce probe's latency and bandwidth, and on CPU
   nodes the backend's CPU work it measured;
 - probed on an earlier testbed of the same environment: the bandwidth's share of that
-  testbed's line rate times this one's, its latency and its CPU work;
+  testbed's line rate times this one's, its latency, background share and overlap
+  stretch, and the CPU work per byte of the latest such testbed whose link did not
+  hide it (carried_cpu_work); where every one hid it, it is unknown: E midway between
+  none and the most their probes allow, the band over both;
 - `hardware: link_efficiency` times the line rate;
 - the transport's default share (scaling_model.LINK_EFFICIENCY) times the line rate.
 The line rate is the testbed's settings' (link_rate, link_capacity_mbps), else
