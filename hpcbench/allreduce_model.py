@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 # A line rate: a number and SI bits per second, so that 1gbit is 10^9 bit/s (tc's kibit
 # would be binary). A person may write it with capitals and a space before the unit
@@ -594,3 +594,72 @@ def _cpu_work_figure(probe: dict[str, Any], key: str) -> float:
     """One figure of the probe's CPU-work record, 0 where it is missing or below 0."""
     value = (probe.get("cpu_work") or {}).get(key)
     return max(0.0, float(value)) if isinstance(value, int | float) else 0.0
+
+
+# How many times its noise a CPU-work figure must stand above 0 to count as seen, and
+# what it adds to the figure for the largest value the record allows.
+CPU_WORK_NOISES = 2.0
+
+
+@dataclass(frozen=True)
+class CpuWorkSeen:
+    """A probe's CPU work per byte as it measured it (the ranks' mean, below 0 where
+    noise put it there) and that figure's noise in s/byte (None: the record cannot
+    tell, it has no per-rank figures)."""
+
+    s_per_byte: float
+    noise: float | None
+
+    @property
+    def resolved(self) -> bool:
+        """Whether the figure stands clear of its noise. Behind a slow link it does not:
+        the noise is a share of the middle phase's wall time, per byte."""
+        return self.noise is not None and self.s_per_byte > CPU_WORK_NOISES * self.noise
+
+    @property
+    def largest(self) -> float | None:
+        """The largest CPU work per byte the record allows (at least 0); None: no noise
+        known, so no bound."""
+        if self.noise is None:
+            return None
+        largest = max(0.0, self.s_per_byte + CPU_WORK_NOISES * self.noise)
+        return largest if math.isfinite(largest) else None
+
+
+def cpu_work_seen(probe: dict[str, Any]) -> CpuWorkSeen | None:
+    """The probe's CPU work per byte with its noise, from every rank's figures
+    (bench/allreduce.py measure_cpu_work); None where it measured none (GPUs, older
+    probes). The noise is the larger of two the record holds: how far the ranks'
+    figures scatter (half their range), and how far a rank's figure would move had
+    its slower alone phase been taken for the computation's speed (the ranks' mean):
+    the host's own noise over the bytes all-reduced, which grows with the time each
+    byte takes on the link."""
+    work = probe.get("cpu_work")
+    work = work if isinstance(work, dict) else {}
+    value = work.get("lost_s_per_byte")
+    if not _finite(value):
+        return None
+    count, size = work.get("allreduces"), work.get("bytes")
+    ranks = [r for r in _items(work.get("per_rank")) if isinstance(r, dict)]
+    if not (_finite(count) and _finite(size)) or count * size <= 0:
+        return CpuWorkSeen(float(value), None)
+    total = float(count * size)
+    lost = [r["lost_s"] / total for r in ranks if _finite(r.get("lost_s"))]
+    noises = [(max(lost) - min(lost)) / 2] if len(lost) > 1 else []
+    speed = []
+    for r in ranks:
+        alone = [x for x in _items(r.get("alone_per_s")) if _finite(x) and x > 0]
+        if len(alone) > 1 and _finite(r.get("pieces")):
+            speed.append(abs(r["pieces"]) * (1 / min(alone) - 1 / max(alone)) / total)
+    if speed:
+        noises.append(sum(speed) / len(speed))
+    finite = [n for n in noises if math.isfinite(n)]
+    return CpuWorkSeen(float(value), max(finite) if finite else None)
+
+
+def _finite(value: object) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _items(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -15,12 +15,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hpcbench import fingerprint
+from hpcbench import allreduce_model, fingerprint
 from hpcbench.launchers import RunSpec
 from hpcbench.schedulers.base import stop_on_signals
 from hpcbench.specs import ProbeSpec, TargetSpec
 from hpcbench.store import Store
 from hpcbench.target import Target
+
+# A CPU-work figure within twice its noise (allreduce_model.cpu_work_seen).
+_HIDDEN = (
+    "; not told from its noise (a slow link hides it): no forecast of another testbed takes it"
+)
 
 # Beyond its budget, what a probe may still take before it is killed: the launch before
 # its clock starts, the size under way, the CPU-work phase (bench/allreduce.py, about
@@ -135,9 +140,13 @@ def format_probe(record: dict) -> str:
         )
     work = record.get("cpu_work")
     if work:
+        seen = allreduce_model.cpu_work_seen(record)
+        known = seen is not None and seen.noise is not None  # older probes: no noise
+        noise = f" ± {seen.noise * 1e9:.2f}" if seen and seen.noise is not None else ""
         lines.append(
             f"CPU work: computation beside {work['allreduces']} all-reduces of {work['bytes']} B"
-            f" lost {work['lost_s_per_byte'] * 1e9:.2f} ns per byte (ranks' mean)"
+            f" lost {work['lost_s_per_byte'] * 1e9:.2f}{noise} ns per byte (ranks' mean)"
+            + (_HIDDEN if known and seen and not seen.resolved else "")
         )
         if work.get("background_share") is not None:  # probes from before lack it
             lines.append(

@@ -24,7 +24,10 @@ predict`) over the testbed's link (link_basis), best first:
 - probed on this testbed: the all-reduce probe's latency and bandwidth, and on CPU
   nodes the backend's CPU work it measured;
 - probed on an earlier testbed of the same environment: the bandwidth's share of that
-  testbed's line rate times this one's, its latency and its CPU work;
+  testbed's line rate times this one's, its latency, background share and overlap
+  stretch, and the CPU work per byte of the latest such testbed whose link did not
+  hide it (carried_cpu_work); where every one hid it, it is unknown: E midway between
+  none and the most their probes allow, the band over both;
 - `hardware: link_efficiency` times the line rate;
 - the transport's default share (scaling_model.LINK_EFFICIENCY) times the line rate.
 The line rate is the testbed's settings' (link_rate, link_capacity_mbps), else
@@ -92,6 +95,10 @@ class LinkBasis:
     # A probe's all-gather and reduce-scatter across nodes, (name, latency_s, busbw) each
     # (scaling_model.Plan.collective_links).
     collectives: tuple[tuple[str, float, float], ...] = ()
+    # CPU nodes: the CPU work per byte is unknown (no earlier probe resolved it), and at
+    # most this (s/byte): the point is taken midway between none and this, the band
+    # spans both (cell_forecast). None: known, or unbounded.
+    cpu_up_to: float | None = None
 
 
 @dataclass(frozen=True)
@@ -227,14 +234,19 @@ def link_basis(campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPla
         model = allreduce_model.link_model(probes[-1])
         assert model is not None
         share = min(1.0, model.busbw * 8 / other_rate)
+        work = carried_cpu_work(campaign, tb, earlier)
+        cpu = replace(allreduce_model.cpu_work(probes[-1]), s_per_byte=work.s_per_byte or 0.0)
         return LinkBasis(
             rate / 8 * share,
             model.latency_s,
-            allreduce_model.cpu_work(probes[-1]),
+            cpu,
             _interference(probes[-1]),
             f"{_rate(rate)} x {share:.2f}, the share probed on {other.name}"
-            + _collectives_said(probes[-1]),
+            + _collectives_said(probes[-1])
+            + _background_said(probes[-1], other)
+            + (f"; {work.said}" if work.said else ""),
             _collective_links(probes[-1], rate / other_rate),
+            work.up_to,
         )
     if tb.hardware.link_efficiency is not None:
         share, said = tb.hardware.link_efficiency, "given in hardware:"
@@ -246,6 +258,72 @@ def link_basis(campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPla
         allreduce_model.CpuWork(),
         DEFAULT_INTERFERENCE,
         f"{_rate(rate)} x {share:.2f} ({said})",
+    )
+
+
+@dataclass(frozen=True)
+class CarriedCpuWork:
+    """The CPU work per byte a testbed's forecast takes from the earlier testbeds of its
+    environment: s_per_byte where a probe resolved it; else unknown, at most up_to
+    (None: unbounded); said: which testbed it comes from ('' where none measured it:
+    GPU nodes)."""
+
+    s_per_byte: float | None = None
+    up_to: float | None = None
+    said: str = ""
+
+
+def carried_cpu_work(
+    campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPlan]
+) -> CarriedCpuWork:
+    """The latest probe of an earlier testbed of the same environment whose CPU work per
+    byte stands clear of its noise (allreduce_model.cpu_work_seen): a slow link hides
+    it, and a figure measured there (0, below 0, or noise) is not carried. Where none
+    resolved it, it is unknown, and at most the smallest largest value any allows."""
+    hidden: list[tuple[TestbedPlan, allreduce_model.CpuWorkSeen]] = []
+    for other in reversed(earlier):
+        probes = _probes(campaign.testbed_store(other)) if _same_env(tb, other) else []
+        seen = allreduce_model.cpu_work_seen(probes[-1]) if probes else None
+        if seen is None:
+            continue
+        if seen.resolved:
+            return CarriedCpuWork(
+                seen.s_per_byte,
+                said=f"CPU work {_ns(seen.s_per_byte)} ns per byte probed on {other.name}",
+            )
+        hidden.append((other, seen))
+    bounded = [(o, s) for o, s in hidden if s.largest is not None]
+    if bounded:
+        other, seen = min(bounded, key=lambda pair: pair[1].largest or 0.0)
+        up_to = seen.largest or 0.0
+        return CarriedCpuWork(
+            None,
+            up_to,
+            f"CPU work per byte unknown, hidden behind {other.name}'s link "
+            f"({_ns(seen.s_per_byte)} ± {_ns(seen.noise or 0.0)} ns): 0-{_ns(up_to)} ns, "
+            "E taken midway",
+        )
+    if hidden:
+        names = ", ".join(o.name for o, _ in hidden)
+        return CarriedCpuWork(
+            said=f"CPU work per byte unknown: not told from noise on {names}; none charged"
+        )
+    return CarriedCpuWork()
+
+
+def _ns(s_per_byte: float) -> str:
+    return f"{s_per_byte * 1e9:.2f}"
+
+
+def _background_said(probe: dict[str, Any], where: TestbedPlan) -> str:
+    """The backend's background share and overlap stretch the probe measured on CPU
+    nodes, and where, for the forecast's source line ('' where it measured none)."""
+    if allreduce_model.cpu_work_seen(probe) is None:
+        return ""
+    work = allreduce_model.cpu_work(probe)
+    return (
+        f"; background share {work.background_share:.2f} and overlap stretch "
+        f"{work.overlap_stretch:.2f} probed on {where.name}"
     )
 
 
@@ -505,16 +583,19 @@ def cell_forecast(
     if part.workload.seq_len:
         plan, sharded = _transformer_plan(plan, tb, part, link)
     row = predictions(plan)[0]
+    point, low, high = (float(row[k]) for k in ("efficiency", "efficiency_low", "efficiency_high"))
+    if link.cpu_up_to is not None:
+        # CPU work unknown, between none and the most the probes allow: the point midway
+        # is off by at most half the span whatever it is; the band holds both.
+        most = predictions(replace(plan, cpu=replace(plan.cpu, s_per_byte=link.cpu_up_to)))[0]
+        at_most = float(most["efficiency"])
+        low = min(low, at_most, float(most["efficiency_low"]))
+        high = max(high, point, float(most["efficiency_high"]))
+        point = (point + at_most) / 2
     inside = f"{intra_name} inside a node" + ("" if tb.hardware.intra_node else " (assumed)")
     where = f"{link.source}; {inside}" if across and cell.gpus_per_node > 1 else link.source
     return CellForecast(
-        cell,
-        single,
-        float(row["efficiency"]),
-        float(row["efficiency_low"]),
-        float(row["efficiency_high"]),
-        (where if across else inside) + sharded,
-        unit=unit,
+        cell, single, point, low, high, (where if across else inside) + sharded, unit=unit
     )
 
 

@@ -537,3 +537,30 @@ def test_one_report_compares_every_testbed(campaign: Campaign) -> None:
     table = json.loads(status.stdout)
     assert sorted({c["status"] for c in table["cells"]}) == ["failed", "measured"]
     assert table["held"] == {}
+
+
+def test_the_second_testbeds_reforecast_is_as_close_as_the_plans_where_the_first_lent_it(
+    campaign: Campaign,
+) -> None:
+    """vw-1g's forecast of E(2) just before its first booking, against what it measured:
+    at least as close as the plan's where it took a figure gpulab-1x2 measured (its
+    sources name that testbed); where it took none, the plan's own forecast."""
+    data = json.loads((campaign.out / "configurations.json").read_text())
+    (two,) = [c for c in data["configurations"] if c["testbed"] == "vw-1g" and c["workers"] == 2]
+    measured, plan = two["efficiency"], two["forecast_plan_efficiency"]
+    assert measured is not None and plan is not None, two
+    bookings = [
+        c
+        for r in campaign.journal()
+        if r.get("kind") == "forecast" and r["testbed"] == "vw-1g" and r["made"] == "booking"
+        for c in r["cells"]
+        if c["workers"] == 2
+    ]
+    assert bookings, "no forecast journaled before vw-1g was booked"
+    first = bookings[0]  # before the interrupt: nothing of its own measured yet
+    said = f"{first['single_source']}; {first['link_source']}"
+    assert "this testbed" not in said, said
+    if "gpulab-1x2" in said:
+        assert abs(first["efficiency"] - measured) <= abs(plan - measured), (said, first, two)
+    else:
+        assert first["efficiency"] == pytest.approx(plan), (said, first, two)

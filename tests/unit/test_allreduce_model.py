@@ -1,6 +1,9 @@
 import dataclasses
+import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hpcbench import allreduce_model
 
@@ -122,6 +125,125 @@ def test_cpu_work_sets_a_floor_under_the_step_on_cpu_nodes():
 )
 def test_cpu_work_per_byte_from_a_probe_record(probe, expected):
     assert allreduce_model.cpu_work_per_byte(probe) == expected
+
+
+# The probe's CPU-work phase at its largest size (bench/allreduce.py measure_cpu_work).
+CPU_WORK_BYTES = 64 * 2**20
+
+
+def cpu_work_record(
+    lost_s_per_byte: list[float],
+    alone: tuple[float, float] = (20_000.0, 20_000.0),
+    allreduces: int = 5,
+    pieces: int = 40_000,
+    background: float = 0.13,
+) -> dict:
+    """measure_cpu_work's record: each rank lost lost_s_per_byte[i] of computation per
+    byte all-reduced, and its two alone phases ran `alone` pieces a second."""
+    total = allreduces * CPU_WORK_BYTES
+    ranks = [
+        {
+            "wall_s": 3.0,
+            "pieces": pieces,
+            "lost_s": w * total,
+            "alone_per_s": list(alone),
+            "background": background,
+        }
+        for w in lost_s_per_byte
+    ]
+    return {
+        "bytes": CPU_WORK_BYTES,
+        "allreduces": allreduces,
+        "per_rank": ranks,
+        "lost_s_per_byte": sum(lost_s_per_byte) / len(lost_s_per_byte),
+        "background_share": background,
+    }
+
+
+# Behind 200 Mbit/s one 64 MiB all-reduce lasts the whole phase: the host's noise over
+# its bytes is 1.6 ns per byte, and the ranks' mean came out below 0.
+HIDDEN = cpu_work_record([-1.0e-9, -2.8e-9], alone=(19_000.0, 20_000.0), allreduces=1)
+# Behind 1 Gbit/s five run, and the ranks agree.
+RESOLVED = cpu_work_record([1.1e-9, 1.3e-9], alone=(20_000.0, 20_100.0))
+
+
+def test_a_cpu_work_figure_counts_as_seen_only_clear_of_its_noise():
+    seen = allreduce_model.cpu_work_seen({"cpu_work": RESOLVED})
+    assert seen is not None and seen.resolved
+    assert seen.s_per_byte == pytest.approx(1.2e-9)
+    # The ranks scatter by 0.1 ns around their mean; the alone phases by less.
+    assert seen.noise == pytest.approx(0.1e-9)
+    hidden = allreduce_model.cpu_work_seen({"cpu_work": HIDDEN})
+    assert hidden is not None and not hidden.resolved
+    # 40,000 pieces at 19,000 rather than 20,000 a second: 0.105 s over 64 MiB.
+    noise = 40_000 * (1 / 19_000 - 1 / 20_000) / CPU_WORK_BYTES
+    assert hidden.noise == pytest.approx(noise)
+    assert hidden.largest == pytest.approx(-1.9e-9 + 2 * noise)
+    # Above 0 but within twice its noise (the ranks disagree): not seen either.
+    within = allreduce_model.cpu_work_seen({"cpu_work": cpu_work_record([-0.5e-9, 2.5e-9])})
+    assert within is not None and not within.resolved
+    assert within.largest == pytest.approx(1e-9 + 2 * 1.5e-9)
+    # Noise that puts the figure far below 0 bounds it at 0, never below.
+    low = allreduce_model.cpu_work_seen({"cpu_work": cpu_work_record([-9e-9, -9e-9])})
+    assert low is not None and low.largest == 0.0 and not low.resolved
+
+
+@pytest.mark.parametrize(
+    "work",
+    [
+        {"lost_s_per_byte": 1e-9},  # no per-rank figures: no noise known
+        {"lost_s_per_byte": 1e-9, "allreduces": 5, "bytes": 64, "per_rank": [{"wall_s": 1.0}]},
+        {"lost_s_per_byte": 1e-9, "allreduces": 0, "bytes": 64, "per_rank": []},
+    ],
+)
+def test_a_cpu_work_figure_without_its_noise_is_neither_seen_nor_bounded(work):
+    seen = allreduce_model.cpu_work_seen({"cpu_work": work})
+    assert seen is not None and not seen.resolved and seen.largest is None
+
+
+@pytest.mark.parametrize("probe", [{}, {"cpu_work": None}, {"cpu_work": {"lost_s_per_byte": "x"}}])
+def test_a_probe_without_a_cpu_work_figure_has_none_to_see(probe):
+    assert allreduce_model.cpu_work_seen(probe) is None
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.text(max_size=3),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
+
+
+@given(
+    st.fixed_dictionaries(
+        {
+            "lost_s_per_byte": st.floats(-1.0, 1.0),
+            "allreduces": _VALUES,
+            "bytes": _VALUES,
+            "per_rank": st.lists(
+                st.one_of(
+                    _VALUES,
+                    st.fixed_dictionaries(
+                        {
+                            "lost_s": _VALUES,
+                            "pieces": _VALUES,
+                            "alone_per_s": st.one_of(_VALUES, st.lists(_VALUES, max_size=3)),
+                        }
+                    ),
+                ),
+                max_size=4,
+            ),
+        }
+    )
+)
+def test_any_cpu_work_record_gives_a_finite_figure_and_bound_or_none(work):
+    seen = allreduce_model.cpu_work_seen({"cpu_work": work})
+    assert seen is not None
+    assert seen.noise is None or (math.isfinite(seen.noise) and seen.noise >= 0)
+    largest = seen.largest
+    assert largest is None or (math.isfinite(largest) and largest >= 0)
+    assert not seen.resolved or seen.s_per_byte > 0
 
 
 def test_an_all_reduce_beside_backward_goes_slower_until_backward_ends():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from hpcbench.campaign.datatypes import Hardware
 from hpcbench.campaign.journal import Journal
 from hpcbench.errors import UsageError
 from hpcbench.store import Store
+from tests.unit.test_allreduce_model import HIDDEN, RESOLVED, cpu_work_record
 from tests.unit.test_campaign import SHIPPED, Fakes, fake_run, write
 
 TWO_LOCAL = """\
@@ -303,18 +305,101 @@ def test_the_next_testbed_takes_the_link_share_and_cpu_work_probed_on_the_earlie
     slow, fast = campaign.testbeds
     before = cell_of(forecast.testbed_forecast(campaign, fast), 2)
     assert before.link_source == "1 Gbit/s x 0.64 (tcp's default)"
-    work = {"lost_s_per_byte": 1e-9, "background_share": 0.13}
-    Store(campaign.testbed_out(slow)).append(probe(2, 0.9 * 200e6 / 8, cpu_work=work))
+    Store(campaign.testbed_out(slow)).append(probe(2, 0.9 * 200e6 / 8, cpu_work=RESOLVED))
     after = cell_of(forecast.testbed_forecast(campaign, fast), 2)
-    assert after.link_source == "1 Gbit/s x 0.90, the share probed on slow"
+    assert after.link_source == (
+        "1 Gbit/s x 0.90, the share probed on slow; background share 0.13 and overlap "
+        "stretch 1.00 probed on slow; CPU work 1.20 ns per byte probed on slow"
+    )
     # The probe's CPU work stands in for interference, and slows the step.
     basis = forecast.link_basis(campaign, fast, [slow])
     assert basis.interference == 0.0 and basis.cpu.background_share == pytest.approx(0.13)
+    assert basis.cpu.s_per_byte == pytest.approx(1.2e-9) and basis.cpu_up_to is None
     assert basis.busbw == pytest.approx(0.9 * 1e9 / 8)
     # The testbed's own probe beats it.
     Store(campaign.testbed_out(fast)).append(probe(2, 100e6))
     own = forecast.link_basis(campaign, fast, [slow])
     assert own.busbw == pytest.approx(100e6, rel=1e-6) and "probed on this testbed" in own.source
+
+
+def _with_cpu_work(basis: forecast.LinkBasis, s_per_byte: float) -> forecast.LinkBasis:
+    """The link basis as though its CPU work per byte were known to be s_per_byte."""
+    return replace(basis, cpu=replace(basis.cpu, s_per_byte=s_per_byte), cpu_up_to=None)
+
+
+def test_cpu_work_hidden_behind_the_earlier_link_is_unknown_and_widens_the_band(
+    tmp_path: Path,
+) -> None:
+    """The slow link hid the CPU work (its figure below 0, within its noise): the next
+    testbed does not take it as 0, says it is unknown and where it was hidden, takes E
+    midway between none and the most the probe allows, and its band holds both."""
+    campaign = two_local(tmp_path)
+    slow, fast = campaign.testbeds
+    Store(campaign.testbed_out(slow)).append(probe(2, 0.93 * 200e6 / 8, cpu_work=HIDDEN))
+    seen = allreduce_model.cpu_work_seen({"cpu_work": HIDDEN})
+    assert seen is not None and seen.largest is not None and seen.largest > 0
+    basis = forecast.link_basis(campaign, fast, [slow])
+    assert basis.cpu.s_per_byte == 0.0 and basis.cpu_up_to == pytest.approx(seen.largest)
+    assert "CPU work per byte unknown, hidden behind slow's link (-1.90 ± 1.57 ns)" in (
+        basis.source
+    )
+    assert f"0-{seen.largest * 1e9:.2f} ns, E taken midway" in basis.source
+    part = fast.parts[0]
+    (two,) = [c for c in part.cells if c.workers == 2]
+    single = forecast.Figure(90.0, "given")
+    f = forecast.cell_forecast(fast, part, two, single, basis)
+    none = forecast.cell_forecast(fast, part, two, single, _with_cpu_work(basis, 0.0))
+    most = forecast.cell_forecast(fast, part, two, single, _with_cpu_work(basis, seen.largest))
+    assert most.efficiency < none.efficiency  # type: ignore[operator]
+    assert f.efficiency == pytest.approx((none.efficiency + most.efficiency) / 2)  # type: ignore[operator]
+    assert f.efficiency_low <= min(most.efficiency, most.efficiency_low)  # type: ignore[operator,type-var]
+    assert f.efficiency_high >= max(none.efficiency, none.efficiency_high)  # type: ignore[operator,type-var]
+    assert f.link_source == basis.source
+    # The journal keeps where each figure came from.
+    assert f.record()["link_source"] == basis.source
+
+
+def test_cpu_work_a_record_cannot_tell_from_noise_is_unknown_and_not_charged(
+    tmp_path: Path,
+) -> None:
+    campaign = two_local(tmp_path)
+    slow, fast = campaign.testbeds
+    work = {"lost_s_per_byte": 1e-9, "background_share": 0.13}  # no per-rank figures
+    Store(campaign.testbed_out(slow)).append(probe(2, 0.9 * 200e6 / 8, cpu_work=work))
+    basis = forecast.link_basis(campaign, fast, [slow])
+    assert basis.cpu.s_per_byte == 0.0 and basis.cpu_up_to is None
+    assert basis.source.endswith(
+        "; CPU work per byte unknown: not told from noise on slow; none charged"
+    )
+
+
+def test_cpu_work_comes_from_the_testbed_whose_link_resolved_it(tmp_path: Path) -> None:
+    """Three testbeds: the first (1 Gbit/s) resolved the CPU work, the second (200
+    Mbit/s) hid it. The third takes the second's link share and background, and the
+    first's CPU work, each named."""
+    data = yaml.safe_load(TWO_LOCAL.format(out=tmp_path / "out"))
+    fast, slow = data["testbeds"][1], data["testbeds"][0]
+    third = {**fast, "name": "third", "settings": {**fast["settings"], "link_rate": "500mbit"}}
+    data["testbeds"] = [{**fast, "name": "first"}, {**slow, "name": "second"}, third]
+    campaign = campaign_file.load(write(tmp_path, yaml.safe_dump(data), "three.yaml"))
+    first, second, last = campaign.testbeds
+    Store(campaign.testbed_out(first)).append(probe(2, 0.95 * 1e9 / 8, cpu_work=RESOLVED))
+    hidden = {**HIDDEN, "background_share": 0.2}
+    Store(campaign.testbed_out(second)).append(probe(2, 0.93 * 200e6 / 8, cpu_work=hidden))
+    basis = forecast.link_basis(campaign, last, [first, second])
+    assert basis.cpu.s_per_byte == pytest.approx(1.2e-9) and basis.cpu_up_to is None
+    assert basis.cpu.background_share == pytest.approx(0.2)
+    assert basis.source == (
+        "500 Mbit/s x 0.93, the share probed on second; background share 0.20 and overlap "
+        "stretch 1.00 probed on second; CPU work 1.20 ns per byte probed on first"
+    )
+    # Of two that hid it, the tighter bound.
+    loose = cpu_work_record([-1e-9, 1e-9], alone=(10_000.0, 20_000.0), allreduces=1)
+    Store(campaign.testbed_out(first)).append(probe(2, 0.95 * 1e9 / 8, cpu_work=loose))
+    basis = forecast.link_basis(campaign, last, [first, second])
+    tight = allreduce_model.cpu_work_seen({"cpu_work": HIDDEN})
+    assert tight is not None and basis.cpu_up_to == pytest.approx(tight.largest)
+    assert "hidden behind second's link" in basis.source
 
 
 # -------------------------------------------------------------- the shipped ones
