@@ -594,6 +594,11 @@ def cell_forecast(
         point = (point + at_most) / 2
     inside = f"{intra_name} inside a node" + ("" if tb.hardware.intra_node else " (assumed)")
     where = f"{link.source}; {inside}" if across and cell.gpus_per_node > 1 else link.source
+    # A set-up detail the file does not give, where its other common choice moves E.
+    where += "".join(
+        f"; assumed {a['assumed']} (E {a['efficiency']:.2f} under {a['other']})"
+        for a in row.get("assumptions", [])
+    )
     return CellForecast(
         cell, single, point, low, high, (where if across else inside) + sharded, unit=unit
     )

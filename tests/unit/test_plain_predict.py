@@ -215,6 +215,19 @@ def test_the_campaign_forecast_gets_the_same_defaults_through_predictions():
     )
 
 
+def test_the_campaign_plan_names_what_it_assumed_and_the_other_answer(tmp_path, capsys):
+    """gwdg.yaml gives no node sharing: the plan's line for the cells across nodes
+    says what it assumed and E under the other common choice."""
+    data = (Path(__file__).parents[2] / "campaigns" / "gwdg.yaml").read_text()
+    path = tmp_path / "gwdg.yaml"
+    path.write_text(data.replace("out: results/gwdg", f"out: {tmp_path / 'out'}"))
+    assert cli.main(["campaign", "plan", str(path)]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if "E across workers" in x]
+    assumed = [x for x in lines if "; assumed a node's GPUs share its NIC" in x]
+    assert assumed, lines
+    assert all(" under a node that loses nothing inside)" in x for x in assumed)
+
+
 def test_published_rows_are_scored_with_plain_inputs_only(monkeypatch):
     evaluation = Path(__file__).parents[2] / "evaluation"
     monkeypatch.syspath_prepend(str(evaluation))
