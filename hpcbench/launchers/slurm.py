@@ -61,6 +61,11 @@ def rendezvous(python: str, per_node: int, run: str) -> str:
     )
 
 
+def serves_rendezvous(backend: str, controller: str) -> bool:
+    """Horovod over Gloo: the job serves the rendezvous horovodrun would serve."""
+    return backend == "horovod" and controller == "gloo"
+
+
 @dataclass(frozen=True)
 class SlurmOptions:
     partition: str = ""
@@ -276,7 +281,7 @@ def task_command(spec: RunSpec, opts: SlurmOptions, backend: str, controller: st
         env = ""
     python = opts.container_python if opts.pyxis else spec.python
     cd, workload = f"cd {shell_path(spec.workdir)}", shlex.join([python, spec.script, *spec.args])
-    if backend == "horovod" and controller == "gloo":
+    if serves_rendezvous(backend, controller):
         run = rendezvous(python, per_node, f"{cd} && {workload}")
     else:
         run = f"{cd} && exec {workload}"
@@ -351,7 +356,7 @@ def sbatch_script(
         srun.append(q(f"--mpi={opts.mpi}"))
     if opts.pyxis:
         srun += container_flags(spec, opts)
-    if backend == "horovod" and controller == "gloo":
+    if serves_rendezvous(backend, controller):
         body += [
             "export HOROVOD_GLOO_RENDEZVOUS_ADDR=$MASTER_ADDR"
             " HOROVOD_GLOO_RENDEZVOUS_PORT=$MASTER_PORT",
