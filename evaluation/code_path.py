@@ -12,7 +12,7 @@ in earlier versions) down to the launcher's command line and back. A module coun
 once per stretch of consecutive calls into it; "returns" counts each stretch of
 a module seen before; "upward calls" counts calls into a module of a higher
 layer than the caller's (LAYERS: the campaign, then deploy/probe/sweep, then
-the target, then launchers and schedulers, then the utilities), such as a
+the target and the testbed kinds, then launchers and schedulers, then the utilities), such as a
 callback a lower layer was handed; "parses" counts argparse parses (a Namespace built) on the path.
 """
 
@@ -29,8 +29,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from hpcbench import nodeset, sweep  # noqa: E402
+from hpcbench import sweep  # noqa: E402
 from hpcbench.campaign import campaign_file, lifecycle, runner  # noqa: E402
+from hpcbench.kinds import localhost  # noqa: E402
+from hpcbench.kinds.deployed import Deployed  # noqa: E402
 from hpcbench.schedulers.base import Outcome  # noqa: E402
 from hpcbench.target import Target  # noqa: E402
 
@@ -53,7 +55,7 @@ LAYERS = (
     ("hpcbench.campaign.runner", "hpcbench.campaign.commands"),
     ("hpcbench.campaign.",),
     ("hpcbench.deploy", "hpcbench.probe", "hpcbench.sweep", "hpcbench.scale_options"),
-    ("hpcbench.target", "hpcbench.nodeset"),
+    ("hpcbench.target", "hpcbench.nodeset", "hpcbench.kinds"),
     ("hpcbench.launchers", "hpcbench.schedulers"),
     ("hpcbench",),
 )
@@ -102,7 +104,7 @@ def trace(show: bool) -> tuple[list[str], int, int]:
         runner.stop_on_signals = lambda: None
         sweep.stop_on_signals = lambda: None
         runner.held = lifecycle.held = lambda env: []
-        nodeset.for_env = lambda env: nodeset.localhost(cores=1)
+        Deployed.testbed = lambda self, spec: localhost.testbed(cores=1)  # type: ignore[method-assign]
         Target.run = fake_outcome
         Target.prepare = lambda self: None
         lifecycle.TestbedLife.measure_testbed = traced

@@ -24,7 +24,8 @@ from pathlib import Path
 from cli import REPO, hpcbench
 
 sys.path.insert(0, str(REPO))
-from hpcbench import allreduce_model, analysis, nodeset  # noqa: E402  (run as a script from evaluation/)
+from hpcbench import allreduce_model, analysis, kinds  # noqa: E402  (run as a script from evaluation/)
+from hpcbench.specs import TargetSpec  # noqa: E402
 from hpcbench.store import Store  # noqa: E402
 
 CLOSE = analysis.POINT_CLOSE
@@ -96,7 +97,8 @@ def main() -> int:
             command = [t.format(env=args.env, rate=rate) for t in shlex.split(args.reshape)]
             print(f"$ {shlex.join(command)}", flush=True)
             subprocess.run(command, cwd=REPO, check=True, timeout=3600)
-            shaped = nodeset.for_env(args.env).link_rate
+            spec = TargetSpec(args.env, (1,))
+            shaped = kinds.for_env(args.env).testbed(spec).link_rate
             if shaped != rate:
                 raise SystemExit(
                     f"the inventory says link_rate {shaped!r} after reshaping, not {rate!r}"

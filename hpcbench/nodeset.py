@@ -1,5 +1,6 @@
-"""Where a sweep runs: the nodes of a deployed environment, a host list, the
-nodes of a Slurm cluster, or this machine (see specs.TestbedKind).
+"""Where a sweep runs: its nodes, how each is reached, and the Python and bench/ they
+start from. Each kind of testbed (hpcbench.kinds) makes its own; the nodes of a
+deployed environment are read here from its Ansible inventory.
 
 A deployed environment is read from its Ansible inventory
 (`.hpcbench/<env>/inventory.yml`, written by terraform/modules/inventory);
@@ -8,7 +9,6 @@ nothing here knows which testbed produced it. docs/testbeds.md describes them.
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -19,13 +19,12 @@ import yaml
 
 from hpcbench import files, paths, ssh
 from hpcbench.errors import UsageError
-from hpcbench.specs import MAX_SLOTS, HostSlots, TestbedKind
+from hpcbench.specs import MAX_SLOTS
 from hpcbench.specs import units as _units
 from hpcbench.ssh import SshAccess
 
 LOCALHOST = "localhost"  # the node name of this machine
 MAX_GPUS = MAX_SLOTS  # per node: bounds a typo in an inventory
-CLUSTER_NODES = 64  # the most nodes `--env slurm` offers; Slurm refuses what it lacks
 DEFAULT_PYTHON = "/opt/hpcbench/venv/bin/python"
 DEFAULT_BENCH_DIR = "/opt/hpcbench/bench"
 
@@ -43,7 +42,7 @@ class Testbed:
     env: str  # what the records carry: the environment's name, or the kind's value
     nodes: list[Node]
     head: str
-    kind: TestbedKind = TestbedKind.DEPLOYED
+    kind: str = "deployed"  # the name of its kind (hpcbench.kinds)
     # The nodes' interpreter and bench/; the controller's own unless an inventory says.
     python: str = sys.executable
     bench_dir: str = str(paths.BENCH_DIR)
@@ -165,80 +164,3 @@ def load_inventory(path: Path, root: Path | None = None) -> Testbed:
         raise UsageError(f"{path}: not valid YAML ({why})") from err
     # The per-testbed known_hosts beside the inventory (environments/common/controller.tf).
     return from_inventory(data, str(path), str(path.parent / "ssh" / "known_hosts"))
-
-
-def lock_files(tb: Testbed) -> list[Path]:
-    """What marks the testbed busy while a sweep or probe measures on it (one at a
-    time, whatever its --out): a deployed environment's lock in its state folder, a
-    lock per machine for --hosts and localhost; none for `--env slurm`, where Slurm
-    shares the nodes out itself."""
-    if tb.kind is TestbedKind.SLURM:
-        return []
-    if tb.kind is TestbedKind.DEPLOYED:
-        return [paths.env_state(tb.env) / "testbed.lock"]
-    machines = paths.private_dir(paths.state_root() / "machines", paths.state_root())
-    return [machines / f"{name}.lock" for name in sorted({n.name for n in tb.nodes})]
-
-
-def for_env(env: str) -> Testbed:
-    """The testbed of a deployed environment; 'localhost' is this machine."""
-    if env == TestbedKind.LOCALHOST:
-        return localhost()
-    paths.env_dir(env)  # unknown names: UsageError listing the known ones
-    inventory = paths.inventory_path(env)
-    if not files.present(inventory, paths.state_root()):  # a FIFO there: read says so
-        raise UsageError(
-            f"environment {env} is not deployed ({inventory} missing): run make deploy ENV={env}"
-        )
-    testbed = load_inventory(inventory, paths.state_root())
-    testbed.env = testbed.env or env
-    return testbed
-
-
-def localhost(cores: int | None = None) -> Testbed:
-    """Worker processes on this machine: each 'node' is one process, up to one per core."""
-    cores = cores or os.cpu_count() or 1
-    nodes = [Node(LOCALHOST, "127.0.0.1", 0, None) for _ in range(cores)]
-    return Testbed(
-        env=TestbedKind.LOCALHOST.value,
-        nodes=nodes,
-        head=LOCALHOST,
-        kind=TestbedKind.LOCALHOST,
-        iface="lo",
-    )
-
-
-def from_hosts(hosts: list[HostSlots], user: str | None = None) -> Testbed:
-    """An ad-hoc host list reached with the user's own SSH setup.
-
-    The nodes must see this checkout's bench/ and Python at the same paths
-    (a shared file system, as on most clusters).
-    """
-    nodes = [
-        Node(
-            h.name,
-            h.name,
-            h.slots,
-            None if h.name == LOCALHOST else SshAccess(host=h.name, user=user),
-        )
-        for h in hosts
-    ]
-    return Testbed(
-        env=TestbedKind.HOSTS.value, nodes=nodes, head=hosts[0].name, kind=TestbedKind.HOSTS
-    )
-
-
-def slurm_cluster(gpus_per_node: int | None, python: str = "", bench_dir: str = "") -> Testbed:
-    """`--env slurm`: the nodes Slurm will allocate, seen from a login node with a
-    shared file system: the stack's Python and bench/ there (--slurm-python,
-    --slurm-bench-dir), this machine's where they are not given (sbatch runs here), or
-    the container's Python."""
-    nodes = [Node(f"slurm{i}", "", gpus_per_node or 0, None) for i in range(CLUSTER_NODES)]
-    return Testbed(
-        env=TestbedKind.SLURM.value,
-        nodes=nodes,
-        head=nodes[0].name,
-        kind=TestbedKind.SLURM,
-        python=python or sys.executable,
-        bench_dir=bench_dir or str(paths.BENCH_DIR),
-    )

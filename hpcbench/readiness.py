@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hpcbench import kinds
 from hpcbench.launchers.base import RunSpec
 from hpcbench.launchers.slurm import SlurmLauncher
-from hpcbench.schedulers.slurm import SlurmScheduler
-from hpcbench.specs import TestbedKind, WorkloadSpec
+from hpcbench.specs import WorkloadSpec
 from hpcbench.target import Target
 
 CHECK_SCRIPT = "check_stack.py"
@@ -48,14 +48,11 @@ def check_spec_args(target: Target, workload: WorkloadSpec) -> list[str]:
 
 
 def preflight(target: Target) -> None:
-    """UsageError naming what to fix, before anything is submitted or started."""
-    if target.testbed.kind is TestbedKind.SLURM and isinstance(target.launcher, SlurmLauncher):
-        most = max(target.node_counts)  # the largest job of the sweep must be accepted
-        SlurmScheduler(target.launcher).preflight(
-            target.spec(CHECK_SCRIPT, [], most, target.workers(most))
-        )
-    elif target.testbed.kind is TestbedKind.HOSTS:
-        target.prepare()
+    """UsageError naming what to fix, before anything is submitted or started: as the
+    testbed's kind asks (a partition accepts the sweep's largest job, hosts answer)."""
+    most = max(target.node_counts)  # the largest job of the sweep must be accepted
+    largest = target.spec(CHECK_SCRIPT, [], most, target.workers(most))
+    kinds.of(target.testbed).preflight(target, largest)
 
 
 def check_spec(target: Target, workload: WorkloadSpec) -> RunSpec:

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hpcbench import launchers, paths, probe, sweep
+from hpcbench import kinds, launchers, paths, probe, sweep
 from hpcbench.errors import Parser, UsageError
 from hpcbench.launchers import sbatch_options, slurm
 from hpcbench.launchers.slurm import SlurmOptions
@@ -30,7 +30,6 @@ from hpcbench.specs import (
     ProbeSpec,
     SweepSpec,
     TargetSpec,
-    TestbedKind,
     WorkloadSpec,
     check_path,
     check_text,
@@ -263,8 +262,9 @@ def extra_sbatch(texts: list[str]) -> tuple[str, ...]:
     return extra
 
 
-def slurm_options(args: argparse.Namespace, kind: TestbedKind) -> SlurmOptions:
-    cluster = kind is TestbedKind.SLURM
+def slurm_options(args: argparse.Namespace, cluster: bool) -> SlurmOptions:
+    """--slurm-* and --sbatch checked and read (cluster: the runs are jobs of a
+    partition's queue, submitted on its login node; else a testbed's own Slurm)."""
     for flag in ("partition", "account", "qos", "slurm_mpi"):
         if getattr(args, flag):
             check_text(getattr(args, flag), f"--{flag.replace('_', '-')}", WORD, "a Slurm name")
@@ -384,7 +384,8 @@ def target_spec(args: argparse.Namespace) -> TargetSpec:
         launcher=args.launcher,
         horovod_controller=args.horovod_controller,
     )
-    return dataclasses.replace(spec, slurm=slurm_options(args, spec.kind))
+    cluster = kinds.for_target(spec).queued
+    return dataclasses.replace(spec, slurm=slurm_options(args, cluster))
 
 
 def probe_spec(

@@ -13,7 +13,6 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from types import ModuleType
 
@@ -270,18 +269,6 @@ def parse_size(spec: str, what: str) -> int:
         raise UsageError(f"{what}: {err}") from None
 
 
-class TestbedKind(StrEnum):
-    """How the harness finds the nodes; the value is the `env` the records carry
-    (a deployed testbed's records carry its environment's name instead)."""
-
-    DEPLOYED = "deployed"  # an environment's inventory (`make deploy ENV=...`)
-    LOCALHOST = "localhost"  # worker processes on this machine
-    HOSTS = "hosts"  # --hosts: ad-hoc nodes on a shared file system
-    SLURM = "slurm"  # the nodes Slurm allocates, sbatch on this machine
-
-    __test__ = False  # a name pytest would otherwise try to collect as a test class
-
-
 @dataclass(frozen=True)
 class WorkloadSpec:
     """What each run trains (bench/train.py's options), batch sizes aside."""
@@ -314,7 +301,7 @@ class WorkloadSpec:
 class TargetSpec:
     """Where runs go and how they are launched."""
 
-    env: str  # a deployed environment, or a TestbedKind value
+    env: str  # a deployed environment, or a kind that is not deployed (localhost, slurm)
     node_counts: tuple[int, ...]
     hosts: tuple[HostSlots, ...] = ()  # --hosts; empty: --env decides
     gpus_per_node: int | None = None  # workers per node; None: the node's GPUs, else 1
@@ -322,14 +309,6 @@ class TargetSpec:
     launcher: str = "auto"
     horovod_controller: str = "gloo"
     slurm: SlurmOptions = SlurmOptions()
-
-    @property
-    def kind(self) -> TestbedKind:
-        if self.hosts:
-            return TestbedKind.HOSTS
-        if self.env in (TestbedKind.LOCALHOST, TestbedKind.SLURM):
-            return TestbedKind(self.env)
-        return TestbedKind.DEPLOYED
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcbench import analysis, files, fingerprint, probe, ssh
+from hpcbench import analysis, files, fingerprint, kinds, probe, ssh
 from hpcbench.errors import UsageError
 from hpcbench.launchers import RunSpec
 from hpcbench.launchers.slurm import SlurmLauncher, job_folders, shell_path
@@ -35,7 +35,6 @@ from hpcbench.specs import (
     ProbeSpec,
     SweepSpec,
     TargetSpec,
-    TestbedKind,
     WorkloadSpec,
     tokens,
     transformer_configs,
@@ -354,7 +353,7 @@ def check_data(target: Target, workload: WorkloadSpec, ask_login: bool = True) -
         return
     login = None  # sbatch's login node, where it is reached over SSH
     if isinstance(launcher, SlurmLauncher):
-        if tb.kind is TestbedKind.SLURM:
+        if kinds.of(tb).login_sees_node_files():
             login = launcher.submit
         if launcher.options.container_image:
             spec = target.spec("train.py", ["--data", data], 1, 1)

@@ -18,22 +18,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 
-from hpcbench import launchers, locks, manifest, nodeset, paths, reach, schedulers, ssh
+from hpcbench import kinds, locks, manifest, nodeset, paths, reach, schedulers, ssh
 from hpcbench.errors import UsageError
 from hpcbench.launchers import Launcher, Placement, RunSpec
 from hpcbench.launchers.base import free_port
 from hpcbench.launchers.slurm import SlurmLauncher
 from hpcbench.nodeset import Testbed
 from hpcbench.schedulers import Outcome, Scheduler
-from hpcbench.specs import TargetSpec, TestbedKind, check_node_counts
-
-
-def resolve_testbed(spec: TargetSpec) -> Testbed:
-    if spec.kind is TestbedKind.HOSTS:
-        return nodeset.from_hosts(list(spec.hosts))
-    if spec.kind is TestbedKind.SLURM:
-        return nodeset.slurm_cluster(spec.gpus_per_node, spec.slurm.python, spec.slurm.bench_dir)
-    return nodeset.for_env(spec.env)  # a deployed environment, or localhost
+from hpcbench.specs import TargetSpec, check_node_counts
 
 
 @dataclass
@@ -50,20 +42,10 @@ class Target:
 
     @classmethod
     def resolve(cls, spec: TargetSpec) -> Target:
-        tb = resolve_testbed(spec)
+        kind = kinds.for_target(spec)
+        tb = kind.testbed(spec)
         counts = check_node_counts(spec.node_counts, available=len(tb.nodes))
-        cluster = spec.kind is TestbedKind.SLURM
-        if cluster or spec.launcher == SlurmLauncher.name:
-            if spec.launcher not in ("auto", SlurmLauncher.name):
-                raise UsageError(f"--env slurm runs with the slurm launcher, not {spec.launcher}")
-            # sbatch runs on a cluster's login node (this machine, or --slurm-login over
-            # SSH), on the head of a testbed.
-            submit = spec.slurm.login if cluster else tb.head_node().access
-            launcher: Launcher = SlurmLauncher(
-                spec.slurm, spec.horovod_controller, spec.backend, submit
-            )
-        else:
-            launcher = launchers.get(spec.launcher, spec.backend, spec.horovod_controller)
+        launcher = kind.launcher(spec, tb)
         target = cls(tb, counts, spec.gpus_per_node, spec.backend, launcher)
         for n in counts:  # ask the launcher now, so that nothing starts on a spec it refuses
             why = launcher.check(target.spec("train.py", [], n, target.workers(n)), spec.backend)
@@ -144,7 +126,7 @@ class Target:
             f"testbed {self.testbed.env} is in use by another sweep or probe: wait for it to finish"
         )
         try:
-            for path in nodeset.lock_files(self.testbed):
+            for path in kinds.of(self.testbed).lock_files(self.testbed):
                 held.append(locks.hold(path, busy, paths.state_root()))  # no link below it
             yield
         finally:
@@ -160,14 +142,7 @@ class Target:
         cluster reached through --slurm-login gets this checkout's bench/ copied to
         its shared file system first (place_on_login).
         """
-        if isinstance(self.launcher, SlurmLauncher) and self.testbed.kind is TestbedKind.SLURM:
-            if self.launcher.submit is not None:
-                self.place_on_login()
-            self.learn_node_cpus()
-            return
-        self.check_nodes()
-        if isinstance(self.launcher, SlurmLauncher):  # a testbed's Slurm, once it answers
-            self.learn_node_cpus()
+        kinds.of(self.testbed).prepare(self)
 
     def check_nodes(self) -> None:
         """The nodes answer over SSH and (deployed) hold this checkout's bench/."""
@@ -175,7 +150,7 @@ class Target:
         if not nodes:
             return
         tb = self.testbed
-        deployed = tb.kind is TestbedKind.DEPLOYED
+        deployed = kinds.of(tb).checks_bench_copy()
         path = f"{tb.bench_dir.rstrip('/')}/{manifest.MANIFEST_FILE}"
         # A missing manifest prints nothing; only an unreachable node fails the call.
         command = f"cat {shlex.quote(path)} 2>/dev/null || true" if deployed else "true"
@@ -195,23 +170,13 @@ class Target:
                     f"checkout's bench/ (run make deploy ENV={tb.env})"
                 )
 
-    def learn_node_cpus(self) -> None:
-        """The nodes' CPUs from sinfo, once, where --slurm-cpus-per-task is not given:
-        each job then books its ranks' share of a node (SlurmOptions.rank_cpus)."""
-        assert isinstance(self.launcher, SlurmLauncher)
-        opts = self.launcher.options
-        if opts.cpus_per_task or opts.node_cpus:
-            return
-        scheduler = self.scheduler
-        assert isinstance(scheduler, schedulers.SlurmScheduler)
-        cpus = scheduler.node_cpus()
-        if cpus:
-            self.launcher.options = dataclasses.replace(opts, node_cpus=cpus)
-
     def place_on_login(self) -> None:
         """`~/` of --slurm-bench-dir and the job folder resolved on the login node, and
-        this checkout's bench/ there (copied when its manifest differs, then checked)."""
-        assert isinstance(self.launcher, SlurmLauncher) and self.launcher.submit is not None
+        this checkout's bench/ there (copied when its manifest differs, then checked);
+        nothing where sbatch runs on this machine, whose checkout the jobs see."""
+        assert isinstance(self.launcher, SlurmLauncher)
+        if self.launcher.submit is None:
+            return
         login, opts = self.launcher.submit, self.launcher.options
         where = f"login node {login.host}"
         home = ssh.call(login, 'printf %s "$HOME"')

@@ -41,7 +41,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hpcbench import paths
 from hpcbench.campaign import checks
 from hpcbench.campaign.checks import NAME, Problem
 from hpcbench.campaign.datatypes import (
@@ -102,17 +101,19 @@ def resolved(out: Path) -> Path:
 
 
 def _local_name(tb: TestbedPlan, campaign: str, out: Path) -> TestbedPlan:
-    """A local testbed's Docker objects (Terraform's `name`, the prefix of its network,
-    volume and containers) of its own, as its state folder is: two campaigns, or a
-    testbed kept on failure and the next, never meet. A name in `settings:` stays;
-    added after the fingerprint, so cells keep their ids."""
-    if not tb.deployed or paths.env_dir(tb.env).name != "local" or "name" in dict(tb.settings):
+    """A testbed whose objects share a machine with others' (the local testbed's Docker
+    network, volume and containers, prefixed by its `name`) gets names of its own, as
+    its state folder is: two campaigns, or a testbed kept on failure and the next,
+    never meet. A name in `settings:` stays; added after the fingerprint, so cells keep
+    their ids."""
+    setting = tb.kind.named_by
+    if not setting or setting in dict(tb.settings):
         return tb
     folder = f"{campaign}-{out_digest(out)}/{tb.name}"
     digest = hashlib.sha256(folder.encode()).hexdigest()[:8]
     # environments/local checks ^[a-z][a-z0-9-]{1,30}$: at most 22 + 1 + 8 characters.
     prefix = f"hpcbench-{campaign}"[:22].rstrip("-")
-    return replace(tb, settings=tuple(sorted((*tb.settings, ("name", f"{prefix}-{digest}")))))
+    return replace(tb, settings=tuple(sorted((*tb.settings, (setting, f"{prefix}-{digest}")))))
 
 
 def _campaign(path: Path, data: Any) -> Campaign:

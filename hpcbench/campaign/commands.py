@@ -16,7 +16,6 @@ from hpcbench.campaign.state import holding
 from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
 from hpcbench.schedulers.base import stop_on_signals
-from hpcbench.specs import TestbedKind
 
 
 def _duration(seconds: float | None) -> str:
@@ -125,9 +124,9 @@ def _band(fc: forecast.CellForecast) -> str:
 def booked_line(est: estimate.TestbedEstimate, device: str) -> str:
     """What a testbed is and books, for the plan's heading line."""
     tb = est.tb
-    if tb.kind is TestbedKind.SLURM:
+    if tb.kind.queued:
         return f"{tb.where}: each job books its own nodes while it runs"
-    if tb.kind is TestbedKind.HOSTS:
+    if not tb.deployed:
         return f"{tb.where}: your own machines, nothing booked"
     gpus = est.gpus(device)
     booked = "GPUs per node not in its settings" if gpus is None else f"{gpus} GPU(s) booked"

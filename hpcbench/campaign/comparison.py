@@ -293,7 +293,7 @@ def system(r: TestbedResults) -> dict[str, Any]:
         "system_name": r.title,
         "testbed": r.tb.name,
         "environment": r.tb.env,
-        "kind": r.tb.kind.value,
+        "kind": r.tb.kind.reported_as,
         "where": r.tb.where or f"deployed {r.tb.env}",
         "settings": dict(r.tb.settings),
         "number_of_nodes": nodes,

@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcbench import kinds
 from hpcbench.campaign.cost import Price
 from hpcbench.errors import UsageError
-from hpcbench.specs import SweepSpec, TargetSpec, TestbedKind, WorkloadSpec
+from hpcbench.kinds import Kind
+from hpcbench.specs import SweepSpec, TargetSpec, WorkloadSpec
 from hpcbench.store import Store
 from hpcbench.sweep import Config
 
@@ -94,7 +96,7 @@ class TestbedPlan:
     nodes_available: int | None  # from the settings, where they say (node_count, topology)
     gpus_per_node: int | None  # per node, where the settings say (topology)
     parts: tuple[SweepPart, ...]
-    kind: TestbedKind = TestbedKind.DEPLOYED  # or SLURM (a partition), HOSTS (machines)
+    kind: Kind = kinds.named("deployed")  # hpcbench.kinds: deployed, a partition, hosts
     where: str = ""  # the partition and login node, or the hosts: what the plan shows
     hardware: Hardware = Hardware()
     price: Price | None = None  # `price:` (hpcbench.campaign.cost); None: not given
@@ -106,7 +108,7 @@ class TestbedPlan:
     @property
     def deployed(self) -> bool:
         """A testbed hpcbench deploys and destroys (the others are only measured)."""
-        return self.kind is TestbedKind.DEPLOYED
+        return self.kind.deployed
 
 
 @dataclass(frozen=True)

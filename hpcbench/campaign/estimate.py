@@ -30,13 +30,12 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from hpcbench import paths
 from hpcbench.campaign import forecast
 from hpcbench.campaign.campaign_file import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.campaign.forecast import CellForecast
 from hpcbench.errors import UsageError
 from hpcbench.probe import GRACE_S
-from hpcbench.specs import TestbedKind, WorkloadSpec
+from hpcbench.specs import WorkloadSpec
 
 # Stated defaults where nothing was measured or given (expect: in the campaign file).
 # They are planning figures, not measurements: real testbeds differ widely (a
@@ -61,14 +60,6 @@ MARGIN = 1.25
 EXTRA_STEPS = 4
 
 
-# Where a deployed environment's lease is set (its Terraform variable), in minutes, and
-# the shortest and longest it may be: terraform/modules/virtualwall/variables.tf
-# (expire_time_min, 60-10080) and terraform/modules/gpulab/variables.tf (max_duration,
-# GPULab's job maxDuration, at least a minute).
-LEASES: dict[str, tuple[str, int, int | None, str]] = {
-    "gpulab": ("max_duration", 1, None, "{}m"),
-    "virtualwall": ("expire_time_min", 60, 10080, "{}"),
-}
 LEASE_SLACK_S = 1800.0  # beyond the plan's bound x MARGIN: a slow destroy, a retry
 
 
@@ -159,7 +150,7 @@ def _runs(campaign: Campaign, tb: TestbedPlan, ok_only: bool = True) -> list[dic
 def queue_wait(campaign: Campaign, tb: TestbedPlan) -> Estimate | None:
     """A job's wait in a partition's queue: the mean of this testbed's jobs so far, or
     unknown before any ran (None: not a partition)."""
-    if tb.kind is not TestbedKind.SLURM:
+    if not tb.kind.queued:
         return None
     waits = [
         float(r["queue_wait_s"])
@@ -311,14 +302,14 @@ class TestbedEstimate:
         hosts nothing."""
         if self.tb.deployed:
             return self.nodes * self.wall_s() / 3600
-        if self.tb.kind is not TestbedKind.SLURM:
+        if not self.tb.kind.queued:
             return 0.0
         runs = sum((e.seconds or 0.0) * c.nodes for c, e in self.cells)
         return (runs + sum(e.seconds or 0.0 for e in self.phases.values())) / 3600
 
     def gpu_hours(self, device: str) -> float | None:
         """GPU-hours booked (None: the settings do not say how many GPUs a node has)."""
-        if device == "cpu" or self.tb.kind is TestbedKind.HOSTS:
+        if device == "cpu" or not (self.tb.deployed or self.tb.kind.queued):
             return 0.0
         if self.tb.deployed:
             gpus = self.gpus(device)
@@ -435,10 +426,10 @@ def lease(est: TestbedEstimate) -> Lease | None:
     tb = est.tb
     if not tb.deployed:
         return None
-    known = LEASES.get(paths.env_layout(tb.env).root.name)
-    if known is None:
+    rule = tb.kind.lease
+    if rule is None:
         return None
-    variable, low, high, form = known
+    variable, low, high, form = rule.variable, rule.shortest_min, rule.longest_min, rule.form
     given = dict(tb.settings).get(variable)
     if given is not None:
         return Lease(variable, given, 0, "given in settings:")

@@ -361,7 +361,7 @@ def same_hardware(a: TestbedPlan, b: TestbedPlan) -> bool:
     testbeds (this machine's cores) of as many cores per node."""
     if a.hardware.accelerator and b.hardware.accelerator:
         return a.hardware.accelerator.lower() == b.hardware.accelerator.lower()
-    local = [t for t in (a, b) if t.deployed and paths.env_layout(t.env).root.name == "local"]
+    local = [t for t in (a, b) if t.kind.same_cores_same_speed]
     return len(local) == 2 and (
         dict(a.settings).get("cpus_per_node") == dict(b.settings).get("cpus_per_node")
     )

@@ -21,7 +21,6 @@ from hpcbench.campaign.state import held, state_root, testbed_state
 from hpcbench.deploy import DeployRequest, EnvRequest, VerifyRequest, deploy, destroy, verify
 from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
-from hpcbench.specs import TestbedKind
 from hpcbench.target import Target
 
 
@@ -81,12 +80,8 @@ class TestbedLife:
                 self.still_held = True
 
     def releasing(self) -> str:
-        """What a stop does to what the testbed holds, by its kind."""
-        if self.tb.deployed:
-            return "destroying what this testbed holds"
-        if self.tb.kind is TestbedKind.SLURM:
-            return "its job in flight, if any, is cancelled; nothing else is held"
-        return "its runs in flight, if any, are stopped; nothing else is held"
+        """What a stop does to what the testbed holds, as its kind says."""
+        return self.tb.kind.releasing
 
     def back_to_pending(self, cells: list[Cell], why: str) -> None:
         """Cells a stop left unmeasured go back to pending, as far as the journal can be

@@ -42,7 +42,7 @@ from hpcbench.errors import UsageError
 from hpcbench.progress import format_duration
 from hpcbench.schedulers.base import stop_on_signals
 from hpcbench.schedulers.slurm import SlurmScheduler
-from hpcbench.specs import HostSlots, TestbedKind
+from hpcbench.specs import HostSlots
 from hpcbench.store import config_key, done_configs
 from hpcbench.target import Target
 
@@ -291,7 +291,7 @@ class Runner:
         anything is submitted; the testbed's next phase record says which are gone now
         (or left still), so that `campaign status` names only those that may run."""
         left = [j for j in self.journal.jobs_left() if j["testbed"] == tb.name]
-        if not left or tb.kind is not TestbedKind.SLURM:
+        if not left or not tb.kind.queued:
             return
         scheduler = Target.resolve(widest(tb).target).scheduler
         assert isinstance(scheduler, SlurmScheduler)
@@ -330,7 +330,7 @@ def planned_targets(
         dataclasses.replace(
             stand_in,
             testbed=dataclasses.replace(
-                stand_in.testbed, env=tb.env, kind=TestbedKind.DEPLOYED, link_rate=rate
+                stand_in.testbed, env=tb.env, kind=tb.kind.name, link_rate=rate
             ),
         )
         for rate in given

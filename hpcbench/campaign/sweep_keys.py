@@ -9,7 +9,7 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpcbench import scale_options
+from hpcbench import kinds, scale_options
 from hpcbench.campaign import checks
 from hpcbench.campaign.checks import Problem
 from hpcbench.errors import UsageError
@@ -21,15 +21,19 @@ from hpcbench.store import ADDED_LATER
 RESERVED = ("env", "hosts", "out", "resume", "dry_run", "help")
 # Options that bound how long a sweep may take, not what it measures: not part of a
 # cell's identity, so that raising a timeout does not make finished cells new.
+# So are the options of a kind's operational keys (Kind.operational: a partition's time
+# limit, queue wait, job folder, how its login node is reached).
 OPERATIONAL = (
     "timeout",
     "budget",
     "probe_budget",
     "verbose",
-    "slurm_queue_wait",
-    "slurm_time",
-    "slurm_job_dir",
-    "container_import_time",
+    *sorted(
+        flag.removeprefix("--").replace("-", "_")
+        for kind in kinds.registered().values()
+        for key, flag in kind.campaign_options.items()
+        if key in kind.operational and flag
+    ),
 )
 
 

@@ -10,66 +10,36 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpcbench import paths
+from hpcbench import kinds
 from hpcbench.campaign import checks
 from hpcbench.campaign.checks import Problem
 from hpcbench.campaign.sweep_keys import parse, strip_prefix
 from hpcbench.errors import UsageError
-from hpcbench.specs import TestbedKind, check_path, parse_hosts, parse_login
+from hpcbench.kinds import Kind
+from hpcbench.specs import check_path, parse_hosts, parse_login
 from hpcbench.terraform import looks_secret
 
 VARIABLE = re.compile(r"[a-z_][a-z0-9_]{0,63}", re.ASCII)
 TOPOLOGY = re.compile(r"([1-9][0-9]*)x([1-9][0-9]*)", re.ASCII)
 WHOLE = re.compile(r"[0-9]{1,18}", re.ASCII)  # not str.isdigit: it takes '²', int() does not
-# The key that gives each kind, in the order the error names them.
-KINDS = {"env": TestbedKind.DEPLOYED, "slurm": TestbedKind.SLURM, "hosts": TestbedKind.HOSTS}
-# A Slurm partition's keys, and the `scale` option each becomes (--env slurm).
-SLURM_KEYS = {
-    "partition": "--partition",
-    "account": "--account",
-    "qos": "--qos",
-    "gpus_per_node": "--slurm-gpus",
-    "time": "--slurm-time",
-    "sbatch": "--sbatch",
-    "login": "--slurm-login",
-    "ssh_key": "--slurm-ssh-key",
-    "known_hosts": "--slurm-known-hosts",
-    "container_image": "--container-image",
-    "container_mounts": "--container-mounts",
-    "container_python": "--container-python",
-    "python": "--slurm-python",
-    "bench_dir": "--slurm-bench-dir",
-    "job_dir": "--slurm-job-dir",
-    "setup": "--slurm-setup",
-    "queue_wait": "--slurm-queue-wait",
-    "cpus_per_task": "--slurm-cpus-per-task",
-    "container_import": "--container-import-time",
-    "nodes": None,
-}
-# Slurm keys whose value is a count: a number there is checked as one (1.5 is named).
-SLURM_COUNTS = ("gpus_per_node", "cpus_per_task")
-# Who says how many nodes a testbed has, for the message when the sweep asks for more.
-GIVES = {
-    TestbedKind.DEPLOYED: "the settings give",
-    TestbedKind.SLURM: "slurm: nodes gives",
-    TestbedKind.HOSTS: "hosts: gives",
-}
-# Slurm keys that bound how long, not what is measured: not part of the identity.
-SLURM_OPERATIONAL = (
-    "time",
-    "queue_wait",
-    "container_import",
-    "job_dir",
-    "ssh_key",
-    "known_hosts",
-)
+
+
+def by_key() -> dict[str, Kind]:
+    """The key that gives each registered kind (env: the deployed ones), in the order
+    the error names them: deployed, queued, the others as registered."""
+    found: dict[str, Kind] = {}
+    order = sorted(kinds.registered().values(), key=lambda k: (not k.deployed, not k.queued))
+    for kind in order:
+        if kind.campaign_key:
+            found.setdefault(kind.campaign_key, kind)
+    return found
 
 
 @dataclass(frozen=True)
 class Place:
     """Where a testbed's sweep runs, as its kind's keys say."""
 
-    kind: TestbedKind
+    kind: Kind
     key: str  # the file's key that gave the kind: env, slurm or hosts
     env: str  # the environment deployed, or the kind's own name (slurm, hosts)
     where_args: list[str]  # `scale`'s options for it: --env ... or --hosts ...
@@ -84,14 +54,12 @@ class Place:
 def kind_of(raw: dict[str, Any], path: str) -> str:
     """Which of env:, slurm: and hosts: a testbed gives (exactly one); settings: and
     ansible: only with env:."""
-    given = [k for k in KINDS if k in raw]
+    known = by_key()
+    given = [k for k in known if k in raw]
     if len(given) != 1:
-        raise Problem(
-            path,
-            "give one of env: (a testbed hpcbench deploys), slurm: (a "
-            "partition of a cluster you use) or hosts: (machines you have)",
-        )
-    if KINDS[given[0]] is not TestbedKind.DEPLOYED:
+        said = [f"{key}: ({kind.described})" for key, kind in known.items()]
+        raise Problem(path, f"give one of {', '.join(said[:-1])} or {said[-1]}")
+    if not known[given[0]].deployed:
         for key in ("settings", "ansible"):
             if key in raw:
                 raise Problem(
@@ -102,14 +70,13 @@ def kind_of(raw: dict[str, Any], path: str) -> str:
 
 def resolve(key: str, raw: dict[str, Any], path: str) -> Place:
     """The kind's keys (key: what kind_of found) checked, each error naming its key."""
-    kind = KINDS[key]
-    if kind is TestbedKind.SLURM:
-        return Place(kind, key, kind.value, *_slurm(raw["slurm"], f"{path}.slurm"))
-    if kind is TestbedKind.HOSTS:
-        return Place(kind, key, kind.value, *_hosts(raw["hosts"], f"{path}.hosts"))
+    kind = by_key()[key]
+    if not kind.deployed:
+        read = READERS.get(kind.name, _declared)
+        return Place(kind, key, kind.name, *read(kind, raw[key], f"{path}.{key}"))
     env = checks.text(raw.get("env"), f"{path}.env", None, "an environment")
     try:
-        paths.env_layout(env)
+        kind = kinds.for_env(env)  # the environment's own: its lease, its hints
     except UsageError as err:
         raise Problem(f"{path}.env", str(err)) from None
     settings, ansible = _deployed(raw, path)
@@ -146,16 +113,45 @@ def _deployed(raw: dict[str, Any], path: str) -> tuple[dict[str, str], dict[str,
     return settings, ansible
 
 
-def _slurm(value: Any, path: str) -> tuple[list[str], dict[str, Any], int | None, int | None, str]:
+Read = tuple[list[str], dict[str, Any], int | None, int | None, str]
+
+
+def _declared(kind: Kind, value: Any, path: str) -> Read:
+    """A kind's keys as it declares them (Kind.campaign_options), each becoming its
+    `scale` option, checked by the very parser `scale` uses, its error naming the key;
+    what identifies it (less its operational keys); its nodes where `nodes` is given."""
+    given = checks.mapping(value, path, tuple(kind.campaign_options))
+    argv: list[str] = []
+    for key, raw_value in given.items():
+        flag, where = kind.campaign_options[key], f"{path}.{key}"
+        if flag is None:
+            continue
+        if isinstance(raw_value, bool):  # YAML 1.1's yes/no/on/off
+            raise Problem(where, "YAML read this as true/false: write the value in quotes")
+        number = isinstance(raw_value, int | float)
+        argv.append(f"{flag}={checks.text(str(raw_value) if number else raw_value, where)}")
+    try:
+        parse([], ["--env", kind.name, "--out", "results", *argv])
+    except UsageError as err:
+        raise Problem(path, strip_prefix(str(err))) from None
+    nodes = (
+        checks.int_list(given["nodes"], f"{path}.nodes", 100_000)[-1] if "nodes" in given else None
+    )
+    identity = {k: v for k, v in given.items() if k not in kind.operational}
+    return ["--env", kind.name, *argv], {kind.campaign_key: identity}, nodes, None, kind.name
+
+
+def _slurm(kind: Kind, value: Any, path: str) -> Read:
     """A Slurm partition: `scale --env slurm`'s options for it (each key checked by the
     very parser `scale` uses, its error naming the key), what identifies it, its nodes
     and GPUs per node where given, and a line for the plan."""
-    given = checks.mapping(value, path, tuple(SLURM_KEYS))
+    keys = kind.campaign_options
+    given = checks.mapping(value, path, tuple(keys))
     if "partition" not in given:
         raise Problem(f"{path}.partition", "name the partition (sinfo -s lists them)")
     argv: list[str] = []
     for key, raw_value in given.items():
-        flag, where = SLURM_KEYS[key], f"{path}.{key}"
+        flag, where = keys[key], f"{path}.{key}"
         if flag is None:  # nodes: the most the partition gives; bounds the sweep
             continue
         if key == "time":
@@ -167,7 +163,7 @@ def _slurm(value: Any, path: str) -> tuple[list[str], dict[str, Any], int | None
             own = [flag, str(checks.duration(raw_value, where))]
         elif isinstance(raw_value, bool):  # YAML 1.1's yes/no/on/off: never a name or count
             raise Problem(where, "YAML read this as true/false: write the value in quotes")
-        elif isinstance(raw_value, float) and key not in SLURM_COUNTS:  # 1e3, .nan: no name
+        elif isinstance(raw_value, float) and key not in kind.counts:  # 1e3, .nan: no name
             raise Problem(where, f"YAML read this as the number {raw_value}: write it in quotes")
         else:
             # A number as its text: the option's own parser says what is wrong with 1.5.
@@ -198,13 +194,13 @@ def _slurm(value: Any, path: str) -> tuple[list[str], dict[str, Any], int | None
     )
     gpus = given.get("gpus_per_node")
     slots = int(gpus) if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus else None
-    identity = {k: v for k, v in given.items() if k not in SLURM_OPERATIONAL}
+    identity = {k: v for k, v in given.items() if k not in kind.operational}
     login = given.get("login")
     where = f"partition {given['partition']}" + (f" via {login}" if login else "")
     return ["--env", "slurm", *argv], {"slurm": identity}, nodes, slots, where
 
 
-def _hosts(value: Any, path: str) -> tuple[list[str], dict[str, Any], int | None, int | None, str]:
+def _hosts(kind: Kind, value: Any, path: str) -> Read:
     """Machines you have, as `scale --hosts` takes them: host:slots (workers)."""
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         text = ",".join(value)
@@ -234,3 +230,8 @@ def _shape(settings: dict[str, str]) -> tuple[int | None, int | None]:
         int(count) if WHOLE.fullmatch(count) else None,
         int(gpus) if WHOLE.fullmatch(gpus) else None,
     )
+
+
+# The kinds whose keys say more than their options (a partition's durations and lists,
+# a host list), by name; the others' are read as they declare them (_declared).
+READERS = {"slurm": _slurm, "hosts": _hosts}

@@ -22,11 +22,10 @@ from typing import Any
 from hpcbench.campaign import checks, cost, sweep_keys, testbed_kinds
 from hpcbench.campaign.checks import NAME, Problem
 from hpcbench.campaign.datatypes import Cell, Expect, Hardware, SweepPart, TestbedPlan
-from hpcbench.campaign.testbed_kinds import GIVES, Place
+from hpcbench.campaign.testbed_kinds import Place
 from hpcbench.errors import UsageError
 from hpcbench.scaling_model import INTRA_NODE, LINK_EFFICIENCY
 from hpcbench.specs import (
-    TestbedKind,
     WorkloadSpec,
     format_int_list,
     transformer_configs,
@@ -35,11 +34,9 @@ from hpcbench.specs import (
 )
 from hpcbench.sweep import configurations, shard_group_of
 
+# A testbed's own keys; the key that gives its kind (env:, slurm:, hosts:, ...) besides.
 TESTBED_KEYS = (
     "name",
-    "env",
-    "slurm",
-    "hosts",
     "title",
     "settings",
     "ansible",
@@ -87,7 +84,7 @@ def testbed(
     index: int, raw: Any, path: str, sweep: dict[str, Any], keep_default: bool, out: Path
 ) -> TestbedPlan:
     """testbeds[index - 1] of the file, checked in the order its errors are named."""
-    raw = checks.mapping(raw, path, TESTBED_KEYS)
+    raw = checks.mapping(raw, path, ("name", *testbed_kinds.by_key(), *TESTBED_KEYS[1:]))
     name = checks.text(
         raw.get("name"),
         f"{path}.name",
@@ -158,7 +155,7 @@ def _fits(path: str, place: Place, gpus: list[int], node_counts: list[int]) -> N
     if slots and max(gpus) > slots:
         if "topology" in place.settings:
             said = f"topology {place.settings['topology']}"
-        elif place.kind is TestbedKind.DEPLOYED:
+        elif place.kind.deployed:
             said = "settings.gpus_per_node"
         else:
             said = f"{place.key}: gpus_per_node"
@@ -170,7 +167,7 @@ def _fits(path: str, place: Place, gpus: list[int], node_counts: list[int]) -> N
         raise Problem(
             f"{path}.sweep.nodes",
             f"{format_int_list(node_counts)} asks for {max(node_counts)} nodes but "
-            f"{GIVES[place.kind]} {nodes_available}: lower nodes or exclude "
+            f"{place.kind.gives_nodes} {nodes_available}: lower nodes or exclude "
             f"{{nodes: {nodes_available + 1}-{max(node_counts)}}}",
         )
 

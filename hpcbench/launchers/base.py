@@ -208,6 +208,8 @@ class Launcher:
 
     name: ClassVar[str] = ""
     backends: ClassVar[tuple[str, ...]] = ("horovod", "ddp")
+    # The scheduler (hpcbench.schedulers, by name) that runs what it renders.
+    scheduler: ClassVar[str] = "process"
 
     def check(self, spec: RunSpec, backend: str) -> str | None:
         """Why this launcher cannot run the spec, or None if it can."""

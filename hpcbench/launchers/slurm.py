@@ -375,6 +375,7 @@ class SlurmLauncher(Launcher):
     """`sbatch` per run; works with Horovod (Gloo or MPI) and DDP."""
 
     name = "slurm"
+    scheduler = "slurm"
 
     def __init__(
         self,

@@ -1,23 +1,25 @@
 """Schedulers: what starts a launcher's rendering of a run, watches it, and collects it.
 
 Processes on this machine (and over SSH) today, Slurm batch jobs, and a job
-API such as GPULab's tomorrow: subclass Scheduler and pick it in `for_launcher`.
-Launchers build command lines and nothing else (docs/method.md, "Three layers").
+API such as GPULab's tomorrow: subclass Scheduler, list it in SCHEDULERS, and name it
+as the `scheduler` of the launchers whose commands it runs. Launchers build command
+lines and nothing else (docs/method.md, "Three layers").
 """
 
 from __future__ import annotations
 
 from hpcbench.launchers.base import Launcher
-from hpcbench.launchers.slurm import SlurmLauncher
 from hpcbench.schedulers.base import Outcome, Scheduler
 from hpcbench.schedulers.process import ProcessScheduler
 from hpcbench.schedulers.slurm import SlurmScheduler
 
 __all__ = ["Outcome", "ProcessScheduler", "Scheduler", "SlurmScheduler", "for_launcher"]
 
+SCHEDULERS: dict[str, type[Scheduler]] = {
+    cls.name: cls for cls in (ProcessScheduler, SlurmScheduler)
+}
+
 
 def for_launcher(launcher: Launcher) -> Scheduler:
-    """The scheduler that runs what this launcher renders."""
-    if isinstance(launcher, SlurmLauncher):
-        return SlurmScheduler(launcher)
-    return ProcessScheduler(launcher)
+    """The scheduler that runs what this launcher renders, by the name it gives."""
+    return SCHEDULERS[launcher.scheduler](launcher)  # type: ignore[call-arg]

@@ -82,6 +82,15 @@ class Scheduler(ABC):
 
     name: ClassVar[str] = ""
 
+    def preflight(self, spec: RunSpec) -> None:
+        """Before anything is submitted: UsageError naming what would refuse a run of
+        this shape (nothing here: processes are refused when they start)."""
+        return None
+
+    def prepare(self) -> None:
+        """What it learns of the nodes before the first run (nothing here)."""
+        return None
+
     @abstractmethod
     def run(self, spec: RunSpec, timeout_s: float, echo: bool = False) -> Outcome:
         """Start the run, wait for it (at most timeout_s once it runs), return its outcome.

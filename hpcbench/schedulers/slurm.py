@@ -376,6 +376,16 @@ class SlurmScheduler(Scheduler):
             lines = (proc.stderr or proc.stdout).strip().splitlines() or ["no reason given"]
             raise UsageError(f"slurm on {where} would refuse the jobs: {lines[-1]}")
 
+    def prepare(self) -> None:
+        """The nodes' CPUs from sinfo, once, where --slurm-cpus-per-task is not given:
+        each job then books its ranks' share of a node (SlurmOptions.rank_cpus)."""
+        opts = self.options
+        if opts.cpus_per_task or opts.node_cpus:
+            return
+        cpus = self.node_cpus()
+        if cpus:
+            self.launcher.options = dataclasses.replace(opts, node_cpus=cpus)
+
     def node_cpus(self) -> int:
         """The fewest CPUs a node of the partition has, as sinfo reports them (%c: "64",
         or "64+" where nodes differ); 0 when sinfo does not say."""

@@ -17,11 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from hpcbench import cli, readiness, sweep
+from hpcbench import cli, kinds, readiness, sweep
 from hpcbench.campaign import campaign_file, comparison, lifecycle, runner
 from hpcbench.errors import UsageError
 from hpcbench.schedulers.slurm import JobLeftBehind, LeftJob
-from hpcbench.specs import TestbedKind
 from hpcbench.store import Store
 from tests.unit.test_campaign import fake_run
 
@@ -58,11 +57,7 @@ def write(tmp_path: Path, text: str = MIXED, **fill: Any) -> Path:
 def test_a_partition_hosts_and_a_deployed_testbed_in_one_file(tmp_path):
     campaign = campaign_file.load(write(tmp_path))
     fast, mine, built = campaign.testbeds
-    assert (fast.kind, mine.kind, built.kind) == (
-        TestbedKind.SLURM,
-        TestbedKind.HOSTS,
-        TestbedKind.DEPLOYED,
-    )
+    assert (fast.kind.name, mine.kind.name, built.kind.name) == ("slurm", "hosts", "local")
     assert not fast.deployed and not mine.deployed and built.deployed
     target = fast.parts[0].target
     assert target.env == "slurm" and target.slurm.partition == "fast"
@@ -301,15 +296,16 @@ class Cluster:
     def sweep(self, workload: Any, target: Any, spec_: Any) -> Generator[sweep.Event, None, int]:
         from hpcbench import analysis
 
-        self.calls.append(("sweep", target.kind.value))
-        if self.left_behind and target.kind is TestbedKind.SLURM:
+        kind = kinds.for_target(target).reported_as
+        self.calls.append(("sweep", kind))
+        if self.left_behind and kind == "slurm":
             raise JobLeftBehind(self.left_behind)
         store = Store(spec_.out)
         live = analysis.LiveSummary(store.runs())
         for batch, nodes, workers in sorted(spec_.only):
             record = {
                 "kind": "run",
-                "env": target.kind.value,
+                "env": kind,
                 "model": "resnet18",
                 "backend": "ddp",
                 "batch": batch,

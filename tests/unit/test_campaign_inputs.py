@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hpcbench import cli
-from hpcbench.campaign.testbed_kinds import SLURM_KEYS
 from hpcbench.campaign.testbeds import HARDWARE_KEYS
+from hpcbench.kinds.slurm import Slurm
 
 BASE: dict[str, Any] = {
     "name": "fuzz",
@@ -530,7 +530,7 @@ KIND_SPOTS = {
     ],
     "slurm": [
         ("testbeds", 1, "slurm"),
-        *[("testbeds", 1, "slurm", k) for k in (*SLURM_KEYS, "colour")],
+        *[("testbeds", 1, "slurm", k) for k in (*Slurm.campaign_options, "colour")],
     ],
 }
 # YAML that yaml.safe_dump never writes: tags, YAML 1.1's dates and words, anchors

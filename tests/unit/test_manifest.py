@@ -8,9 +8,11 @@ import subprocess
 
 import pytest
 
-from hpcbench import manifest, nodeset, paths, specs, ssh
+from hpcbench import manifest, nodeset, paths, ssh
 from hpcbench.errors import UsageError
+from hpcbench.kinds import hosts, localhost
 from hpcbench.launchers import get
+from hpcbench.specs import HostSlots
 from hpcbench.ssh import SshAccess
 from hpcbench.target import Target
 
@@ -108,10 +110,10 @@ def test_prepare_passes_matching_nodes_and_names_unreachable_ones(bench, monkeyp
 def test_hosts_on_a_shared_file_system_skip_the_manifest(monkeypatch):
     calls = []
     monkeypatch.setattr(ssh, "call", lambda a, c, timeout_s=30: calls.append(c) or ssh.Reply())
-    tb = nodeset.from_hosts([nodeset.HostSlots("h0", 1), nodeset.HostSlots("h1", 1)])
-    assert tb.kind is specs.TestbedKind.HOSTS
+    tb = hosts.testbed([HostSlots("h0", 1), HostSlots("h1", 1)])
+    assert tb.kind == "hosts"
     _target(tb).prepare()
     assert calls == ["true", "true"]
     calls.clear()
-    _target(nodeset.localhost(cores=2)).prepare()  # nothing to reach
+    _target(localhost.testbed(cores=2)).prepare()  # nothing to reach
     assert calls == []

@@ -1,8 +1,10 @@
 import pytest
 import yaml
 
-from hpcbench import nodeset
+from hpcbench import kinds, nodeset
 from hpcbench.errors import UsageError
+from hpcbench.kinds import hosts, localhost
+from hpcbench.specs import HostSlots, TargetSpec
 
 
 def _inventory(nodes=3, proxy=False):
@@ -68,12 +70,12 @@ def test_for_env_reads_the_state_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path))
     monkeypatch.setattr(nodeset.paths, "environments", lambda: ["local"])
     with pytest.raises(UsageError, match="not deployed.*make deploy ENV=local"):
-        nodeset.for_env("local")
+        kinds.for_env("local").testbed(TargetSpec("local", (1,)))
     (tmp_path / "local").mkdir()
     (tmp_path / "local" / "inventory.yml").write_text(yaml.safe_dump(_inventory(4)))
-    assert len(nodeset.for_env("local").nodes) == 4
+    assert len(kinds.for_env("local").testbed(TargetSpec("local", (1,))).nodes) == 4
     with pytest.raises(UsageError, match="unknown environment 'nope'"):
-        nodeset.for_env("nope")
+        kinds.for_env("nope")
 
 
 @pytest.mark.parametrize(
@@ -94,7 +96,7 @@ def test_bad_inventory_is_one_clear_line(tmp_path, mutate, message):
 
 
 def test_localhost_and_hosts():
-    tb = nodeset.localhost(cores=2)
+    tb = localhost.testbed(cores=2)
     assert len(tb.nodes) == 2 and tb.on_controller
-    hosts = nodeset.from_hosts([nodeset.HostSlots("a", 2), nodeset.HostSlots("b", 2)])
-    assert hosts.head == "a" and not hosts.on_controller and hosts.slots(hosts.nodes[1]) == 2
+    mine = hosts.testbed([HostSlots("a", 2), HostSlots("b", 2)])
+    assert mine.head == "a" and not mine.on_controller and mine.slots(mine.nodes[1]) == 2

@@ -21,7 +21,6 @@ import pytest
 from hpcbench import bounded, cli, paths, sweep
 from hpcbench.campaign.journal import Journal
 from hpcbench.schedulers.base import stop_on_signals
-from hpcbench.specs import TestbedKind
 from tests.interrupt import as_from_a_terminal
 from tests.unit.test_bounded import _gone, _until
 from tests.unit.test_campaign_clusters import CLUSTERS_ONLY, Cluster, write
@@ -201,7 +200,7 @@ def test_a_stop_on_a_partition_or_hosts_says_what_happens_not_a_destroy(
     swept = cluster.sweep
 
     def stopped_on_hosts(workload: Any, target: Any, spec: Any) -> Any:
-        if target.kind is TestbedKind.HOSTS:  # the terminal's SIGTERM, mid-sweep
+        if target.hosts:  # the terminal's SIGTERM, mid-sweep
             raise bounded.Interrupted(signal.SIGTERM)
         return swept(workload, target, spec)
 

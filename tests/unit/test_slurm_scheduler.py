@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hpcbench import cli, nodeset
+from hpcbench import cli
 from hpcbench.errors import UsageError
+from hpcbench.kinds import slurm as kinds_slurm
 from hpcbench.launchers import Placement, RunSpec, slurm
 from hpcbench.launchers.slurm import SlurmLauncher, SlurmOptions, sbatch_script, task_command
 from hpcbench.schedulers import Outcome, SlurmScheduler
@@ -469,7 +470,7 @@ def test_env_slurm_refuses_another_launcher(tmp_path, capsys):
 
 
 def test_python_of_the_controller_without_a_container():
-    tb = nodeset.slurm_cluster(4)
+    tb = kinds_slurm.testbed(4)
     assert tb.python == sys.executable and tb.nodes[0].gpus == 4 and tb.on_controller
 
 

@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-from hpcbench import cli, paths, scale_options, specs
+from hpcbench import cli, kinds, paths, scale_options, specs
 from hpcbench.errors import UsageError
 from hpcbench.specs import HostSlots, check_node_counts, parse_batch, parse_hosts, parse_nodes
 
@@ -98,7 +98,7 @@ def test_target_spec_from_the_command_line(tmp_path):
             str(tmp_path),
         )
     )
-    assert spec.kind is specs.TestbedKind.SLURM and spec.node_counts == (1, 2)
+    assert kinds.for_target(spec).name == "slurm" and spec.node_counts == (1, 2)
     assert spec.slurm.gpus_per_node == 4 and not spec.slurm.pin_nodes
     assert spec.slurm.job_dir == str(tmp_path.resolve() / "slurm")
     cpu = scale_options.target_spec(
@@ -114,14 +114,13 @@ def test_target_spec_from_the_command_line(tmp_path):
             "mpi",
         )
     )
-    assert cpu.kind is specs.TestbedKind.HOSTS
+    assert kinds.for_target(cpu).name == "hosts"
     assert cpu.hosts == (HostSlots("a", 2), HostSlots("b", 2))
     assert cpu.slurm.gpus_per_node == 0 and cpu.slurm.mpi == "pmix" and cpu.slurm.pin_nodes
-    assert scale_options.target_spec(_args("probe", "--env", "localhost")).kind.value == "localhost"
-    assert (
-        scale_options.target_spec(_args("probe", "--env", "local")).kind
-        is specs.TestbedKind.DEPLOYED
-    )
+    here = scale_options.target_spec(_args("probe", "--env", "localhost"))
+    assert kinds.for_target(here).name == "localhost"
+    local = scale_options.target_spec(_args("probe", "--env", "local"))
+    assert kinds.for_target(local).deployed
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.node_counts = (4,)  # type: ignore[misc]
 

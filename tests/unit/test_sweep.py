@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from hpcbench import cli, launchers, nodeset, scale_options, sweep
+from hpcbench.kinds import hosts, localhost
 from hpcbench.specs import HostSlots, WorkloadSpec
 from hpcbench.target import Target
 
@@ -17,12 +18,12 @@ args_of = shlex.split  # an argument list written as one line
 
 @pytest.fixture(autouse=True)
 def _own_state(tmp_path, monkeypatch):
-    """Testbed locks (hpcbench.nodeset.lock_files) in the test's folder, not the checkout's."""
+    """Testbed locks (each kind's lock_files) in the test's folder, not the checkout's."""
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
 
 
 def _target(nodes=(1, 2, 4), per_node=None, tb=None):
-    tb = tb or nodeset.from_hosts([HostSlots(f"h{i}", 2) for i in range(4)])
+    tb = tb or hosts.testbed([HostSlots(f"h{i}", 2) for i in range(4)])
     return Target(tb, list(nodes), per_node, "horovod", launchers.get("auto", "horovod"))
 
 
@@ -50,7 +51,7 @@ def test_one_worker_per_node_has_one_baseline():
 
 
 def test_localhost_nodes_are_processes_on_one_host():
-    target = _target(nodes=(1, 2), tb=nodeset.localhost(cores=2))
+    target = _target(nodes=(1, 2), tb=localhost.testbed(cores=2))
     assert target.workers(2) == 2
     assert [(p.host, p.slots) for p in target.placements(2, 2)] == [("localhost", 2)]
     spec = target.spec("train.py", [], 2, 2)
@@ -630,7 +631,7 @@ def test_nodes_that_are_processes_here_are_not_probed(monkeypatch):
         raise AssertionError("probed a node of --env localhost")
 
     monkeypatch.setattr("hpcbench.bounded.run", no_ssh)
-    target = _target(nodes=(1, 2), tb=nodeset.localhost(cores=2))
+    target = _target(nodes=(1, 2), tb=localhost.testbed(cores=2))
     assert target.unreachable(target.spec("train.py", [], 2, 2)) == {}
 
 
