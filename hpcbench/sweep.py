@@ -572,6 +572,7 @@ class _Measurement:
         self.down: dict[str, str] = {}
         self.stopped: dict[Config, str] = {}
         self.out_of_budget = False
+        self.finished: set[Config] = set()  # each is said finished once
 
     def run(self) -> Generator[Event, None, int]:
         """The probes, the planned runs, then extra repeats while intervals are wide; the
@@ -644,6 +645,7 @@ class _Measurement:
         self.planned[config] = max(0, self.planned.get(config, 0) - 1)
         yield RunLanded(config, summary, record)
         if not self.planned[config] and _stop_reason(summary, sweep) is not None:
+            self.finished.add(config)
             yield ConfigFinished(config, summary)
         if lost:
             self.stop_those_needing_down_nodes()
@@ -715,8 +717,9 @@ class _Measurement:
             ],
         }
         store.append(convergence)
-        for config in self.configs:
-            yield ConfigFinished(config, self.summary_of(config))
+        for config in self.configs:  # those not said finished as their last run landed
+            if config not in self.finished:
+                yield ConfigFinished(config, self.summary_of(config))
         for line in analysis.convergence_lines(convergence):
             print(line, file=sys.stderr)
         print(
