@@ -375,6 +375,7 @@ def measure(
     replicas: dict[Any, set[str]] = {}
     for g in gathered:
         replicas.setdefault(g["weights"]["replica"], set()).add(g["weights"]["digest"])
+    # Its fields, with the workload's own, are declared in bench/workload_record.py.
     record = {
         "kind": "workload",
         "model": args.model,

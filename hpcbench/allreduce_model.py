@@ -412,6 +412,23 @@ class Grouping:
         return _sent(grads, lambda _: 0.0, self)[0]
 
 
+@dataclass(frozen=True)
+class CpuWork:
+    """What the probe measured of the backend's CPU work on CPU nodes (cpu_work()); the
+    defaults: none measured (GPUs)."""
+
+    # Compute lost per byte all-reduced. The step cannot be shorter than all of its CPU
+    # work, T1 plus that of every byte all-reduced, whatever the link allows: where that
+    # floor is the longer, the all-reduce is bound by the CPU and the link waits.
+    s_per_byte: float = 0.0
+    # The share of the computation's cores the backend's own threads take between
+    # all-reduces; the step's computation stretches to T1 / (1 - share).
+    background_share: float = 0.0
+    # How many times longer an all-reduce takes beside the computation than alone; it
+    # goes that much slower until backward ends, and at its own speed after.
+    overlap_stretch: float = 1.0
+
+
 def _replayed(
     step_time_1: float,
     grads: list[Message],
@@ -419,25 +436,15 @@ def _replayed(
     link: Link,
     backend: str | Grouping,
     interference: float = 0.0,
-    cpu_s_per_byte: float = 0.0,
-    background_share: float = 0.0,
-    overlap_stretch: float = 1.0,
+    cpu: CpuWork = CpuWork(),
 ) -> Point:
     """One step at link.workers workers: the gradients' all-reduces (DDP buckets or
     Horovod's fused messages) queue on the link; what runs past backward_end is exposed.
     interference: the share of the link's busy time during backward that backward loses
     (NCCL kernels take GPU cycles and memory bandwidth, TCP copies take CPU), added to
     the step to first order.
-    cpu_s_per_byte (CPU nodes, measured by the probe): compute lost per byte all-reduced.
-    The step cannot be shorter than all of its CPU work, T1 plus that of every byte
-    all-reduced, whatever the link allows: where that floor is the longer, the
-    all-reduce is bound by the CPU and the link waits.
-    background_share (CPU nodes, measured by the probe): the share of the
-    computation's cores the backend's own threads take between all-reduces; the
-    step's computation stretches to T1 / (1 - share).
-    overlap_stretch (CPU nodes, measured by the probe): how many times longer an
-    all-reduce takes beside the computation than alone; it goes that much slower
-    until backward ends, and at its own speed after."""
+    cpu: what the probe measured of the backend's CPU work on CPU nodes (CpuWork has
+    each figure's meaning)."""
     group = backend if isinstance(backend, Grouping) else Grouping(backend)
     sent: list[Message] = []
     comm_end = 0.0
@@ -447,7 +454,7 @@ def _replayed(
             grads if fusion else group(grads),
             link.allreduce_time,
             fusion,
-            overlap_stretch,
+            cpu.overlap_stretch,
             backward_end,
         )
     exposed = max(0.0, comm_end - backward_end)
@@ -455,8 +462,8 @@ def _replayed(
     hidden = sum(max(0.0, min(start + cost, backward_end) - start) for start, cost in costs)
     slowdown = interference * hidden
     total_bytes = sum(g.bytes for g in grads)
-    cpu_work = max(0.0, cpu_s_per_byte) * total_bytes if link.workers > 1 else 0.0
-    share = min(max(0.0, background_share), MAX_BACKGROUND_SHARE) if link.workers > 1 else 0.0
+    cpu_work = max(0.0, cpu.s_per_byte) * total_bytes if link.workers > 1 else 0.0
+    share = min(max(0.0, cpu.background_share), MAX_BACKGROUND_SHARE) if link.workers > 1 else 0.0
     compute = step_time_1 / (1.0 - share)
     step = max(compute + exposed + slowdown, compute + cpu_work)
     t_ar = link.allreduce_time(total_bytes)
@@ -485,7 +492,7 @@ def predict_point(
     link: Link,
     backend: str | Grouping,
     interference: float = 0.0,
-    cpu: CpuWork | None = None,
+    cpu: CpuWork = CpuWork(),
 ) -> Point:
     """Replays one step against a timeline made from the model's layers (backward takes
     BACKWARD_SHARE of the step, shared among layers by their FLOPs); backend: a name
@@ -493,28 +500,7 @@ def predict_point(
     a probe on CPU nodes measured of the backend's own work (none on GPUs)."""
     backward_s = step_time_1 * BACKWARD_SHARE
     grads = gradient_timeline(layers, backward_s)
-    cpu = cpu or CpuWork()
-    return _replayed(
-        step_time_1,
-        grads,
-        backward_s,
-        link,
-        backend,
-        interference,
-        cpu.s_per_byte,
-        cpu.background_share,
-        cpu.overlap_stretch,
-    )
-
-
-@dataclass(frozen=True)
-class CpuWork:
-    """What the probe measured of the backend's CPU work on CPU nodes (_replayed has
-    each figure's meaning); the defaults: none measured."""
-
-    s_per_byte: float = 0.0
-    background_share: float = 0.0
-    overlap_stretch: float = 1.0
+    return _replayed(step_time_1, grads, backward_s, link, backend, interference, cpu)
 
 
 def cpu_work(probe: dict[str, Any]) -> CpuWork:
@@ -528,32 +514,18 @@ def predict_measured(
     link: Link,
     backend: str,
     allreduce_bytes: float | None = None,
-    cpu_s_per_byte: float = 0.0,
-    background_share: float = 0.0,
-    overlap_stretch: float = 1.0,
+    cpu: CpuWork = CpuWork(),
 ) -> Point:
     """The point prediction from a measured single-worker step: timeline holds (seconds
     after the step started, bytes) per gradient as backward made them (bench/train.py);
     communication past the last gradient is exposed. allreduce_bytes rescales the
-    gradients to what travels (fp16 compression halves it); cpu_s_per_byte and
-    background_share: the probe's CPU work per byte and the backend's background share
-    of the computation's cores on CPU nodes (cpu_work_per_byte, background_share);
-    overlap_stretch: how much slower the probe's all-reduces ran beside the
-    computation than alone (overlap_stretch())."""
+    gradients to what travels (fp16 compression halves it); cpu: what a probe on CPU
+    nodes measured of the backend's own work (cpu_work(); none on GPUs)."""
     total = sum(b for _, b in timeline) or 1.0
     scale = (allreduce_bytes or total) / total
     grads = [Message(b * scale, t) for t, b in sorted(timeline)]
     last = max((g.ready_s for g in grads), default=0.0)
-    return _replayed(
-        step_time_1,
-        grads,
-        last,
-        link,
-        backend,
-        cpu_s_per_byte=cpu_s_per_byte,
-        background_share=background_share,
-        overlap_stretch=overlap_stretch,
-    )
+    return _replayed(step_time_1, grads, last, link, backend, cpu=cpu)
 
 
 def cpu_work_per_byte(probe: dict[str, Any]) -> float:

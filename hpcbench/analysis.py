@@ -526,9 +526,7 @@ def _add_scaling(
                 model,
                 s.backend,
                 grad_bytes,
-                cpu_s_per_byte=allreduce_model.cpu_work_per_byte(probe),
-                background_share=allreduce_model.background_share(probe),
-                overlap_stretch=allreduce_model.overlap_stretch(probe),
+                allreduce_model.cpu_work(probe),
             )
             s.predicted_efficiency = point.efficiency
             s.predicted_cpu_work_s = point.cpu_work_s

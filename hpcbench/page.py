@@ -87,7 +87,6 @@ class Section:
 class Page:
     title: str
     sections: Sequence[Section]
-    style: str = ""  # the HTML page's CSS, as the report writes it (never from a record)
     html_title: str = ""  # the HTML <title>, if not the page's title
 
 
@@ -196,10 +195,20 @@ def _url(src: str) -> str:
 
 
 # ---------------------------------------------------------------------- HTML
+# Every HTML page's stylesheet (the report's and the campaign's): tables ruled, figures
+# right-aligned beside the label in the first column, images no wider than the page.
+STYLE = (
+    "body{font-family:sans-serif;margin:2em;max-width:110em}"
+    "table{border-collapse:collapse;margin:1em 0}"
+    "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+    "td:first-child,th:first-child{text-align:left}img{max-width:100%}"
+)
+
+
 def to_html(page: Page) -> str:
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>"
-        f"{html.escape(page.html_title or page.title)}</title><style>{page.style}</style>"
+        f"{html.escape(page.html_title or page.title)}</title><style>{STYLE}</style>"
         "</head><body>" + "\n".join(_walk(page, _html_heading, _html_block)) + "</body></html>"
     )
 

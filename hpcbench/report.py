@@ -561,12 +561,7 @@ def report_page(
     context = [line for m in sorted({s.model for s in summaries}) for line in REFERENCES.get(m, [])]
     if context:
         sections.append(Section("Context", [Bullets(context)]))
-    style = (
-        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-        "img{max-width:100%}"
-    )
-    return Page(f"Scaling report: {out}", sections, style, html_title="hpcbench report")
+    return Page(f"Scaling report: {out}", sections, html_title="hpcbench report")
 
 
 def report_main(args: argparse.Namespace) -> int:

@@ -38,6 +38,7 @@ transformer_configs = _load_bench("transformer_configs")  # the transformers and
 tokens = _load_bench("tokens")  # token files' headers
 peak_flops = _load_bench("peak_flops")  # accelerators' peak FLOPS, each with its source
 mllog = _load_bench("mllog")  # the MLPerf log's benchmark names, division, ruleset
+workload_record = _load_bench("workload_record")  # the fields of train.py's record
 
 # Bounds that catch typos ("1-1000") before they turn into hours of launches.
 MAX_NODES = 4096

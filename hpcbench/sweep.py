@@ -39,78 +39,10 @@ from hpcbench.specs import (
     tokens,
     transformer_configs,
     workload_options,
+    workload_record,
 )
 from hpcbench.store import Store, method_label, run_key
 from hpcbench.target import Target
-
-# Workload fields the store keeps from the workload's record; the rest of a
-# run record is the configuration and the harness's timing.
-WORKLOAD_FIELDS = (
-    "window_times",
-    "device_window_times",
-    "rank_window_times",
-    "rank_data_times",
-    "data_time_fraction",
-    "weights_in_sync",
-    "weight_sum_spread",
-    "weights_digest",
-    "params",
-    "grad_bytes",
-    "allreduce_bytes",
-    "device",
-    "amp",
-    "channels_last",
-    "step",
-    "graph_capture",
-    "graph_eager_steps",
-    "compile_backend",
-    "fused_optimizer",
-    "decode",
-    "decode_note",
-    "host_decoded",
-    "threads",
-    "fp16_allreduce",
-    "wrapped",
-    "dist_backend",
-    "fusion_threshold_mb",
-    "bucket_cap_mb",
-    "local_workers",
-    "loss",
-    "gpu",
-    "nodes_use",
-    "grad_timeline",
-    "steps_asked",
-    "min_window_s",
-    # The transformers (bench/lm.py): what a step trains, how it is sharded, what the
-    # backend ran for each collective, and the figures the workload derives.
-    "unit",
-    "seq_len",
-    "parallel",
-    "shard_group",
-    "mesh",
-    "reshard_after_forward",
-    "fsdp_units",
-    "precision",
-    "mixed_precision",
-    "params_matmul",
-    "flops_per_token",
-    "tokens_per_step",
-    "param_bytes",
-    "token_file",
-    "collectives",
-    "collectives_per_step",
-    "tokens_per_sec",
-    "tokens_per_sec_per_worker",
-    "peak_flops",
-    "peak_flops_per_worker",
-    "peak_source",
-    "mfu",
-    "mfu_unknown",
-    # Energy over the windows, the fabric NCCL used between nodes, the MLPerf log.
-    "energy",
-    "fabric",
-    "mllog",
-)
 
 
 @dataclass(frozen=True)
@@ -247,7 +179,9 @@ def complete(record: dict, outcome: Outcome) -> dict:
         return record
     result = outcome.records[-1]
     record["status"] = "ok"
-    record.update({k: result.get(k) for k in WORKLOAD_FIELDS})
+    # The workload's own fields as it wrote them; the rest of a run record is the
+    # configuration and the harness's timing.
+    record.update({k: result.get(k) for k in workload_record.KEPT})
     # Windows sized by time (--min-window-s) hold more steps than asked: throughput counts
     # the steps run; the method keeps the steps asked.
     record["steps"] = result.get("steps") or record["steps"]

@@ -561,17 +561,8 @@ def campaign_page(
     if failed:
         rows = [[c.testbed, c.label, s.why] for c, s in failed]
         sections.append(Section("Failed cells", [Table(["testbed", "cell", "why"], rows)]))
-    style = (
-        "body{font-family:sans-serif;margin:2em;max-width:110em}"
-        "table{border-collapse:collapse;margin:1em 0}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-        "td:first-child,th:first-child{text-align:left}img{max-width:100%}"
-    )
     return Page(
-        f"Campaign {campaign.name}",
-        sections,
-        style,
-        html_title=f"hpcbench campaign {campaign.name}",
+        f"Campaign {campaign.name}", sections, html_title=f"hpcbench campaign {campaign.name}"
     )
 
 

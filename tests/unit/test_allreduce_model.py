@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hpcbench import allreduce_model
+from hpcbench.allreduce_model import CpuWork
 
 
 def test_busbw_follows_nccl_tests_definition():
@@ -92,14 +93,16 @@ def test_cpu_work_sets_a_floor_under_the_step_on_cpu_nodes():
     link_only = allreduce_model.predict_measured(1.2, timeline, fast, "horovod")
     # 10 ns of CPU per byte: 0.3 s of work for the 30 MB, which the node's CPU does on
     # top of the 1.2 s step whatever the link could carry.
-    bound = allreduce_model.predict_measured(1.2, timeline, fast, "horovod", cpu_s_per_byte=1e-8)
+    bound = allreduce_model.predict_measured(
+        1.2, timeline, fast, "horovod", cpu=CpuWork(s_per_byte=1e-8)
+    )
     assert bound.cpu_work_s == pytest.approx(0.3)
     assert bound.step_s == pytest.approx(1.5) and bound.efficiency == pytest.approx(0.8)
     assert link_only.efficiency > 0.98 and link_only.cpu_work_s == 0.0
     # A slow link (1.5 s per message) outlasts that floor: the link decides.
     slow = allreduce_model.LinkModel(workers=4, latency_s=0.0, busbw=1e7)
     slow_bound = allreduce_model.predict_measured(
-        1.2, timeline, slow, "horovod", cpu_s_per_byte=1e-8
+        1.2, timeline, slow, "horovod", cpu=CpuWork(s_per_byte=1e-8)
     )
     slow_link = allreduce_model.predict_measured(1.2, timeline, slow, "horovod")
     assert slow_bound.step_s == slow_link.step_s > 1.5
@@ -107,7 +110,7 @@ def test_cpu_work_sets_a_floor_under_the_step_on_cpu_nodes():
     solo = allreduce_model.LinkModel(workers=1, latency_s=0.0, busbw=1.0)
     assert (
         allreduce_model.predict_measured(
-            1.2, timeline, solo, "horovod", cpu_s_per_byte=1e-8
+            1.2, timeline, solo, "horovod", cpu=CpuWork(s_per_byte=1e-8)
         ).efficiency
         == 1.0
     )
@@ -263,7 +266,9 @@ def test_an_all_reduce_beside_backward_goes_slower_until_backward_ends():
     timeline = [(0.2, 1e6)]
     plain = allreduce_model.predict_measured(1.0, timeline, link, "ddp")
     assert (
-        allreduce_model.predict_measured(1.0, timeline, link, "ddp", overlap_stretch=2.0).step_s
+        allreduce_model.predict_measured(
+            1.0, timeline, link, "ddp", cpu=CpuWork(overlap_stretch=2.0)
+        ).step_s
         == plain.step_s
     )
 
@@ -309,23 +314,29 @@ def test_background_stretches_the_computation_of_more_than_one_worker():
     link = allreduce_model.LinkModel(workers=2, latency_s=0.0, busbw=1e15)  # takes no time
     timeline = [(0.5, 1e6), (0.9, 1e6)]
     plain = allreduce_model.predict_measured(1.0, timeline, link, "ddp")
-    taxed = allreduce_model.predict_measured(1.0, timeline, link, "ddp", background_share=0.2)
+    taxed = allreduce_model.predict_measured(
+        1.0, timeline, link, "ddp", cpu=CpuWork(background_share=0.2)
+    )
     assert plain.efficiency == pytest.approx(1.0) and plain.background_s == 0.0
     # A fifth of the core gone: 1 s of computation takes 1.25 s.
     assert taxed.step_s == pytest.approx(1.25) and taxed.background_s == pytest.approx(0.25)
     assert taxed.efficiency == pytest.approx(0.8)
     # It adds to the all-reduces' own work, which comes out of the same core.
     both = allreduce_model.predict_measured(
-        1.0, timeline, link, "ddp", cpu_s_per_byte=1e-7, background_share=0.2
+        1.0, timeline, link, "ddp", cpu=CpuWork(s_per_byte=1e-7, background_share=0.2)
     )
     assert both.step_s == pytest.approx(1.25 + 0.2)  # 2 MB at 100 ns a byte
     # One worker runs no backend beside it; a share near the whole core is capped.
     alone = dataclasses.replace(link, workers=1)
     assert (
-        allreduce_model.predict_measured(1.0, timeline, alone, "ddp", background_share=0.2).step_s
+        allreduce_model.predict_measured(
+            1.0, timeline, alone, "ddp", cpu=CpuWork(background_share=0.2)
+        ).step_s
         == 1.0
     )
-    capped = allreduce_model.predict_measured(1.0, timeline, link, "ddp", background_share=5.0)
+    capped = allreduce_model.predict_measured(
+        1.0, timeline, link, "ddp", cpu=CpuWork(background_share=5.0)
+    )
     assert capped.step_s == pytest.approx(1.0 / (1 - allreduce_model.MAX_BACKGROUND_SHARE))
 
 

@@ -11,8 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpcbench import page
+from hpcbench import page, paths, report
+from hpcbench.campaign import campaign_file, comparison, scoring
 from hpcbench.page import Bullets, Code, Image, Page, Paragraph, Section, Table
+from hpcbench.store import Store
 
 NASTY = ["a|b", "<script>alert(1)</script>", "R&D &amp; co", "two\nlines\r\nthree", "<b>x</b>"]
 
@@ -216,3 +218,11 @@ def test_links_planted_at_the_pages_are_replaced_not_written_through(tmp_path: P
     assert outside.read_text() == "not yours"
     assert not md_path.is_symlink() and md_path.read_text().startswith("# t")
     assert not html_path.is_symlink() and html_path.read_text().startswith("<!doctype html>")
+
+
+def test_the_scaling_report_and_the_campaign_page_carry_the_one_stylesheet(tmp_path: Path) -> None:
+    scaling = report.report_page(Store(tmp_path / "store"), [], [], [], [], [])
+    local = campaign_file.load(paths.REPO / "campaigns" / "local.yaml")
+    campaign = comparison.campaign_page(local, [], {}, [], [], scoring.Forecasts({}))
+    for doc in (scaling, campaign):
+        assert re.findall(r"<style>(.*?)</style>", page.to_html(doc), re.S) == [page.STYLE]

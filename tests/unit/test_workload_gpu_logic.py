@@ -24,6 +24,7 @@ torch = pytest.importorskip("torch")
 import gpu_steps  # noqa: E402
 import runtime  # noqa: E402
 import train  # noqa: E402
+import workload_record  # noqa: E402
 
 TINY = shlex.split(
     "--model resnet18 --image-size 32 --batch 2"
@@ -94,7 +95,8 @@ def _record(argv: list[str], env: dict[str, str] | None = None) -> dict:
     return json.loads(lines[-1].split(runtime.RESULT_MARKER, 1)[1])
 
 
-def test_wrap_on_runs_ddp_at_world_size_one() -> None:
+def _one_worker(*options: str) -> dict:
+    """train.py's record from one worker under torch.distributed's variables."""
     env = {
         "RANK": "0",
         "WORLD_SIZE": "1",
@@ -102,11 +104,12 @@ def test_wrap_on_runs_ddp_at_world_size_one() -> None:
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(free_port()),
     }
-    plain = _record([sys.executable, str(REPO / "bench" / "train.py"), *TINY], env)
-    env["MASTER_PORT"] = str(free_port())
-    wrapped = _record(
-        [sys.executable, str(REPO / "bench" / "train.py"), *TINY, "--wrap", "on"], env
-    )
+    return _record([sys.executable, str(REPO / "bench" / "train.py"), *options], env)
+
+
+def test_wrap_on_runs_ddp_at_world_size_one() -> None:
+    plain = _one_worker(*TINY)
+    wrapped = _one_worker(*TINY, "--wrap", "on")
     assert (plain["wrapped"], wrapped["wrapped"]) == (False, True)
     assert wrapped["dist_backend"] == "gloo" and wrapped["device_window_times"] is None
 
@@ -140,20 +143,51 @@ def test_wrap_on_runs_horovods_optimizer_at_world_size_one() -> None:
 
 
 def test_the_single_worker_records_when_each_gradient_is_ready() -> None:
-    env = {
-        "RANK": "0",
-        "WORLD_SIZE": "1",
-        "LOCAL_RANK": "0",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(free_port()),
-    }
-    rec = _record([sys.executable, str(REPO / "bench" / "train.py"), *TINY], env)
+    rec = _one_worker(*TINY)
     timeline = rec["grad_timeline"]
     assert sum(b for _, b in timeline) == rec["grad_bytes"]
     offsets = [t for t, _ in timeline]
     assert offsets == sorted(offsets) and offsets[0] > 0
     # Backward runs from the output: the classifier's gradients come first.
     assert timeline[0][1] in (4000, 2048000)  # resnet18's fc bias (1000 x 4 B) or weight
+
+
+TINY_LM = shlex.split(
+    "--model gpt-tiny --seq-len 32 --batch 2 --warmup 1 --windows 2 --steps 1 --threads 1"
+    " --device cpu"
+)
+
+
+@pytest.mark.parametrize(
+    "options, own",
+    [(TINY, workload_record.IMAGES), (TINY_LM, workload_record.TOKENS)],
+    ids=["cnn", "transformer"],
+)
+def test_the_record_holds_the_declared_fields_and_the_harness_keeps_them(
+    options: list[str], own: tuple[str, ...]
+) -> None:
+    from hpcbench import sweep
+    from hpcbench.schedulers import Outcome
+
+    groups = (
+        workload_record.MEASURED,
+        workload_record.BETWEEN_NODES,
+        workload_record.MODEL,
+        workload_record.IMAGES,
+        workload_record.TOKENS,
+    )
+    names = [name for group in groups for name in group]
+    assert len(names) == len(set(names)) and workload_record.NOT_KEPT.issubset(names)
+    record = _one_worker(*options)
+    # Both ways: every field written is declared, every field declared is written (one
+    # worker: no fabric between nodes).
+    assert set(record) == {*workload_record.MEASURED, *workload_record.MODEL, *own}
+    run = sweep.complete(
+        {"workers": 1, "steps": 1, "fingerprint": {}},
+        Outcome([0], [record], [], launched_at=0.0, duration_s=1.0),
+    )
+    kept = set(record) - workload_record.NOT_KEPT
+    assert run["status"] == "ok" and {k: run[k] for k in kept} == {k: record[k] for k in kept}
 
 
 def test_the_workload_reads_back_every_value_the_harness_passes() -> None:
