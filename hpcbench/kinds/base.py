@@ -4,17 +4,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 from hpcbench import launchers, paths
 from hpcbench.errors import UsageError
 from hpcbench.launchers.base import RunSpec
 from hpcbench.launchers.slurm import SlurmLauncher
 from hpcbench.nodeset import Testbed
+from hpcbench.schedulers.base import Scheduler
 from hpcbench.specs import TargetSpec
 
-if TYPE_CHECKING:  # the target asks its kind; the kind acts on the target
-    from hpcbench.target import Target
+
+class Target(Protocol):
+    """What a kind acts on of the target that asks it (hpcbench.target.Target, which
+    imports the kinds: this keeps the import one way)."""
+
+    @property
+    def scheduler(self) -> Scheduler: ...
+
+    def check_nodes(self) -> None: ...
+
+    def place_on_login(self) -> None: ...
 
 
 @dataclass(frozen=True)

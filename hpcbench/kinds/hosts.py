@@ -4,16 +4,11 @@ system, as on most clusters. Nothing is booked; nothing but a run is started the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from hpcbench.kinds.base import Kind, register
+from hpcbench.kinds.base import Kind, Target, register
 from hpcbench.launchers.base import RunSpec
 from hpcbench.nodeset import LOCALHOST, Node, Testbed
 from hpcbench.specs import HostSlots, TargetSpec
 from hpcbench.ssh import SshAccess
-
-if TYPE_CHECKING:
-    from hpcbench.target import Target
 
 
 @register

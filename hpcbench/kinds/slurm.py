@@ -7,18 +7,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hpcbench import launchers, paths
 from hpcbench.errors import UsageError
-from hpcbench.kinds.base import Kind, register
+from hpcbench.kinds.base import Kind, Target, register
 from hpcbench.launchers.base import RunSpec
 from hpcbench.launchers.slurm import SlurmLauncher
 from hpcbench.nodeset import Node, Testbed
 from hpcbench.specs import TargetSpec
-
-if TYPE_CHECKING:
-    from hpcbench.target import Target
 
 CLUSTER_NODES = 64  # the most nodes `--env slurm` offers; Slurm refuses what it lacks
 
