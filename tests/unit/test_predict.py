@@ -270,6 +270,34 @@ def test_unseen_rows_are_quoted_pinned_and_none_is_a_published_row():
     }
 
 
+def test_unseen_summary_gives_the_standard_rows_and_each_group_apart(monkeypatch):
+    """`published.py --unseen`: beside all rows, the figures of the rows whose set-up a user
+    would plan, and of each source group."""
+    monkeypatch.syspath_prepend(str(EVALUATION))
+    import published
+
+    sources = {
+        "a": {"group": "one", "standard": True},
+        "b": {"group": "one", "standard": False},
+        "c": {"group": "two", "standard": True},
+    }
+
+    def scored(source: str, measured: float, point: float) -> "published.Scored":
+        row = {"source": source}
+        return published.Scored(row, sources[source]["group"], measured, point, 0, 1, 0.9, 0.2)
+
+    results = [scored("a", 0.9, 0.95), scored("b", 0.9, 0.7), scored("c", 0.8, 0.85)]
+    lines = published.unseen_figures("run", results, sources)
+    assert lines[0].startswith("run (3 rows)")
+    assert lines[1].startswith("run, standard set-ups (2 rows): median |point - published| 0.050")
+    assert "point above published in 2" in lines[1]
+    assert [line.split(" (")[0] for line in lines[2:]] == ["  run: one", "  run: two"]
+    # One group, every row standard: the summary is the one line.
+    assert len(published.unseen_figures("run", results[2:], sources)) == 1
+    for name in ("published", "cli"):  # evaluation's, not hpcbench's
+        sys.modules.pop(name, None)
+
+
 def test_two_level_link_charges_each_level_its_own_alpha_and_beta():
     one_node = allreduce_model.TwoLevelLink(4, 1, 50e-6, 1e9, 5e-6, 10e9)
     # Inside a node: 2(N-1) intra steps and the intra bandwidth.
