@@ -519,8 +519,22 @@ def unseen_main(data: dict, extra: dict) -> int:
                 f"E {s.measured:.3f} point {s.point:.3f} band {s.low:.2f}-{s.high:.2f} "
                 f"diff {s.error:+.3f}"
             )
-        print(figures(name, results) + " (python evaluation/published.py --unseen)")
+        for line in unseen_figures(name, results, both["sources"]):
+            print(line + " (python evaluation/published.py --unseen)")
     return 0
+
+
+def unseen_figures(name: str, results: list[Scored], sources: dict) -> list[str]:
+    """The summary of one run over unseen rows: all of them, those whose source's set-up is
+    one a user would plan (`standard`) where the run also holds others, and each group."""
+    lines = [figures(name, results)]
+    standard = [s for s in results if sources[s.row["source"]].get("standard", True)]
+    if 0 < len(standard) < len(results):
+        lines.append(figures(f"{name}, standard set-ups", standard))
+    groups = dict.fromkeys(s.group for s in results)
+    if len(groups) > 1:
+        lines += [figures(f"  {name}: {g}", [s for s in results if s.group == g]) for g in groups]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

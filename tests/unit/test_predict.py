@@ -1,6 +1,7 @@
 """The point prediction (one step replayed) and `hpcbench predict`."""
 
 import json
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -206,12 +207,12 @@ def test_framework_settings_of_the_other_backend_are_refused(argv, message, caps
     assert message in err and len(err.splitlines()) == 1
 
 
-def test_published_rows_reproduce_with_their_quoted_numbers():
-    """evaluation/published.json: each row's numbers appear in its source's quotes, and
-    every source says where it is and how its efficiency is derived."""
-    data = json.loads((Path(__file__).parents[2] / "evaluation/published.json").read_text())
-    groups = {s.get("group", key) for key, s in data["sources"].items()}
-    assert len(data["rows"]) >= 25 and len(groups) >= 6
+EVALUATION = Path(__file__).parents[2] / "evaluation"
+
+
+def _rows_hold_their_quoted_numbers(data: dict) -> None:
+    """Each row's numbers appear in its source's quotes (or, for one worker's, in those of
+    the source it names), and every source says where it is and how E is derived."""
     for key, source in data["sources"].items():
         assert source["url"].startswith("https://") and source["efficiency_from"], key
     for row in data["rows"]:
@@ -234,6 +235,67 @@ def test_published_rows_reproduce_with_their_quoted_numbers():
             assert row.get("multi_ips") is None and f"{row['efficiency']:.0%}" in quotes, row
         elif row.get("seq_len") is None:
             assert (row.get("multi_ips") is None) != (row.get("multi_ips_per_worker") is None)
+
+
+def test_published_rows_reproduce_with_their_quoted_numbers():
+    """evaluation/published.json: each row's numbers appear in its source's quotes, and
+    every source says where it is and how its efficiency is derived."""
+    data = json.loads((EVALUATION / "published.json").read_text())
+    groups = {s.get("group", key) for key, s in data["sources"].items()}
+    assert len(data["rows"]) >= 25 and len(groups) >= 6
+    _rows_hold_their_quoted_numbers(data)
+
+
+def test_unseen_rows_are_quoted_pinned_and_none_is_a_published_row():
+    """evaluation/unseen.json: rows no fit has seen, each quoted like published.json's, its
+    GitHub source pinned to a commit, its set-up marked standard or not, and no row one
+    that published.json holds."""
+    published = json.loads((EVALUATION / "published.json").read_text())
+    unseen = json.loads((EVALUATION / "unseen.json").read_text())
+    _rows_hold_their_quoted_numbers(unseen)
+    for key, source in unseen["sources"].items():
+        assert isinstance(source["standard"], bool), key
+        if source["url"].startswith("https://github.com/"):
+            assert re.search(r"/blob/[0-9a-f]{40}/", source["url"]), key
+    standard = [r for r in unseen["rows"] if unseen["sources"][r["source"]]["standard"]]
+    groups = {unseen["sources"][r["source"]]["group"] for r in standard}
+    assert len(standard) >= 10 and len(groups) >= 2
+
+    def seen(data: dict, row: dict) -> tuple:
+        url = data["sources"][row["source"]]["url"]
+        return (url, row["workers"], row.get("single_ips"), row.get("multi_ips"))
+
+    assert not {seen(unseen, r) for r in unseen["rows"]} & {
+        seen(published, r) for r in published["rows"]
+    }
+
+
+def test_unseen_summary_gives_the_standard_rows_and_each_group_apart(monkeypatch):
+    """`published.py --unseen`: beside all rows, the figures of the rows whose set-up a user
+    would plan, and of each source group."""
+    monkeypatch.syspath_prepend(str(EVALUATION))
+    import published
+
+    sources = {
+        "a": {"group": "one", "standard": True},
+        "b": {"group": "one", "standard": False},
+        "c": {"group": "two", "standard": True},
+    }
+
+    def scored(source: str, measured: float, point: float) -> "published.Scored":
+        row = {"source": source}
+        return published.Scored(row, sources[source]["group"], measured, point, 0, 1, 0.9, 0.2)
+
+    results = [scored("a", 0.9, 0.95), scored("b", 0.9, 0.7), scored("c", 0.8, 0.85)]
+    lines = published.unseen_figures("run", results, sources)
+    assert lines[0].startswith("run (3 rows)")
+    assert lines[1].startswith("run, standard set-ups (2 rows): median |point - published| 0.050")
+    assert "point above published in 2" in lines[1]
+    assert [line.split(" (")[0] for line in lines[2:]] == ["  run: one", "  run: two"]
+    # One group, every row standard: the summary is the one line.
+    assert len(published.unseen_figures("run", results[2:], sources)) == 1
+    for name in ("published", "cli"):  # evaluation's, not hpcbench's
+        sys.modules.pop(name, None)
 
 
 def test_two_level_link_charges_each_level_its_own_alpha_and_beta():
