@@ -17,21 +17,38 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
-# A line rate: a number and SI bits per second, so that 1gbit is 10^9 bit/s (tc's kibit
-# would be binary). A person may write it with capitals and a space before the unit
-# (10 Gbit); the testbeds record it as tc writes it (10gbit).
-_LINK_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg])bit", re.IGNORECASE | re.ASCII)
-_LINK_UNITS = {"k": 1e3, "m": 1e6, "g": 1e9}
+# A line rate as a testbed takes it: a decimal number and one of tc's SI units of
+# bits/s, lower case as tc(8) writes them (RATES: bit, kbit, mbit, gbit, tbit; iproute2
+# ee2a4a86 man/man8/tc.8:518-540, read for tbf by get_rate64, lib/utils_math.c:17-102),
+# so 1gbit is 10^9 bit/s. tc reads more (any case, strtod's "1e9", "+1" and " 1", IEC
+# kibit, bytes as mbps, a bare number its man page once called bytes): nothing a person
+# means by a link's rate, and the testbed records the text as given, which
+# nominal_bytes_per_s reads back. Stated once here: Terraform's validations and the
+# link_shaping role hold this very pattern (tests/unit/test_link_rate_grammar.py).
+RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
+_NUMBER = "[0-9]+(?:[.][0-9]+)?"  # [.]: no backslash to escape in HCL, YAML or Jinja
+_UNIT = "|".join(RATE_UNITS)
+TC_RATE = f"({_NUMBER})({_UNIT})"
+_TC_RATE = re.compile(TC_RATE)
+# A person may write capitals and spaces (" 10 Gbit "): what they mean is plain, so
+# the tool reads it, and keeps it in tc's spelling (tc_rate) before it reaches a testbed.
+_WRITTEN = re.compile(rf"\s*({_NUMBER})\s*({_UNIT})\s*", re.IGNORECASE | re.ASCII)
+
+
+def is_tc_rate(text: str) -> bool:
+    """Whether text is a line rate in tc's spelling ('10gbit', '2.5mbit'), the grammar
+    every testbed takes."""
+    return _TC_RATE.fullmatch(text) is not None
 
 
 def _line_rate(text: str) -> tuple[float, str] | None:
     """A line rate's bits/s and tc's spelling of it ('10 Gbit' -> 1e10, '10gbit'); None
     for anything that is not a line rate."""
-    match = _LINK_RATE.fullmatch(text.strip())
+    match = _WRITTEN.fullmatch(text)
     if not match:
         return None
     unit = match[2].lower()
-    return float(match[1]) * _LINK_UNITS[unit], f"{match[1]}{unit}bit"
+    return float(match[1]) * RATE_UNITS[unit], f"{match[1]}{unit}"
 
 
 def line_rate_bits(text: str) -> float | None:
@@ -41,11 +58,18 @@ def line_rate_bits(text: str) -> float | None:
     return rate[0] if rate else None
 
 
+def tc_rate(text: str) -> str | None:
+    """A line rate as a person writes it in tc's spelling ('10 Gbit' -> '10gbit'), which
+    the testbeds take (is_tc_rate); None for anything else."""
+    rate = _line_rate(text)
+    return rate[1] if rate else None
+
+
 def nominal_bytes_per_s(rate: str | None) -> float | None:
     """A recorded link rate, as tc writes it: '1gbit' -> 1.25e8 bytes/s; None for
     anything else ('', 'unshaped', '1 Gbit')."""
-    parsed = _line_rate(rate or "")
-    return parsed[0] / 8 if parsed and parsed[1] == rate else None
+    parsed = _line_rate(rate) if rate is not None and is_tc_rate(rate) else None
+    return parsed[0] / 8 if parsed else None
 
 
 def ring_factor(workers: int) -> float:

@@ -12,6 +12,7 @@ import re
 import sys
 from typing import Any
 
+from hpcbench.allreduce_model import tc_rate
 from hpcbench.campaign.yaml_loader import TooLong
 from hpcbench.errors import UsageError
 from hpcbench.scaling_model import parse_link
@@ -202,18 +203,29 @@ def setting(value: Any, path: str) -> str:
 CAPACITY_MBPS = (1, 100_000)
 
 
-def link(key: str, text: str, where: str) -> None:
+def link(key: str, text: str, where: str) -> str:
     """A testbed's nominal link in its settings, as the plan reads it
-    (forecast.link_rate_bits): a line rate within what scaling_model.parse_link takes;
-    an empty link_rate leaves a local testbed unshaped."""
+    (forecast.link_rate_bits), kept as the testbed takes it: a line rate within what
+    scaling_model.parse_link takes, in tc's spelling ('10 Gbit' is kept as '10gbit':
+    Terraform and the link_shaping role take no other); an empty link_rate leaves a
+    local testbed unshaped, as "" does a node of node_link_rates."""
     if key == "link_rate" and text:
+        return _rate(text, where)
+    if key == "node_link_rates":
         try:
-            parse_link(text)
-        except UsageError:
-            raise Problem(
-                where, f"{text[:40]!r} is not a line rate from 1kbit to 10000gbit such as 1gbit"
-            ) from None
-    elif key == "link_capacity_mbps":
+            rates = json.loads(text)
+        except (ValueError, RecursionError):  # RecursionError: "[[[..." past Python's depth
+            rates = None
+        if not isinstance(rates, dict):
+            raise Problem(where, "must map node names to line rates, as {node3: 200mbit}")
+        kept = {}
+        for name, rate in rates.items():
+            at = f"{where}[{name[:40]!r}]"
+            if not isinstance(rate, str):
+                raise Problem(at, 'must be a line rate such as 200mbit, or "" for no shaping')
+            kept[name] = rate and _rate(rate, at)
+        return text if kept == rates else json.dumps(kept, separators=(",", ":"))
+    if key == "link_capacity_mbps":
         low, high = CAPACITY_MBPS
         try:
             mbps = float(text)
@@ -225,6 +237,21 @@ def link(key: str, text: str, where: str) -> None:
                 f"{text[:40]!r} is not a whole number of Mbit/s from {low} to {high} "
                 "(1000 is 1 Gbit/s)",
             )
+    return text
+
+
+def _rate(text: str, where: str) -> str:
+    """A line rate in tc's spelling (allreduce_model.tc_rate), within parse_link's range."""
+    spelled = tc_rate(text)
+    try:
+        parse_link(text)
+    except UsageError:
+        spelled = None
+    if spelled is None:
+        raise Problem(
+            where, f"{text[:40]!r} is not a line rate from 1kbit to 10000gbit such as 1gbit"
+        )
+    return spelled
 
 
 def _huge_int(value: Any) -> bool:

@@ -101,7 +101,7 @@ def _deployed(raw: dict[str, Any], path: str) -> tuple[dict[str, str], dict[str,
                 "as its module documents (docs/testbeds.md)",
             )
         settings[key] = checks.setting(value, where)
-        checks.link(key, settings[key], where)
+        settings[key] = checks.link(key, settings[key], where)
     ansible = checks.mapping(raw.get("ansible"), f"{path}.ansible")
     for key, value in ansible.items():
         where = f"{path}.ansible.{key}"

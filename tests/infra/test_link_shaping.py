@@ -1,17 +1,16 @@
 """The testbed interface is shaped to link_rate with tbf (or not shaped when it is empty)."""
 
 import json
-import re
 
 import pytest
 
-UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
+from hpcbench import allreduce_model
 
 
 def rate_bytes(rate: str) -> int:
-    m = re.fullmatch(r"([0-9.]+)([kmgt]?bit)", rate.lower())
-    assert m, f"link_rate {rate!r} is not a tc rate in bits (1gbit, 10gbit, 100mbit)"
-    return int(float(m.group(1)) * UNITS[m.group(2)] / 8)
+    nominal = allreduce_model.nominal_bytes_per_s(rate)
+    assert nominal is not None, f"link_rate {rate!r} is not a tc rate in bits (1gbit, 10gbit)"
+    return int(nominal)
 
 
 def _iface(host, testbed, name) -> str:
