@@ -1,5 +1,5 @@
 """What a node says of its hardware and system, for the run's fingerprint and the MLPerf
-system description made from it (hpcbench/mlperf.py): CPU sockets and cores, the CPU's
+system description made from it (hpcbench/reports/mlperf.py): CPU sockets and cores, the CPU's
 top frequency and caches, memory, the operating system. Each value is read from /proc,
 /sys or /etc/os-release, and left out where the node does not say.
 

@@ -1,7 +1,7 @@
 """The transformer workload's named configurations, their sizes, and FLOPs per token.
 
 Runs on the nodes and in the harness: no torch, no hpcbench (the harness loads
-this file from bench/, hpcbench.specs), so that a configuration the harness
+this file from bench/, hpcbench.launchers.specs), so that a configuration the harness
 accepts is the one the workload builds, and the FLOPs the forecast will use are
 the ones the workload's MFU uses.
 
@@ -173,7 +173,7 @@ def flops_per_token(c: TransformerConfig, seq_len: int) -> int:
 
 # ------------------------------------------------------------------ refusals
 # Each check is one line naming the option to change; the harness asks them before a
-# launch (hpcbench.scale_options), the workload again before it builds anything.
+# launch (hpcbench.measure.scale_options), the workload again before it builds anything.
 def resolve_seq_len(c: TransformerConfig, asked: int) -> int:
     """--seq-len, or the configuration's own (0); ValueError with one line if longer
     than the model's context."""

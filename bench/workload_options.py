@@ -1,12 +1,12 @@
 """The workload's options that the harness passes through, declared once.
 
-bench/train.py builds its parser from them; the harness (hpcbench/scale_options.py)
+bench/train.py builds its parser from them; the harness (hpcbench/measure/scale_options.py)
 offers the same options to `scale` and a campaign's sweep, and turns its
-values back into train.py's command line (hpcbench/sweep.py, workload_args).
+values back into train.py's command line (hpcbench/measure/sweep.py, workload_args).
 Each side parses the values with its own bench/units.py checks (the harness's
 refuse with one line and exit 2 before anything launches), so `kind` names the
 parser instead of holding one. Runs on the nodes: no torch, no hpcbench; the
-harness loads this file from bench/ (hpcbench.specs).
+harness loads this file from bench/ (hpcbench.launchers.specs).
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 bench/train.py writes the record (measure(): every workload's fields, then the
 workload's own: train.py's CNNs, bench/lm.py's transformers); the harness keeps
-the fields in KEPT as written (hpcbench/sweep.py, complete). A test runs train.py
+the fields in KEPT as written (hpcbench/measure/sweep.py, complete). A test runs train.py
 and checks its record against these names both ways. Runs on the nodes: no torch,
-no hpcbench; the harness loads this file from bench/ (hpcbench.specs).
+no hpcbench; the harness loads this file from bench/ (hpcbench.launchers.specs).
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ TOKENS = (
 
 # Fields the harness does not keep as written: the configuration it launched, which the
 # run record holds already; steps, workers, timeline and fingerprint, which it takes in
-# its own way (hpcbench/sweep.py, complete); the transformer's source (its name says it).
+# its own way (hpcbench/measure/sweep.py, complete); the transformer's source (its name says it).
 NOT_KEPT = frozenset(
     {
         "kind",

@@ -11,9 +11,9 @@ own code between them, from TestbedLife.measure_testbed (Runner.measure_testbed
 in earlier versions) down to the launcher's command line and back. A module counts
 once per stretch of consecutive calls into it; "returns" counts each stretch of
 a module seen before; "upward calls" counts calls into a module of a higher
-layer than the caller's (LAYERS: the campaign, then deploy/probe/sweep, then
-the target and the testbed kinds, then launchers and schedulers, then the utilities), such as a
-callback a lower layer was handed; "parses" counts argparse parses (a Namespace built) on the path.
+layer than the caller's (hpcbench.LAYERS, the package's layers, with the campaign's
+runner and commands above the rest of the campaign), such as a callback a lower layer
+was handed; "parses" counts argparse parses (a Namespace built) on the path.
 """
 
 from __future__ import annotations
@@ -29,12 +29,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from hpcbench import sweep  # noqa: E402
+import hpcbench  # noqa: E402
 from hpcbench.campaign import campaign_file, lifecycle, runner  # noqa: E402
-from hpcbench.kinds import localhost  # noqa: E402
-from hpcbench.kinds.deployed import Deployed  # noqa: E402
+from hpcbench.measure import sweep  # noqa: E402
 from hpcbench.schedulers.base import Outcome  # noqa: E402
-from hpcbench.target import Target  # noqa: E402
+from hpcbench.testbeds.kinds import localhost  # noqa: E402
+from hpcbench.testbeds.kinds.deployed import Deployed  # noqa: E402
+from hpcbench.testbeds.target import Target  # noqa: E402
 
 CAMPAIGN = """\
 name: path
@@ -50,19 +51,17 @@ def fake_outcome(self: Target, run_spec: Any, timeout_s: float, echo: bool = Fal
     return Outcome([0], [record], [], launched_at=0.0, duration_s=0.01)
 
 
-# Layers, top down, by module name prefix; the first that matches.
-LAYERS = (
-    ("hpcbench.campaign.runner", "hpcbench.campaign.commands"),
-    ("hpcbench.campaign.",),
-    ("hpcbench.deploy", "hpcbench.probe", "hpcbench.sweep", "hpcbench.scale_options"),
-    ("hpcbench.target", "hpcbench.nodeset", "hpcbench.kinds"),
-    ("hpcbench.launchers", "hpcbench.schedulers"),
-    ("hpcbench",),
-)
+# The campaign's entry points (runner, commands) sit above the rest of its layer.
+ENTRY = ("hpcbench.campaign.runner", "hpcbench.campaign.commands")
 
 
 def layer(module: str) -> int:
-    return next(i for i, prefixes in enumerate(LAYERS) if module.startswith(prefixes))
+    """hpcbench.LAYERS' rank of the module's package, top down (0 is the highest)."""
+    parts = module.split(".")
+    sub = parts[1] if len(parts) > 1 and parts[1] in hpcbench.LAYERS else "cli"
+    return 2 * (len(hpcbench.LAYERS) - hpcbench.LAYERS.index(sub)) + (
+        0 if module.startswith(ENTRY) else 1
+    )
 
 
 def trace(show: bool) -> tuple[list[str], int, int]:

@@ -27,7 +27,7 @@ from pathlib import Path
 from cli import REPO, add_loop_arguments, hpcbench, median, records
 
 sys.path.insert(0, str(REPO))
-from hpcbench import analysis  # noqa: E402  (run as a script from evaluation/)
+from hpcbench.measure import analysis  # noqa: E402  (run as a script from evaluation/)
 
 HERE = Path(__file__).resolve().parent
 

@@ -49,7 +49,8 @@ from typing import Any
 from cli import REPO, hpcbench, records
 
 sys.path.insert(0, str(REPO))
-from hpcbench import analysis, launchers  # noqa: E402  (run as a script from evaluation/)
+from hpcbench import launchers  # noqa: E402  (run as a script from evaluation/)
+from hpcbench.measure import analysis  # noqa: E402  (run as a script from evaluation/)
 
 TRAIN = REPO / "bench" / "train.py"
 PROBE = REPO / "bench" / "allreduce.py"

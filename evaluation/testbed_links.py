@@ -24,9 +24,11 @@ from pathlib import Path
 from cli import REPO, hpcbench
 
 sys.path.insert(0, str(REPO))
-from hpcbench import allreduce_model, analysis, kinds  # noqa: E402  (run as a script from evaluation/)
-from hpcbench.specs import TargetSpec  # noqa: E402
-from hpcbench.store import Store  # noqa: E402
+from hpcbench.launchers.specs import TargetSpec  # noqa: E402
+from hpcbench.measure import analysis  # noqa: E402  (run as a script from evaluation/)
+from hpcbench.measure.store import Store  # noqa: E402
+from hpcbench.models import allreduce_model  # noqa: E402  (run as a script from evaluation/)
+from hpcbench.testbeds import kinds  # noqa: E402  (run as a script from evaluation/)
 
 CLOSE = analysis.POINT_CLOSE
 

@@ -3,8 +3,8 @@
 `build_parser` lists the commands in the order `--help` does. Each command's
 parser carries a `func(args) -> int` default, which lives with what it does:
 deploy's and report's options are here; `scale`'s and `probe`'s in
-hpcbench/scale_options.py (a campaign file's sweep is read with the same parser),
-`predict`'s in hpcbench/predict.py, `campaign`'s in hpcbench/campaign/commands.py.
+hpcbench/measure/scale_options.py (a campaign file's sweep is read with the same parser),
+`predict`'s in hpcbench/reports/predict.py, `campaign`'s in hpcbench/campaign/commands.py.
 """
 
 from __future__ import annotations
@@ -16,9 +16,13 @@ import select
 import sys
 from typing import TextIO
 
-from hpcbench import deploy, mlperf, paths, predict, report, scale_options
 from hpcbench.campaign import commands as campaign_commands
-from hpcbench.errors import Parser, UsageError, one_line
+from hpcbench.campaign import state as campaign_state
+from hpcbench.core import paths
+from hpcbench.core.errors import Parser, UsageError, one_line
+from hpcbench.measure import scale_options
+from hpcbench.reports import mlperf, predict, report
+from hpcbench.testbeds import deploy
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +49,14 @@ def _env_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
+def cmd_destroy(args: argparse.Namespace) -> int:
+    """`destroy --env`, then the campaigns' state folders it leaves alone."""
+    try:
+        return deploy.cmd_destroy(args)
+    finally:
+        campaign_state.say_kept()
+
+
 def add_deploy_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("deploy", help="create the testbed's machines and configure them")
     _env_argument(p)
@@ -65,7 +77,7 @@ def add_deploy_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("destroy", help="remove the testbed and its local state")
     _env_argument(p)
-    p.set_defaults(func=deploy.cmd_destroy)
+    p.set_defaults(func=cmd_destroy)
 
     p = sub.add_parser("envs", help="list the environments")
     p.set_defaults(func=lambda args: print("\n".join(paths.environments())) or 0)

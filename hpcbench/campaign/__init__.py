@@ -1,1 +1,2 @@
-"""Campaigns: several testbeds x one sweep, as one command (docs/campaigns.md)."""
+"""Layer campaign (above reports): several testbeds x one sweep, as one command: plan,
+forecast, book, measure, report (docs/campaigns.md)."""

@@ -8,10 +8,10 @@ import time
 from contextlib import closing
 from typing import Any
 
-from hpcbench import analysis, sweep
 from hpcbench.campaign.campaign_file import Cell, SweepPart, TestbedPlan
 from hpcbench.campaign.console import Console, Stopped
-from hpcbench.errors import UsageError, one_line
+from hpcbench.core.errors import UsageError, one_line
+from hpcbench.measure import analysis, sweep
 
 
 class CellRecorder:

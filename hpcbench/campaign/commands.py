@@ -9,12 +9,13 @@ import signal
 import time
 from pathlib import Path
 
-from hpcbench import analysis, bounded
 from hpcbench.campaign import campaign_file, comparison, cost, estimate, forecast, runner
 from hpcbench.campaign.journal import Journal, left_line
 from hpcbench.campaign.state import holding
-from hpcbench.errors import UsageError
-from hpcbench.progress import format_duration
+from hpcbench.core import bounded
+from hpcbench.core.errors import UsageError
+from hpcbench.core.progress import format_duration
+from hpcbench.measure import analysis
 from hpcbench.schedulers.base import stop_on_signals
 
 

@@ -6,7 +6,7 @@ Written to the campaign's folder:
                                panel per workload and batch (Panel)
     efficiency.png             E(N) against workers with each testbed's point prediction and band
     systems.json               each testbed described in the style of MLPerf's system files
-    configurations.json, .csv  every configuration's figures (hpcbench.export), testbed first
+    configurations.json, .csv  each configuration's figures, testbed first (reports/export.py)
 
 Every figure is the per-testbed analysis `hpcbench report` makes of that testbed's
 own store (<out>/<testbed>/results.jsonl): nothing is computed a second way.
@@ -23,15 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench import allreduce_model, analysis, export, figures, files, findings, page
-from hpcbench.analysis import ConfigSummary
 from hpcbench.campaign import cost, forecast, scoring
 from hpcbench.campaign.campaign_file import Campaign, TestbedPlan
 from hpcbench.campaign.journal import FORECASTS, CellState, Journal
-from hpcbench.errors import UsageError, one_line
-from hpcbench.page import Block, Code, Image, Page, Paragraph, Section, Table
-from hpcbench.progress import format_duration
-from hpcbench.report import DATA_CSV, DATA_JSON, HOST_CORES, NODE_CPUS, fmt, fmt_band
+from hpcbench.core import files
+from hpcbench.core.errors import UsageError, one_line
+from hpcbench.core.progress import format_duration
+from hpcbench.measure import analysis
+from hpcbench.measure.analysis import ConfigSummary
+from hpcbench.models import allreduce_model
+from hpcbench.reports import export, figures, findings, page
+from hpcbench.reports.page import Block, Code, Image, Page, Paragraph, Section, Table
+from hpcbench.reports.report import DATA_CSV, DATA_JSON, HOST_CORES, NODE_CPUS, fmt, fmt_band
 
 
 @dataclass(frozen=True, order=True)
@@ -471,7 +474,7 @@ def campaign_page(
     made: list[tuple[str, Path]],
     forecasts: scoring.Forecasts,
 ) -> Page:
-    """report.md and report.html, as one description (hpcbench.page)."""
+    """report.md and report.html, as one description (hpcbench.reports.page)."""
     cells = campaign.cells
     counts: dict[str, int] = defaultdict(int)
     for c in cells:
@@ -553,7 +556,7 @@ def campaign_page(
             Section(f"{r.title} ({r.tb.name}, env {r.tb.env})", [Table(header, rows), more])
         )
     sections += findings.campaign_sections(
-        [(r.title, r.tb.price, r.runs, r.summaries) for r in results]
+        [(r.title, r.tb.price, r.runs, r.summaries) for r in results], cost.fields
     )
     failed = [
         (c, states[c.id]) for c in cells if c.id in states and states[c.id].status == "failed"

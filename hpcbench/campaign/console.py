@@ -18,13 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from hpcbench import files
-from hpcbench.bounded import stop_name
 from hpcbench.campaign.campaign_file import Campaign, TestbedPlan
 from hpcbench.campaign.estimate import Clock
 from hpcbench.campaign.journal import Journal
-from hpcbench.errors import UsageError, one_line
-from hpcbench.progress import format_duration
+from hpcbench.core import files
+from hpcbench.core.bounded import stop_name
+from hpcbench.core.errors import UsageError, one_line
+from hpcbench.core.progress import format_duration
 from hpcbench.schedulers import slurm
 
 

@@ -25,10 +25,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from hpcbench.analysis import ConfigSummary
 from hpcbench.campaign import checks
 from hpcbench.campaign.checks import Problem
-from hpcbench.specs import units
+from hpcbench.launchers.specs import units
+from hpcbench.measure.analysis import ConfigSummary
 
 PRICE_KEYS = ("amount", "currency", "per")
 PER = ("node-hour", "gpu-hour")

@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcbench import kinds
 from hpcbench.campaign.cost import Price
-from hpcbench.errors import UsageError
-from hpcbench.kinds import Kind
-from hpcbench.specs import SweepSpec, TargetSpec, WorkloadSpec
-from hpcbench.store import Store
-from hpcbench.sweep import Config
+from hpcbench.core.errors import UsageError
+from hpcbench.launchers.specs import SweepSpec, TargetSpec, WorkloadSpec
+from hpcbench.measure.store import Store
+from hpcbench.measure.sweep import Config
+from hpcbench.testbeds import kinds
+from hpcbench.testbeds.kinds import Kind
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class TestbedPlan:
     nodes_available: int | None  # from the settings, where they say (node_count, topology)
     gpus_per_node: int | None  # per node, where the settings say (topology)
     parts: tuple[SweepPart, ...]
-    kind: Kind = kinds.named("deployed")  # hpcbench.kinds: deployed, a partition, hosts
+    kind: Kind = kinds.named("deployed")  # hpcbench.testbeds.kinds: deployed, a partition, hosts
     where: str = ""  # the partition and login node, or the hosts: what the plan shows
     hardware: Hardware = Hardware()
     price: Price | None = None  # `price:` (hpcbench.campaign.cost); None: not given

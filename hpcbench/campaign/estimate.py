@@ -33,9 +33,9 @@ from typing import Any
 from hpcbench.campaign import forecast
 from hpcbench.campaign.campaign_file import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.campaign.forecast import CellForecast
-from hpcbench.errors import UsageError
-from hpcbench.probe import GRACE_S
-from hpcbench.specs import WorkloadSpec
+from hpcbench.core.errors import UsageError
+from hpcbench.launchers.specs import WorkloadSpec
+from hpcbench.measure.probe import GRACE_S
 
 # Stated defaults where nothing was measured or given (expect: in the campaign file).
 # They are planning figures, not measurements: real testbeds differ widely (a

@@ -10,7 +10,7 @@ One worker's images/s at the cell's batch, best first (single_worker):
 - runs in a results folder the campaign names (`calibrate_from:`, `--calibrate-from`),
   matched by model, image size, batch and device, and by the accelerator's name in
   the runs' own fingerprints;
-- the shipped table of published figures (hpcbench.published_figures), by the
+- the shipped table of published figures (hpcbench.models.published_figures), by the
   accelerator, the model and the precision the runs will use.
 A measured figure at another batch only stands in for a same-batch one as time per
 image (said so).
@@ -34,7 +34,7 @@ The line rate is the testbed's settings' (link_rate, link_capacity_mbps), else
 `hardware: link`. Interference is DEFAULT_INTERFERENCE, except where a probe measured
 the CPU work, which is what it stands for on CPU nodes (the report's point takes it so).
 Cells inside one node need no line rate: their link is `hardware: intra_node`.
-A transformer's E is hpcbench.sharded_model's under the sweep's parallel (DDP, FSDP2,
+A transformer's E is hpcbench.models.sharded_model's under the sweep's parallel (DDP, FSDP2,
 HSDP): a probe's all-gather and reduce-scatter are fitted as its all-reduce is (and
 carried to a later testbed of the same environment the same way), else they take the
 all-reduce's link; on CPU nodes (Gloo) the collectives block and a reduce-scatter
@@ -52,10 +52,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hpcbench import allreduce_model, analysis, paths, published_figures
 from hpcbench.campaign.datatypes import Campaign, Cell, SweepPart, TestbedPlan
-from hpcbench.errors import UsageError
-from hpcbench.scaling_model import (
+from hpcbench.core import paths
+from hpcbench.core.errors import UsageError
+from hpcbench.measure import analysis
+from hpcbench.measure.store import Store
+from hpcbench.models import allreduce_model, published_figures
+from hpcbench.models.scaling_model import (
     DEFAULT_INTERFERENCE,
     DEFAULT_INTRA_NODE,
     INTRA_NODE,
@@ -65,7 +68,6 @@ from hpcbench.scaling_model import (
     parse_link,
     predictions,
 )
-from hpcbench.store import Store
 
 
 @dataclass(frozen=True)
@@ -607,7 +609,7 @@ def cell_forecast(
 def _transformer_plan(
     plan: Plan, tb: TestbedPlan, part: SweepPart, link: LinkBasis
 ) -> tuple[Plan, str]:
-    """A transformer cell's plan (hpcbench.sharded_model) and how its step runs, said:
+    """A transformer cell's plan (hpcbench.models.sharded_model) and how its step runs, said:
     bf16 parameters gathered on CUDA (bench/lm.py's MixedPrecisionPolicy), fp32 on
     CPU nodes, where Gloo's collectives block and its reduce-scatter is an all-reduce
     unless the probe timed it (bench/runtime.py collective_paths)."""

@@ -1,6 +1,6 @@
 """The campaign's journal: what happened to each cell and testbed, append-only.
 
-It is a results store (hpcbench.store: one fsync'd line per record, a torn
+It is a results store (hpcbench.measure.store: one fsync'd line per record, a torn
 line skipped) at the campaign's folder, holding three kinds of record:
 
     {"kind": "cell", "campaign", "testbed", "cell", "batch", "nodes", "workers",
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcbench import locks
 from hpcbench.campaign.campaign_file import Cell, TestbedPlan
-from hpcbench.errors import UsageError, one_line
-from hpcbench.store import MAX_SECONDS, Store, validator
+from hpcbench.core import locks
+from hpcbench.core.errors import UsageError, one_line
+from hpcbench.measure.store import MAX_SECONDS, Store, validator
 
 CELL_STATUSES = ("pending", "deployed", "verified", "measured", "failed")
 PHASES = ("deploy", "verify", "sweep", "destroy", "keep")
@@ -52,7 +52,7 @@ def why_line(text: object) -> str:
 # A lease's end (seconds since the epoch) past the year 9999 is no time a clock shows.
 _LAST_EPOCH_S = 253402300799
 # The shapes of the two kinds of record: a record that does not fit is skipped and named
-# by the store (hpcbench.store.validator), as a bad run is; every number is finite and
+# by the store (hpcbench.measure.store.validator), as a bad run is; every number is finite and
 # bounded, so that no sum of them overflows or prints as inf.
 _STRING = {"type": "string"}
 _FIGURE = {"type": ["number", "null"], "minimum": 0, "maximum": 1e15}

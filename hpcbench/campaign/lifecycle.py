@@ -11,17 +11,25 @@ from typing import Any
 
 import yaml
 
-from hpcbench import bounded, files, leases, paths, readiness
 from hpcbench.campaign.campaign_file import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.campaign.cells import fail, measure_part
 from hpcbench.campaign.console import Console, Stopped
 from hpcbench.campaign.estimate import Lease
 from hpcbench.campaign.journal import Journal
 from hpcbench.campaign.state import held, state_root, testbed_state
-from hpcbench.deploy import DeployRequest, EnvRequest, VerifyRequest, deploy, destroy, verify
-from hpcbench.errors import UsageError
-from hpcbench.progress import format_duration
-from hpcbench.target import Target
+from hpcbench.core import bounded, files, paths
+from hpcbench.core.errors import UsageError
+from hpcbench.core.progress import format_duration
+from hpcbench.testbeds import leases, readiness
+from hpcbench.testbeds.deploy import (
+    DeployRequest,
+    EnvRequest,
+    VerifyRequest,
+    deploy,
+    destroy,
+    verify,
+)
+from hpcbench.testbeds.target import Target
 
 
 class TestbedLife:

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from hpcbench import bounded, files, paths, readiness, sweep
 from hpcbench.campaign import comparison, estimate, forecast
 from hpcbench.campaign.campaign_file import Campaign, SweepPart, TestbedPlan
 from hpcbench.campaign.console import Console, Stopped, logged
@@ -37,14 +36,17 @@ from hpcbench.campaign.state import (
     state_root,
     testbed_state,
 )
-from hpcbench.deploy import DeployRequest, check
-from hpcbench.errors import UsageError
-from hpcbench.progress import format_duration
+from hpcbench.core import bounded, files, paths
+from hpcbench.core.errors import UsageError
+from hpcbench.core.progress import format_duration
+from hpcbench.launchers.specs import HostSlots
+from hpcbench.measure import sweep
+from hpcbench.measure.store import config_key, done_configs
 from hpcbench.schedulers.base import stop_on_signals
 from hpcbench.schedulers.slurm import SlurmScheduler
-from hpcbench.specs import HostSlots
-from hpcbench.store import config_key, done_configs
-from hpcbench.target import Target
+from hpcbench.testbeds import readiness
+from hpcbench.testbeds.deploy import DeployRequest, check
+from hpcbench.testbeds.target import Target
 
 
 class Runner:
@@ -247,7 +249,7 @@ class Runner:
         anything: a deployed one's settings and credentials by the plan `deploy` makes
         (in a folder removed after), a partition's existence and a test submission and
         its --data folder (sweep.check_data), a host list's reachability
-        (hpcbench.readiness)."""
+        (hpcbench.testbeds.readiness)."""
         for k, tb in enumerate(todo, 1):
             where = f"{self.campaign.path}: testbeds[{tb.index - 1}] ({tb.name})"
             if not tb.deployed:

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hpcbench.analysis import UNITS, ConfigSummary
 from hpcbench.campaign.journal import FORECASTS, Journal
+from hpcbench.measure.analysis import UNITS, ConfigSummary
 
 Key = tuple[str, str, int, int, int]  # testbed, parallel, batch, workers, gpus_per_node
 

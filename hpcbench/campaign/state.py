@@ -28,10 +28,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hpcbench import files, leases, paths
 from hpcbench.campaign.campaign_file import Campaign, TestbedPlan, out_digest, resolved
-from hpcbench.errors import UsageError, one_line
-from hpcbench.terraform import TerraformEnv
+from hpcbench.core import files, paths
+from hpcbench.core.errors import UsageError, one_line
+from hpcbench.testbeds import leases
+from hpcbench.testbeds.terraform import TerraformEnv
 
 OWNER_FILE = "owner.json"
 FILE_NOTE = "campaign_file"  # the campaign file's path, a line
@@ -155,7 +156,7 @@ def _campaign_file(folder: Path) -> str | None:
 
 @contextlib.contextmanager
 def testbed_state(root: Path) -> Iterator[None]:
-    """hpcbench.paths, and every child (Terraform's scripts, testinfra), see `root` as
+    """hpcbench.core.paths, and every child (Terraform's scripts, testinfra), see `root` as
     the state folder while a testbed of the campaign is handled."""
     before = os.environ.get("HPCBENCH_STATE")
     os.environ["HPCBENCH_STATE"] = str(root)
@@ -251,3 +252,18 @@ def kept(base: Path | None = None) -> list[str]:
         else:
             lines.append(f"{folder}: no campaign named, holds nothing: remove it by hand")
     return [one_line(line) for line in lines]
+
+
+def say_kept() -> None:
+    """The campaigns' state folders beside an environment's, which `destroy --env`
+    leaves alone (a campaign's testbeds are its own): each named, with what it holds
+    and the command that releases and removes it."""
+    try:
+        lines = kept()
+    except (OSError, UsageError) as err:  # never in the way of the destroy's own outcome
+        print(f"hpcbench: campaign state folders not listed: {err}", flush=True)
+        return
+    if lines:
+        print(f"hpcbench: campaign state folders kept, not this environment's ({len(lines)}):")
+    for line in lines:
+        print(f"  {line}", flush=True)

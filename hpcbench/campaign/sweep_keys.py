@@ -9,12 +9,19 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpcbench import kinds, scale_options
 from hpcbench.campaign import checks
 from hpcbench.campaign.checks import Problem
-from hpcbench.errors import UsageError
-from hpcbench.specs import MAX_SLOTS, SweepSpec, TargetSpec, WorkloadSpec, workload_options
-from hpcbench.store import ADDED_LATER
+from hpcbench.core.errors import UsageError
+from hpcbench.launchers.specs import (
+    MAX_SLOTS,
+    SweepSpec,
+    TargetSpec,
+    WorkloadSpec,
+    workload_options,
+)
+from hpcbench.measure import scale_options
+from hpcbench.measure.store import ADDED_LATER
+from hpcbench.testbeds import kinds
 
 # `scale` options a campaign sets itself (where each testbed's results go, resuming)
 # or that make no sense unattended.

@@ -10,14 +10,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpcbench import kinds
 from hpcbench.campaign import checks
 from hpcbench.campaign.checks import Problem
 from hpcbench.campaign.sweep_keys import parse, strip_prefix
-from hpcbench.errors import UsageError
-from hpcbench.kinds import Kind
-from hpcbench.specs import check_path, parse_hosts, parse_login
-from hpcbench.terraform import looks_secret
+from hpcbench.core.errors import UsageError
+from hpcbench.core.secrets import looks_secret
+from hpcbench.launchers.specs import check_path, parse_hosts, parse_login
+from hpcbench.testbeds import kinds
+from hpcbench.testbeds.kinds import Kind
 
 VARIABLE = re.compile(r"[a-z_][a-z0-9_]{0,63}", re.ASCII)
 TOPOLOGY = re.compile(r"([1-9][0-9]*)x([1-9][0-9]*)", re.ASCII)

@@ -23,16 +23,16 @@ from hpcbench.campaign import checks, cost, sweep_keys, testbed_kinds
 from hpcbench.campaign.checks import NAME, Problem
 from hpcbench.campaign.datatypes import Cell, Expect, Hardware, SweepPart, TestbedPlan
 from hpcbench.campaign.testbed_kinds import Place
-from hpcbench.errors import UsageError
-from hpcbench.scaling_model import INTRA_NODE, LINK_EFFICIENCY
-from hpcbench.specs import (
+from hpcbench.core.errors import UsageError
+from hpcbench.launchers.specs import (
     WorkloadSpec,
     format_int_list,
     transformer_configs,
     units,
     workload_options,
 )
-from hpcbench.sweep import configurations, shard_group_of
+from hpcbench.measure.sweep import configurations, shard_group_of
+from hpcbench.models.scaling_model import INTRA_NODE, LINK_EFFICIENCY
 
 # A testbed's own keys; the key that gives its kind (env:, slurm:, hosts:, ...) besides.
 TESTBED_KEYS = (
@@ -184,7 +184,7 @@ def _parts(
     """One sweep part per gpus_per_node and parallelism (of a `parallel:` list) that owes
     a cell: what `scale` would run for it (this testbed's environment and folder,
     resumed, its gpus_per_node), parsed once, here. The first part measures the
-    single-worker baselines, which serve the others (hpcbench.analysis)."""
+    single-worker baselines, which serve the others (hpcbench.measure.analysis)."""
     parts = []
     for nth, (per_node, variant) in enumerate((g, v) for g in sweep.gpus for v in sweep.variants):
         identity = sweep_keys.identity(variant.args)
@@ -224,9 +224,9 @@ def _cells(
     baselines: bool,
     rules: Rules,
 ) -> list[Cell]:
-    """A part's cells in the order its sweep runs them (hpcbench.sweep.configurations),
+    """A part's cells in the order its sweep runs them (hpcbench.measure.sweep.configurations),
     less those excluded. One baseline serves every gpus_per_node and parallelism of a
-    batch (hpcbench.analysis): the first part's (baselines)."""
+    batch (hpcbench.measure.analysis): the first part's (baselines)."""
     cells: list[Cell] = []
     workers = functools.partial(operator.mul, per_node)  # nodes -> nodes x per_node
     configs = configurations(sweep.batches, sweep.node_counts, workers, baselines=baselines)

@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from hpcbench import files
-from hpcbench.errors import UsageError, one_line
-from hpcbench.specs import check_path
+from hpcbench.core import files
+from hpcbench.core.errors import UsageError, one_line
+from hpcbench.launchers.specs import check_path
 
 MAX_NODES = 100_000  # values in a campaign file once its aliases are expanded
 

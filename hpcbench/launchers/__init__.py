@@ -1,11 +1,12 @@
-"""Launchers: small classes that turn a RunSpec into command lines.
+"""Layer launchers (above core): what a run is asked to do (specs.py: sweeps, probes,
+targets) and small classes that turn a RunSpec into command lines.
 
 Add one by subclassing Launcher and listing it in LAUNCHERS.
 """
 
 from __future__ import annotations
 
-from hpcbench.errors import UsageError
+from hpcbench.core.errors import UsageError
 from hpcbench.launchers.base import Command, Launcher, Placement, RunSpec
 from hpcbench.launchers.horovodrun import HorovodrunLauncher
 from hpcbench.launchers.local import LocalLauncher

@@ -15,8 +15,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from hpcbench.ssh import SshAccess
-from hpcbench.terraform import looks_secret
+from hpcbench.core.secrets import looks_secret
+from hpcbench.core.ssh import SshAccess
 
 # bench/leash.py, beside the workload on every node.
 LEASH_SCRIPT = "leash.py"

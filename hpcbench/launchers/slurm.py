@@ -22,8 +22,8 @@ import math
 import shlex
 from dataclasses import dataclass
 
+from hpcbench.core.ssh import SshAccess
 from hpcbench.launchers.base import Command, Launcher, RunSpec
-from hpcbench.ssh import SshAccess
 
 # The batch script's last line names the workload's exit status.
 EXIT_MARKER = "HPCBENCH_SLURM_EXIT"
@@ -302,7 +302,7 @@ def sbatch_script(
     per_node = spec.placements[0].slots
     out = f"{opts.job_dir or '/tmp'}/{job_name}-%j"
     # sbatch reads #SBATCH lines with shell-like quoting; the values were checked
-    # (hpcbench.scale_options) and are quoted besides.
+    # (hpcbench.measure.scale_options) and are quoted besides.
     q = shlex.quote
     minutes = _minutes(spec, opts)
     head = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from hpcbench import paths
+from hpcbench.core import paths
 from hpcbench.launchers.base import BIND_SCRIPT, Command, Launcher, RunSpec, free_port
 
 

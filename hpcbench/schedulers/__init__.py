@@ -1,4 +1,5 @@
-"""Schedulers: what starts a launcher's rendering of a run, watches it, and collects it.
+"""Layer schedulers (above models): what starts a launcher's rendering of a run, watches
+it, and collects it.
 
 Processes on this machine (and over SSH) today, Slurm batch jobs, and a job
 API such as GPULab's tomorrow: subclass Scheduler, list it in SCHEDULERS, and name it

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from hpcbench import bounded
+from hpcbench.core import bounded
 from hpcbench.launchers.base import RunSpec
 
 # Must match bench/runtime.py (bench/ cannot import hpcbench; a unit test checks both).

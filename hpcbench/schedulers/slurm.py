@@ -28,9 +28,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from hpcbench import energy_use
-from hpcbench.bounded import ctrl_c_deferred
-from hpcbench.errors import UsageError
+from hpcbench.core.bounded import ctrl_c_deferred
+from hpcbench.core.errors import UsageError
+from hpcbench.core.ssh import SshAccess, last_line
 from hpcbench.launchers.base import Command, RunSpec
 from hpcbench.launchers.slurm import (
     EXIT_MARKER,
@@ -39,8 +39,8 @@ from hpcbench.launchers.slurm import (
     SlurmOptions,
     sbatch_script,
 )
+from hpcbench.models import energy_use
 from hpcbench.schedulers.base import RESULT_MARKER, TAIL_LINES, Outcome, Scheduler, parse_records
-from hpcbench.ssh import SshAccess, last_line
 
 CONTROL_TIMEOUT_S = 60  # one sbatch/squeue/scancel/cat call
 POLL_MIN_S, POLL_MAX_S = 1.0, 10.0
@@ -420,7 +420,7 @@ class SlurmScheduler(Scheduler):
 
     def consumed_energy(self, job: str) -> dict[str, Any]:
         """The job's energy as Slurm's accounting gives it (sacct(1), ConsumedEnergyRaw
-        and ElapsedRaw), or why there is none (hpcbench.energy_use.sacct_energy)."""
+        and ElapsedRaw), or why there is none (hpcbench.models.energy_use.sacct_energy)."""
         try:
             proc = self._control(
                 f"sacct --noheader --parsable2 --allocations --jobs={job} "

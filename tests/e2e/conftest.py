@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import nodeset
+from hpcbench.testbeds import nodeset
 from tests.conftest import group_of
 from tests.interrupt import as_from_a_terminal
 

@@ -40,9 +40,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpcbench import analysis
 from hpcbench.campaign import campaign_file
 from hpcbench.campaign.state import state_root
+from hpcbench.measure import analysis
 from tests.e2e.conftest import TINY_SWEEP, campaign_run, hpcbench
 
 pytestmark = pytest.mark.e2e

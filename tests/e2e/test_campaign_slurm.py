@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpcbench import analysis
+from hpcbench.measure import analysis
 from tests.e2e.conftest import (
     E2E_VARS,
     STACK_SQSH,
@@ -261,7 +261,7 @@ def test_two_partitions_and_a_deployed_testbed_in_one_report(
 
 
 def duration_s(text: str) -> float:
-    """hpcbench.progress.format_duration's text back in seconds: 1h02m, 5m38s, 42s."""
+    """hpcbench.core.progress.format_duration's text back in seconds: 1h02m, 5m38s, 42s."""
     parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text)
     assert parts and text, text
     h, m, s = (int(x or 0) for x in parts.groups())

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import bounded
+from hpcbench.core import bounded
 from tests.e2e.conftest import E2E_VARS, REPO, TINY_RUN, DeployedTestbed, var_args
 from tests.e2e.test_kill import baseline_record
 from tests.interrupt import as_from_a_terminal

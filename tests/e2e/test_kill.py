@@ -120,8 +120,9 @@ def baseline_record(tb: DeployedTestbed, argv: list[str], monkeypatch: pytest.Mo
     """The 1-worker baseline of the sweep `argv` would run, as if already in the store:
     --resume goes straight to the 2-node run (a sweep runs its baselines first). Built
     from the same specs the sweep builds, so its key (method included) matches."""
-    from hpcbench import cli, scale_options, sweep
-    from hpcbench.target import Target
+    from hpcbench import cli
+    from hpcbench.measure import scale_options, sweep
+    from hpcbench.testbeds.target import Target
 
     args = cli.build_parser().parse_args(argv)
     monkeypatch.setenv("HPCBENCH_STATE", tb.environ["HPCBENCH_STATE"])

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from hpcbench import analysis
+from hpcbench.measure import analysis
 from tests.e2e.conftest import E2E_VARS, TINY_RUN, DeployedTestbed, var_args
 
 pytestmark = pytest.mark.e2e

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.errors import UsageError
-from hpcbench.terraform import find_binary
+from hpcbench.core.errors import UsageError
+from hpcbench.testbeds.terraform import find_binary
 from tests.e2e.conftest import hpcbench
 
 REPO = Path(__file__).resolve().parents[2]

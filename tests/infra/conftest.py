@@ -81,8 +81,8 @@ def inventory_path(config: pytest.Config) -> str | None:
 
 def _sources(path: str) -> list[str]:
     """common group_vars, the env's, then the rendered hosts: what the playbook read."""
-    from hpcbench import paths
-    from hpcbench.errors import UsageError
+    from hpcbench.core import paths
+    from hpcbench.core.errors import UsageError
 
     rendered = yaml.safe_load(Path(path).read_text()) or {}
     env = ((rendered.get("all") or {}).get("vars") or {}).get("hpcbench_env")

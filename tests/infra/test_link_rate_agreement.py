@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from hpcbench.allreduce_model import is_tc_rate
 from hpcbench.campaign import checks
-from hpcbench.errors import UsageError
-from hpcbench.terraform import find_binary
+from hpcbench.core.errors import UsageError
+from hpcbench.models.allreduce_model import is_tc_rate
+from hpcbench.testbeds.terraform import find_binary
 from tests import link_rates
 from tests.infra.test_role_inputs import playbook
 

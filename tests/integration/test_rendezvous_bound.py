@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import paths
+from hpcbench.core import paths
 from hpcbench.launchers import Placement, RunSpec
 from hpcbench.launchers.base import free_port
 from hpcbench.launchers.horovodrun import HorovodrunLauncher

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import analysis
+from hpcbench.measure import analysis
 
 pytestmark = pytest.mark.integration
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.errors import UsageError
-from hpcbench.paths import env_layout
-from hpcbench.terraform import cli_config_file, find_binary
+from hpcbench.core.errors import UsageError
+from hpcbench.core.paths import env_layout
+from hpcbench.testbeds.terraform import cli_config_file, find_binary
 
 REPO = Path(__file__).resolve().parents[2]
 TERRAFORM = REPO / "terraform"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench.terraform import summarize_error
+from hpcbench.testbeds.terraform import summarize_error
 from tests.infra import conftest as infra
 from tests.terraform.conftest import ENVIRONMENTS
 

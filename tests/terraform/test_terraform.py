@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpcbench.terraform import summarize_error
+from hpcbench.testbeds.terraform import summarize_error
 from tests.terraform.conftest import ENVIRONMENTS, PUBKEY, REPO, TERRAFORM, env_root, mirror_has
 
 ENVS = ["virtualwall", "virtualwall-10g", "gpulab", "openstack", "local"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpcbench.analysis import ConfigSummary
+from hpcbench.measure.analysis import ConfigSummary
 
 # What a test that is not about them leaves as they are.
 PLAIN = {

@@ -2,7 +2,8 @@ import statistics
 
 import pytest
 
-from hpcbench import allreduce_model, analysis
+from hpcbench.measure import analysis
+from hpcbench.models import allreduce_model
 from tests.unit.summaries import summary
 
 

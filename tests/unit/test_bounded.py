@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import bounded, paths
+from hpcbench.core import bounded, paths
 from tests.interrupt import as_from_a_terminal
 
 # A tool that notes each SIGINT/SIGTERM it gets and goes on (as a busy terraform or
@@ -30,7 +30,7 @@ while True:
 # The harness: one bounded step with a long grace period.
 HARNESS = """
 import sys
-from hpcbench import bounded
+from hpcbench.core import bounded
 bounded.run([sys.executable, "-c", {code!r}, {pid_file!r}], bounded.TERRAFORM, grace_s=600)
 """
 

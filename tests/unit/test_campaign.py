@@ -21,12 +21,14 @@ from typing import Any
 import pytest
 import yaml
 
-from hpcbench import analysis, cli, paths, sweep
+from hpcbench import cli
 from hpcbench.campaign import campaign_file, cells, commands, estimate, lifecycle, runner
-from hpcbench.errors import UsageError
-from hpcbench.progress import format_duration
-from hpcbench.store import Store
-from hpcbench.target import Target
+from hpcbench.core import paths
+from hpcbench.core.errors import UsageError
+from hpcbench.core.progress import format_duration
+from hpcbench.measure import analysis, sweep
+from hpcbench.measure.store import Store
+from hpcbench.testbeds.target import Target
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((REPO / "campaigns").glob("*.yaml"))
@@ -566,7 +568,7 @@ def test_a_runs_bound_holds_however_fast_the_host(tmp_path: Path) -> None:
     # The local campaign's shape: windows of at least 12 s. A host four times faster than
     # the file's planning figure still runs 4 windows of 12 s; its runs are no longer
     # than the bound, and the bound is no shorter than what the windows alone take.
-    from hpcbench.specs import WorkloadSpec
+    from hpcbench.launchers.specs import WorkloadSpec
 
     workload = WorkloadSpec(
         model="resnet18", image_size=64, warmup=3, windows=4, steps=3, min_window_s=12.0
@@ -709,7 +711,7 @@ def test_a_journal_that_cannot_be_written_still_releases_the_testbed(
     # journal's next record fails. Before, the journal was written before the teardown
     # in the error path, so the destroy never ran and nobody was told.
     from hpcbench.campaign.journal import Journal
-    from hpcbench.store import StoreWriteError
+    from hpcbench.measure.store import StoreWriteError
 
     written = Journal.cell
 
@@ -785,7 +787,7 @@ def test_a_journal_path_that_is_a_folder_and_an_out_that_is_a_file_are_refused(
 
 
 def test_status_tells_a_running_campaign_from_a_stopped_one(tmp_path: Path, fakes: Fakes) -> None:
-    from hpcbench import locks
+    from hpcbench.core import locks
 
     path = base(tmp_path)
     fakes.destroy_rc = 1  # a's and b's leases stay held

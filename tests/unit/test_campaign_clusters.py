@@ -17,11 +17,13 @@ from typing import Any
 import pytest
 import yaml
 
-from hpcbench import cli, kinds, readiness, sweep
+from hpcbench import cli
 from hpcbench.campaign import campaign_file, comparison, lifecycle, runner
-from hpcbench.errors import UsageError
+from hpcbench.core.errors import UsageError
+from hpcbench.measure import sweep
+from hpcbench.measure.store import Store
 from hpcbench.schedulers.slurm import JobLeftBehind, LeftJob
-from hpcbench.store import Store
+from hpcbench.testbeds import kinds, readiness
 from tests.unit.test_campaign import fake_run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -294,7 +296,7 @@ class Cluster:
         return readiness.CheckResult(True, "", [{"name": "stack imports", "ok": True}], 2.0)
 
     def sweep(self, workload: Any, target: Any, spec_: Any) -> Generator[sweep.Event, None, int]:
-        from hpcbench import analysis
+        from hpcbench.measure import analysis
 
         kind = kinds.for_target(target).reported_as
         self.calls.append(("sweep", kind))

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from hpcbench import cli
 from hpcbench.campaign.testbeds import HARDWARE_KEYS
-from hpcbench.kinds.slurm import Slurm
+from hpcbench.testbeds.kinds.slurm import Slurm
 
 BASE: dict[str, Any] = {
     "name": "fuzz",

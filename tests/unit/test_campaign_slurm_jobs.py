@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import cli, sweep
+from hpcbench import cli
 from hpcbench.campaign import runner
+from hpcbench.measure import sweep
 from hpcbench.schedulers import slurm as slurm_scheduler
 from hpcbench.schedulers.slurm import SlurmScheduler
 from tests.unit.test_slurm_scheduler import _fake as stand_in

@@ -23,11 +23,13 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpcbench import cli, files, sweep
+from hpcbench import cli
 from hpcbench.campaign import campaign_file, runner, state, testbeds
-from hpcbench.errors import UsageError
-from hpcbench.store import CONFIG_FIELDS, RESULTS_FILE, Store
-from hpcbench.target import Target
+from hpcbench.core import files
+from hpcbench.core.errors import UsageError
+from hpcbench.measure import sweep
+from hpcbench.measure.store import CONFIG_FIELDS, RESULTS_FILE, Store
+from hpcbench.testbeds.target import Target
 from tests.unit.test_campaign import (
     BASE,
     Fakes,

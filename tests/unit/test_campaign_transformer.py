@@ -15,10 +15,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpcbench import analysis, cli
+from hpcbench import cli
 from hpcbench.campaign import campaign_file, scoring
 from hpcbench.campaign.journal import Journal
-from hpcbench.specs import transformer_configs
+from hpcbench.launchers.specs import transformer_configs
+from hpcbench.measure import analysis
 from tests.unit.test_campaign_inputs import VALUES, outcome
 
 BASE: dict[str, Any] = {

@@ -1,5 +1,5 @@
 """A campaign's cells are the configurations its `scale` sweeps run (Hypothesis): the
-same list, from one enumeration (hpcbench.sweep.configurations), for generated sweeps
+same list, from one enumeration (hpcbench.measure.sweep.configurations), for generated sweeps
 (node counts, batches, gpus_per_node lists, repeats, backends, exclusions). A cell the
 sweep would not run would stay pending with no error; a configuration the sweep runs
 that is no cell would be measured for nothing."""
@@ -17,10 +17,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpcbench import sweep
 from hpcbench.campaign import campaign_file
-from hpcbench.errors import UsageError
-from hpcbench.target import Target
+from hpcbench.core.errors import UsageError
+from hpcbench.measure import sweep
+from hpcbench.testbeds.target import Target
 
 HOSTS = [f"h{i}:4" for i in range(4)]  # up to 4 nodes of up to 4 workers
 DRY_RUN_LINE = re.compile(r"# batch (\d+), (\d+) node\(s\), (\d+) worker\(s\), repeat (\d+)")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hpcbench import cli
 from hpcbench.campaign import campaign_file, comparison, cost
 from hpcbench.campaign.checks import Problem
-from hpcbench.store import Store
+from hpcbench.measure.store import Store
 from tests.unit.summaries import summary
 from tests.unit.test_campaign import base, fake_run
 

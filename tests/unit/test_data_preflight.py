@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import cli, paths, ssh
-from hpcbench.ssh import Reply
-from hpcbench.target import Target
+from hpcbench import cli
+from hpcbench.core import paths, ssh
+from hpcbench.core.ssh import Reply
+from hpcbench.testbeds.target import Target
 from tests.unit.test_campaign_clusters import CLUSTERS_ONLY, Cluster, write
 from tests.unit.test_slurm_login import LoginHere
 

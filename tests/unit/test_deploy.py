@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hpcbench import cli, deploy, hostkeys
+from hpcbench import cli
+from hpcbench.testbeds import deploy, hostkeys
 
 PASSWORD = "pw-Zq8!not-on-disk"
 
@@ -628,7 +629,7 @@ def test_a_failed_module_script_is_named_by_its_own_last_line(tmp_path: Path) ->
     """Terraform re-wraps a failed local-exec's whole output behind its command; the
     one line a deploy (and a campaign's journal) reports is the script's own error,
     as the real CLI prints it (terraform_data is built in: no provider needed)."""
-    from hpcbench.terraform import find_binary, summarize_error
+    from hpcbench.testbeds.terraform import find_binary, summarize_error
 
     said = "GPULab job 42 is FAILED (exit code 127), not RUNNING (gpulab-cli log 42: empty)"
     (tmp_path / "main.tf").write_text(

@@ -1,4 +1,4 @@
-"""hpcbench.energy_use: which figure a run's joules per sample comes from, with its
+"""hpcbench.models.energy_use: which figure a run's joules per sample comes from, with its
 source or why it is unknown; Slurm's ConsumedEnergy as sacct prints it, read by the
 Slurm scheduler after the job."""
 
@@ -8,7 +8,8 @@ import stat
 
 import pytest
 
-from hpcbench import energy_use, sweep
+from hpcbench.measure import sweep
+from hpcbench.models import energy_use
 from hpcbench.schedulers.base import Outcome
 from tests.unit.test_slurm_scheduler import _scheduler, _spec, fake_slurm  # noqa: F401
 

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import yaml
 
-from hpcbench import probe, sweep
 from hpcbench.campaign import campaign_file, estimate
+from hpcbench.measure import probe, sweep
+from hpcbench.measure.store import Store
 from hpcbench.schedulers.base import Outcome
-from hpcbench.store import Store
-from hpcbench.target import Target
+from hpcbench.testbeds.target import Target
 
 PROBE_RESULT = {
     "results": [{"bytes": 4096, "time_s": 1e-3, "algbw": 4e6, "busbw": 4e6, "cpu_s": 1e-4}],

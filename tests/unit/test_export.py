@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpcbench import cli, export
-from hpcbench.analysis import ConfigSummary
+from hpcbench import cli
+from hpcbench.measure.analysis import ConfigSummary
+from hpcbench.reports import export
 from tests.unit.summaries import summary
 from tests.unit.test_report import _store
 

@@ -1,4 +1,4 @@
-"""hpcbench.figures: the efficiency panel both reports draw, and a figure saved whole."""
+"""hpcbench.reports.figures: the efficiency panel both reports draw, and a figure saved whole."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
-from hpcbench import figures, report
-from hpcbench.analysis import ConfigSummary
 from hpcbench.campaign import comparison
+from hpcbench.measure.analysis import ConfigSummary
+from hpcbench.reports import figures, report
 from tests.unit.summaries import summary
 
 matplotlib.use("Agg")

@@ -1,4 +1,4 @@
-"""hpcbench.files: whole-file writes that are whole or not at all, and reads and
+"""hpcbench.core.files: whole-file writes that are whole or not at all, and reads and
 writes that never go through a link below the folder the user named, never wait on
 a FIFO, and read no more than their kind's bound."""
 
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpcbench import files
-from hpcbench.errors import UsageError
+from hpcbench.core import files
+from hpcbench.core.errors import UsageError
 
 
 def test_a_link_planted_at_the_target_is_replaced_and_its_file_untouched(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""hpcbench.findings through `hpcbench report`: the fabric flag on runs made from the real
+"""hpcbench.reports.findings through `hpcbench report`: the fabric flag on runs made from the real
 NCCL excerpts (tests/unit/fixtures/nccl/), each rank's and node's step times with the
 straggler named, and energy per sample with its source or why it is unknown."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from hpcbench import cli, findings
-from hpcbench.store import Store
+from hpcbench import cli
+from hpcbench.measure.store import Store
+from hpcbench.reports import findings
 from tests.unit.test_report import _run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))

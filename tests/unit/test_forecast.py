@@ -16,12 +16,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpcbench import allreduce_model, cli, published_figures
+from hpcbench import cli
 from hpcbench.campaign import campaign_file, comparison, forecast, scoring
 from hpcbench.campaign.datatypes import Hardware
 from hpcbench.campaign.journal import Journal
-from hpcbench.errors import UsageError
-from hpcbench.store import Store
+from hpcbench.core.errors import UsageError
+from hpcbench.measure.store import Store
+from hpcbench.models import allreduce_model, published_figures
 from tests.unit.test_allreduce_model import HIDDEN, RESOLVED, cpu_work_record
 from tests.unit.test_campaign import SHIPPED, Fakes, fake_run, write
 

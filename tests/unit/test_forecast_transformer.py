@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 import yaml
 
-from hpcbench import cli, published_figures
+from hpcbench import cli
 from hpcbench.campaign import campaign_file, estimate, forecast
 from hpcbench.campaign.datatypes import Campaign
 from hpcbench.campaign.journal import Journal
-from hpcbench.sharded_model import Hop, Ring
-from hpcbench.specs import transformer_configs as tc
-from hpcbench.store import Store
+from hpcbench.launchers.specs import transformer_configs as tc
+from hpcbench.measure.store import Store
+from hpcbench.models import published_figures
+from hpcbench.models.sharded_model import Hop, Ring
 from tests.unit.test_campaign import fake_run, write
 from tests.unit.test_forecast import probe
 

@@ -35,9 +35,9 @@ from hpcbench.campaign.journal import (
     PHASES,
     Journal,
 )
-from hpcbench.errors import UsageError
-from hpcbench.progress import format_duration
-from hpcbench.store import RESULTS_FILE, Store
+from hpcbench.core.errors import UsageError
+from hpcbench.core.progress import format_duration
+from hpcbench.measure.store import RESULTS_FILE, Store
 from tests.unit.test_campaign_inputs import paths_of, put
 from tests.unit.test_hostile_records import (
     _SETTINGS,

@@ -1,6 +1,6 @@
 """Store records as hostile input: generated from the store's schema, then mutated.
 
-Each example writes a results.jsonl of records made to fit hpcbench.store's
+Each example writes a results.jsonl of records made to fit hpcbench.measure.store's
 RECORD_SCHEMA (runs ok and failed, probes, a convergence record), some of them
 mutated: a field set to a value of the wrong type or at the edge of what a double
 holds (10**400, 1e308 whose sums overflow, NaN, a denormal), a key removed, a
@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from hpcbench import cli
-from hpcbench.store import RESULTS_FILE
+from hpcbench.measure.store import RESULTS_FILE
 
 
 class Raw(str):
@@ -527,7 +527,7 @@ BAD_FIELDS = {
 def test_a_run_field_of_the_wrong_type_or_size_is_skipped_whatever_the_status(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
 ) -> None:
-    from hpcbench.store import Store
+    from hpcbench.measure.store import Store
 
     changes = {"status": "failed", "error": "timed out", **BAD_FIELDS[case]}
     bad = _dump(_good_run(repeat=1, **changes))

@@ -1,4 +1,4 @@
-"""Testbed kinds are registered by name and found by name (hpcbench.kinds): the kinds
+"""Testbed kinds are registered by name and found by name (hpcbench.testbeds.kinds): the kinds
 the project ships, and a kind a test registers from here, which a campaign then
 plans, dry-runs, runs and reports without any other module knowing of it."""
 
@@ -12,14 +12,15 @@ from typing import Any
 
 import pytest
 
-from hpcbench import cli, kinds, nodeset
-from hpcbench.errors import UsageError
-from hpcbench.kinds import Kind
+from hpcbench import cli
+from hpcbench.core.errors import UsageError
 from hpcbench.launchers import RunSpec
-from hpcbench.nodeset import Node
+from hpcbench.launchers.specs import TargetSpec
 from hpcbench.schedulers.base import Outcome
-from hpcbench.specs import TargetSpec
-from hpcbench.target import Target
+from hpcbench.testbeds import kinds, nodeset
+from hpcbench.testbeds.kinds import Kind
+from hpcbench.testbeds.nodeset import Node
+from hpcbench.testbeds.target import Target
 
 
 class Toy(Kind):

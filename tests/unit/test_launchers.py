@@ -5,13 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import launchers, paths
-from hpcbench.errors import UsageError
+from hpcbench import launchers
+from hpcbench.core import paths
+from hpcbench.core.errors import UsageError
+from hpcbench.core.ssh import SshAccess
 from hpcbench.launchers import Placement, RunSpec
 from hpcbench.launchers.horovodrun import HorovodrunLauncher
 from hpcbench.launchers.local import LocalLauncher
 from hpcbench.launchers.torchrun import TorchrunLauncher
-from hpcbench.ssh import SshAccess
 
 HEAD = SshAccess(host="10.1.0.5", port=2222, user="hpc", key_file="/keys/id")
 PY = "/opt/hpcbench/venv/bin/python"

@@ -1,4 +1,4 @@
-"""hpcbench.leases: the contract with the module scripts, run with fake cancel
+"""hpcbench.testbeds.leases: the contract with the module scripts, run with fake cancel
 commands that succeed, fail, hang or are missing."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpcbench import leases
+from hpcbench.testbeds import leases
 
 
 def write(state: Path, name: str, cancel: object, what: str = "GPULab job 7f3a") -> Path:

@@ -12,14 +12,14 @@ import re
 import pytest
 
 from hpcbench import cli
-from hpcbench.allreduce_model import (
+from hpcbench.campaign import campaign_file
+from hpcbench.models.allreduce_model import (
     RATE_UNITS,
     TC_RATE,
     is_tc_rate,
     nominal_bytes_per_s,
     tc_rate,
 )
-from hpcbench.campaign import campaign_file
 from tests import link_rates
 
 

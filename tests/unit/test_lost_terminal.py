@@ -37,10 +37,10 @@ from typing import Any
 
 import pytest
 
-from hpcbench import bounded
 from hpcbench.campaign import campaign_file
 from hpcbench.campaign.console import Console
 from hpcbench.campaign.journal import Journal
+from hpcbench.core import bounded
 from hpcbench.schedulers.base import stop_on_signals
 from tests.interrupt import as_from_a_terminal
 from tests.unit.test_bounded import _gone
@@ -69,7 +69,7 @@ if __name__ == "__main__":
 
 # terraform/tofu as the project calls it: init, providers schema, plan -out, show,
 # apply of a saved plan (create or destroy), output. Apply books machines; a lease
-# file (the module scripts' contract, hpcbench/leases.py) books the paid resource,
+# file (the module scripts' contract, hpcbench/testbeds/leases.py) books the paid resource,
 # which only its cancel command releases.
 FAKE_TF = f"""#!{sys.executable} -S
 import json, os, pathlib, sys
@@ -142,9 +142,11 @@ if os.environ.pop("STANDIN_CAMPAIGN", None):
     sys.excepthook, threading.excepthook, sys.unraisablehook = (
         on_exception, on_thread, on_unraisable)
 
-    from hpcbench import analysis, bounded, deploy, reach, sweep
+    from hpcbench.measure import analysis, sweep
+    from hpcbench.core import bounded
+    from hpcbench.testbeds import deploy, reach
     from hpcbench.campaign import lifecycle
-    from hpcbench.store import Store
+    from hpcbench.measure.store import Store
 
     def step(phase):  # a tool of the phase, in its own process as the real ones are
         return bounded.run([sys.executable, "-m", "standin_hold", phase], bounded.VERIFY).returncode
@@ -640,14 +642,14 @@ def test_a_stop_signal_during_a_clean_up_comes_after_it(stop_signals: None, sig:
 # step of the real code starts or ends (STANDIN_AT: FILE:FUNCTION:call|return:NTH),
 # or as the stand-in sbatch queues the Nth job ("sbatch N").
 STEPS = {
-    "a-deploy-starts": "hpcbench/deploy.py:deploy:call:1",
-    "a-machines-booked": "hpcbench/terraform.py:TerraformEnv.apply:return:1",
-    "a-deploy-ends": "hpcbench/deploy.py:deploy:return:1",
+    "a-deploy-starts": "hpcbench/testbeds/deploy.py:deploy:call:1",
+    "a-machines-booked": "hpcbench/testbeds/terraform.py:TerraformEnv.apply:return:1",
+    "a-deploy-ends": "hpcbench/testbeds/deploy.py:deploy:return:1",
     "a-verify-ends": "hpcbench/campaign/lifecycle.py:TestbedLife.verify_testbed:return:1",
     "a-cell-measured": "hpcbench/campaign/cells.py:CellRecorder.cell_done:return:1",
     "a-sweep-ends": "hpcbench/campaign/cells.py:measure_part:return:1",
     "a-teardown-starts": "hpcbench/campaign/lifecycle.py:TestbedLife.teardown:call:1",
-    "a-destroy-ends": "hpcbench/deploy.py:destroy:return:1",
+    "a-destroy-ends": "hpcbench/testbeds/deploy.py:destroy:return:1",
     "a-released": "hpcbench/campaign/lifecycle.py:TestbedLife.run:return:1",
     "p-check-job-queued": "sbatch 1",
     "p-verify-ends": "hpcbench/campaign/lifecycle.py:TestbedLife.verify_testbed:return:2",

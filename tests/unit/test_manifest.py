@@ -8,13 +8,14 @@ import subprocess
 
 import pytest
 
-from hpcbench import manifest, nodeset, paths, ssh
-from hpcbench.errors import UsageError
-from hpcbench.kinds import hosts, localhost
+from hpcbench.core import paths, ssh
+from hpcbench.core.errors import UsageError
+from hpcbench.core.ssh import SshAccess
 from hpcbench.launchers import get
-from hpcbench.specs import HostSlots
-from hpcbench.ssh import SshAccess
-from hpcbench.target import Target
+from hpcbench.launchers.specs import HostSlots
+from hpcbench.testbeds import manifest, nodeset
+from hpcbench.testbeds.kinds import hosts, localhost
+from hpcbench.testbeds.target import Target
 
 
 @pytest.fixture

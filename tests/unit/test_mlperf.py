@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from hpcbench import cli, mlperf
-from hpcbench.store import Store
+from hpcbench import cli
+from hpcbench.measure.store import Store
+from hpcbench.reports import mlperf
 from tests.unit.test_report import _run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))

@@ -12,7 +12,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import nodemon  # noqa: E402
 
-from hpcbench import analysis  # noqa: E402
+from hpcbench.measure import analysis  # noqa: E402
 
 NET = """Inter-|   Receive                                                |  Transmit
  face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets

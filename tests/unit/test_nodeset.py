@@ -1,10 +1,10 @@
 import pytest
 import yaml
 
-from hpcbench import kinds, nodeset
-from hpcbench.errors import UsageError
-from hpcbench.kinds import hosts, localhost
-from hpcbench.specs import HostSlots, TargetSpec
+from hpcbench.core.errors import UsageError
+from hpcbench.launchers.specs import HostSlots, TargetSpec
+from hpcbench.testbeds import kinds, nodeset
+from hpcbench.testbeds.kinds import hosts, localhost
 
 
 def _inventory(nodes=3, proxy=False):

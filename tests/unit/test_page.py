@@ -1,5 +1,5 @@
-"""hpcbench.page: one description, two formats, every piece of text shown as written;
-and the two files written whole, never through a planted link (hpcbench.files)."""
+"""hpcbench.reports.page: one description, two formats, every piece of text shown as written;
+and the two files written whole, never through a planted link (hpcbench.core.files)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpcbench import page, paths, report
 from hpcbench.campaign import campaign_file, comparison, scoring
-from hpcbench.page import Bullets, Code, Image, Page, Paragraph, Section, Table
-from hpcbench.store import Store
+from hpcbench.core import paths
+from hpcbench.measure.store import Store
+from hpcbench.reports import page, report
+from hpcbench.reports.page import Bullets, Code, Image, Page, Paragraph, Section, Table
 
 NASTY = ["a|b", "<script>alert(1)</script>", "R&D &amp; co", "two\nlines\r\nthree", "<b>x</b>"]
 

@@ -19,9 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpcbench import cli, files, locks, paths, sweep
+from hpcbench import cli
 from hpcbench.campaign import console
-from hpcbench.errors import UsageError
+from hpcbench.core import files, locks, paths
+from hpcbench.core.errors import UsageError
+from hpcbench.measure import sweep
 from tests.unit.test_campaign import Fakes, base
 
 REPO = Path(__file__).resolve().parents[2]

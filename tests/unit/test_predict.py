@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import allreduce_model, cli, scaling_model
-from hpcbench.allreduce_model import Message
-from hpcbench.store import Store
+from hpcbench import cli
+from hpcbench.measure.store import Store
+from hpcbench.models import allreduce_model, scaling_model
+from hpcbench.models.allreduce_model import Message
 
 
 def test_gradients_are_ready_in_reverse_layer_order_by_flops():

@@ -19,12 +19,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpcbench import cli, probe, scale_options, store, sweep
+from hpcbench import cli
 from hpcbench.campaign import campaign_file
 from hpcbench.launchers.base import free_port
+from hpcbench.launchers.specs import BUDGET_S, ProbeSpec
+from hpcbench.measure import probe, scale_options, store, sweep
 from hpcbench.schedulers.base import Outcome
-from hpcbench.specs import BUDGET_S, ProbeSpec
-from hpcbench.target import Target
+from hpcbench.testbeds.target import Target
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))

@@ -1,8 +1,8 @@
-"""What `hpcbench probe` prints of a probe record (hpcbench/probe.py format_probe)."""
+"""What `hpcbench probe` prints of a probe record (hpcbench/measure/probe.py format_probe)."""
 
 from __future__ import annotations
 
-from hpcbench import probe
+from hpcbench.measure import probe
 from tests.unit.test_allreduce_model import HIDDEN, RESOLVED
 
 RECORD = {

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from hpcbench import launchers, paths
+from hpcbench import launchers
+from hpcbench.core import paths
 from hpcbench.launchers import Placement, RunSpec
 from hpcbench.launchers.base import BIND_SCRIPT
 from hpcbench.launchers.local import LocalLauncher
@@ -118,7 +119,7 @@ import os, subprocess, sys, time
 from hpcbench.launchers import Placement, RunSpec
 from hpcbench.launchers.local import LocalLauncher
 from hpcbench.schedulers import process
-from hpcbench.ssh import SshAccess
+from hpcbench.core.ssh import SshAccess
 
 rank = {rank!r}
 access = SshAccess(host="node1") if {ssh!r} else None

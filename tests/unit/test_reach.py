@@ -1,4 +1,4 @@
-"""deploy's reachability check (hpcbench.reach) goes the way Ansible goes: the
+"""deploy's reachability check (hpcbench.testbeds.reach) goes the way Ansible goes: the
 inventory's user, key, port and ProxyJump/ProxyCommand, with `ssh ... true`.
 
 Loopback stand-ins only: a TCP listener that records who connects (a bastion
@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpcbench import bounded, reach
-from hpcbench.errors import UsageError
+from hpcbench.core import bounded
+from hpcbench.core.errors import UsageError
 from hpcbench.launchers.base import free_port
+from hpcbench.testbeds import reach
 
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").is_file() else None)
 

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import paths
+from hpcbench.core import paths
 from hpcbench.launchers import LocalLauncher, Placement, RunSpec, TorchrunLauncher
 from hpcbench.launchers.base import free_port
 from hpcbench.launchers.horovodrun import HorovodrunLauncher
+from hpcbench.launchers.specs import TargetSpec
 from hpcbench.schedulers import ProcessScheduler
-from hpcbench.specs import TargetSpec
-from hpcbench.target import Target
+from hpcbench.testbeds.target import Target
 
 PINNED = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo", "HOROVOD_GLOO_IFACE": "lo"}
 

@@ -2,10 +2,12 @@ import io
 
 import pytest
 
-from hpcbench import allreduce_model, cli, report
-from hpcbench.errors import UsageError
-from hpcbench.progress import Progress, format_duration
-from hpcbench.store import Store
+from hpcbench import cli
+from hpcbench.core.errors import UsageError
+from hpcbench.core.progress import Progress, format_duration
+from hpcbench.measure.store import Store
+from hpcbench.models import allreduce_model
+from hpcbench.reports import report
 
 
 def _run(workers, times, batch=32, repeat=0, env="vw", status="ok", **extra):

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from hpcbench import allreduce_model, cli, scaling_model, sharded_model
-from hpcbench.sharded_model import Hop, Ring, Sharding, Unit
-from hpcbench.specs import transformer_configs as tc
+from hpcbench import cli
+from hpcbench.launchers.specs import transformer_configs as tc
+from hpcbench.models import allreduce_model, scaling_model, sharded_model
+from hpcbench.models.sharded_model import Hop, Ring, Sharding, Unit
 
 SHAPES = {**tc.CONFIGS, **sharded_model.PUBLISHED_SHAPES}
 

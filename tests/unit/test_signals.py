@@ -18,8 +18,10 @@ from typing import Any
 
 import pytest
 
-from hpcbench import bounded, cli, paths, sweep
+from hpcbench import cli
 from hpcbench.campaign.journal import Journal
+from hpcbench.core import bounded, paths
+from hpcbench.measure import sweep
 from hpcbench.schedulers.base import stop_on_signals
 from tests.interrupt import as_from_a_terminal
 from tests.unit.test_bounded import _gone, _until
@@ -29,7 +31,8 @@ from tests.unit.test_campaign_clusters import CLUSTERS_ONLY, Cluster, write
 # itself, the moment the nodes are resolved (before anything is launched).
 CODE = """
 import os, signal, sys
-from hpcbench import cli, target
+from hpcbench import cli
+from hpcbench.testbeds import target
 def resolve(spec):
     os.kill(os.getpid(), signal.{sig})
     raise SystemExit("the signal did not stop the command")
@@ -71,7 +74,7 @@ while True:
 # `deploy` as it runs Ansible: its lines read by a thread, the whole grace period's.
 DEPLOYING = """
 import sys
-from hpcbench import bounded
+from hpcbench.core import bounded
 bounded.run([sys.executable, "-c", {code!r}, {pid_file!r}], bounded.ANSIBLE, on_line=len)
 """
 HOG = "import signal\nsignal.alarm({seconds})\nwhile True: pass\n"

@@ -31,7 +31,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpcbench import cli
-from hpcbench.errors import UsageError
+from hpcbench.core.errors import UsageError
 from hpcbench.launchers import Placement, RunSpec
 from hpcbench.launchers.slurm import (
     EXIT_MARKER,
@@ -42,7 +42,7 @@ from hpcbench.launchers.slurm import (
     mount_problem,
     sbatch_script,
 )
-from hpcbench.scale_options import sbatch_option
+from hpcbench.measure.scale_options import sbatch_option
 from hpcbench.schedulers import SlurmScheduler
 
 # srun as pyxis reads it. Its state (which containers exist on which node, each

@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import cli, manifest, paths, scale_options, ssh
-from hpcbench.errors import UsageError
+from hpcbench import cli
+from hpcbench.core import paths, ssh
+from hpcbench.core.errors import UsageError
+from hpcbench.core.ssh import Reply, SshAccess
 from hpcbench.launchers.slurm import SlurmLauncher
-from hpcbench.specs import TargetSpec, parse_login
-from hpcbench.ssh import Reply, SshAccess
-from hpcbench.target import Target
+from hpcbench.launchers.specs import TargetSpec, parse_login
+from hpcbench.measure import scale_options
+from hpcbench.testbeds import manifest
+from hpcbench.testbeds.target import Target
 
 
 @pytest.fixture(autouse=True)

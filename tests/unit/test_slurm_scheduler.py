@@ -18,13 +18,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hpcbench import cli
-from hpcbench.errors import UsageError
-from hpcbench.kinds import slurm as kinds_slurm
+from hpcbench.core.errors import UsageError
+from hpcbench.core.ssh import SshAccess
 from hpcbench.launchers import Placement, RunSpec, slurm
 from hpcbench.launchers.slurm import SlurmLauncher, SlurmOptions, sbatch_script, task_command
 from hpcbench.schedulers import Outcome, SlurmScheduler
 from hpcbench.schedulers import slurm as slurm_scheduler
-from hpcbench.ssh import SshAccess
+from hpcbench.testbeds.kinds import slurm as kinds_slurm
 
 
 def _spec(
@@ -987,8 +987,8 @@ def test_a_failed_jobs_error_file_gives_the_runs_cause(fake_slurm):
 
 
 def test_a_failed_check_job_names_its_cause(fake_slurm, monkeypatch):
-    from hpcbench import readiness
-    from hpcbench.specs import WorkloadSpec
+    from hpcbench.launchers.specs import WorkloadSpec
+    from hpcbench.testbeds import readiness
 
     (fake_slurm / "mode").write_text("fail")
     (fake_slurm / "err").write_text("\n".join(LMOD_UNKNOWN) + "\n")

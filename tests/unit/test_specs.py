@@ -2,9 +2,19 @@ import dataclasses
 
 import pytest
 
-from hpcbench import cli, kinds, paths, scale_options, specs
-from hpcbench.errors import UsageError
-from hpcbench.specs import HostSlots, check_node_counts, parse_batch, parse_hosts, parse_nodes
+from hpcbench import cli
+from hpcbench.core import paths
+from hpcbench.core.errors import UsageError
+from hpcbench.launchers import specs
+from hpcbench.launchers.specs import (
+    HostSlots,
+    check_node_counts,
+    parse_batch,
+    parse_hosts,
+    parse_nodes,
+)
+from hpcbench.measure import scale_options
+from hpcbench.testbeds import kinds
 
 
 @pytest.mark.parametrize(

@@ -18,13 +18,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpcbench import cli, nodeset, paths, ssh
-from hpcbench.errors import UsageError
+from hpcbench import cli
+from hpcbench.core import paths, ssh
+from hpcbench.core.errors import UsageError
+from hpcbench.core.ssh import SshAccess, split_options
 from hpcbench.launchers import Placement, RunSpec
 from hpcbench.launchers.base import free_port
 from hpcbench.launchers.slurm import SlurmLauncher, SlurmOptions
 from hpcbench.schedulers import SlurmScheduler
-from hpcbench.ssh import SshAccess, split_options
+from hpcbench.testbeds import nodeset
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="needs the ssh client")
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import paths
-from hpcbench.errors import UsageError
-from hpcbench.ssh import SshAccess
+from hpcbench.core import paths
+from hpcbench.core.errors import UsageError
+from hpcbench.core.ssh import SshAccess
 
 # What ssh binds while it makes a master: <folder>/<%C: 40 hex>.<16 random>.
 MAKING = "0" * 40 + ".6RizyaC6WNE2BkfB"

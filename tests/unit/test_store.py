@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import cli, files
-from hpcbench.errors import UsageError
-from hpcbench.store import Store, StoreWriteError, run_key
+from hpcbench import cli
+from hpcbench.core import files
+from hpcbench.core.errors import UsageError
+from hpcbench.measure.store import Store, StoreWriteError, run_key
 
 
 def _record(repeat: int, status: str = "ok", **extra) -> dict:

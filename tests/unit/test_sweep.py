@@ -8,10 +8,12 @@ import time
 import pytest
 import yaml
 
-from hpcbench import cli, launchers, nodeset, scale_options, sweep
-from hpcbench.kinds import hosts, localhost
-from hpcbench.specs import HostSlots, WorkloadSpec
-from hpcbench.target import Target
+from hpcbench import cli, launchers
+from hpcbench.launchers.specs import HostSlots, WorkloadSpec
+from hpcbench.measure import scale_options, sweep
+from hpcbench.testbeds import nodeset
+from hpcbench.testbeds.kinds import hosts, localhost
+from hpcbench.testbeds.target import Target
 
 args_of = shlex.split  # an argument list written as one line
 
@@ -194,7 +196,7 @@ def test_workload_args_pass_the_options_through():
 
 def _held_like_this_sweep(tmp_path, **workload) -> None:
     """Store the run that `_scale(... --nodes 1 --batch 32)` would make, as if measured."""
-    from hpcbench.specs import TargetSpec
+    from hpcbench.launchers.specs import TargetSpec
 
     target = Target.resolve(TargetSpec(env="localhost", node_counts=(1,), backend="horovod"))
     spec = WorkloadSpec(model="resnet18", image_size=224, **workload)
@@ -242,7 +244,7 @@ def test_resume_never_counts_a_run_made_another_way(tmp_path, capsys, extra, tod
 
 
 def test_a_method_label_from_before_the_step_modes_is_an_eager_one():
-    from hpcbench import store
+    from hpcbench.measure import store
 
     values = {f: f"v{i}" for i, f in enumerate(store.METHOD_FIELDS)}
     before = " ".join(f"{f}={values[f]}" for f in store.METHOD_FIELDS)  # the old label
@@ -253,7 +255,7 @@ def test_a_method_label_from_before_the_step_modes_is_an_eager_one():
 
 
 def test_the_report_never_pools_runs_made_another_way():
-    from hpcbench import analysis
+    from hpcbench.measure import analysis
 
     base = _held_run()
     a = {**base, "method": "link_rate=1gbit steps=20"}
@@ -630,7 +632,7 @@ def test_nodes_that_are_processes_here_are_not_probed(monkeypatch):
     def no_ssh(*args, **kwargs):
         raise AssertionError("probed a node of --env localhost")
 
-    monkeypatch.setattr("hpcbench.bounded.run", no_ssh)
+    monkeypatch.setattr("hpcbench.core.bounded.run", no_ssh)
     target = _target(nodes=(1, 2), tb=localhost.testbed(cores=2))
     assert target.unreachable(target.spec("train.py", [], 2, 2)) == {}
 
@@ -638,7 +640,7 @@ def test_nodes_that_are_processes_here_are_not_probed(monkeypatch):
 def test_an_interval_within_the_target_from_one_run_is_not_called_wider():
     """One run's windows give an interval, but the target counts repeats: the line says
     the interval met it from one run, never that it was wider."""
-    from hpcbench import analysis
+    from hpcbench.measure import analysis
 
     record = {
         "target_ci": 0.05,

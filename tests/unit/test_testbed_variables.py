@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hpcbench.terraform import looks_secret
+from hpcbench.core.secrets import looks_secret
 
 REPO = Path(__file__).resolve().parents[2]
 # Each environment and the module that declares its settings.
@@ -101,7 +101,7 @@ def test_credentials_have_no_default_and_say_how_to_set_them(directory: str) -> 
 
 @pytest.mark.parametrize("directory", DIRS)
 def test_no_secret_is_a_variable(directory: str) -> None:
-    # hpcbench deploy refuses such names (hpcbench.terraform.looks_secret); the
+    # hpcbench deploy refuses such names (hpcbench.core.secrets.looks_secret); the
     # PEM password travels as HPCBENCH_PEM_PASSWORD in the scripts' environment.
     found = variables(directory)
     assert "pem_password" not in found, f"{directory}: pem_password must not be a variable"

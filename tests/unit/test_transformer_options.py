@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from hpcbench import cli, probe, scale_options, store, sweep
+from hpcbench import cli
+from hpcbench.launchers.specs import ProbeSpec, WorkloadSpec
+from hpcbench.measure import probe, scale_options, store, sweep
 from hpcbench.schedulers.base import Outcome
-from hpcbench.specs import ProbeSpec, WorkloadSpec
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))

@@ -166,7 +166,7 @@ TINY_LM = shlex.split(
 def test_the_record_holds_the_declared_fields_and_the_harness_keeps_them(
     options: list[str], own: tuple[str, ...]
 ) -> None:
-    from hpcbench import sweep
+    from hpcbench.measure import sweep
     from hpcbench.schedulers import Outcome
 
     groups = (
@@ -193,8 +193,8 @@ def test_the_record_holds_the_declared_fields_and_the_harness_keeps_them(
 def test_the_workload_reads_back_every_value_the_harness_passes() -> None:
     # Every field off its default: a field the harness keeps but bench/workload_options.py
     # does not declare (or declares under another name) fails here.
-    from hpcbench import sweep
-    from hpcbench.specs import WorkloadSpec
+    from hpcbench.launchers.specs import WorkloadSpec
+    from hpcbench.measure import sweep
 
     spec = WorkloadSpec(
         model="resnet34",

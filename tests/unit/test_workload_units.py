@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from matplotlib.figure import Figure
 
-from hpcbench import analysis, export, report
 from hpcbench.campaign import comparison
-from hpcbench.store import Store
+from hpcbench.measure import analysis
+from hpcbench.measure.store import Store
+from hpcbench.reports import export, report
 from tests.unit.test_figures import drawn
 
 SEQ = 64

@@ -14,9 +14,9 @@ torch = pytest.importorskip("torch")
 
 import train  # noqa: E402
 
-from hpcbench import sweep  # noqa: E402
+from hpcbench.launchers.specs import WorkloadSpec  # noqa: E402
+from hpcbench.measure import sweep  # noqa: E402
 from hpcbench.schedulers.base import Outcome  # noqa: E402
-from hpcbench.specs import WorkloadSpec  # noqa: E402
 
 
 class _Comm:

@@ -123,7 +123,7 @@ case ${1:-} in
           # not in the client code: matched loosely).
           code=$("$cli" debug "$id" 2>/dev/null | grep -oiE 'exit(ed)? (with )?code -?[0-9]+' | tail -n1 | grep -oE -- '-?[0-9]+$') || code=""
           # The cause is said last, after the clean-up's own lines: hpcbench names a
-          # failed module script by its last line (hpcbench/terraform.py).
+          # failed module script by its last line (hpcbench/testbeds/terraform.py).
           cancel_job "$id" "$lease" || true
           echo "GPULab job $id is $status${code:+ (exit code $code)}, not RUNNING (gpulab-cli log $id: ${log:-empty}; gpulab-cli debug $id)" >&2
           exit 1 ;;

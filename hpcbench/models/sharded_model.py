@@ -1,0 +1,462 @@
+"""The scaling model of a transformer's step under FSDP2 and HSDP (docs/method.md,
+"Prediction: transformers under FSDP2 and HSDP"); DDP's step goes through
+hpcbench.models.allreduce_model as the CNNs' does, from the layers given here.
+
+The model is the FSDP units the workload wraps (bench/lm.py): every block, then the
+root (the token table, which is the output projection where tied, the position
+table, the final norm). Each unit's parameters and training FLOPs per token come from
+the configuration (bench/transformer_configs.py): a block's FLOPs are 6 x its
+parameters + 12 d T (its share of the attention term), the root's are 6 x the final
+norm and the output projection, so that the units add up to flops_per_token.
+
+One step at N workers: a single worker's step T1 is split by FLOPs, forward 1/3 and
+backward 2/3, unit by unit. The collectives, each over a ring of p ranks:
+
+    all-gather, reduce-scatter:  (p-1) a + (p-1)/p x M / B
+    all-reduce:                2 (p-1) a + 2 (p-1)/p x M / B
+
+with M the whole tensor (a unit's parameters in the parameter dtype; its gradients
+in the reduction dtype) and a, B of the link the ring crosses (Ring, rings()).
+Per unit, FSDP2 all-gathers the parameters in forward and, resharded after forward,
+again in backward, and reduce-scatters the gradients after its backward; the root is
+gathered once (FSDP2 does not reshard the root after forward). HSDP does the same
+inside a shard group and all-reduces each unit's shard across the replicas after its
+reduce-scatter.
+
+Overlap (NCCL): one layer of prefetch. A unit's all-gather is issued when the unit
+before it (in that pass's order) starts computing, and a unit computes once its
+parameters are there; the reduce-scatter is issued when its backward ends. All of a
+shard group's collectives queue on one link in the order they are issued, so in
+backward the all-gathers and reduce-scatters share it; the replicas' all-reduces
+queue on the link between nodes, which is the same link when the shard group spans
+nodes. What of the link's time falls outside the computation is exposed; what falls
+inside costs the computation `interference` of it (as for the CNNs).
+
+Gloo (CPU nodes): FSDP2 calls its collectives without async_op (torch
+2.15.0, torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py: foreach_reduce
+calls reduce_scatter_comm(...) and dist.all_reduce(...) with async_op left False;
+_fsdp_param_group.py unshard(async_op=False) in forward and in the backward
+prefetch), and Gloo's wait() holds the training thread until the collective is done:
+nothing overlaps, and the step is T1 plus every collective. Gloo carries out a
+reduce-scatter as an all-reduce of the whole input (bench/runtime.py,
+collective_paths), so where no probe timed it, it costs an all-reduce.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hpcbench.core.errors import UsageError
+from hpcbench.launchers.specs import transformer_configs
+from hpcbench.models import allreduce_model
+
+# Bytes per element of the dtypes parameters are gathered and gradients reduced in.
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp8": 1}
+PARALLEL = ("ddp", "fsdp2", "hsdp")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+
+_T = transformer_configs.TransformerConfig
+# A configuration (bench/transformer_configs.py, loaded from its file: no static type).
+Config = Any
+# Published models, for predicting published runs: shapes only, not a workload `scale`
+# builds. Each from its source; the MPT shapes are GPT-2's layout (LayerNorm and
+# linear layers with biases, GELU MLP of 4 d, learned positions, the token table as the
+# output projection): llm-foundry's table gives their parameter counts, which these
+# reproduce exactly (tests/unit/test_sharded_model.py).
+_LLM_FOUNDRY = (
+    "mosaicml/llm-foundry@5e85bd62d4ec9e13353ca95877477602ab538e5b "
+    "scripts/train/yamls/pretrain/mpt-{}.yaml (d_model {}, n_heads {}, n_layers {}, "
+    "expansion_ratio 4, vocab_size 50368); biases, LayerNorm biases and learned "
+    "positions as the NumParams column of scripts/train/benchmarking/README.md counts them"
+)
+
+
+def _mpt(size: str, dim: int, heads: int, layers: int) -> Config:
+    return _T(
+        f"mpt-{size}",
+        "gpt2",
+        dim=dim,
+        layers=layers,
+        heads=heads,
+        kv_heads=heads,
+        ffn=4 * dim,
+        vocab=50368,
+        context=2048,
+        seq_len=2048,
+        tied=True,
+        source=_LLM_FOUNDRY.format(size, dim, heads, layers),
+    )
+
+
+PUBLISHED_SHAPES = {
+    c.name: c
+    for c in (
+        _T(
+            "llama3.1-8b",
+            "llama",
+            dim=4096,
+            layers=32,
+            heads=32,
+            kv_heads=8,
+            ffn=14336,
+            vocab=128256,
+            context=131072,
+            seq_len=8192,
+            tied=False,
+            rope_theta=500000.0,
+            source="pytorch/torchtitan@9dec370ad26b5f8e9a7333a0e36165018262644b "
+            "torchtitan/models/llama/__init__.py '8B': dim 4096, n_layers 32, n_heads 32, "
+            "n_kv_heads 8, ffn_dim_multiplier 1.3, multiple_of 1024 (hidden 14336); "
+            "vocab 128256 (Llama 3's tokenizer), output projection not tied",
+        ),
+        _mpt("350m", 1024, 16, 24),
+        _mpt("760m", 1536, 12, 24),
+        _mpt("3b", 2560, 20, 32),
+        _mpt("7b", 4096, 32, 32),
+        _mpt("13b", 5120, 40, 40),
+    )
+}
+
+
+def shape(model: str) -> Config | None:
+    """A transformer's configuration: the workload's own, or a published model's shape;
+    None for anything else (a CNN)."""
+    return transformer_configs.CONFIGS.get(model) or PUBLISHED_SHAPES.get(model)
+
+
+def resolve_seq_len(model: str, asked: int) -> int:
+    """--seq-len, or the configuration's own; one line (UsageError) beyond its context."""
+    config = shape(model)
+    assert config is not None
+    try:
+        return int(transformer_configs.resolve_seq_len(config, asked))
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+# ------------------------------------------------------------------ units
+@dataclass(frozen=True)
+class Unit:
+    """One FSDP unit: its parameters and the training FLOPs per token it computes."""
+
+    params: int
+    flops_per_token: float
+
+
+def units(config: Config, seq_len: int) -> tuple[list[Unit], Unit]:
+    """(the blocks in forward order, the root). Their FLOPs add up to
+    transformer_configs.flops_per_token; their parameters to the model's."""
+    counts = transformer_configs.param_counts(config)
+    per_block = transformer_configs.block_params(config)
+    block = Unit(per_block, 6.0 * per_block + 12.0 * config.dim * seq_len)
+    root_matmul = counts["matmul"] - config.layers * per_block  # final norm, output
+    root = Unit(counts["total"] - config.layers * per_block, 6.0 * root_matmul)
+    return [block] * config.layers, root
+
+
+def ddp_layers(config: Config, seq_len: int, grad_bytes: int) -> list[tuple[float, float]]:
+    """(gradient bytes, FLOPs) per layer in forward order, as allreduce_model's timeline
+    takes them: the embedding tables first (no FLOPs; a tied token table's gradient is
+    complete only when backward reaches it, at the very end), the blocks, then the final
+    norm and output projection (the output's FLOPs; its gradient bytes where untied)."""
+    blocks, root = units(config, seq_len)
+    counts = transformer_configs.param_counts(config)
+    tail = root.params - counts["embedding"]  # final norm, and an untied output
+    layers = [(float(counts["embedding"] * grad_bytes), 0.0)]
+    layers += [(float(b.params * grad_bytes), b.flops_per_token) for b in blocks]
+    return layers + [(float(tail * grad_bytes), root.flops_per_token)]
+
+
+# ------------------------------------------------------------------ links
+@dataclass(frozen=True)
+class Hop:
+    """A link's alpha and beta: per ring step latency, and the bus bandwidth one rank's
+    ring edge gets (nccl-tests' busbw)."""
+
+    latency_s: float
+    busbw: float
+
+
+@dataclass(frozen=True)
+class Ring:
+    """A collective's ring over `ranks` ranks, on the link it crosses (`across`: the
+    link between nodes)."""
+
+    ranks: int
+    hop: Hop
+    across: bool = False
+
+    def gather(self, nbytes: float) -> float:
+        """An all-gather or a reduce-scatter of a whole tensor of nbytes."""
+        p = self.ranks
+        if p <= 1:
+            return 0.0
+        return (p - 1) * self.hop.latency_s + (p - 1) / p * nbytes / self.hop.busbw
+
+    def allreduce(self, nbytes: float) -> float:
+        p = self.ranks
+        if p <= 1:
+            return 0.0
+        return 2 * (p - 1) * self.hop.latency_s + allreduce_model.ring_factor(p) * nbytes / (
+            self.hop.busbw
+        )
+
+
+@dataclass(frozen=True)
+class Links:
+    """What the step's collectives cross: the link between nodes per collective (the
+    node's NIC; all-reduce always, all-gather and reduce-scatter where a probe timed
+    them) and the link inside a node."""
+
+    across: dict[str, Hop]
+    inside: Hop
+
+    def hop(self, name: str) -> Hop:
+        return self.across.get(name) or self.across["all_reduce"]
+
+
+def _ring(
+    members: list[int], groups: list[list[int]], per_node: int, links: Links, name: str
+) -> Ring:
+    """The ring through `members` and the hop it waits on: inside a node, the node's link; across
+    nodes, the NIC shared by every ring of `groups` that crosses the same node (each puts
+    one edge each way on it), at most the link inside the node."""
+    nodes = {r // per_node for r in members}
+    if len(nodes) <= 1:
+        return Ring(len(members), links.inside)
+    crossing = [g for g in groups if len({r // per_node for r in g}) > 1]
+    sharing = max(sum(1 for g in crossing if any(r // per_node == n for r in g)) for n in nodes)
+    net = links.hop(name)
+    return Ring(
+        len(members), Hop(net.latency_s, min(net.busbw / sharing, links.inside.busbw)), True
+    )
+
+
+def rings(workers: int, per_node: int, group: int, links: Links) -> dict[str, Ring]:
+    """The rings of one step: 'all_gather' and 'reduce_scatter' over rank 0's shard group
+    (`group` consecutive ranks, as bench/lm.py's mesh makes them), 'all_reduce' over its
+    replicas (one rank of every group). Ranks fill nodes per_node at a time."""
+    shards = [list(range(s, s + group)) for s in range(0, workers, group)]
+    replicas = [list(range(j, workers, group)) for j in range(group)]
+    out = {
+        name: _ring(shards[0], shards, per_node, links, name)
+        for name in ("all_gather", "reduce_scatter")
+    }
+    out["all_reduce"] = _ring(replicas[0], replicas, per_node, links, "all_reduce")
+    return out
+
+
+# ------------------------------------------------------------------ the step
+@dataclass(frozen=True)
+class Sharding:
+    """How a sharded step runs: FSDP2 (group = all workers) or HSDP (group = the shard
+    group), the bytes per parameter gathered and per gradient reduced, whether blocks
+    are resharded after forward (FSDP2's default; off: ZeRO-2, gathered once), and
+    whether the collectives are Gloo's (blocking; reduce-scatter as an all-reduce unless
+    a probe timed it: `reduce_scatter_timed`)."""
+
+    group: int
+    param_bytes: int = 4
+    reduce_bytes: int = 4
+    reshard_after_forward: bool = True
+    gloo: bool = False
+    reduce_scatter_timed: bool = False
+
+
+class _Link:
+    """One link's queue: collectives in the order issued, each when the link is free."""
+
+    def __init__(self) -> None:
+        self.free = 0.0
+        self.busy: list[tuple[float, float]] = []
+
+    def put(self, issued: float, seconds: float) -> float:
+        start = max(self.free, issued)
+        self.free = start + seconds
+        if seconds > 0:
+            self.busy.append((start, self.free))
+        return self.free
+
+
+def _overlap(spans: list[tuple[float, float]], compute: list[tuple[float, float]]) -> float:
+    """Seconds of `spans` that fall inside the compute intervals (both sorted, disjoint)."""
+    total, j = 0.0, 0
+    for start, end in sorted(spans):
+        while j < len(compute) and compute[j][1] <= start:
+            j += 1
+        k = j
+        while k < len(compute) and compute[k][0] < end:
+            total += max(0.0, min(end, compute[k][1]) - max(start, compute[k][0]))
+            k += 1
+    return total
+
+
+def sharded_point(
+    step_time_1: float,
+    blocks: list[Unit],
+    root: Unit,
+    ring: dict[str, Ring],
+    sharding: Sharding,
+    interference: float = 0.0,
+    cpu: allreduce_model.CpuWork | None = None,
+) -> allreduce_model.Point:
+    """One FSDP2/HSDP step replayed (the module's model). The Point's allreduce_s is the
+    busy time of every collective of the step; exposed_s everything the step takes
+    beyond T1 but the interference's share (slowdown_s)."""
+    workers = ring["all_gather"].ranks * ring["all_reduce"].ranks
+    gloo_rs = sharding.gloo and not sharding.reduce_scatter_timed
+
+    def ag(u: Unit) -> float:
+        return ring["all_gather"].gather(u.params * sharding.param_bytes)
+
+    def rs(u: Unit) -> float:
+        nbytes = u.params * sharding.reduce_bytes
+        r = ring["reduce_scatter"]
+        return r.allreduce(nbytes) if gloo_rs else r.gather(nbytes)
+
+    def ar(u: Unit) -> float:  # the unit's shard across the replicas
+        return ring["all_reduce"].allreduce(u.params * sharding.reduce_bytes / sharding.group)
+
+    resharded = sharding.reshard_after_forward
+    costs = [ag(root)] + [ag(b) for b in blocks]
+    costs += [ag(b) for b in blocks if resharded] + [rs(u) + ar(u) for u in (*blocks, root)]
+    busy = sum(costs)
+    cpu = cpu or allreduce_model.CpuWork()
+    share = 0.0
+    if workers > 1:
+        share = min(max(0.0, cpu.background_share), allreduce_model.MAX_BACKGROUND_SHARE)
+    compute = step_time_1 / (1.0 - share)
+    flops = sum(u.flops_per_token for u in (*blocks, root)) or 1.0
+    forward = [
+        compute * (1 - allreduce_model.BACKWARD_SHARE) * b.flops_per_token / flops for b in blocks
+    ]
+    backward = [
+        compute * allreduce_model.BACKWARD_SHARE * b.flops_per_token / flops for b in blocks
+    ]
+    root_fwd = compute * (1 - allreduce_model.BACKWARD_SHARE) * root.flops_per_token / flops
+    root_bwd = compute * allreduce_model.BACKWARD_SHARE * root.flops_per_token / flops
+    if workers <= 1:
+        end, hidden = compute, 0.0
+    elif sharding.gloo:
+        end, hidden = compute + busy, 0.0
+    else:
+        end, hidden = _overlapped(
+            blocks, root, ag, rs, ar, (forward, backward, root_fwd, root_bwd), ring, resharded
+        )
+    slowdown = interference * hidden
+    low, high = allreduce_model.efficiency_band(step_time_1, busy)
+    step = end + slowdown
+    return allreduce_model.Point(
+        workers,
+        step,
+        step_time_1 / step,
+        low,
+        high,
+        busy,
+        end - step_time_1,
+        slowdown,
+        0.0,
+        compute - step_time_1,
+    )
+
+
+def _overlapped(
+    blocks: list[Unit],
+    root: Unit,
+    ag: Callable[[Unit], float],
+    rs: Callable[[Unit], float],
+    ar: Callable[[Unit], float],
+    times: tuple[list[float], list[float], float, float],
+    ring: dict[str, Ring],
+    resharded: bool,
+) -> tuple[float, float]:
+    """The step's end and the link time inside the computation, with one layer of
+    prefetch (the module's text)."""
+    forward, backward, root_fwd, root_bwd = times
+    net = _Link()
+    # The replicas' all-reduces cross nodes; a shard group inside a node gathers and
+    # scatters on the node's own link, so the two queue apart.
+    apart = ring["all_reduce"].across != ring["all_gather"].across
+    replicas = _Link() if apart else net
+    compute: list[tuple[float, float]] = []
+
+    def run(start: float, seconds: float) -> float:
+        if seconds > 0:
+            compute.append((start, start + seconds))
+        return start + seconds
+
+    # Forward: the root's parameters first (the embedding needs them), then each block's,
+    # issued when the unit before it starts computing.
+    ready = net.put(0.0, ag(root))
+    started, clock = ready, ready
+    for b, seconds in zip(blocks, forward, strict=True):
+        ready = net.put(started, ag(b))
+        started = max(clock, ready)
+        clock = run(started, seconds)
+    clock = run(clock, root_fwd)  # the output projection
+    # Backward: the root (output projection) first, its parameters still gathered; the
+    # last block's all-gather is issued as backward starts, each next one as a block
+    # starts its backward; a block's gradients are reduce-scattered when its backward
+    # ends, and under HSDP its shard all-reduced across the replicas after that.
+    pending = net.put(clock, ag(blocks[-1])) if resharded and blocks else 0.0
+    clock = run(clock, root_bwd)
+    order = list(zip(blocks, backward, strict=True))[::-1]
+    for i, (b, seconds) in enumerate(order):
+        started = max(clock, pending)
+        if resharded and i + 1 < len(order):
+            pending = net.put(started, ag(order[i + 1][0]))
+        clock = run(started, seconds)
+        replicas.put(net.put(clock, rs(b)), ar(b))
+    # The root's gradients are whole once backward reaches the embedding, at its end.
+    last = replicas.put(net.put(clock, rs(root)), ar(root))
+    end = max(clock, net.free, replicas.free, last)
+    return end, _overlap(net.busy, compute) + (_overlap(replicas.busy, compute) if apart else 0.0)
+
+
+def describe(sharding: Sharding, parallel: str) -> str:
+    """The sharded step in words, for predict's header."""
+    names = {v: k for k, v in DTYPE_BYTES.items()}
+    how = "resharded after forward" if sharding.reshard_after_forward else "gathered once"
+    what = (
+        "FSDP2 over all workers"
+        if parallel == "fsdp2"
+        else (f"HSDP, shard groups of {sharding.group}")
+    )
+    rs = "reduce-scatter as Gloo's all-reduce" if sharding.gloo else "reduce-scatter"
+    return (
+        f"{what} ({how}), parameters gathered in {names[sharding.param_bytes]}, gradients "
+        f"reduced in {names[sharding.reduce_bytes]} ({rs}"
+        f"{', blocking' if sharding.gloo else ', one layer of prefetch'})"
+    )
+
+
+def tokens_per_s(workers: int, batch: int, seq_len: int, step_s: float) -> float:
+    return workers * batch * seq_len / step_s
+
+
+def reduce_scatter_emulated(probe: dict[str, Any] | None) -> bool | None:
+    """Whether the probe's backend ran a reduce-scatter as something else (Gloo: an
+    all-reduce), as its `collectives` record says; None where it does not say."""
+    paths = (probe or {}).get("collectives")
+    if not isinstance(paths, dict):
+        return None
+    value = (paths.get("reduce_scatter") or {}).get("emulated")
+    return value if isinstance(value, bool) else None
+
+
+def check_group(parallel: str, shard_group: int, workers: int, per_node: int) -> int:
+    """The shard group at `workers` (transformer_configs.shard_group), one line where it
+    does not divide them; one worker trains unwrapped, in a group of its own."""
+    if workers <= 1:
+        return 1
+    try:
+        return int(transformer_configs.shard_group(parallel, shard_group, workers, per_node))
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def nodes_of(workers: int, per_node: int) -> int:
+    return math.ceil(workers / per_node)
