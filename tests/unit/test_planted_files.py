@@ -543,6 +543,7 @@ def test_whatever_a_state_file_holds_status_is_its_table_or_one_line(
     name: str,
     body: bytes,
 ) -> None:
+    signal.alarm(TIMEOUT_S)  # no_hang's bound, per example: 30 of them outlast one
     tmp = tmp_path_factory.mktemp("state-file")
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp / "state"))
     world = World(tmp)
