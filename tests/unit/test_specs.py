@@ -161,21 +161,25 @@ def test_node_counts_bounded_by_the_resolved_testbed():
 
 def test_nothing_below_the_cli_takes_the_namespace():
     below = [
-        "sweep",
-        "probe",
-        "target",
-        "nodeset",
-        "specs",
-        "ssh",
-        "manifest",
-        "progress",
-        "fingerprint",
+        "measure/sweep",
+        "measure/probe",
+        "measure/fingerprint",
+        "testbeds/target",
+        "testbeds/nodeset",
+        "testbeds/manifest",
+        "testbeds/kinds",
+        *(
+            f"core/{m}"
+            for m in ("bounded", "files", "locks", "paths", "progress", "secrets", "ssh")
+        ),
+        "models",
         "launchers",
         "schedulers",
     ]
     for name in below:
         root = paths.REPO / "hpcbench" / name
         files = sorted(root.rglob("*.py")) if root.is_dir() else [root.with_suffix(".py")]
+        assert files and all(f.is_file() for f in files), name
         for path in files:
             assert "import argparse" not in path.read_text(), path
 
