@@ -9,7 +9,9 @@ or verify run keeps its masters in `own_masters_folder()`.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -188,6 +190,7 @@ def send(access: SshAccess, command: str, data: bytes, timeout_s: float = 120) -
 
 # How long the `ssh -O exit`s that end an ansible run's connection masters may take.
 MASTER_EXIT_TIMEOUT_S = 10
+STRAGGLER_TERM_S = 3  # from TERM to KILL, for a master that missed `ssh -O exit`
 
 
 @contextmanager
@@ -233,3 +236,40 @@ def end_masters(folder: Path) -> None:
             proc.kill()
             proc.wait()
     shutil.rmtree(folder, ignore_errors=True)
+    stop_stragglers(folder)
+
+
+def stop_stragglers(folder: Path) -> None:
+    """Stop this user's processes that name `folder` in their command line: a master
+    that was still connecting when the run was stopped had no socket to be asked
+    through, and one that bound its socket after the folder was listed was not asked;
+    both would hold a session on a node until ControlPersist ran out. TERM, then KILL
+    whatever is left a few seconds later. Linux's /proc; elsewhere nothing is found."""
+    mark = f"{folder}/".encode()  # the masters' titles and ControlPath= name a file in it
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(entry.name)
+            mine = pid != os.getpid() and entry.stat().st_uid == os.getuid()
+            if mine and mark in (entry / "cmdline").read_bytes():
+                found.append(pid)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in found:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + STRAGGLER_TERM_S
+        while found and time.monotonic() < deadline:
+            found = [pid for pid in found if _alive(pid)]
+            if found:
+                time.sleep(0.05)
+        if not found:
+            return
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` still runs: a zombie (our child, not yet reaped) counts as gone."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
