@@ -43,7 +43,6 @@ from hpcbench.launchers.specs import HostSlots
 from hpcbench.measure import sweep
 from hpcbench.measure.store import config_key, done_configs
 from hpcbench.schedulers.base import stop_on_signals
-from hpcbench.schedulers.slurm import SlurmScheduler
 from hpcbench.testbeds import readiness
 from hpcbench.testbeds.deploy import DeployRequest, check
 from hpcbench.testbeds.target import Target
@@ -296,7 +295,6 @@ class Runner:
         if not left or not tb.kind.queued:
             return
         scheduler = Target.resolve(widest(tb).target).scheduler
-        assert isinstance(scheduler, SlurmScheduler)
         for job in left:
             self.say(f"slurm job {job['job']} was left by an earlier run: cancelling it")
             if scheduler.cancel_left(job["job"]):

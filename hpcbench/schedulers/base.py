@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hpcbench.core import bounded
-from hpcbench.launchers.base import RunSpec
+from hpcbench.launchers.base import Launcher, RunSpec
 
 # Must match bench/runtime.py (bench/ cannot import hpcbench; a unit test checks both).
 RESULT_MARKER = "HPCBENCH_RESULT "
@@ -81,6 +81,16 @@ class Scheduler(ABC):
     """Runs one RunSpec to its end: submit, poll (bounded), cancel, collect."""
 
     name: ClassVar[str] = ""
+    launcher: Launcher  # whose command lines it runs
+
+    def describe(self, spec: RunSpec) -> str:
+        """What --dry-run prints for the run: what run() would start, or submit."""
+        return self.launcher.describe(spec)
+
+    def cancel_left(self, job: str) -> bool:
+        """A job that an earlier run of this testbed left (the journal's), cancelled
+        again; True once it is gone. Processes leave no job a later run could find."""
+        return True
 
     def preflight(self, spec: RunSpec) -> None:
         """Before anything is submitted: UsageError naming what would refuse a run of

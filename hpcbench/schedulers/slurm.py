@@ -234,6 +234,7 @@ class SlurmScheduler(Scheduler):
     """One sbatch job per run; works with every script the slurm launcher renders."""
 
     name = "slurm"
+    launcher: SlurmLauncher
 
     def __init__(self, launcher: SlurmLauncher) -> None:
         self.launcher = launcher

@@ -104,9 +104,7 @@ class Target:
 
     def describe(self, spec: RunSpec) -> str:
         """What --dry-run prints for the run: what would be started, or submitted."""
-        if isinstance(self.scheduler, schedulers.SlurmScheduler):
-            return self.scheduler.describe(spec)
-        return self.launcher.describe(spec)
+        return self.scheduler.describe(spec)
 
     def unreachable(self, spec: RunSpec) -> dict[str, str]:
         """The run's nodes that do not answer now, with why, in seconds (reach.PREFLIGHT);
