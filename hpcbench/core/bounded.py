@@ -17,8 +17,10 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hpcbench.core.errors import UsageError
@@ -249,12 +251,16 @@ def ctrl_c_deferred() -> StopGate:
 
 
 def stop(
-    proc: subprocess.Popen[str], grace_s: float = GRACE_S, gate: StopGate | None = None
+    proc: subprocess.Popen[str],
+    grace_s: float = GRACE_S,
+    gate: StopGate | None = None,
+    tag: str | None = None,
 ) -> None:
     """SIGINT to the child's group, then SIGKILL to it after grace_s, or at once on a
     second Ctrl-C (or SIGTERM, SIGHUP) during the grace period, counted by `gate`
     however close it came to the first: the group is killed either way, so no
-    terraform, ansible or jFed is left holding a state lock."""
+    terraform, ansible or jFed is left holding a state lock. With `tag` (run's), what
+    left the group is killed too (kill_tagged)."""
     try:
         _signal_group(proc, signal.SIGINT)
         _graced(proc, grace_s, gate)
@@ -262,6 +268,43 @@ def stop(
         _signal_group(proc, signal.SIGKILL)  # leftovers of the group, even if the leader exited
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=grace_s)  # a killed group ends at once; bounded all the same
+        if tag is not None:
+            kill_tagged(tag, grace_s)
+
+
+# Set in each bounded child's environment, a value per run: what the child starts
+# inherits it, in a session of its own or not (ansible's workers call setsid, and start
+# ssh with start_new_session), so a stop finds and kills what the group kill missed.
+RUN_TAG = "HPCBENCH_RUN_TAG"
+
+
+def processes_with(field: str, mark: bytes) -> list[int]:
+    """This user's processes, this one aside, whose /proc/<pid>/<field> (environ,
+    cmdline) holds `mark`; none where there is no /proc."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError):
+            pid = int(entry.name)
+            mine = pid != os.getpid() and entry.stat().st_uid == os.getuid()
+            if mine and mark in (entry / field).read_bytes():
+                found.append(pid)
+    return found
+
+
+def tagged(tag: str) -> list[int]:
+    """The processes whose environment holds RUN_TAG=tag."""
+    return processes_with("environ", f"{RUN_TAG}={tag}\0".encode())
+
+
+def kill_tagged(tag: str, within_s: float) -> None:
+    """SIGKILL every process of the run's tag, again until a look finds none (one may
+    fork between a look and its kill), for at most within_s."""
+    deadline = time.monotonic() + within_s
+    while (found := tagged(tag)) and time.monotonic() < deadline:
+        for pid in found:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
 
 
 def _graced(proc: subprocess.Popen[str], grace_s: float, gate: StopGate | None) -> None:
@@ -303,6 +346,8 @@ def run(
     re-raises KeyboardInterrupt. stdin is never the terminal's.
     """
     seconds = limit.seconds() if seconds is None else seconds
+    tag = uuid.uuid4().hex
+    env = {**(os.environ if env is None else env), RUN_TAG: tag}
     out = subprocess.PIPE if (capture or on_line) else None
     err = subprocess.PIPE if capture else (subprocess.STDOUT if on_line else None)
     # Shut while the child starts: a stop signal then is raised once the child can be
@@ -338,10 +383,10 @@ def run(
                 proc.wait(timeout=seconds)
                 stdout = stderr = ""
         except subprocess.TimeoutExpired:
-            stop(proc, grace_s, gate)
+            stop(proc, grace_s, gate, tag)
             raise Timeout(what or limit.what, seconds, limit.variable) from None
         except BaseException:  # Ctrl-C (the child is in its own group: tell it ourselves)
-            stop(proc, grace_s, gate)
+            stop(proc, grace_s, gate, tag)
             raise
         finally:
             if reader is not None:

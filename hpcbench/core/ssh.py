@@ -241,18 +241,13 @@ def end_masters(folder: Path) -> None:
 
 def stop_stragglers(folder: Path) -> None:
     """Stop this user's processes that name `folder` in their command line: a master
-    that was still connecting when the run was stopped had no socket to be asked
-    through, and one that bound its socket after the folder was listed was not asked;
-    both would hold a session on a node until ControlPersist ran out. TERM, then KILL
-    whatever is left a few seconds later. Linux's /proc; elsewhere nothing is found."""
-    mark = f"{folder}/".encode()  # the masters' titles and ControlPath= name a file in it
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError, ValueError):
-            pid = int(entry.name)
-            mine = pid != os.getpid() and entry.stat().st_uid == os.getuid()
-            if mine and mark in (entry / "cmdline").read_bytes():
-                found.append(pid)
+    that bound its socket after the folder was listed was not asked to exit, and would
+    hold a session on a node until ControlPersist ran out. A master is a daemon in a
+    session of its own whose title overwrote its environment, so neither the group kill
+    nor bounded's RUN_TAG finds it. TERM, then KILL whatever is left a few seconds
+    later. Linux's /proc; elsewhere nothing is found."""
+    # The masters' titles and ControlPath= name a file in it.
+    found = bounded.processes_with("cmdline", f"{folder}/".encode())
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in found:
             with contextlib.suppress(OSError):
