@@ -291,6 +291,15 @@ def processes_with(field: str, mark: bytes) -> list[int]:
     return found
 
 
+def alive(pid: int) -> bool:
+    """Whether `pid` still runs: a zombie (a child not yet reaped) counts as gone."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
 def tagged(tag: str) -> list[int]:
     """The processes whose environment holds RUN_TAG=tag."""
     return processes_with("environ", f"{RUN_TAG}={tag}\0".encode())

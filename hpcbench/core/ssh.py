@@ -254,17 +254,8 @@ def stop_stragglers(folder: Path) -> None:
                 os.kill(pid, sig)
         deadline = time.monotonic() + STRAGGLER_TERM_S
         while found and time.monotonic() < deadline:
-            found = [pid for pid in found if _alive(pid)]
+            found = [pid for pid in found if bounded.alive(pid)]
             if found:
                 time.sleep(0.05)
         if not found:
             return
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` still runs: a zombie (our child, not yet reaped) counts as gone."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"

@@ -5,6 +5,7 @@ ended. bounded.run tags its child's environment and kills every process of the t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -18,12 +19,16 @@ LIMIT = bounded.Limit("a stand-in", "HPCBENCH_TEST_ESCAPEES_TIMEOUT_S", 1.0)
 SCRIPT = 'setsid bash -c \'echo $$ > "$1"; exec sleep 300\' _ "$1" & sleep 300'
 
 
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+def gone(pid: int, within_s: float = 5.0) -> bool:
+    """Whether pid is gone within within_s (init reaps a killed orphan at once)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def escapee(pidfile: Path) -> int:
@@ -43,9 +48,9 @@ def test_a_timeout_kills_what_left_the_group(tmp_path: Path) -> None:
         bounded.run(["bash", "-c", SCRIPT, "_", str(pidfile)], LIMIT, seconds=2.0, grace_s=1.0)
     pid = escapee(pidfile)
     try:
-        assert not alive(pid), "a process that left the group outlived the stopped command"
+        assert gone(pid), "a process that left the group outlived the stopped command"
     finally:
-        if alive(pid):
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 9)
 
 
@@ -60,7 +65,7 @@ def test_the_tag_finds_only_its_own_run(tmp_path: Path) -> None:
     try:
         with pytest.raises(bounded.Timeout):
             bounded.run(["bash", "-c", SCRIPT, "_", str(pidfile)], LIMIT, seconds=2.0, grace_s=1.0)
-        assert alive(pid), "a process of a run that had ended normally was killed"
-        assert not alive(escapee(pidfile))
+        assert not gone(pid, 0.5), "a process of a run that had ended normally was killed"
+        assert gone(escapee(pidfile))
     finally:
         os.kill(pid, 9)
