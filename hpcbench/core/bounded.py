@@ -291,29 +291,30 @@ def processes_with(field: str, mark: bytes) -> list[int]:
     return found
 
 
-def alive(pid: int) -> bool:
-    """Whether `pid` still runs: a zombie (a child not yet reaped) counts as gone."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 def tagged(tag: str) -> list[int]:
     """The processes whose environment holds RUN_TAG=tag."""
     return processes_with("environ", f"{RUN_TAG}={tag}\0".encode())
 
 
-def kill_tagged(tag: str, within_s: float) -> None:
-    """SIGKILL every process of the run's tag, again until a look finds none (one may
-    fork between a look and its kill), for at most within_s."""
+def signal_until_gone(find: Callable[[], list[int]], sig: int, within_s: float) -> bool:
+    """Send `sig` to what find() finds, again until it finds none (one may fork between
+    a look and its signal), for at most within_s; whether none is left. A process that
+    has ended is found no more even before it is reaped: a zombie's environ and
+    cmdline read empty."""
     deadline = time.monotonic() + within_s
-    while (found := tagged(tag)) and time.monotonic() < deadline:
+    while found := find():
+        if time.monotonic() >= deadline:
+            return False
         for pid in found:
             with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, sig)
         time.sleep(0.05)
+    return True
+
+
+def kill_tagged(tag: str, within_s: float) -> None:
+    """SIGKILL every process of the run's tag, until none is left or within_s passed."""
+    signal_until_gone(lambda: tagged(tag), signal.SIGKILL, within_s)
 
 
 def _graced(proc: subprocess.Popen[str], grace_s: float, gate: StopGate | None) -> None:

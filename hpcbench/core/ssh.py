@@ -9,7 +9,6 @@ or verify run keeps its masters in `own_masters_folder()`.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import signal
 import subprocess
@@ -246,16 +245,10 @@ def stop_stragglers(folder: Path) -> None:
     session of its own whose title overwrote its environment, so neither the group kill
     nor bounded's RUN_TAG finds it. TERM, then KILL whatever is left a few seconds
     later. Linux's /proc; elsewhere nothing is found."""
-    # The masters' titles and ControlPath= name a file in it.
-    found = bounded.processes_with("cmdline", f"{folder}/".encode())
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in found:
-            with contextlib.suppress(OSError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + STRAGGLER_TERM_S
-        while found and time.monotonic() < deadline:
-            found = [pid for pid in found if bounded.alive(pid)]
-            if found:
-                time.sleep(0.05)
-        if not found:
-            return
+    mark = f"{folder}/".encode()  # the masters' titles and ControlPath= name a file in it
+
+    def find() -> list[int]:
+        return bounded.processes_with("cmdline", mark)
+
+    if not bounded.signal_until_gone(find, signal.SIGTERM, STRAGGLER_TERM_S):
+        bounded.signal_until_gone(find, signal.SIGKILL, STRAGGLER_TERM_S)
