@@ -57,11 +57,8 @@ ENTRY = ("hpcbench.campaign.runner", "hpcbench.campaign.commands")
 
 def layer(module: str) -> int:
     """hpcbench.LAYERS' rank of the module's package, top down (0 is the highest)."""
-    parts = module.split(".")
-    sub = parts[1] if len(parts) > 1 and parts[1] in hpcbench.LAYERS else "cli"
-    return 2 * (len(hpcbench.LAYERS) - hpcbench.LAYERS.index(sub)) + (
-        0 if module.startswith(ENTRY) else 1
-    )
+    top_down = len(hpcbench.LAYERS) - hpcbench.layer_of(module)
+    return 2 * top_down + (0 if module.startswith(ENTRY) else 1)
 
 
 def trace(show: bool) -> tuple[list[str], int, int]:

@@ -28,3 +28,10 @@ LAYERS = (
     "campaign",
     "cli",
 )
+
+
+def layer_of(module: str) -> int:
+    """A dotted hpcbench module's layer, as its index in LAYERS: its subpackage's, or
+    cli's for the modules at the top."""
+    parts = module.split(".")
+    return LAYERS.index(parts[1] if len(parts) > 1 and parts[1] in LAYERS else "cli")

@@ -21,13 +21,6 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def layer(module: str) -> int:
-    """hpcbench.<sub>... -> the index of <sub> in LAYERS; the top-level modules are cli's."""
-    parts = module.split(".")
-    sub = parts[1] if len(parts) > 1 else "cli"
-    return hpcbench.LAYERS.index(sub if sub in hpcbench.LAYERS else "cli")
-
-
 def imported(path: Path) -> list[tuple[int, str]]:
     """(line, module) of every hpcbench import in the file, relative ones resolved."""
     found = []
@@ -50,11 +43,11 @@ def imported(path: Path) -> list[tuple[int, str]]:
 def test_every_import_goes_to_its_own_layer_or_below() -> None:
     upward = []
     for path in MODULES:
-        own = layer(module_name(path))
+        own = hpcbench.layer_of(module_name(path))
         for line, target in imported(path):
             if target.split(".")[1:2] in ([], ["__version__"], ["LAYERS"]):
                 continue  # the package's version and its layer list
-            if layer(target) > own:
+            if hpcbench.layer_of(target) > own:
                 upward.append(f"{path.relative_to(ROOT.parent)}:{line} imports {target}")
     assert not upward, "\n".join(upward)
 
@@ -67,7 +60,7 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     )
     targets = [m for _, m in imported(bad)]
     assert targets == ["hpcbench.campaign", "hpcbench.measure"]
-    assert all(layer(t) > layer("hpcbench.core.files") for t in targets)
+    assert all(hpcbench.layer_of(t) > hpcbench.layer_of("hpcbench.core.files") for t in targets)
 
 
 def test_the_top_level_holds_the_command_line_and_at_most_eight_modules() -> None:
