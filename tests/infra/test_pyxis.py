@@ -70,3 +70,21 @@ def test_a_batch_jobs_module_load_puts_the_stacks_python_on_path(testbed, pyxis)
     lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
     assert lines.get("after") == "/opt/hpcbench/venv/bin/python", out.stdout
     assert lines.get("before") != "/opt/hpcbench/venv/bin/python", out.stdout
+
+
+def test_enroot_unpacks_containers_where_the_inventory_says(testbed, pyxis):
+    """enroot_data_path, where the inventory sets one, is the folder enroot makes for
+    the user's containers on every node: its own, private (enroot's umask 077)."""
+    path = testbed.var("enable_enroot") and testbed.var("enroot_data_path")
+    if not path:
+        pytest.skip("no enroot_data_path in the inventory: enroot's default")
+    for node in testbed.nodes:
+        host = testbed.host(node["name"])
+        # Any enroot command makes its folders first (enroot.in, `mkdir -p`).
+        show = f'enroot list >/dev/null && stat -c "%U %a" "{path}"'
+        with host.sudo():
+            out = host.run(as_user(pyxis["user"], show))
+        assert out.rc == 0 and out.stdout.split() == [pyxis["user"], "700"], (
+            node["name"],
+            out.stdout + out.stderr,
+        )
