@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hpcbench.core.ssh import SshAccess
@@ -189,11 +190,16 @@ def job_folders(spec: RunSpec, opts: SlurmOptions) -> list[str]:
     """Every folder the job uses (bench/, the job folder, --data and --shared) that no
     mount of the user's already brings into the container: enroot mounts no home
     unless the site says so, and a folder left out is "No such file or directory"."""
-    args = list(spec.args)
+    return folders_to_mount(spec.workdir, spec.args, opts)
+
+
+def folders_to_mount(workdir: str, args: Sequence[str], opts: SlurmOptions) -> list[str]:
+    """job_folders of a run in `workdir` with these script arguments."""
+    args = list(args)
     named = [args[i + 1] for i, a in enumerate(args[:-1]) if a in FOLDER_ARGS]
     targets = [m.split(":")[1].rstrip("/") for m in opts.container_mounts]
     found: list[str] = []
-    for path in [spec.workdir, opts.job_dir, *named]:
+    for path in [workdir, opts.job_dir, *named]:
         if not path.startswith(("/", "~/")) or path in found:
             continue  # 'synthetic' data, or no job folder
         if any(path == t or path.startswith(t + "/") for t in targets):
@@ -389,6 +395,21 @@ class SlurmLauncher(Launcher):
         self.backend = backend
         # Where sbatch runs: None is this machine (a login node); a testbed's head otherwise.
         self.submit = submit
+
+    def job_gpus(self, testbed_gpus: int) -> int:
+        return self.options.gpus_per_node  # what the job books (--gres), not the testbed's
+
+    def shared_job_dir(self) -> str:
+        return self.options.job_dir
+
+    def container_only(self, data: str, workdir: str) -> bool:
+        """Under pyxis, a path is the container's unless the job mounts it at its own
+        path (job_folders): a user's mount shows it at another one."""
+        return (
+            bool(self.options.container_image)
+            and data.startswith("/")
+            and data not in folders_to_mount(workdir, ("--data", data), self.options)
+        )
 
     def check(self, spec: RunSpec, backend: str) -> str | None:
         if len({p.slots for p in spec.placements}) > 1:

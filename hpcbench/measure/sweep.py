@@ -27,7 +27,7 @@ from hpcbench.core import files, ssh
 from hpcbench.core.errors import UsageError
 from hpcbench.core.progress import Progress, format_duration
 from hpcbench.launchers import RunSpec
-from hpcbench.launchers.slurm import SlurmLauncher, job_folders, shell_path
+from hpcbench.launchers.slurm import shell_path
 from hpcbench.launchers.specs import (
     ProbeSpec,
     SweepSpec,
@@ -287,14 +287,10 @@ def check_data(target: Target, workload: WorkloadSpec, ask_login: bool = True) -
     data, tb, launcher = workload.data, target.testbed, target.launcher
     if data == "synthetic":
         return
-    login = None  # sbatch's login node, where it is reached over SSH
-    if isinstance(launcher, SlurmLauncher):
-        if kinds.of(tb).login_sees_node_files():
-            login = launcher.submit
-        if launcher.options.container_image:
-            spec = target.spec("train.py", ["--data", data], 1, 1)
-            if data.startswith("/") and data not in job_folders(spec, launcher.options):
-                return
+    # sbatch's login node, where it is reached over SSH and sees what the nodes read.
+    login = launcher.submit if kinds.of(tb).login_sees_node_files() else None
+    if launcher.container_only(data, tb.bench_dir):
+        return
     transformer = transformer_configs.is_transformer(workload.model)
     kind = "token file" if transformer else "directory"
     relative = not data.startswith("/")

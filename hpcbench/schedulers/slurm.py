@@ -253,7 +253,7 @@ class SlurmScheduler(Scheduler):
         (MARKS), as nothing is asked of the cluster here."""
         login = self.launcher.submit
 
-        def home(path: str) -> str:  # Target.place_on_login resolves ~/ there
+        def home(path: str) -> str:  # kinds/slurm.py place_on_login resolves ~/ there
             return _mark("home") + path[1:] if login is not None and path.startswith("~/") else path
 
         opts = self.options

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hpcbench.launchers.base import RunSpec
-from hpcbench.launchers.slurm import SlurmLauncher
 from hpcbench.launchers.specs import WorkloadSpec
 from hpcbench.testbeds import kinds
 from hpcbench.testbeds.target import Target
@@ -37,11 +36,9 @@ def check_spec_args(target: Target, workload: WorkloadSpec) -> list[str]:
     """check_stack.py's options for this target: its backend, device, GPUs per node and
     (Slurm) the job folder on the shared file system."""
     args = ["--backend", target.backend, "--device", workload.device]
-    gpus = target.gpus_per_node or 0
-    if isinstance(target.launcher, SlurmLauncher):
-        gpus = target.launcher.options.gpus_per_node if workload.device != "cpu" else 0
-        if target.launcher.options.job_dir:
-            args += ["--shared", target.launcher.options.job_dir]
+    gpus = target.launcher.job_gpus(target.gpus_per_node or 0)
+    if shared := target.launcher.shared_job_dir():
+        args += ["--shared", shared]
     if gpus and workload.device != "cpu":
         args += ["--gpus", str(min(gpus, 1))]  # the check runs one worker: one GPU
     return args

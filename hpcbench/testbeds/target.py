@@ -9,7 +9,6 @@ at deploy time), and turns "n nodes, w workers" into a launcher's RunSpec.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import random
 import shlex
@@ -23,7 +22,6 @@ from hpcbench.core import locks, paths, ssh
 from hpcbench.core.errors import UsageError
 from hpcbench.launchers import Launcher, Placement, RunSpec
 from hpcbench.launchers.base import free_port
-from hpcbench.launchers.slurm import SlurmLauncher
 from hpcbench.launchers.specs import TargetSpec, check_node_counts
 from hpcbench.schedulers import Outcome, Scheduler
 from hpcbench.testbeds import kinds, manifest, nodeset, reach
@@ -140,7 +138,7 @@ class Target:
         --hosts nodes see this checkout through a shared file system, as
         `--env slurm` and `--env localhost` do: only reachability is checked. A
         cluster reached through --slurm-login gets this checkout's bench/ copied to
-        its shared file system first (place_on_login).
+        its shared file system first (kinds/slurm.py, place_on_login).
         """
         kinds.of(self.testbed).prepare(self)
 
@@ -169,38 +167,3 @@ class Target:
                     f"node {node.name}: the workload in {tb.bench_dir} differs from this "
                     f"checkout's bench/ (run make deploy ENV={tb.env})"
                 )
-
-    def place_on_login(self) -> None:
-        """`~/` of --slurm-bench-dir and the job folder resolved on the login node, and
-        this checkout's bench/ there (copied when its manifest differs, then checked);
-        nothing where sbatch runs on this machine, whose checkout the jobs see."""
-        assert isinstance(self.launcher, SlurmLauncher)
-        if self.launcher.submit is None:
-            return
-        login, opts = self.launcher.submit, self.launcher.options
-        where = f"login node {login.host}"
-        home = ssh.call(login, 'printf %s "$HOME"')
-        if not home.ok or not home.stdout.startswith("/"):
-            raise UsageError(f"{where} is unreachable over SSH: {home.problem or 'no $HOME'}")
-
-        def resolved(path: str) -> str:
-            return home.stdout.rstrip("/") + path[1:] if path.startswith("~/") else path
-
-        bench, jobs = resolved(self.testbed.bench_dir), resolved(opts.job_dir)
-        self.testbed.bench_dir = bench
-        self.launcher.options = dataclasses.replace(opts, bench_dir=bench, job_dir=jobs)
-        expected = manifest.compute(paths.BENCH_DIR)
-        # The manifest, if the files still match it (sha256sum checks each one).
-        listing = (
-            f"cd {shlex.quote(bench)} 2>/dev/null && sha256sum --check --quiet "
-            f"{manifest.MANIFEST_FILE} >/dev/null 2>&1 && cat {manifest.MANIFEST_FILE}"
-            " || true"
-        )
-        first = ssh.call(login, f"mkdir -p {shlex.quote(jobs)}; {listing}")
-        if manifest.matches(expected, first.stdout):
-            return
-        unpack = manifest.unpack_command(bench, jobs)
-        reply = ssh.send(login, unpack, manifest.pack(paths.BENCH_DIR))
-        if not reply.ok or not manifest.matches(expected, ssh.call(login, listing).stdout):
-            why = reply.problem or "its manifest differs after the copy"
-            raise UsageError(f"{where}: bench/ could not be placed in {bench}: {why}")

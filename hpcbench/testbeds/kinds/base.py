@@ -20,12 +20,13 @@ class Target(Protocol):
     """What a kind acts on of the target that asks it (hpcbench.testbeds.target.Target, which
     imports the kinds: this keeps the import one way)."""
 
+    testbed: Testbed
+    launcher: launchers.Launcher
+
     @property
     def scheduler(self) -> Scheduler: ...
 
     def check_nodes(self) -> None: ...
-
-    def place_on_login(self) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -5,15 +5,19 @@ nodes while it runs; Slurm shares the nodes out, so hpcbench marks nothing busy.
 
 from __future__ import annotations
 
+import dataclasses
+import shlex
 import sys
 from pathlib import Path
+from typing import cast
 
 from hpcbench import launchers
-from hpcbench.core import paths
+from hpcbench.core import paths, ssh
 from hpcbench.core.errors import UsageError
 from hpcbench.launchers.base import RunSpec
 from hpcbench.launchers.slurm import SlurmLauncher
 from hpcbench.launchers.specs import TargetSpec
+from hpcbench.testbeds import manifest
 from hpcbench.testbeds.kinds.base import Kind, Target, register
 from hpcbench.testbeds.nodeset import Node, Testbed
 
@@ -84,7 +88,8 @@ class Slurm(Kind):
 
     def prepare(self, target: Target) -> None:
         """This checkout's bench/ on the login node reached over SSH; the nodes' CPUs."""
-        target.place_on_login()
+        # launcher() above made it: a partition's runs are batch jobs.
+        place_on_login(target, cast(SlurmLauncher, target.launcher))
         target.scheduler.prepare()
 
     def login_sees_node_files(self) -> bool:
@@ -104,3 +109,38 @@ def testbed(gpus_per_node: int | None, python: str = "", bench_dir: str = "") ->
         python=python or sys.executable,
         bench_dir=bench_dir or str(paths.BENCH_DIR),
     )
+
+
+def place_on_login(target: Target, launcher: SlurmLauncher) -> None:
+    """`~/` of --slurm-bench-dir and the job folder resolved on the login node, and
+    this checkout's bench/ there (copied when its manifest differs, then checked);
+    nothing where sbatch runs on this machine, whose checkout the jobs see."""
+    if launcher.submit is None:
+        return
+    login, opts = launcher.submit, launcher.options
+    where = f"login node {login.host}"
+    home = ssh.call(login, 'printf %s "$HOME"')
+    if not home.ok or not home.stdout.startswith("/"):
+        raise UsageError(f"{where} is unreachable over SSH: {home.problem or 'no $HOME'}")
+
+    def resolved(path: str) -> str:
+        return home.stdout.rstrip("/") + path[1:] if path.startswith("~/") else path
+
+    bench, jobs = resolved(target.testbed.bench_dir), resolved(opts.job_dir)
+    target.testbed.bench_dir = bench
+    launcher.options = dataclasses.replace(opts, bench_dir=bench, job_dir=jobs)
+    expected = manifest.compute(paths.BENCH_DIR)
+    # The manifest, if the files still match it (sha256sum checks each one).
+    listing = (
+        f"cd {shlex.quote(bench)} 2>/dev/null && sha256sum --check --quiet "
+        f"{manifest.MANIFEST_FILE} >/dev/null 2>&1 && cat {manifest.MANIFEST_FILE}"
+        " || true"
+    )
+    first = ssh.call(login, f"mkdir -p {shlex.quote(jobs)}; {listing}")
+    if manifest.matches(expected, first.stdout):
+        return
+    unpack = manifest.unpack_command(bench, jobs)
+    reply = ssh.send(login, unpack, manifest.pack(paths.BENCH_DIR))
+    if not reply.ok or not manifest.matches(expected, ssh.call(login, listing).stdout):
+        why = reply.problem or "its manifest differs after the copy"
+        raise UsageError(f"{where}: bench/ could not be placed in {bench}: {why}")
