@@ -43,7 +43,19 @@ from hpcbench.models import energy_use
 from hpcbench.schedulers.base import RESULT_MARKER, TAIL_LINES, Outcome, Scheduler, parse_records
 
 CONTROL_TIMEOUT_S = 60  # one sbatch/squeue/scancel/cat call
+# How often a job's state is asked: a tenth of the time since it was submitted, at least
+# POLL_MIN_S and at most POLL_MAX_S. A job's end is seen within a tenth of its length (a
+# 30 s job's within 3 s, where growing the gap by half each poll saw it up to 10 s late),
+# and a long job costs slurmctld one squeue each POLL_MAX_S.
 POLL_MIN_S, POLL_MAX_S = 1.0, 10.0
+POLL_SHARE = 0.1
+
+
+def poll_delay(since_submit_s: float) -> float:
+    """Seconds until the next squeue, `since_submit_s` after the job was submitted."""
+    return min(POLL_MAX_S, max(POLL_MIN_S, since_submit_s * POLL_SHARE))
+
+
 # A cancel: scancel by the job's id, then squeue; while squeue lists the job (or cannot
 # say), scancel again after 2, then 4, 8 s: at most 4 scancels, within 60 s in all.
 CANCEL_TRIES = 4
@@ -551,7 +563,7 @@ class SlurmScheduler(Scheduler):
         """Poll (bounded) until the job leaves the queue; cancel it on a timeout or Ctrl-C."""
         queued_until = time.monotonic() + self.options.queue_wait_s
         deadline: float | None = None
-        delay = POLL_MIN_S
+        submitted = time.monotonic()
         state, host = "PENDING", ""
         unknown = 0
         timed_out = False
@@ -571,8 +583,7 @@ class SlurmScheduler(Scheduler):
                 ):
                     timed_out = True
                     break
-                time.sleep(delay)
-                delay = min(POLL_MAX_S, delay * 1.5)
+                time.sleep(poll_delay(now - submitted))
         except BaseException as err:  # Ctrl-C, or a failing squeue: leave no job behind
             left = self.cancel(job_name, job)
             if left and not isinstance(err, KeyboardInterrupt):

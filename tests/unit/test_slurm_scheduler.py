@@ -1010,3 +1010,45 @@ def test_a_failed_check_job_names_its_cause(fake_slurm, monkeypatch):
         "Lmod has detected the following error: The following module(s) are unknown: "
         '"no-such-module" (exit status [1])'
     )
+
+
+class _Clock:
+    """time.monotonic and time.sleep of the scheduler's module, without waiting."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.mark.parametrize("length_s", [3.0, 14.0, 21.0, 45.0, 400.0, 3600.0])
+def test_a_jobs_end_is_seen_within_a_tenth_of_its_length(monkeypatch, tmp_path, length_s):
+    """squeue is asked at most POLL_MAX_S apart, and the job's end is seen no later than a
+    tenth of its length after it (POLL_MIN_S for a short one)."""
+    clock = _Clock()
+    monkeypatch.setattr(slurm_scheduler.time, "monotonic", clock.monotonic)
+    monkeypatch.setattr(slurm_scheduler.time, "sleep", clock.sleep)
+    scheduler = _scheduler(tmp_path)
+    submitted = clock.now
+    asked: list[float] = []
+
+    def state(job: str) -> tuple[str, str]:
+        asked.append(clock.now)
+        return ("COMPLETED" if clock.now - submitted >= length_s else "RUNNING"), "node1"
+
+    monkeypatch.setattr(scheduler, "state", state)
+    monkeypatch.setattr(scheduler, "read_output", lambda *a: ([], []))
+    monkeypatch.setattr(scheduler, "queue_wait_s", lambda job: None)
+    monkeypatch.setattr(scheduler, "consumed_energy", lambda job: {})
+    result = scheduler.wait(_spec(), "7", "hpcbench-x", timeout_s=2 * length_s + 60)
+    assert result.state == "COMPLETED"
+    late = asked[-1] - submitted - length_s
+    assert 0 <= late <= max(slurm_scheduler.POLL_MIN_S, 0.1 * length_s) + 1e-9
+    gaps = [b - a for a, b in zip(asked, asked[1:], strict=False)]
+    assert max(gaps) <= slurm_scheduler.POLL_MAX_S
+    # An hour's job asks squeue a few hundred times, not once a second.
+    assert len(asked) <= length_s / slurm_scheduler.POLL_MAX_S + 40
