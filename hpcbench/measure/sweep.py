@@ -423,6 +423,9 @@ def events(
             print(f"nothing to do: {store.path} holds every run", file=sys.stderr)
             return 0
 
+    # Before anything is launched, not after the first run; and in a dry run, which
+    # says what a run would do (the check creates nothing).
+    store.check_writable()
     if sweep.dry_run:  # in the order they would run: the probes, then the runs
         probing, counts = planned_probes(target, sweep, store, todo)
         for nodes in counts:
@@ -432,7 +435,6 @@ def events(
             spec = run_spec(target, workload, sweep, config)
             print(f"# {config.label}, repeat {repeat + 1}\n{target.describe(spec)}\n")
         return 0
-    store.check_writable()  # before anything is launched, not after the first run
     target.prepare()
     # One sweep at a time appends to a store, and measures on a testbed; locked only
     # now so that bad input, refused above, leaves no results directory or lock behind.

@@ -464,17 +464,18 @@ def _unwritable_out(tmp_path, how):
     return str(out)
 
 
-@pytest.mark.parametrize("command", ["scale", "probe"])
+@pytest.mark.parametrize("command", ["scale", "probe", "scale --dry-run"])
 @pytest.mark.parametrize(
     "how", ["a file", "a file's child", "results file is a folder", "an unwritable folder"]
 )
 def test_an_out_no_record_could_go_to_is_refused_before_launching(
     tmp_path, capsys, no_launch, command, how
 ):
+    """A dry run too: it says what a run would do, and this run would do nothing."""
     out = _unwritable_out(tmp_path, how)
     before = sorted(tmp_path.rglob("*"))
-    argv = [command, "--env", "localhost", "--nodes", "1", "--out", out]
-    assert cli.main(argv + (["--model", "resnet18"] if command == "scale" else [])) == 2
+    argv = [*command.split(), "--env", "localhost", "--nodes", "1", "--out", out]
+    assert cli.main(argv + (["--model", "resnet18"] if "scale" in command else [])) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("hpcbench: error: ") and "--out" in err
     assert no_launch == [] and sorted(tmp_path.rglob("*")) == before
