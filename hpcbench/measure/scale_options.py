@@ -85,6 +85,9 @@ def add_target_arguments(parser: argparse.ArgumentParser, nodes_default: str) ->
     parser.add_argument(
         "--launcher",
         default="auto",
+        # Checked as it is read: a campaign's sweep key is refused by `campaign plan`,
+        # not when its testbed is already deployed.
+        choices=["auto", *launchers.LAUNCHERS],
         help="auto (horovodrun for horovod, torchrun for ddp), "
         f"or one of {', '.join(launchers.LAUNCHERS)}",
     )

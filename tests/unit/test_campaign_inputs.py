@@ -469,6 +469,13 @@ DATE = "is a date (YAML reads 2026-01-31 as one): quote it"
             "sweep.repeats: argument --repeats: -1 is out of range: use 1 to 1000",
         ),
         (("sweep",), {"data": "-x"}, "sweep.data: --data: '-x' is not a path; write ./-x"),
+        # Planned, then refused by the sweep once the testbed was deployed.
+        (
+            ("sweep",),
+            {"launcher": "srunn"},
+            "sweep.launcher: argument --launcher: invalid choice: 'srunn' (choose from 'auto', "
+            "'horovodrun', 'torchrun', 'local', 'slurm')",
+        ),
         (
             ("testbeds", 1, "slurm"),
             {"cpus_per_task": 1.5},
