@@ -163,6 +163,8 @@ def _fits(path: str, place: Place, gpus: list[int], node_counts: list[int]) -> N
             f"{path}.sweep.gpus_per_node",
             f"{max(gpus)} is more than the {slots} GPUs per node of {said}",
         )
+    if nodes_available == 0:  # the testbed's key is at fault, not the sweep's nodes
+        raise Problem(path, f"{place.kind.gives_nodes} 0 nodes: a testbed has one at least")
     if nodes_available is not None and max(node_counts) > nodes_available:
         raise Problem(
             f"{path}.sweep.nodes",

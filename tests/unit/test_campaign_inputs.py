@@ -469,6 +469,12 @@ DATE = "is a date (YAML reads 2026-01-31 as one): quote it"
             "sweep.repeats: argument --repeats: -1 is out of range: use 1 to 1000",
         ),
         (("sweep",), {"data": "-x"}, "sweep.data: --data: '-x' is not a path; write ./-x"),
+        # Blamed on the sweep's nodes ("asks for 2 nodes but the settings give 0").
+        (
+            ("testbeds", 0, "settings"),
+            {"node_count": 0},
+            "testbeds[0]: the settings give 0 nodes: a testbed has one at least",
+        ),
         # Planned, then refused by the sweep once the testbed was deployed.
         (
             ("sweep",),
