@@ -251,17 +251,28 @@ def plan_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def own_journal(campaign: campaign_file.Campaign) -> Journal:
+    """The campaign's journal; refused where its folder holds another campaign's (what is
+    left, the status and the report would be that campaign's)."""
+    journal = Journal(campaign.out, campaign.name)
+    if journal.store.exists():
+        journal.check_owner()
+    return journal
+
+
 def run_main(args: argparse.Namespace) -> int:
     campaign = _load(args)
     if args.dry_run:
+        own_journal(campaign)
         return runner.dry_run(campaign)
     return runner.run(campaign, args.resume)
 
 
 def status_main(args: argparse.Namespace) -> int:
     campaign = campaign_file.load(args.file)
+    journal = own_journal(campaign)
     if args.json:
-        running = Journal(campaign.out, campaign.name).running()
+        running = journal.running()
         print(
             json.dumps(
                 {
@@ -282,9 +293,7 @@ def status_main(args: argparse.Namespace) -> int:
 
 def report_main(args: argparse.Namespace) -> int:
     campaign = campaign_file.load(args.file)
-    journal = Journal(campaign.out, campaign.name)
-    if journal.store.exists():  # another campaign's folder: its report stays as it is
-        journal.check_owner()
+    own_journal(campaign)  # another campaign's folder: its report stays as it is
     written = comparison.build(campaign)
     print("wrote " + ", ".join(str(p) for p in written))
     return 0

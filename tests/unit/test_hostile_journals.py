@@ -558,3 +558,23 @@ def test_report_refuses_a_folder_whose_journal_is_another_campaigns(
     )
     assert (tmp_path / "out" / "report.md").read_text() == "the other campaign's report\n"
     assert not (tmp_path / "out" / "report.html").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["status"], ["status", "--json"], ["run", "--dry-run"], ["run", "--dry-run", "--resume"]],
+)
+def test_status_and_a_dry_run_refuse_a_folder_whose_journal_is_another_campaigns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """Both read the other campaign's journal as this one's: its cells measured, and
+    'nothing to do' for a run that would be refused."""
+    path = write_campaign(tmp_path)
+    Store(tmp_path / "out" / "a").append(run_record())
+    journal(tmp_path, phase("a", "deploy", 60.0, campaign="other"))
+    rc, out, err = run(["campaign", argv[0], str(path), *argv[1:]], capsys)
+    check(rc, out, err)
+    assert rc == 2 and err.strip() == (
+        f"hpcbench: error: {tmp_path / 'out'} holds campaign 'other', not 'fuzz': "
+        "give this campaign another `out:`"
+    )
