@@ -473,7 +473,7 @@ DATE = "is a date (YAML reads 2026-01-31 as one): quote it"
         (
             ("testbeds", 0, "settings"),
             {"node_count": 0},
-            "testbeds[0]: the settings give 0 nodes: a testbed has one at least",
+            "testbeds[0].settings.node_count: gives 0 nodes: a testbed has one at least",
         ),
         # Planned, then refused by the sweep once the testbed was deployed.
         (
