@@ -178,8 +178,14 @@ def test_no_container_is_left_on_any_node_however_the_job_ends(
     bed = deployed
     assert not jobs() and not any(containers(n) for n in NODES), "the testbed is not clean"
     log = tmp_path / "probe.log"
-    # The time limit: one minute for the whole job, its image's unpacking included.
-    limit = ["--slurm-time", "1", "--container-import-time", "0"] if how == "time limit" else []
+    # The time limit: one minute for the whole job, its image's unpacking included; the
+    # job's setup line waits 30 s first, so that it outlasts the minute however fast the
+    # nodes unpack and probe (unpacked on tmpfs, a fast machine ended it in the minute).
+    limit = (
+        ["--slurm-time", "1", "--container-import-time", "0", "--slurm-setup", "sleep 30"]
+        if how == "time limit"
+        else []
+    )
     proc = probe(bed, tmp_path / "out", log, *limit)
     try:
         if how == "time limit":  # from the job's start, its image's unpacking included
