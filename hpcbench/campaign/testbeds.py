@@ -163,12 +163,11 @@ def _fits(path: str, place: Place, gpus: list[int], node_counts: list[int]) -> N
             f"{path}.sweep.gpus_per_node",
             f"{max(gpus)} is more than the {slots} GPUs per node of {said}",
         )
-    if nodes_available == 0:  # the testbed's key is at fault, not the sweep's nodes
-        if place.kind.deployed:
-            key = "settings.topology" if "topology" in place.settings else "settings.node_count"
-        else:
-            key = f"{place.key}.nodes" if place.kind.queued else place.key
-        raise Problem(f"{path}.{key}", "gives 0 nodes: a testbed has one at least")
+    # Only settings can say 0 (a partition's nodes and a host list refuse it as read): the
+    # setting is at fault, not the sweep's nodes.
+    if nodes_available == 0:
+        key = "topology" if "topology" in place.settings else "node_count"
+        raise Problem(f"{path}.settings.{key}", "gives 0 nodes: a testbed has one at least")
     if nodes_available is not None and max(node_counts) > nodes_available:
         raise Problem(
             f"{path}.sweep.nodes",

@@ -186,15 +186,11 @@ def _minutes(spec: RunSpec, opts: SlurmOptions) -> int:
 FOLDER_ARGS = ("--data", "--shared")
 
 
-def job_folders(spec: RunSpec, opts: SlurmOptions) -> list[str]:
-    """Every folder the job uses (bench/, the job folder, --data and --shared) that no
-    mount of the user's already brings into the container: enroot mounts no home
-    unless the site says so, and a folder left out is "No such file or directory"."""
-    return folders_to_mount(spec.workdir, spec.args, opts)
-
-
-def folders_to_mount(workdir: str, args: Sequence[str], opts: SlurmOptions) -> list[str]:
-    """job_folders of a run in `workdir` with these script arguments."""
+def job_folders(workdir: str, args: Sequence[str], opts: SlurmOptions) -> list[str]:
+    """Every folder a job in `workdir` with these script arguments uses (bench/, the job
+    folder, --data and --shared) that no mount of the user's already brings into the
+    container: enroot mounts no home unless the site says so, and a folder left out is
+    "No such file or directory"."""
     args = list(args)
     named = [args[i + 1] for i, a in enumerate(args[:-1]) if a in FOLDER_ARGS]
     targets = [m.split(":")[1].rstrip("/") for m in opts.container_mounts]
@@ -220,7 +216,9 @@ def container_flags(spec: RunSpec, opts: SlurmOptions) -> list[str]:
     mean the same inside."""
     q = shlex.quote
     mounts = [q(m) for m in opts.container_mounts]
-    mounts += [f"{shell_path(f)}:{shell_path(f)}" for f in job_folders(spec, opts)]
+    mounts += [
+        f"{shell_path(f)}:{shell_path(f)}" for f in job_folders(spec.workdir, spec.args, opts)
+    ]
     return [
         q(f"--container-image={opts.container_image}"),
         "--container-mounts=" + ",".join(mounts),
@@ -408,7 +406,7 @@ class SlurmLauncher(Launcher):
         return (
             bool(self.options.container_image)
             and data.startswith("/")
-            and data not in folders_to_mount(workdir, ("--data", data), self.options)
+            and data not in job_folders(workdir, ("--data", data), self.options)
         )
 
     def check(self, spec: RunSpec, backend: str) -> str | None:
