@@ -53,6 +53,34 @@ build_node() {
   echo "image $NODE_TAG: built in $(( $(date +%s) - start )) s"
 }
 
+server=
+serve_wheelhouse() { # port-file: WHEELHOUSE served read-only on 127.0.0.1 until stop_serving
+  python3 - "$WHEELHOUSE" "$1" <<'PY' &
+import functools, http.server, os, sys
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # pip's requests are not news
+        pass
+
+handler = functools.partial(Quiet, directory=sys.argv[1])
+with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as httpd:
+    with open(sys.argv[2] + ".tmp", "w") as f:
+        f.write(str(httpd.server_address[1]))
+    os.replace(sys.argv[2] + ".tmp", sys.argv[2])
+    httpd.serve_forever()
+PY
+  server=$!
+  trap stop_serving EXIT
+  for _ in $(seq 100); do [[ -s $1 ]] && return; sleep 0.1; done
+  echo "image $STACK_TAG: the wheelhouse server did not start" >&2
+  exit 1
+}
+
+stop_serving() {
+  if [[ -n $server ]]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
+  server=
+}
+
 build_stack() {
   local hash ctx start old
   : "${WHEELHOUSE:?set WHEELHOUSE (see tools/wheelhouse.sh)}"
@@ -65,14 +93,15 @@ build_stack() {
   start=$(date +%s)
   old=$(docker image inspect -f '{{.Id}}' "$STACK_TAG" 2>/dev/null || true)
   ctx=$(stage_context stack)
-  # Hard links: the wheelhouse enters the context without a copy.
-  mkdir "$ctx/wheelhouse"
-  cp -al "$WHEELHOUSE"/*.whl "$ctx/wheelhouse/" 2>/dev/null || cp "$WHEELHOUSE"/*.whl "$ctx/wheelhouse/"
+  # The wheels reach the build over loopback (the build has the host's network), not
+  # in its context: a 3 GB context is written twice before pip reads it, and a stage
+  # that held the wheels would copy the installed venv once more.
+  serve_wheelhouse "$ctx/port"
   DOCKER_BUILDKIT=0 docker build -q --network host --build-arg NODE_IMAGE="$NODE_TAG" \
+    --build-arg WHEELHOUSE_URL="http://127.0.0.1:$(cat "$ctx/port")/" \
     --label org.hpcbench.inputs="$hash" -t "$STACK_TAG" "$ctx" >/dev/null
+  stop_serving
   rm -rf "$ctx"
-  # The install stage is not needed again: its image holds a copy of the wheels.
-  docker image prune -f --filter label=org.hpcbench.stage=install >/dev/null
   drop_replaced "$old" "$STACK_TAG"
   echo "image $STACK_TAG: built in $(( $(date +%s) - start )) s"
 }
