@@ -26,7 +26,8 @@ VARS := $(if $(NODES),--var node_count=$(NODES)) \
         $(if $(SLURM),--var enable_slurm=$(SLURM)) \
         $(if $(TOPOLOGY),--var topology=$(TOPOLOGY))
 
-.PHONY: help demo campaign campaign-lm figures scale report bench-deploy bench-harness bench-gpu bench-links bench-published tools host-packages engine venv wheelhouse terraform providers images deploy verify destroy \
+.PHONY: help demo campaign campaign-lm figures scale report bench-deploy bench-harness bench-gpu bench-links bench-published tools host-packages engine venv wheelhouse terraform providers images \
+        base-image node-image stack-image enroot-pyxis deploy verify destroy \
         test test-unit lint clean-cache
 
 # The usage lines above (those starting '#   '), then every target with the text
@@ -62,7 +63,7 @@ $(VENV)/.installed: pyproject.toml images/stack/requirements.txt | wheelhouse
 	@touch $@
 
 # tofu or terraform from PATH; otherwise OpenTofu built from the Go module proxy.
-terraform: ## tofu or terraform from PATH, else OpenTofu built from source
+terraform: host-packages ## tofu or terraform from PATH, else OpenTofu built from source
 	@if command -v tofu >/dev/null || command -v terraform >/dev/null; then \
 	   echo "terraform: $$(command -v tofu || command -v terraform)"; \
 	 else tools/opentofu.sh; fi
@@ -74,8 +75,20 @@ providers: host-packages ## the Terraform providers, built into a local mirror
 # The node, base and stack images; then enroot and pyxis built from their release
 # sources against the node image's Slurm, for SLURM=true testbeds (VENDOR_DIR: a
 # folder holding the two release archives, where GitHub is out of reach).
-images: engine wheelhouse ## the base, node and stack images; enroot and pyxis
-	@images/build.sh all
+# A target each, so that `make -j2 tools images` (.ci/run) builds the providers and
+# the base and node images while the wheels download and Horovod's wheel builds.
+images: stack-image enroot-pyxis ## the base, node and stack images; enroot and pyxis
+
+base-image: engine ## debian:bookworm-slim, pulled or debootstrapped (images/base)
+	@images/build.sh base
+
+node-image: base-image ## the testbed's "VM": systemd, sshd, Slurm (images/node)
+	@images/build.sh node
+
+stack-image: node-image wheelhouse ## torch, Horovod, JupyterLab from the wheelhouse (images/stack)
+	@images/build.sh stack
+
+enroot-pyxis: node-image ## enroot and pyxis from their release sources (tools/enroot-pyxis.sh)
 	@tools/enroot-pyxis.sh
 
 # The stack image as a .sqsh in the local image store, which a SLURM=true testbed
