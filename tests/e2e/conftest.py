@@ -75,9 +75,40 @@ def hpcbench(
 
 
 @dataclass
+class SqshExport:
+    """images/enroot-export.sh --cached STACK_SQSH, started with the session and run
+    beside the first tests (on a fresh machine it takes one or two minutes; nothing
+    before the deploy's end reads the file): what make deploy SLURM=true exports first
+    (make stack-sqsh), kept while the stack image is the same."""
+
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    @classmethod
+    def start(cls, log: Path) -> SqshExport:
+        STACK_SQSH.parent.mkdir(parents=True, exist_ok=True)  # the testbed mounts it
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [str(REPO / "images" / "enroot-export.sh"), "--cached", str(STACK_SQSH)],
+                env={**os.environ, "ENROOT_EXPORT_CHECK": "0"},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # the tests' signals to their groups miss it
+            )
+        return cls(proc, log)
+
+    def wait(self) -> Path:
+        """STACK_SQSH, once exported (the first call waits for the export)."""
+        returncode = self.proc.wait(timeout=1800)
+        assert returncode == 0, self.log.read_text(errors="replace")[-4000:]
+        return STACK_SQSH
+
+
+@dataclass
 class DeployedTestbed:
     state: Path
     environ: dict[str, str]
+    sqsh: SqshExport
 
     def hpcbench(self, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
         return hpcbench(self.environ, *args, timeout=timeout)
@@ -157,19 +188,11 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployedTestbe
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
         pytest.fail("no Docker engine answers: `make tools` starts one")
     state = tmp_path_factory.mktemp("state")
-    bed = DeployedTestbed(state, {**os.environ, "HPCBENCH_STATE": str(state)})
+    sqsh = SqshExport.start(tmp_path_factory.mktemp("sqsh") / "enroot-export.log")
+    bed = DeployedTestbed(state, {**os.environ, "HPCBENCH_STATE": str(state)}, sqsh)
     bed.remove_leftovers()
-    # What make deploy SLURM=true exports first (make stack-sqsh); kept while the stack
-    # image is the same.
-    export = subprocess.run(
-        [str(REPO / "images" / "enroot-export.sh"), "--cached", str(STACK_SQSH)],
-        env={**os.environ, "ENROOT_EXPORT_CHECK": "0"},
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert export.returncode == 0, export.stdout[-2000:] + export.stderr[-2000:]
     yield bed
+    sqsh.proc.wait(timeout=1800)  # not left writing after the session
     bed.hpcbench("destroy", "--env", "local", timeout=600)
 
 
@@ -183,6 +206,7 @@ def deployed(testbed: DeployedTestbed) -> DeployedTestbed:
     if not (testbed.state / "local" / "inventory.yml").is_file():
         proc = testbed.hpcbench("deploy", "--env", "local", *var_args(), timeout=1800)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    testbed.sqsh.wait()  # pyxis's jobs run the stack from it
     return testbed
 
 

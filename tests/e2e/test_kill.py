@@ -104,7 +104,7 @@ def bed(
         yield testbed, E2E_VARS["name"]  # the shared testbed is up: use it
         return
     state = tmp_path_factory.mktemp("kill-state")
-    own = DeployedTestbed(state, {**os.environ, "HPCBENCH_STATE": str(state)})
+    own = DeployedTestbed(state, {**os.environ, "HPCBENCH_STATE": str(state)}, testbed.sqsh)
     remove(KILL_VARS["name"])  # a killed earlier run's containers
     var_args = [x for k, v in KILL_VARS.items() for x in ("--var", f"{k}={v}")]
     try:

@@ -46,6 +46,7 @@ def test_deploy_creates_and_configures_every_node(testbed: DeployedTestbed) -> N
 
 
 def test_verify_passes_on_the_deployed_testbed(testbed: DeployedTestbed) -> None:
+    testbed.sqsh.wait()  # its pyxis check starts a container of the stack's .sqsh
     proc = testbed.hpcbench("verify", "--env", "local", "--", "-rs")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert re.search(r"\d+ passed", proc.stdout)
