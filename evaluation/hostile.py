@@ -518,8 +518,7 @@ COMMANDS: dict[str, list[str]] = {
 
 def planted_cases() -> list[Case]:
     cases: list[Case] = []
-    commands = COMMANDS
-    for name, argv in commands.items():
+    for name, argv in COMMANDS.items():
         cases.append(Case("planted files", f"{name}: as the run left it", argv, TAKEN))
     journal, store = "out/results.jsonl", "out/here/results.jsonl"
     # Not a file to read: refused. Lines that are not records (bytes, a record without
@@ -534,7 +533,7 @@ def planted_cases() -> list[Case]:
     }
     for where in (journal, store):
         for kind, expect in kinds.items():
-            for name, argv in commands.items():
+            for name, argv in COMMANDS.items():
                 if where == journal and name == "report":
                     continue  # `report` reads the testbed's store alone
                 if where == store and name == "campaign status":
@@ -550,7 +549,7 @@ def planted_cases() -> list[Case]:
                         unchanged=("outside/keep",) if kind == "a link out" else (),
                     )
                 )
-        for name, argv in commands.items():
+        for name, argv in COMMANDS.items():
             if where == journal and name == "report":
                 continue
             # A crash mid-append leaves a torn last line: read past, as the append was.
@@ -568,7 +567,7 @@ def planted_cases() -> list[Case]:
             Case(
                 "planted files",
                 f"{name}: the journal is another campaign's",
-                commands[name],
+                COMMANDS[name],
                 REFUSED,
                 ("results.jsonl", "campaign"),
                 plant("another campaign's", journal),
@@ -576,7 +575,7 @@ def planted_cases() -> list[Case]:
         )
     # Refused, or written around: never through (nothing lands outside).
     for where, name in (("out/logs", "campaign run --resume"), ("out/plots", "report")):
-        argv = commands[name] if name != "campaign run --resume" else commands[name][:-1]
+        argv = COMMANDS[name] if name != "campaign run --resume" else COMMANDS[name][:-1]
         cases.append(
             Case(
                 "planted files",
@@ -652,7 +651,6 @@ FIELD_BAD = {"a list": [1, 2], "a map": {"a": 1}, "text": "x", "negative": -7, "
 
 def field_cases(seed: Path) -> list[Case]:
     cases: list[Case] = []
-    commands = COMMANDS
     for where in ("out/results.jsonl", "out/here/results.jsonl"):
         records = [json.loads(x) for x in (seed / where).read_text().splitlines()]
         keys = sorted({(r.get("kind", ""), k) for r in records for k in r})
@@ -668,7 +666,7 @@ def field_cases(seed: Path) -> list[Case]:
                     text = "\n".join(json.dumps(r) for r in lines) + "\n"
                     path.write_text(text.replace('"NaN"', "NaN"))
 
-                for name, argv in commands.items():
+                for name, argv in COMMANDS.items():
                     if where.startswith("out/results") and name == "report":
                         continue
                     cases.append(
