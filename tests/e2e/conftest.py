@@ -97,11 +97,10 @@ class SqshExport:
             )
         return cls(proc, log)
 
-    def wait(self) -> Path:
-        """STACK_SQSH, once exported (the first call waits for the export)."""
+    def wait(self) -> None:
+        """Until STACK_SQSH is exported (at once after the first call)."""
         returncode = self.proc.wait(timeout=1800)
         assert returncode == 0, self.log.read_text(errors="replace")[-4000:]
-        return STACK_SQSH
 
 
 @dataclass
