@@ -474,6 +474,12 @@ def test_each_published_source_is_scored_with_constants_fitted_without_it(monkey
     results, fits, users, plains = published.leave_one_source_out(data)
     everyone = set(group.values())
     sharded = {published.group_of(data, r) for r in data["rows"] if published.transformer(r)}
+    cnn_groups = everyone - sharded
+    # The fits of the plain band leave out one CNN group more (below); the others are
+    # the fits the rows are scored with.
+    band_fits = [s for s in seen if len(cnn_groups - s) == 2]
+    seen = [s for s in seen if len(cnn_groups - s) != 2]
+    assert len(band_fits) == len(cnn_groups) * (len(cnn_groups) - 1)
     assert len(sharded) >= 3 and len(seen) == len(everyone) == len(fits)
     left = [everyone - s for s in seen]  # each fit's groups not seen
     cnn = [g for g in left if len(g) > 1]  # one CNN group and every transformer group
@@ -483,10 +489,19 @@ def test_each_published_source_is_scored_with_constants_fitted_without_it(monkey
     assert sorted(key[id(s.row)] for s in results) == sorted(key.values())
     assert all(s.group == group[key[id(s.row)]] for s in results)
     # Scored as a user calls predict: the plain-input defaults are fitted on the other
-    # CNN groups only, and every CNN row is scored once so.
-    cnn_groups = everyone - sharded
-    assert all(len(cnn_groups - s) == 1 for s in plain_seen)
-    assert sorted(g for s in plain_seen for g in cnn_groups - s) == sorted(cnn_groups)
+    # CNN groups only, and every CNN row is scored once so. Their band is what those
+    # groups miss by, each predicted by a fit without it too: a fold's fits, the one it
+    # scores with and then one per other group, never see the group held out.
+    fold = len(cnn_groups)
+    assert len(plain_seen) == fold * fold
+    outer = []
+    for i in range(0, len(plain_seen), fold):
+        (g,) = cnn_groups - plain_seen[i]
+        outer.append(g)
+        inner = [cnn_groups - s for s in plain_seen[i + 1 : i + fold]]
+        assert all(g in m and len(m) == 2 for m in inner)
+        assert sorted(h for m in inner for h in m - {g}) == sorted(cnn_groups - {g})
+    assert sorted(outer) == sorted(cnn_groups)
     assert set(plains) == cnn_groups
     assert sorted(key[id(s.row)] for s in users) == sorted(
         k for k, g in group.items() if g in cnn_groups

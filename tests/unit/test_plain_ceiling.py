@@ -1,0 +1,81 @@
+"""What plain-input predictions can reach: predict's plain defaults as `published.py --fit`
+fits them, their band from sources held out, and `--ceiling`, the least median any of
+predict's constants reach on a set of rows fitted to those rows themselves."""
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from hpcbench.models import scaling_model
+from tests.unit.test_predict import _plan
+
+EVALUATION = Path(__file__).parents[2] / "evaluation"
+
+
+@pytest.fixture
+def published(monkeypatch):
+    monkeypatch.syspath_prepend(str(EVALUATION))
+    import published
+
+    yield published
+    for name in ("published", "cli"):  # evaluation's, not hpcbench's
+        sys.modules.pop(name, None)
+
+
+def _cases(truth: dict[str, float], interference: float, loss: float):
+    """Plain cases of both NCCL choices whose measured E is what NCCL's tree, the link
+    efficiencies `truth`, `interference` and one node's `loss` make of them."""
+    out = []
+    for workers, g, transport in (
+        (8, 4, "tcp"),
+        (16, 4, "rdma"),
+        (32, 8, "tcp"),
+        (64, 8, "rdma"),
+        (16, 8, "tcp"),
+        (32, 4, "rdma"),
+    ):
+        plan = replace(_plan([workers], g), node_loss=0.0)
+        both = {
+            tree: scaling_model.Case(replace(plan, nccl=tree), 2e9, 0.0, transport)
+            for tree in (False, True)
+        }
+        k = both[True]
+        e = scaling_model.case_parts(k, truth[transport]).point(interference)
+        e *= scaling_model.node_factor(loss, workers, g)
+        out.append({tree: replace(c, measured=e) for tree, c in both.items()})
+    return out
+
+
+def test_the_ceiling_finds_constants_that_made_the_rows(published):
+    made = _cases({"tcp": 0.5, "rdma": 0.9}, 0.2, 0.01)
+    c = published.ceiling(made)
+    assert c.median == pytest.approx(0.0, abs=1e-9)
+    assert c.bias == pytest.approx(0.0, abs=1e-9) and c.above == 0
+    assert c.efficiency["rdma"] >= c.efficiency["tcp"]
+
+
+def test_the_ceiling_never_takes_rdma_slower_than_tcp(published):
+    """Rows that only an RDMA link slower than TCP's would fit are not fitted exactly:
+    the ceiling keeps RDMA's efficiency at TCP's or above, as any default must be."""
+    slow_rdma = _cases({"tcp": 0.9, "rdma": 0.2}, 0.2, 0.01)
+    c = published.ceiling(slow_rdma)
+    assert c.efficiency["rdma"] >= c.efficiency["tcp"]
+    assert c.median > 0.005
+
+
+def test_predicts_plain_defaults_are_what_the_fit_gives(published):
+    """NODE_LOSS, DEFAULT_TREE and PLAIN_BAND (and the link's constants) are the fit of
+    `published.py --fit` on the rows the repository holds: a row added without refitting
+    fails here."""
+    found, plain = published.PlainFolds(published.load()).fit(set())
+    assert found.efficiency == scaling_model.LINK_EFFICIENCY
+    assert found.interference == scaling_model.DEFAULT_INTERFERENCE
+    assert plain.node_loss == scaling_model.NODE_LOSS
+    assert plain.tree == scaling_model.DEFAULT_TREE
+    assert plain.band == scaling_model.PLAIN_BAND
+    # Held out, the band is wider than what the same fit leaves in sample.
+    inner = published.fit_plain(published.load(), found)
+    assert plain.band[0] <= inner.band[0] and plain.band[1] >= inner.band[1]
+    assert plain.band != inner.band
