@@ -21,8 +21,9 @@ held-out source's rows are predicted with them. Where a source gives one full
 node's throughput, the row's point and band are rescaled to it
 (scaling_model.rescaled_to_node): that measurement is an input, like the
 single-GPU rate. The summary gives, over every row so predicted, the median
-|point - published|, the bias (mean of point - published, > 0 where the model
-is optimistic) and the share of rows whose published E lies inside the band,
+|point - published| and the bias (mean of point - published, > 0 where the model
+is optimistic), each with its 95% interval (source groups and their rows
+resampled), and the share of rows whose published E lies inside the band,
 with the same per source, and the same figures for predict's defaults (fitted
 on every row: in sample). --fit fits those defaults. stdout lists, per row,
 the `hpcbench predict` command that gives its point with the defaults (one
@@ -37,9 +38,11 @@ import contextlib
 import dataclasses
 import io
 import json
+import random
 import shlex
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -461,17 +464,58 @@ def leave_one_source_out(
     return out, fits, users, plains
 
 
+# Resamples of the intervals of figures(); seeded, so that a run prints what the docs hold.
+RESAMPLES = 2000
+
+
+def interval(
+    errors: list[tuple[str, float]], statistic: Callable[[list[float]], float]
+) -> tuple[float, float]:
+    """The 95% interval of a statistic of (source group, point - published) errors: the
+    groups resampled, and each drawn group's rows within it (rows of one source share
+    its cluster and set-up, so they are not independent draws)."""
+    draw = random.Random(0)
+    by_group: dict[str, list[float]] = {}
+    for group, e in errors:
+        by_group.setdefault(group, []).append(e)
+    groups = list(by_group.values())
+    values = []
+    for _ in range(RESAMPLES):
+        drawn = [e for g in draw.choices(groups, k=len(groups)) for e in draw.choices(g, k=len(g))]
+        values.append(statistic(drawn))
+    cuts = statistics.quantiles(values, n=40, method="inclusive")
+    return cuts[0], cuts[-1]
+
+
+def _median_abs(errors: list[float]) -> float:
+    return statistics.median(abs(e) for e in errors)
+
+
+def errors_line(errors: list[tuple[str, float]]) -> str:
+    """Median |point - published| and the bias of (group, error) pairs, each with its
+    95% interval (interval())."""
+    values = [e for _, e in errors]
+    med, bias = interval(errors, _median_abs), interval(errors, statistics.mean)
+    return (
+        f"median |point - published| {_median_abs(values):.3f} ({med[0]:.3f} to "
+        f"{med[1]:.3f}), bias (mean point - published) {statistics.mean(values):+.3f} "
+        f"({bias[0]:+.3f} to {bias[1]:+.3f})"
+    )
+
+
+INTERVALS = "95% intervals, source groups and their rows resampled"
+
+
 def figures(name: str, rows: list[Scored]) -> str:
-    """Median |point - published|, bias and the share inside the band."""
+    """Median |point - published| and the bias with their intervals, and the share
+    inside the band."""
     if not rows:
         return f"{name}: no rows"
     inside = sum(s.inside for s in rows)
     return (
-        f"{name} ({len(rows)} rows): median |point - published| "
-        f"{statistics.median(abs(s.error) for s in rows):.3f}, bias (mean point - published) "
-        f"{statistics.mean(s.error for s in rows):+.3f}, published E inside the band in "
-        f"{inside} ({inside / len(rows):.0%}); point above published in "
-        f"{sum(s.error > 0 for s in rows)}"
+        f"{name} ({len(rows)} rows): {errors_line([(s.group, s.error) for s in rows])}, "
+        f"published E inside the band in {inside} ({inside / len(rows):.0%}); point above "
+        f"published in {sum(s.error > 0 for s in rows)}; {INTERVALS}"
     )
 
 
@@ -673,20 +717,20 @@ def ceiling_main(data: dict, extra: dict | None, command: str) -> int:
         # The same rule fitted without each group: does a least median carry over?
         groups = [group_of(data, r) for r in rows]
         plain = [plain_cases(r) for r in rows]
-        left, cache = [], {}
+        left: list[tuple[str, float]] = []
+        cache: dict = {}
         for g in dict.fromkeys(groups):
             c = ceiling([k for k, h in zip(plain, groups, strict=True) if h != g])
+            at = (c.interference, c.node_loss, cache)
             left += [
-                point_at(k, c.efficiency[k.transport], c.interference, c.node_loss, cache)
-                - k.measured
+                (g, point_at(k, c.efficiency[k.transport], *at) - k.measured)
                 for k in (k[c.tree] for k, h in zip(plain, groups, strict=True) if h == g)
             ]
         print(
             f"plain inputs, constants fitted for the least median on the other groups, "
             f"leave one source out, {len(set(groups))} source groups ({len(left)} rows): "
-            f"median |point - published| {statistics.median(abs(x) for x in left):.3f}, "
-            f"bias (mean point - published) {statistics.mean(left):+.3f}, point above "
-            f"published in {sum(x > 0 for x in left)} ({command})"
+            f"{errors_line(left)}, point above published in {sum(e > 0 for _, e in left)}; "
+            f"{INTERVALS} ({command})"
         )
         return 0
     sources = {**data["sources"], **extra["sources"]}

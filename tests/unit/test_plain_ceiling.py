@@ -1,6 +1,7 @@
-"""What plain-input predictions can reach: predict's plain defaults as `published.py --fit`
-fits them, their band from sources held out, and `--ceiling`, the least median any of
-predict's constants reach on a set of rows fitted to those rows themselves."""
+"""What plain-input predictions can reach, and how sure the figures are: predict's plain
+defaults as `published.py --fit` fits them, their band from sources held out, `--ceiling`
+(the least median any of predict's constants reach on a set of rows fitted to those rows
+themselves) and the intervals of the scores."""
 
 import sys
 from dataclasses import replace
@@ -79,3 +80,19 @@ def test_predicts_plain_defaults_are_what_the_fit_gives(published):
     inner = published.fit_plain(published.load(), found)
     assert plain.band[0] <= inner.band[0] and plain.band[1] >= inner.band[1]
     assert plain.band != inner.band
+
+
+def test_intervals_resample_source_groups_not_rows(published):
+    """Rows of one source are not independent draws: two sources whose rows agree among
+    themselves but not with each other leave the mean anywhere between them, where a
+    resample of rows would pin it near the middle."""
+    errors = [("a", 0.0)] * 10 + [("b", 0.1)] * 10
+    low, high = published.interval(errors, published.statistics.mean)
+    assert low == pytest.approx(0.0) and high == pytest.approx(0.1)
+    assert published.interval(errors, published.statistics.mean) == (low, high)  # seeded
+    # One source: its rows are resampled.
+    one = [("a", e / 100) for e in range(20)]
+    low, high = published.interval(one, published.statistics.mean)
+    assert 0.06 < low < 0.095 < high < 0.13
+    line = published.errors_line(one)
+    assert line.startswith("median |point - published| 0.095 (") and "bias" in line
