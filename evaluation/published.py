@@ -45,6 +45,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from cli import REPO
 
@@ -466,16 +467,18 @@ def leave_one_source_out(
 
 # Resamples of the intervals of figures(); seeded, so that a run prints what the docs hold.
 RESAMPLES = 2000
+T = TypeVar("T")
 
 
 def interval(
-    errors: list[tuple[str, float]], statistic: Callable[[list[float]], float]
+    errors: list[tuple[str, T]], statistic: Callable[[list[T]], float]
 ) -> tuple[float, float]:
-    """The 95% interval of a statistic of (source group, point - published) errors: the
-    groups resampled, and each drawn group's rows within it (rows of one source share
-    its cluster and set-up, so they are not independent draws)."""
+    """The 95% interval of a statistic of (source group, value) pairs, a value a row's
+    point - published (or a pair of them, to compare two models row by row): the groups
+    resampled, and each drawn group's rows within it (rows of one source share its
+    cluster and set-up, so they are not independent draws)."""
     draw = random.Random(0)
-    by_group: dict[str, list[float]] = {}
+    by_group: dict[str, list[T]] = {}
     for group, e in errors:
         by_group.setdefault(group, []).append(e)
     groups = list(by_group.values())

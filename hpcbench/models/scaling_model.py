@@ -78,7 +78,9 @@ DEFAULT_INTRA_NODE = "pcie3"
 # evaluation/published.py --fit`), least absolute error:
 # - NODE_LOSS: how the GPUs of one node share its NIC and PCIe switch: one node of g busy
 #   GPUs runs at E = 1 / (1 + NODE_LOSS (g - 1)) of g lone GPUs (the published nodes
-#   measured 0.80-1.00, evaluation/published.json), on a 0.0025 grid;
+#   measured 0.80-1.00, evaluation/published.json), on a 0.0025 grid; a cost per
+#   gradient byte each step instead scored no better held out and more optimistic on
+#   rows no fit saw (evaluation/node_sharing.py);
 # - DEFAULT_TREE: whether NCCL may take its tree (2.4 and later) or only rings (before
 #   2.4, or where its tuning keeps rings): the published rows fit rings better;
 # - PLAIN_BAND: the 5th and 95th percentiles of measured - point over those rows, each

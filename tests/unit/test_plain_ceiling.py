@@ -21,7 +21,7 @@ def published(monkeypatch):
     import published
 
     yield published
-    for name in ("published", "cli"):  # evaluation's, not hpcbench's
+    for name in ("published", "node_sharing", "cli"):  # evaluation's, not hpcbench's
         sys.modules.pop(name, None)
 
 
@@ -96,3 +96,33 @@ def test_intervals_resample_source_groups_not_rows(published):
     assert 0.06 < low < 0.095 < high < 0.13
     line = published.errors_line(one)
     assert line.startswith("median |point - published| 0.095 (") and "bias" in line
+
+
+def test_node_sharing_fits_back_each_form_from_points_it_made(published):
+    """evaluation/node_sharing.py: each form of one node's sharing is fitted back from
+    points that form made, and the two forms part where steps and models differ."""
+    import node_sharing
+
+    found = scaling_model.Fit({"tcp": 0.5, "rdma": 0.9}, 0.2, 0.0)
+    cases = _cases({"tcp": 0.5, "rdma": 0.9}, 0.2, 0.0)  # measured: no node loss
+    for form, value in (("a share per GPU", 0.02), ("a cost per gradient byte", 2e-11)):
+        point = node_sharing.FORMS[form][0]
+        made = []
+        for c in cases:  # measured: what NCCL's tree and the form's value make
+            k = c[True]
+            e = point(k, scaling_model.case_parts(k, found.efficiency[k.transport]), 0.2, value)
+            made.append({t: replace(other, measured=e) for t, other in c.items()})
+        # A cache per set of cases: it is keyed by their ids, as published.py's are.
+        assert node_sharing.fit(form, made, found, {}) == (True, value)
+    # A step twice as long halves the per-byte form's loss, not the per-GPU one's.
+    k = cases[0][True]
+    longer = replace(k, plan=replace(k.plan, step_time_s=2 * k.plan.step_time_s))
+    parts = scaling_model.case_parts(k, 0.5)
+    slow = scaling_model.case_parts(longer, 0.5)
+    for form, value, ratio in (
+        ("a cost per gradient byte", 2e-11, 0.5),
+        ("a share per GPU", 0.02, 1),
+    ):
+        point = node_sharing.FORMS[form][0]
+        loss = [p.point(0.2) / point(c, p, 0.2, value) - 1 for c, p in ((k, parts), (longer, slow))]
+        assert loss[0] > 0 and loss[1] == pytest.approx(loss[0] * ratio)
