@@ -57,27 +57,21 @@ FORMS: dict[str, tuple[Callable, tuple[float, ...]]] = {
 
 
 def fit(form: str, cases: Cases, found: scaling_model.Fit, cache: dict) -> tuple[bool, float]:
-    """NCCL's algorithm and the form's constant closest to the cases (least absolute
-    error), given the link efficiency and the interference."""
+    """NCCL's algorithm and the form's constant closest to the cases, as predict's plain
+    defaults are fitted (scaling_model.fit_plain), given the link efficiency and the
+    interference."""
     point, grid = FORMS[form]
-    best: tuple[float, bool, float] | None = None
-    for tree in (False, True):
-        for value in grid:
-            err = sum(abs(errors(form, c[tree], found, value, cache)) for c in cases)
-            if best is None or err < best[0] - 1e-12:
-                best = (err, tree, value)
-    assert best is not None
-    return best[1], best[2]
+    by_tree = {tree: [c[tree] for c in cases] for tree in (False, True)}
+    plain = scaling_model.fit_plain(by_tree, found, grid, cache, point)
+    return plain.tree, plain.node_loss
 
 
 def errors(
     form: str, k: scaling_model.Case, found: scaling_model.Fit, value: float, cache: dict
 ) -> float:
     """point - published for one case under the form's constant."""
-    e = found.efficiency[k.transport]
-    if (id(k), e) not in cache:
-        cache[id(k), e] = scaling_model.case_parts(k, e)
-    return FORMS[form][0](k, cache[id(k), e], found.interference, value) - k.measured
+    parts = scaling_model.cached_parts(k, found.efficiency[k.transport], cache)
+    return FORMS[form][0](k, parts, found.interference, value) - k.measured
 
 
 @dataclass(frozen=True)
@@ -104,12 +98,14 @@ def scored(data: dict, extra: dict) -> dict[str, Scores]:
         if not published.transformer(r) and sources[r["source"]].get("standard", True)
     ]
     unseen_cases = [published.plain_cases(r) for r in unseen]
+    # The link efficiency and interference are the same for both forms: fitted once.
+    founds = {g: folds.constants({g}) for g in dict.fromkeys(groups)}
+    everyone = folds.constants(set())
     cache: dict = {}
     out: dict[str, Scores] = {}
     for form in FORMS:
         held = []
-        for g in dict.fromkeys(groups):
-            found, _ = folds.fit({g})
+        for g, found in founds.items():
             train = [c for c, h in zip(cases, groups, strict=True) if h != g]
             tree, value = fit(form, train, found, cache)
             held += [
@@ -117,10 +113,9 @@ def scored(data: dict, extra: dict) -> dict[str, Scores]:
                 for c, h in zip(cases, groups, strict=True)
                 if h == g
             ]
-        found, _ = folds.fit(set())
-        tree, value = fit(form, cases, found, cache)
+        tree, value = fit(form, cases, everyone, cache)
         seen = [
-            (published.group_of(both, r), errors(form, c[tree], found, value, cache))
+            (published.group_of(both, r), errors(form, c[tree], everyone, value, cache))
             for r, c in zip(unseen, unseen_cases, strict=True)
         ]
         out[form] = Scores(held, seen, value)

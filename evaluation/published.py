@@ -405,8 +405,13 @@ class PlainFolds:
             ]
         return found, dataclasses.replace(defaults, band=scaling_model.spread(left))
 
+    def constants(self, held: set[str]) -> scaling_model.Fit:
+        """predict's link efficiency and interference fitted on the CNN groups but
+        `held`."""
+        return fit_constants(_fold(self.cases, self.groups, held, self.cnn), self.cache)
+
     def _fit(self, held: set[str]) -> tuple[scaling_model.Fit, scaling_model.PlainFit]:
-        found = fit_constants(_fold(self.cases, self.groups, held, self.cnn), self.cache)
+        found = self.constants(held)
         others = {h for h, c in zip(self.groups, self.cnn, strict=True) if c and h not in held}
         return found, fit_plain(self.data, found, others, self.plain_cache, self.plain)
 
@@ -421,10 +426,9 @@ def point_at(
     k: scaling_model.Case, efficiency: float, interference: float, loss: float, cache: dict
 ) -> float:
     """A plain case's point under these constants; `cache` keeps its replay per link
-    efficiency (keyed as fit_plain keys it)."""
-    if (id(k), efficiency) not in cache:
-        cache[id(k), efficiency] = scaling_model.case_parts(k, efficiency)
-    return scaling_model.plain_point(k, cache[id(k), efficiency], interference, loss)
+    efficiency (scaling_model.cached_parts)."""
+    parts = scaling_model.cached_parts(k, efficiency, cache)
+    return scaling_model.plain_point(k, parts, interference, loss)
 
 
 def leave_one_source_out(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -513,6 +514,15 @@ def case_parts(case: Case, efficiency: float) -> _Parts:
     return parts
 
 
+def cached_parts(case: Case, efficiency: float, cache: dict) -> _Parts:
+    """case_parts, kept in `cache` by the case's id and the efficiency: the caller keeps
+    the cases alive as long as the cache, so that no id is reused for another case."""
+    key = (id(case), efficiency)
+    if key not in cache:
+        cache[key] = case_parts(case, efficiency)
+    return cache[key]
+
+
 def case_point(case: Case, efficiency: float, interference: float) -> float:
     return case_parts(case, efficiency).point(interference, case.node_efficiency)
 
@@ -543,8 +553,7 @@ def fit(
     cache = {} if cache is None else cache
     for k in cases:
         for e in efficiencies:
-            if (id(k), e) not in cache:
-                cache[id(k), e] = case_parts(k, e)
+            cached_parts(k, e, cache)
     best: Fit | None = None
     for c in interferences:
         shares, total = {}, 0.0
@@ -593,23 +602,21 @@ def fit_plain(
     found: Fit,
     grid: tuple[float, ...] = NODE_LOSS_GRID,
     cache: dict | None = None,
+    point: Callable[[Case, _Parts, float, float], float] = plain_point,
 ) -> PlainFit:
     """The node loss and NCCL's algorithm that make plain-input points closest to the
     measured efficiencies (least absolute error), given the link efficiency and the
     interference already fitted; cases[tree]: the same cases with NCCL's tree allowed
-    (True) or rings only (False). The band: the percentiles of what is left."""
+    (True) or rings only (False). The band: the percentiles of what is left. `point`
+    and `grid`: another form of one node's sharing and its grid, to compare forms
+    (evaluation/node_sharing.py); the node loss returned is then its constant."""
     cache = {} if cache is None else cache
     best: tuple[float, float, bool, list[float]] | None = None
     for tree, ks in sorted(cases.items()):
-        parts = []
-        for k in ks:
-            e = found.efficiency[k.transport]
-            if (id(k), e) not in cache:
-                cache[id(k), e] = case_parts(k, e)
-            parts.append(cache[id(k), e])
+        parts = [cached_parts(k, found.efficiency[k.transport], cache) for k in ks]
         for loss in grid:
             left = [
-                k.measured - plain_point(k, p, found.interference, loss)
+                k.measured - point(k, p, found.interference, loss)
                 for k, p in zip(ks, parts, strict=True)
             ]
             err = sum(abs(x) for x in left) / len(left)
