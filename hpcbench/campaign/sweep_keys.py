@@ -1,7 +1,7 @@
 """A campaign's sweep keys as `scale`'s options: each key turned into the argv
 `scale` would take and checked alone by the very parser and spec builders `scale`
 uses, so that a campaign accepts exactly what the command line accepts and an error
-names the file's key; and the parsed options that make a cell's identity."""
+names the file's key. What of them makes a cell's identity: hpcbench.measure.identity."""
 
 from __future__ import annotations
 
@@ -20,28 +20,10 @@ from hpcbench.launchers.specs import (
     workload_options,
 )
 from hpcbench.measure import scale_options
-from hpcbench.measure.store import ADDED_LATER
-from hpcbench.testbeds import kinds
 
 # `scale` options a campaign sets itself (where each testbed's results go, resuming)
 # or that make no sense unattended.
 RESERVED = ("env", "hosts", "out", "resume", "dry_run", "help")
-# Options that bound how long a sweep may take, not what it measures: not part of a
-# cell's identity, so that raising a timeout does not make finished cells new.
-# So are the options of a kind's operational keys (Kind.operational: a partition's time
-# limit, queue wait, job folder, how its login node is reached).
-OPERATIONAL = (
-    "timeout",
-    "budget",
-    "probe_budget",
-    "verbose",
-    *sorted(
-        flag.removeprefix("--").replace("-", "_")
-        for kind in kinds.registered().values()
-        for key, flag in kind.campaign_options.items()
-        if key in kind.operational and flag
-    ),
-)
 
 
 def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -229,20 +211,3 @@ def _key(raw_key: str) -> str:
 
 def strip_prefix(message: str) -> str:
     return message.removeprefix("scale: ")
-
-
-def identity(args: argparse.Namespace) -> dict[str, Any]:
-    """The parsed options that define what a cell measures (identity), JSON-ready. An
-    option added after campaigns existed is left out at the value every earlier cell
-    was measured with (store.ADDED_LATER), so that a journal from before it still
-    names the same cells."""
-    skip = {*RESERVED, *OPERATIONAL, "func", "command", "nodes", "batch", "gpus_per_node"}
-    out: dict[str, Any] = {}
-    for key, value in sorted(vars(args).items()):
-        if key in skip or (key in ADDED_LATER and value == ADDED_LATER[key]):
-            continue
-        if isinstance(value, str | int | float | bool | type(None)):
-            out[key] = value
-        elif isinstance(value, list | tuple):
-            out[key] = [str(v) for v in value]
-    return out

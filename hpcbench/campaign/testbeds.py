@@ -31,6 +31,7 @@ from hpcbench.launchers.specs import (
     units,
     workload_options,
 )
+from hpcbench.measure.identity import cell_options
 from hpcbench.measure.sweep import configurations, shard_group_of
 from hpcbench.models.scaling_model import INTRA_NODE, LINK_EFFICIENCY
 
@@ -192,7 +193,7 @@ def _parts(
     single-worker baselines, which serve the others (hpcbench.measure.analysis)."""
     parts = []
     for nth, (per_node, variant) in enumerate((g, v) for g in sweep.gpus for v in sweep.variants):
-        identity = sweep_keys.identity(variant.args)
+        identity = cell_options(variant.args)
         cells = _cells(name, fingerprint, identity, sweep, variant, per_node, nth == 0, rules)
         if not cells:
             continue

@@ -9,12 +9,14 @@ with one line that names the bad value, so that nothing is launched on bad input
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from hpcbench.core import paths
 from hpcbench.core.errors import UsageError
@@ -310,6 +312,10 @@ class TargetSpec:
     launcher: str = "auto"
     horovod_controller: str = "gloo"
     slurm: SlurmOptions = SlurmOptions()
+    # The target's options that decide how its runs measure, where given other than
+    # their default, by option name (hpcbench.measure.identity.target_given): each run's
+    # method label names them.
+    given: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from hpcbench.launchers.specs import transformer_configs
-from hpcbench.measure.store import CONFIG_FIELDS
+from hpcbench.measure.identity import CONFIG_FIELDS
 from hpcbench.models import allreduce_model, energy_use
 
 # Fields that name a scaling series; nodes and workers vary along it.
@@ -199,7 +199,7 @@ class ConfigSummary:
     workers: int
     runs: int
     failed: int
-    method: str | None = None  # store.method_label of the runs (None: a store from before it)
+    method: str | None = None  # identity.method_label of the runs (None: a store from before it)
     # What the throughput counts (unit_of): images_per_sec, ci95, ci95_windows,
     # images_per_sec_per_worker and jitter are in this unit per second (the fields keep
     # the CNNs' names; hpcbench.reports.export names them by the unit).
@@ -604,7 +604,7 @@ UNWRAPPED = ("parallel", "shard_group")
 
 def shared_baseline_key(series: tuple) -> tuple:
     """A series less what its single-worker baseline does not depend on: the workers
-    per node, and the parallelism and shard group in its method label (store.method_label
+    per node, and the parallelism and shard group in its method label (identity.method_label
     writes them as 'parallel=fsdp2', 'shard_group=2')."""
     values = dict(zip(SERIES_FIELDS, series, strict=True))
     values.pop("gpus_per_node")

@@ -49,7 +49,7 @@ from hpcbench.launchers.specs import (
     units,
     workload_options,
 )
-from hpcbench.measure import probe, sweep
+from hpcbench.measure import identity, probe, sweep
 from hpcbench.testbeds import kinds
 
 # Where --slurm-login keeps bench/ and the jobs' output on the cluster, below the login
@@ -389,6 +389,7 @@ def target_spec(args: argparse.Namespace) -> TargetSpec:
         backend=args.backend,
         launcher=args.launcher,
         horovod_controller=args.horovod_controller,
+        given=tuple(identity.target_given(args, scale_parser()).items()),
     )
     cluster = kinds.for_target(spec).queued
     return dataclasses.replace(spec, slurm=slurm_options(args, cluster))

@@ -37,12 +37,13 @@ import jsonschema
 from hpcbench.core import files, locks
 from hpcbench.core.errors import UsageError, one_line
 from hpcbench.launchers.specs import MAX_BATCH, MAX_NODES, MAX_SLOTS
+from hpcbench.measure.identity import CONFIG_FIELDS
 
 RESULTS_FILE = "results.jsonl"
 LOCK_FILE = ".lock"
 # The version every line carries. History (a reader of version N reads every line
 # written under N; a field is only ever added under one version, and a reader takes
-# its absence as what every earlier run had, ADDED_LATER):
+# its absence as what every earlier run had, identity.ADDED_LATER):
 #   1  2026-11-22  one JSON object per line: runs and probes (f233d13)
 #      2026-11-23  + method fields, convergence records (e135c3d)
 #      2026-11-25  read against RECORD_SCHEMA, a line that does not fit is skipped (a0ee18e)
@@ -53,6 +54,9 @@ LOCK_FILE = ".lock"
 #                  collectives (absent: all-reduce alone)
 #      2026-11-28  + a run's energy, slurm_energy, fabric and mllog (absent: none
 #                  recorded; bench/energy.py, bench/nccl_log.py, bench/mllog.py)
+#      2026-12-02  the method label names every option that decides what a run
+#                  measures (hpcbench/measure/identity.py), each left out at its
+#                  default: the labels of the runs before are as they were
 # A change of a field's meaning or unit is version 2, with a reader for 1.
 # What is read: version 1, every line of it, the one format written so far; there is
 # no older format and so no reader for one. ADDED_LATER is part of version 1 as it is
@@ -60,68 +64,6 @@ LOCK_FILE = ".lock"
 # of an earlier format: dropping it would change the labels of today's records and
 # the cell ids of today's campaign journals.
 SCHEMA = 1
-
-# Fields that name a run configuration; a repeat index completes a run's key.
-CONFIG_FIELDS = (
-    "env",
-    "model",
-    "backend",
-    "batch",
-    "image_size",
-    "data",
-    "nodes",
-    "workers",
-    "gpus_per_node",
-    "method",
-)
-# How a run was measured: runs that differ in any of these are no repeats of one another,
-# so --resume never counts one for the other and the report never pools them. The values
-# are the ones asked for (auto stays auto), known before the run starts.
-METHOD_FIELDS = (
-    "link_rate",
-    "launcher",
-    "warmup",
-    "windows",
-    "steps",
-    "min_window_s",
-    "device",
-    "amp",
-    "threads",
-)
-
-
-# The one table of `scale` options added after runs were recorded and campaigns
-# journalled, with the value every earlier run was measured with. At that value an
-# option is left out of a run's method label (its store key; the record fields among
-# them, METHOD_FIELDS_LATER) and of a campaign cell's identity
-# (hpcbench/campaign/sweep_keys.py), so that the labels and cell ids of today's stores
-# and journals stay as they are and --resume still finds them.
-ADDED_LATER: dict[str, str | int] = {
-    "step": "eager",
-    "decode": "auto",
-    "slurm_login": "",
-    "slurm_ssh_key": "",
-    "slurm_known_hosts": "",
-    "slurm_python": "",
-    "slurm_bench_dir": "",
-    "slurm_setup": "",
-    "slurm_cpus_per_task": 0,
-    "parallel": "ddp",
-    "seq_len": 0,
-    "shard_group": 0,
-}
-# The method fields among them, in the order a label names them.
-METHOD_FIELDS_LATER = ("step", "decode", "parallel", "seq_len", "shard_group")
-
-
-def method_label(values: dict[str, Any]) -> str:
-    """One readable string (a store key and a report line): 'link_rate=1gbit launcher=...'."""
-    later = [
-        f"{f}={values.get(f, ADDED_LATER[f])}"
-        for f in METHOD_FIELDS_LATER
-        if values.get(f, ADDED_LATER[f]) != ADDED_LATER[f]
-    ]
-    return " ".join([f"{f}={values.get(f)}" for f in METHOD_FIELDS] + later)
 
 
 def config_key(record: dict[str, Any]) -> tuple:

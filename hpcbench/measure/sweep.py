@@ -39,8 +39,9 @@ from hpcbench.launchers.specs import (
     workload_record,
 )
 from hpcbench.measure import analysis, fingerprint, probe
+from hpcbench.measure.identity import method_label
 from hpcbench.measure.probe import run_probe
-from hpcbench.measure.store import Store, method_label, run_key
+from hpcbench.measure.store import Store, run_key
 from hpcbench.schedulers import Outcome
 from hpcbench.schedulers.base import stop_on_signals
 from hpcbench.testbeds import kinds
@@ -150,18 +151,10 @@ def base_record(
         "launcher": target.launcher.name,
         "seed": seed,
     }
-    asked = {
-        "min_window_s": workload.min_window_s,
-        "device": workload.device,
-        "amp": workload.amp,
-        "threads": workload.threads,
-        "step": workload.step,
-        "decode": workload.decode,
-        "parallel": workload.parallel,
-        "seq_len": workload.seq_len,
-        "shard_group": workload.shard_group,
-    }
-    record["method"] = method_label({**record, **asked})
+    # How it is measured (identity.method_label): the workload's options as asked (its
+    # sequence resolved), the target's that decide it, the record's link and launcher.
+    asked = dataclasses.asdict(workload)
+    record["method"] = method_label({**asked, **record}, dict(target.given))
     return record
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from hpcbench.core import files
 from hpcbench.core.errors import UsageError
 from hpcbench.launchers.specs import check_path
-from hpcbench.measure import analysis
+from hpcbench.measure import analysis, identity
 from hpcbench.measure.analysis import ConfigSummary
 from hpcbench.measure.store import Store
 from hpcbench.models import allreduce_model
@@ -632,6 +632,14 @@ def comparison(dir_a: str, dir_b: str) -> str:
     only = len(set(a) ^ set(b))
     if only:
         both.append(Paragraph(f"{only} configuration(s) appear on one side only."))
+    differ = _method_differences(set(a) - set(b), set(b) - set(a))
+    if differ:
+        both.append(
+            Paragraph(
+                "Not compared, the same configuration measured another way on each side: "
+                + "; ".join(differ)
+            )
+        )
     sections = [environments, Section("Configurations in both", both)]
     return page.to_markdown(Page("Comparison", sections))
 
@@ -644,8 +652,25 @@ def beyond_noise(sa: ConfigSummary, sb: ConfigSummary, ratio: float | None) -> s
     return "yes" if abs(ratio - 1) > math.hypot(ra, rb) else "no (within noise)"
 
 
+def _method_differences(only_a: set[tuple], only_b: set[tuple]) -> list[str]:
+    """How each configuration of one side only was measured otherwise than the same
+    configuration of the other (their method labels' fields that differ: A's, B's)."""
+    out = []
+    for ka in sorted(only_a, key=str):
+        for kb in sorted(only_b, key=str):
+            if ka[:-1] != kb[:-1] or ka[-1] is None or kb[-1] is None:
+                continue
+            fa, fb = dict(ka[-1]), dict(kb[-1])
+            fields = sorted(k for k in {*fa, *fb} if fa.get(k) != fb.get(k))
+            said = ", ".join(f"{k} {fa.get(k, '-')} / {fb.get(k, '-')}" for k in fields)
+            out.append(f"{ka[0]} batch {ka[4]} x {ka[9]} workers ({said})")
+    return out
+
+
 def _match_key(s: ConfigSummary) -> tuple:
-    """Configurations match across environments: everything but the env."""
+    """Configurations match across testbeds: the same configuration, measured the same
+    way, whatever testbed it ran on (its env, link, launcher and partition:
+    identity.PLACE)."""
     return (
         s.model,
         s.backend,
@@ -654,8 +679,10 @@ def _match_key(s: ConfigSummary) -> tuple:
         s.batch,
         s.image_size,
         s.data,
+        s.gpus_per_node,
         s.nodes,
         s.workers,
+        identity.comparable(s.method),
     )
 
 

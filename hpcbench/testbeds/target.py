@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from hpcbench import schedulers
 from hpcbench.core import locks, paths, ssh
@@ -35,6 +36,8 @@ class Target:
     gpus_per_node: int | None
     backend: str
     launcher: Launcher
+    # TargetSpec.given: what its runs' method label names of the target's options.
+    given: tuple[tuple[str, Any], ...] = ()
 
     @cached_property
     def scheduler(self) -> Scheduler:
@@ -46,7 +49,7 @@ class Target:
         tb = kind.testbed(spec)
         counts = check_node_counts(spec.node_counts, available=len(tb.nodes))
         launcher = kind.launcher(spec, tb)
-        target = cls(tb, counts, spec.gpus_per_node, spec.backend, launcher)
+        target = cls(tb, counts, spec.gpus_per_node, spec.backend, launcher, spec.given)
         for n in counts:  # ask the launcher now, so that nothing starts on a spec it refuses
             why = launcher.check(target.spec("train.py", [], n, target.workers(n)), spec.backend)
             if why:

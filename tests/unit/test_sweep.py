@@ -244,13 +244,13 @@ def test_resume_never_counts_a_run_made_another_way(tmp_path, capsys, extra, tod
 
 
 def test_a_method_label_from_before_the_step_modes_is_an_eager_one():
-    from hpcbench.measure import store
+    from hpcbench.measure import identity
 
-    values = {f: f"v{i}" for i, f in enumerate(store.METHOD_FIELDS)}
-    before = " ".join(f"{f}={values[f]}" for f in store.METHOD_FIELDS)  # the old label
-    assert store.method_label(values) == before
-    assert store.method_label({**values, "step": "eager", "decode": "auto"}) == before
-    graph = store.method_label({**values, "step": "graph"})
+    values = {f: f"v{i}" for i, f in enumerate(identity.METHOD_FIELDS)}
+    before = " ".join(f"{f}={values[f]}" for f in identity.METHOD_FIELDS)  # the old label
+    assert identity.method_label(values) == before
+    assert identity.method_label({**values, "step": "eager", "decode": "auto"}) == before
+    graph = identity.method_label({**values, "step": "graph"})
     assert graph == before + " step=graph" and "decode" not in graph
 
 
