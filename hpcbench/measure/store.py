@@ -20,6 +20,7 @@ record is (StoreWriteError: exit status 1).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -388,6 +389,10 @@ LINK_REFUSED = "a symbolic link, which hpcbench never writes through (remove it)
 # terminal can write (UnicodeEncodeError), so a record holding one is skipped.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
+# The records that are measurements, each made once (its own launch time): a second
+# line identical to one of them is a copy, read once.
+MEASUREMENTS = ("run", "probe")
+
 # What a failed run that recorded no error text reads with.
 NO_ERROR_TEXT = "failed without an error text"
 
@@ -591,6 +596,9 @@ class Store:
         self.skipped = []
         if not self.exists():
             return
+        # A measurement written twice (a store copied onto its own end, a line pasted
+        # again) is one run, not two repeats: each holds its own launch time.
+        seen: dict[bytes, int] = {}
         for number, raw in self._lines():
             if not raw.endswith(b"\n"):  # cut off mid-write (a crash, an older hpcbench)
                 self._skip(number, "a torn last line")
@@ -623,6 +631,12 @@ class Store:
             if problem:
                 self._skip(number, f"a {record['kind']} record whose {problem}")
                 continue
+            if record.get("kind") in MEASUREMENTS:
+                digest = hashlib.blake2b(raw.strip(), digest_size=16).digest()
+                if digest in seen:
+                    self._skip(number, f"a copy of line {seen[digest]}")
+                    continue
+                seen[digest] = number
             failed = record.get("kind") == "run" and record.get("status") != "ok"
             if failed and not record.get("error", "").strip():
                 record["error"] = NO_ERROR_TEXT  # a failed run is told by its error's first line

@@ -284,3 +284,19 @@ def test_the_edges_of_real_measurements_fit_the_schema(tmp_path):
         }
     )
     assert len(store.runs()) == 1 and len(store.probes()) == 1 and store.skipped == []
+
+
+def test_a_run_written_twice_is_one_run_not_two_repeats(tmp_path, capsys):
+    from hpcbench.measure import analysis
+
+    store = Store(tmp_path)
+    store.append(_record(0, launched_at=1.0))
+    store.append(_record(1, launched_at=2.0, window_times=[1.2, 1.3]))
+    line = store.path.read_bytes().splitlines(keepends=True)[0]
+    with store.path.open("ab") as f:  # the first line pasted again at the end
+        f.write(line)
+    runs = store.runs()
+    assert [r["repeat"] for r in runs] == [0, 1]
+    assert "results.jsonl:3: skipping a line: a copy of line 1" in capsys.readouterr().err
+    [summary] = analysis.summarise(runs)
+    assert summary.runs == 2  # not three repeats, and not the narrower interval of three
