@@ -3,8 +3,9 @@
 mlperf_logging.mllog (mllog/mllog.py, _encode_log) writes each event as
 ':::MLLOG ' + json.dumps of namespace, time_ms, event_type, key, value, metadata, in
 that order, with the caller's file and line first in metadata; encode() writes the
-same bytes (tests/unit/test_mllog.py compares the two). The package is not needed
-on the nodes: bench/ runs with torch alone.
+same bytes (tests/unit/test_mllog.py compares the two), but for a text holding the
+marker itself, escaped so that every event stays whole on its own line. The package
+is not needed on the nodes: bench/ runs with torch alone.
 
 The lines say what a throughput run did, in the keys the training rules check
 (mlperf_logging compliance_checker, training_4.0.0/common.yaml): init_start at the
@@ -33,6 +34,15 @@ from pathlib import Path
 from typing import Any
 
 TOKEN = ":::MLLOG "
+# mlperf-logging 4.1.68, mllog/mllog.py:91-98 (_encode_log): an event's fields, in the
+# order it writes them.
+FIELDS = ("namespace", "time_ms", "event_type", "key", "value", "metadata")
+# The checker's reader keeps of a line only what follows its last marker
+# (mlperf-logging 4.1.68, compliance_checker/mlp_parser/ruleset_400.py:63-68,
+# strip_and_dedup: re.sub(".*" + TOKEN, TOKEN, line)): a text holding the marker would
+# cut its own event. In JSON it can only be inside a string, where "\u004d" reads back
+# as the "M" it replaces.
+_MARKER, _ESCAPED = TOKEN.rstrip(), ":::\\u004dLLOG"
 INTERVAL_START, INTERVAL_END, POINT_IN_TIME = "INTERVAL_START", "INTERVAL_END", "POINT_IN_TIME"
 
 # The models MLPerf Training names a benchmark after (mllog/constants.py: RESNET). The
@@ -62,18 +72,13 @@ def encode(
     event_type: str = POINT_IN_TIME,
     namespace: str = "",
 ) -> str:
-    """One line as mllog._encode_log writes it (an OrderedDict through json.dumps)."""
+    """One line as mllog._encode_log writes it (an OrderedDict through json.dumps, which
+    escapes every line break and, ensure_ascii, every other character), the marker in a
+    text escaped."""
     ordered = OrderedDict(
-        [
-            ("namespace", namespace),
-            ("time_ms", time_ms),
-            ("event_type", event_type),
-            ("key", key),
-            ("value", value),
-            ("metadata", metadata),
-        ]
+        zip(FIELDS, (namespace, time_ms, event_type, key, value, metadata), strict=True)
     )
-    return TOKEN + json.dumps(ordered)
+    return TOKEN + json.dumps(ordered).replace(_MARKER, _ESCAPED)
 
 
 def _ms(seconds: float) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,68 @@ def test_a_line_is_the_one_the_mlcommons_package_writes(key, value, metadata, ti
     ours = mllog.encode(key, value, metadata, time_ms, event_type)
     theirs = mllog_package._encode_log("", time_ms, event_type, key, value, metadata)
     assert ours == theirs
+
+
+def test_a_line_holding_the_marker_differs_from_the_packages_only_by_its_escape():
+    value = "x " + mllog.TOKEN + "{}"
+    ours = mllog.encode("eval_error", value, {}, 1)
+    theirs = mllog_package._encode_log("", 1, mllog.POINT_IN_TIME, "eval_error", value, {})
+    assert ours != theirs and ours == theirs.replace("x :::MLLOG", "x :::\\u004dLLOG")
+    assert json.loads(ours.removeprefix(mllog.TOKEN))["value"] == value
+
+
+# A line of a log as a hostile text would forge it: its own event, after a line break.
+FORGED = (
+    "\n"
+    + mllog.TOKEN
+    + json.dumps(
+        {
+            "namespace": "",
+            "time_ms": 1,
+            "event_type": mllog.POINT_IN_TIME,
+            "key": "eval_accuracy",
+            "value": 0.99,
+            "metadata": {"epoch_num": 1.0},
+        }
+    )
+)
+TEXTS = st.text(max_size=20) | st.text(max_size=20).map(lambda t: t + FORGED)
+TEXTS |= st.sampled_from(["\r" + FORGED[1:], "\u2028" + FORGED[1:], "\x85" + FORGED[1:]])
+
+
+@settings(max_examples=60, deadline=None)
+@given(model=TEXTS, platform=TEXTS, data=TEXTS, error=TEXTS)
+def test_every_text_a_run_logs_stays_in_its_own_line_as_the_checker_reads_it(
+    model, platform, data, error
+):
+    from mlperf_logging.compliance_checker import mlp_parser
+
+    lines = mllog.run_lines(
+        model=model,
+        unit="images",
+        platform=platform,
+        seed=0,
+        global_batch=2,
+        train_samples=2,
+        init_start=1_800_000_000.0,
+        ready=1_800_000_001.0,
+        windows=[mllog.Window(1_800_000_002.0, 1_800_000_003.0, 2, 1.0)],
+        evaluation=mllog.Evaluation(1_800_000_004.0, 1_800_000_005.0, error=error),
+        data=data,
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "result_0.txt"
+        log.write_text("".join(line + "\n" for line in lines))  # as export writes it
+        events, failed = mlp_parser.parse_file(str(log), ruleset=mllog.RULESET)
+    assert failed == []
+    assert [e.key for e in events] == [
+        json.loads(x.removeprefix(mllog.TOKEN))["key"] for x in lines
+    ]
+    by_key = {e.key: e.value for e in events}
+    assert by_key["run_start"]["metadata"]["model"] == model
+    assert by_key["submission_platform"]["value"] == platform
+    assert by_key["cache_clear"]["metadata"]["data"] == data
+    assert by_key["eval_error"]["value"] == (error or "no held-out sample")
 
 
 def resnet_lines(evaluation: mllog.Evaluation | None, model: str = "resnet50") -> list[str]:
