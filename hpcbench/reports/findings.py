@@ -143,8 +143,9 @@ def fabric_section(runs: list[dict[str, Any]]) -> Section | None:
 
 # -------------------------------------------------------------------- ranks
 def rank_step_times(runs: list[dict[str, Any]]) -> dict[int, list[float]]:
-    """Per rank, its step times over the configuration's ok runs (each window's time
-    over its steps)."""
+    """Per rank that the runs list, its step times over the configuration's ok runs
+    (each window's time over its steps): none for a rank that recorded no window (an
+    empty list), as many as its windows where the ranks' counts differ."""
     per_rank: dict[int, list[float]] = defaultdict(list)
     for r in runs:
         ranks = r.get("rank_window_times")
@@ -154,6 +155,10 @@ def rank_step_times(runs: list[dict[str, Any]]) -> dict[int, list[float]]:
         for rank, windows in enumerate(ranks):
             per_rank[rank].extend(t / steps for t in windows if isinstance(t, int | float))
     return per_rank
+
+
+def _timed(per_rank: dict[int, list[float]]) -> dict[int, list[float]]:
+    return {rank: times for rank, times in per_rank.items() if times}
 
 
 def _hosts(runs: list[dict[str, Any]]) -> list[str]:
@@ -171,7 +176,7 @@ def _stats(times: list[float]) -> tuple[float, float, float]:
 def rank_rows(runs: list[dict[str, Any]]) -> list[list[str]]:
     """One row per node, then per rank (the slowest where there are many): min, median
     and max step time, and how far the median is from all ranks' median."""
-    per_rank = rank_step_times(runs)
+    per_rank = _timed(rank_step_times(runs))
     if len(per_rank) < 2:
         return []
     hosts = _hosts(runs)
@@ -201,13 +206,19 @@ def rank_section(runs: list[dict[str, Any]]) -> Section | None:
             configs[config_key(r)].append(r)
     blocks: list[Block] = []
     for _, group in sorted(configs.items(), key=lambda kv: str(kv[0])):
+        per_rank = rank_step_times(group)
         rows = rank_rows(group)
         if rows:
-            shown = len(rank_step_times(group))
+            shown = len(_timed(per_rank))
             note = "" if shown <= RANKS_SHOWN else f" (the {SLOWEST_SHOWN} slowest of {shown})"
             blocks.append(Paragraph(f"{_label(group[0])}, {len(group)} run(s){note}:"))
             header = ["who", "node", "min ms", "median ms", "max ms", "median vs all"]
             blocks.append(Table(header, rows))
+        untimed = sorted(rank for rank, times in per_rank.items() if not times)
+        if untimed:  # an empty list of window times: nothing to set beside the others
+            who = ("rank " if len(untimed) == 1 else "ranks ") + ", ".join(map(str, untimed))
+            said = f"{_label(group[0])}: {who} recorded no window time in any run: left out."
+            blocks.append(Paragraph(said))
     if not blocks:
         return None
     blocks.append(

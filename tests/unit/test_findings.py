@@ -4,8 +4,12 @@ straggler named, and energy per sample with its source or why it is unknown."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from hpcbench import cli
 from hpcbench.measure.store import Store
@@ -101,3 +105,62 @@ def test_energy_per_image_with_its_source_or_why_it_is_unknown(tmp_path, capsys)
     assert "## Energy per sample" in text
     assert "| unknown | unknown: RAPL: /sys/class/powercap is absent |" in text
     assert "| 0.5 J/image | NVML energy counter of 2 GPU(s), the GPUs alone |" in text
+
+
+def test_a_rank_that_recorded_no_window_is_left_out_with_one_line_saying_so(tmp_path, capsys):
+    ranks = [[0.10, 0.11], [], [0.10, 0.12, 0.13], [0.30]]  # rank 1 none; lengths differ
+    run = _run(4, [0.30, 0.31], rank_window_times=ranks, steps=1)
+    text = report_md(tmp_path, [_run(1, [0.1, 0.1]), run], capsys)
+    lines = text.splitlines()
+    assert [line.split(" | ")[0] for line in lines if line.startswith("| rank ")] == [
+        "| rank 0",
+        "| rank 2",
+        "| rank 3",
+    ]
+    assert next(line for line in lines if line.startswith("| rank 2 |")).split(" | ")[2:5] == [
+        "100.0",
+        "120.0",
+        "130.0",
+    ]
+    said = [line for line in lines if "left out" in line]
+    assert said == [
+        "resnet50 horovod batch 32, 4 node(s), 4 worker(s): rank 1 recorded no window time "
+        "in any run: left out."
+    ], said
+
+
+# A run's ranks as a damaged or odd store may hold them: any count of ranks, each with
+# any count of windows (none included), every time one the store's schema takes.
+RANK_LISTS = st.lists(
+    st.lists(st.floats(min_value=0, max_value=1e3, allow_nan=False), max_size=4), max_size=5
+)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(runs=st.lists(RANK_LISTS, min_size=1, max_size=3))
+def test_the_report_of_any_rank_lists_names_each_rank_it_leaves_out_never_a_traceback(
+    tmp_path_factory, capsys, runs
+):
+    records = [_run(1, [0.1, 0.1])]
+    records += [
+        _run(4, [0.3, 0.3], repeat=k, rank_window_times=ranks, steps=1)
+        for k, ranks in enumerate(runs)
+    ]
+    text = report_md(tmp_path_factory.mktemp("r"), records, capsys)
+    timed = {k for ranks in runs for k, windows in enumerate(ranks) if windows}
+    untimed = {k for ranks in runs for k in range(len(ranks))} - timed
+    shown = {
+        int(line.split(" | ")[0].removeprefix("| rank "))
+        for line in text.splitlines()
+        if line.startswith("| rank ")
+    }
+    assert shown == (timed if len(timed) > 1 else set())  # a rank alone is set beside none
+    said = [line for line in text.splitlines() if "recorded no window time" in line]
+    named = set(map(int, re.findall(r"\d+", said[0].split(": ")[-2]))) if said else set()
+    assert named == untimed and len(said) == (1 if untimed else 0), said
