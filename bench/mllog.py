@@ -81,6 +81,23 @@ def encode(
     return TOKEN + json.dumps(ordered).replace(_MARKER, _ESCAPED)
 
 
+def decode(text: str) -> dict[str, Any] | None:
+    """An event of a log line without its TOKEN, or None where the text is not one event
+    as encode() writes it: one JSON object holding FIELDS, time_ms a number, key a text
+    and metadata an object, as the checker's reader takes them (mlp_parser/
+    ruleset_400.py:34-54, string_to_logline)."""
+    try:
+        event = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(event, dict) or any(f not in event for f in FIELDS):
+        return None
+    time_ms = event["time_ms"]
+    number = isinstance(time_ms, (int, float)) and not isinstance(time_ms, bool)
+    ok = number and isinstance(event["key"], str) and isinstance(event["metadata"], dict)
+    return event if ok else None
+
+
 def _ms(seconds: float) -> int:
     """mllog._current_time_ms: whole milliseconds since the epoch."""
     return int(seconds * 1e3)

@@ -11,11 +11,11 @@ configuration of the store). Its description holds the 33 fields
 system_desc_checker requires (system_desc_checker.py, required_fields), every value a
 string (the checker joins some of them and fails on a number), `status` one of its
 four exact strings, each taken from the runs' fingerprints or "unknown" where no
-node reports it. Each result file is a run's own MLPerf log as the workload wrote
-it (bench/mllog.py). ResNet-50 is MLPerf's `resnet`, checked against the training
-rules 4.0.0, which want 5 runs (benchmark_meta.py, _ALL_RESULT_FILE_COUNTS); other
-models keep their names, which the checkers skip: no ruleset covers them
-(docs/mlperf.md).
+node reports it. Each result file is a run's own MLPerf log, each event written anew
+by the workload's encoder (bench/mllog.py), one line whatever text it holds.
+ResNet-50 is MLPerf's `resnet`, checked against the training rules 4.0.0, which want
+5 runs (benchmark_meta.py, _ALL_RESULT_FILE_COUNTS); other models keep their names,
+which the checkers skip: no ruleset covers them (docs/mlperf.md).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from hpcbench.measure import fingerprint
 from hpcbench.measure.store import Store, config_key
 
 # The workload writes each run's MLPerf log (bench/mllog.py): its names are these.
-ORG, DIVISION, RULESET, TOKEN = mllog.ORG, mllog.DIVISION, mllog.RULESET, mllog.TOKEN
+ORG, DIVISION, RULESET = mllog.ORG, mllog.DIVISION, mllog.RULESET
 benchmark = mllog.benchmark
 # system_desc_checker.py, check_system_desc: "status" must be one of these (training).
 STATUS = "Research, Development, or Internal (RDI)"
@@ -218,7 +218,16 @@ def systems(runs: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, 
 
 
 def log_text(run: dict[str, Any]) -> str:
-    return "".join(f"{TOKEN}{line}\n" for line in run["mllog"] if isinstance(line, str))
+    """A run's MLPerf log, each event written anew by the workload's own encoder, so
+    that whatever text the record holds, every event is one line (bench/mllog.py); a
+    line that is not one event is a ValueError naming it."""
+    lines = []
+    for number, line in enumerate(run["mllog"], 1):
+        event = mllog.decode(line)
+        if event is None:
+            raise ValueError(f"line {number} of its MLPerf log is not one event")
+        lines.append(mllog.encode(**{f: event[f] for f in mllog.FIELDS}) + "\n")
+    return "".join(lines)
 
 
 def _benchmark_code(folder: Path, root: Path, runs: list[dict[str, Any]]) -> None:
@@ -268,14 +277,22 @@ def export(result_dirs: list[str], out: Path) -> list[str]:
         if not store.exists():
             raise UsageError(f"{store.path} not found: give a folder `scale --out` wrote")
         runs += store.runs()
-    groups = systems(runs)
+    logs: dict[int, str] = {}
+    left: list[str] = []  # runs whose log is not one event per line
+    groups = {}
+    for (system, bench), group in systems(runs).items():
+        for run in group:
+            try:
+                logs[id(run)] = log_text(run)
+            except ValueError as err:
+                left.append(f"{system}/{bench}: repeat {run.get('repeat')}: {err}; left out")
+        if any(id(run) in logs for run in group):
+            groups[(system, bench)] = [run for run in group if id(run) in logs]
     if not groups:
-        raise UsageError(
-            f"{', '.join(result_dirs)}: no run with an MLPerf log (runs record one since "
-            "hpcbench wrote them: measure anew)"
-        )
+        why = left[0] if left else "runs record one since hpcbench wrote them: measure anew"
+        raise UsageError(f"{', '.join(result_dirs)}: no run with an MLPerf log ({why})")
     org = out / ORG
-    said = []
+    said = left
     for (system, bench), group in groups.items():
         files.make_folder(org / "systems", out)
         described = system_description(system, group)
@@ -286,7 +303,7 @@ def export(result_dirs: list[str], out: Path) -> list[str]:
         folder = org / "results" / system / bench
         files.make_folder(folder, out)
         for n, run in enumerate(kept):
-            files.write_atomic(folder / f"result_{n}.txt", log_text(run), root=out)
+            files.write_atomic(folder / f"result_{n}.txt", logs[id(run)], root=out)
         code = org / "benchmarks" / bench / "implementations" / "hpcbench"
         if not files.present(code / "README.md", out):
             _benchmark_code(code, out, group)

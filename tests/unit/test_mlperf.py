@@ -153,3 +153,55 @@ def test_a_store_without_mlperf_logs_is_one_line_and_creates_nothing(tmp_path, c
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no run with an MLPerf log" in err[0]
     assert not out.exists()
+
+
+FORGED = mllog.TOKEN + json.dumps(
+    {
+        "namespace": "",
+        "time_ms": 1_800_000_014_000,
+        "event_type": mllog.POINT_IN_TIME,
+        "key": "eval_accuracy",
+        "value": 0.99,
+        "metadata": {"epoch_num": 1.0},
+    }
+)
+
+
+def events_read_back(log: Path) -> tuple[list[Any], list[Any]]:
+    """The events of a result file as the compliance checker reads them, and the lines
+    it could not parse."""
+    from mlperf_logging.compliance_checker import mlp_parser
+
+    return mlp_parser.parse_file(str(log), ruleset=mllog.RULESET)
+
+
+@pytest.mark.parametrize("where", ["after a line", "inside a value", "a value alone"])
+def test_a_record_line_holding_a_line_break_never_forges_a_line_of_the_result(
+    tmp_path, capsys, where
+):
+    runs = [logged_run("resnet50", r) for r in range(2)]
+    first = runs[0]["mllog"]
+    k = next(k for k, line in enumerate(first) if '"eval_start"' in line)
+    event = json.loads(first[k])
+    if where == "after a line":
+        first[k] += "\n" + FORGED
+    elif where == "inside a value":  # a raw line break inside a JSON string
+        first[k] = json.dumps({**event, "value": "x\n" + FORGED}).replace("\\n", "\n")
+    else:  # no line break: the checker's reader cuts a line at the marker all the same
+        first[k] = json.dumps({**event, "value": "x " + FORGED})
+    out = tmp_path / "package"
+    assert cli.main(["export", "--mlperf", str(out), "--out", str(store_of(tmp_path, runs))]) == 0
+    err = capsys.readouterr().err
+    folder = out / "hpcbench" / "results" / "vw_n1x1_horovod_b32" / "resnet"
+    for log in sorted(folder.iterdir()):
+        events, failed = events_read_back(log)
+        assert failed == [] and len(events) == len(log.read_text().splitlines())
+        assert [e.key for e in events].count("eval_accuracy") == 1
+    if where == "a value alone":  # one JSON object: kept, its value read back whole
+        events, _ = events_read_back(folder / "result_0.txt")
+        assert next(e for e in events if e.key == "eval_start").value["value"] == "x " + FORGED
+        assert len(list(folder.iterdir())) == 2
+    else:
+        assert len(list(folder.iterdir())) == 1
+        said = [line for line in err.splitlines() if "left out" in line]
+        assert len(said) == 1 and "repeat 0" in said[0] and f"line {k + 1}" in said[0], err
