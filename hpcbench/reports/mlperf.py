@@ -7,15 +7,16 @@ submission package, in the layout mlperf-logging's package_checker reads
     DIR/hpcbench/benchmarks/<benchmark>/implementations/hpcbench/   the workload's code
 
 A system is one testbed at one node count, measured with one backend and batch (a
-configuration of the store). Its description holds the 33 fields
-system_desc_checker requires (system_desc_checker.py, required_fields), every value a
-string (the checker joins some of them and fails on a number), `status` one of its
-four exact strings, each taken from the runs' fingerprints or "unknown" where no
-node reports it. Each result file is a run's own MLPerf log, each event written anew
-by the workload's encoder (bench/mllog.py), one line whatever text it holds.
-ResNet-50 is MLPerf's `resnet`, checked against the training rules 4.0.0, which want
-5 runs (benchmark_meta.py, _ALL_RESULT_FILE_COUNTS); other models keep their names,
-which the checkers skip: no ruleset covers them (docs/mlperf.md).
+configuration of the store). Its description holds the 33 fields system_desc_checker
+requires (system_desc_checker.py, required_fields), every value a string (the checker
+joins some of them and fails on a number), `status` one of its four exact strings,
+each taken from the runs' fingerprints or "unknown" where no node reports it. Each
+result file is a run's own MLPerf log, each event written anew by the workload's
+encoder (bench/mllog.py), one line whatever text it holds; each run is exported once,
+however its folders are named or copied. ResNet-50 is MLPerf's `resnet`, checked
+against the training rules 4.0.0, which want 5 runs (benchmark_meta.py,
+_ALL_RESULT_FILE_COUNTS); other models keep their names, which the checkers skip: no
+ruleset covers them (docs/mlperf.md).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import sys
 from collections import defaultdict
@@ -30,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.core import files, paths
-from hpcbench.core.errors import UsageError
+from hpcbench.core.errors import UsageError, one_line
 from hpcbench.launchers.specs import check_path, mllog
 from hpcbench.measure import fingerprint
-from hpcbench.measure.store import Store, config_key
+from hpcbench.measure.store import Store, config_key, run_key
 
 # The workload writes each run's MLPerf log (bench/mllog.py): its names are these.
 ORG, DIVISION, RULESET = mllog.ORG, mllog.DIVISION, mllog.RULESET
@@ -230,6 +232,37 @@ def log_text(run: dict[str, Any]) -> str:
     return "".join(lines)
 
 
+def _identity(run: dict[str, Any]) -> str:
+    """What tells one run record from another: its configuration and repeat, its
+    launch (time and command) and its log (whose events carry the run's own clock)."""
+    fields = [run_key(run), run.get("launched_at"), run.get("command"), run.get("mllog")]
+    return json.dumps(fields, default=str)
+
+
+def read_runs(result_dirs: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The runs of the results folders, each once: a folder named twice (`r`, `r/`,
+    `./r`, a link to it) is read once and a run record seen twice (a copy of a store
+    beside it) counted once; the lines that say so."""
+    runs: dict[str, dict[str, Any]] = {}
+    folders: dict[str, str] = {}
+    said, twice = [], 0
+    for directory in result_dirs:
+        check_path(directory, "results directory")
+        store = Store(directory)
+        if not store.exists():
+            raise UsageError(f"{store.path} not found: give a folder `scale --out` wrote")
+        real = os.path.realpath(store.dir)
+        if real in folders:
+            said.append(f"{one_line(directory)}: the folder {one_line(folders[real])}, read once")
+            continue
+        folders[real] = directory
+        for run in store.runs():
+            twice += runs.setdefault(_identity(run), run) is not run
+    if twice:
+        said.append(f"{twice} run record(s) seen twice, counted once")
+    return list(runs.values()), said
+
+
 def _benchmark_code(folder: Path, root: Path, runs: list[dict[str, Any]]) -> None:
     """The workload's code as it is in this checkout, with a README saying whether it is
     the code the runs recorded (their bench digest)."""
@@ -270,13 +303,7 @@ def export(result_dirs: list[str], out: Path) -> list[str]:
     """The package in `out` (new or empty); lines to tell the user, each count that a
     checker will hold against it included."""
     check_empty(out)
-    runs: list[dict[str, Any]] = []
-    for directory in result_dirs:
-        check_path(directory, "results directory")
-        store = Store(directory)
-        if not store.exists():
-            raise UsageError(f"{store.path} not found: give a folder `scale --out` wrote")
-        runs += store.runs()
+    runs, said = read_runs(result_dirs)
     logs: dict[int, str] = {}
     left: list[str] = []  # runs whose log is not one event per line
     groups = {}
@@ -291,8 +318,8 @@ def export(result_dirs: list[str], out: Path) -> list[str]:
     if not groups:
         why = left[0] if left else "runs record one since hpcbench wrote them: measure anew"
         raise UsageError(f"{', '.join(result_dirs)}: no run with an MLPerf log ({why})")
+    said += left
     org = out / ORG
-    said = left
     for (system, bench), group in groups.items():
         files.make_folder(org / "systems", out)
         described = system_description(system, group)

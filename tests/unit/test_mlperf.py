@@ -155,6 +155,56 @@ def test_a_store_without_mlperf_logs_is_one_line_and_creates_nothing(tmp_path, c
     assert not out.exists()
 
 
+def result_logs(package: Path) -> list[str]:
+    return [p.read_text() for p in sorted(package.glob("hpcbench/results/*/*/result_*.txt"))]
+
+
+@pytest.mark.parametrize(
+    "spelling", ["a trailing slash", "a ./ spelling", "a .. spelling", "a link", "a copy"]
+)
+def test_a_run_is_exported_once_however_its_folder_is_named_or_copied(
+    tmp_path, capsys, monkeypatch, spelling
+):
+    runs = [logged_run("resnet50", r) for r in range(3)]
+    results = store_of(tmp_path, runs)
+    monkeypatch.chdir(tmp_path)
+    again = {
+        "a trailing slash": "results/",
+        "a ./ spelling": "./results",
+        "a .. spelling": "results/../results",
+        "a link": "linked",
+        "a copy": "copied",
+    }[spelling]
+    (tmp_path / "linked").symlink_to(results)
+    (tmp_path / "copied").mkdir()
+    (tmp_path / "copied" / "results.jsonl").write_bytes((results / "results.jsonl").read_bytes())
+    out = tmp_path / "package"
+    assert cli.main(["export", "--mlperf", str(out), "--out", "results", "--out", again]) == 0
+    err = capsys.readouterr().err
+    logs = result_logs(out)
+    assert len(logs) == 3  # and each the workload's own bytes
+    assert set(logs) == {"".join(mllog.TOKEN + line + "\n" for line in r["mllog"]) for r in runs}
+    assert "vw_n1x1_horovod_b32/resnet: 3 run(s), MLPerf's resnet wants 5" in err, err
+    if spelling == "a copy":
+        said = [line for line in err.splitlines() if "seen twice" in line]
+        assert said == ["3 run record(s) seen twice, counted once"], err
+    else:
+        assert f"{again}: the folder results, read once" in err.splitlines(), err
+
+
+def test_two_distinct_runs_of_one_repeat_in_two_folders_are_both_exported(tmp_path, capsys):
+    first = store_of(tmp_path / "a", [logged_run("resnet50", 0)])
+    other = logged_run("resnet50", 0)
+    other["mllog"] = [line.replace('"time_ms": 18', '"time_ms": 19') for line in other["mllog"]]
+    second = store_of(tmp_path / "b", [other])
+    out = tmp_path / "package"
+    assert (
+        cli.main(["export", "--mlperf", str(out), "--out", str(first), "--out", str(second)]) == 0
+    )
+    assert len(set(result_logs(out))) == 2
+    assert "seen twice" not in capsys.readouterr().err
+
+
 FORGED = mllog.TOKEN + json.dumps(
     {
         "namespace": "",
