@@ -6,17 +6,17 @@ submission package, in the layout mlperf-logging's package_checker reads
     DIR/hpcbench/results/<system>/<benchmark>/result_<n>.txt  one MLPerf log per run
     DIR/hpcbench/benchmarks/<benchmark>/implementations/hpcbench/   the workload's code
 
-A system is one testbed at one node count, measured with one backend and batch (a
-configuration of the store). Its description holds the 33 fields system_desc_checker
-requires (system_desc_checker.py, required_fields), every value a string (the checker
-joins some of them and fails on a number), `status` one of its four exact strings,
-each taken from the runs' fingerprints or "unknown" where no node reports it. Each
-result file is a run's own MLPerf log, each event written anew by the workload's
-encoder (bench/mllog.py), one line whatever text it holds; each run is exported once,
-however its folders are named or copied. ResNet-50 is MLPerf's `resnet`, checked
-against the training rules 4.0.0, which want 5 runs (benchmark_meta.py,
-_ALL_RESULT_FILE_COUNTS); other models keep their names, which the checkers skip: no
-ruleset covers them (docs/mlperf.md).
+A system is one testbed at one node count, measured with one backend (a transformer:
+its parallelism) and batch (a configuration of the store). Its description holds the
+33 fields system_desc_checker requires (system_desc_checker.py, required_fields),
+every value a string (the checker joins some of them and fails on a number), `status`
+one of its four exact strings, each taken from the runs' fingerprints or "unknown"
+where no node reports it. Each result file is a run's own MLPerf log, each event
+written anew by the workload's encoder (bench/mllog.py), one line whatever text it
+holds; each run is exported once, however its folders are named or copied. ResNet-50
+is MLPerf's `resnet`, checked against the training rules 4.0.0, which want 5 runs
+(benchmark_meta.py, _ALL_RESULT_FILE_COUNTS); other models keep their names, which
+the checkers skip: no ruleset covers them (docs/mlperf.md).
 """
 
 from __future__ import annotations
@@ -97,6 +97,14 @@ def _first_number(value: Any) -> float | None:
         value = value[0] if value else None
     ok = isinstance(value, int | float) and not isinstance(value, bool)
     return float(value) if ok else None
+
+
+def parallelism(run: dict[str, Any]) -> str:
+    """How a run's workers share the training: a transformer's `parallel` (ddp, fsdp2,
+    hsdp: bench/lm.py records it), else the backend (a CNN's, or a transformer's
+    recorded before it, which trained as DDP does)."""
+    parallel = run.get("parallel")
+    return parallel if isinstance(parallel, str) else str(run.get("backend"))
 
 
 def system_description(system: str, runs: list[dict[str, Any]]) -> dict[str, str]:
@@ -188,7 +196,9 @@ def system_description(system: str, runs: list[dict[str, Any]]) -> dict[str, str
         "sw_notes": (
             f"hpcbench {_one(fp.get('hpcbench_commit'))}, workload digest "
             f"{_one(fp.get('bench_digest'))}, launcher {_one(fp.get('launcher'))}, backend "
-            f"{run.get('backend')}, batch {run.get('batch')} per worker"
+            f"{run.get('backend')}"
+            + (f", parallelism {run['parallel']}" if isinstance(run.get("parallel"), str) else "")
+            + f", batch {run.get('batch')} per worker"
         ),
     }
     return {k: description[k] for k in REQUIRED}
@@ -210,7 +220,7 @@ def systems(runs: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, 
         first = group[0]
         name = _safe(
             f"{first.get('env')}_n{first.get('nodes')}x{first.get('gpus_per_node')}"
-            f"_{first.get('backend')}_b{first.get('batch')}"
+            f"_{parallelism(first)}_b{first.get('batch')}"
         )
         bench = benchmark(str(first.get("model")))
         if (name, bench) in named:  # another image size, data or method: told apart

@@ -255,3 +255,24 @@ def test_a_record_line_holding_a_line_break_never_forges_a_line_of_the_result(
         assert len(list(folder.iterdir())) == 1
         said = [line for line in err.splitlines() if "left out" in line]
         assert len(said) == 1 and "repeat 0" in said[0] and f"line {k + 1}" in said[0], err
+
+
+def test_a_transformer_system_is_named_by_its_parallelism_not_its_backend(tmp_path, capsys):
+    runs = [
+        logged_run(
+            "gpt-tiny",
+            0,
+            backend="ddp",
+            parallel=parallel,
+            unit="tokens",
+            method=f"parallel={parallel}",
+        )
+        for parallel in ["fsdp2", "hsdp", "ddp"]
+    ]
+    out = tmp_path / "package"
+    assert cli.main(["export", "--mlperf", str(out), "--out", str(store_of(tmp_path, runs))]) == 0
+    capsys.readouterr()
+    systems = sorted(p.stem for p in (out / "hpcbench" / "systems").glob("*.json"))
+    assert systems == ["vw_n1x1_ddp_b32", "vw_n1x1_fsdp2_b32", "vw_n1x1_hsdp_b32"]
+    fsdp2 = json.loads((out / "hpcbench" / "systems" / "vw_n1x1_fsdp2_b32.json").read_text())
+    assert "parallelism fsdp2" in fsdp2["sw_notes"], fsdp2["sw_notes"]
