@@ -17,7 +17,9 @@ GPUDirect lines under NET alone, so a run sets NCCL_DEBUG_SUBSYS=INIT,NET
 (debug.cc: the default is INIT,BOOTSTRAP,ENV).
 
 parse() reads such lines, with or without the host:pid:tid prefix NCCL writes and
-whatever a launcher put before it; start()/finish() collect one rank's lines through
+whatever a launcher put before it, each cut to LINE_LIMIT first and matched by
+patterns that never rescan a line from each position: its time grows with the
+log's length, not its square. start()/finish() collect one rank's lines through
 NCCL_DEBUG_FILE (line-buffered by NCCL: debug.cc, setlinebuf) and rdma_devices()
 lists the host's RDMA ports from sysfs, which a container shows even where it lacks
 the device files: a socket fallback beside such a port is the case to flag.
@@ -38,14 +40,24 @@ from typing import Any
 
 INFINIBAND = Path("/sys/class/infiniband")
 READ_LIMIT = 4 << 20  # bytes of one rank's log read: INIT and NET lines are a few kB
+# The longest line NCCL writes is about 4.1 kB: its prefix and format fill at most
+# 1024 bytes (debug.cc:286), and the longest arguments printed into them, NET/IB's,
+# add its device list (2048, transport/net_ib/init.cc:487), its interface (16 on
+# Linux, include/socket.h:27) and its address (NI_MAXHOST + NI_MAXSERV, 1057,
+# socket.h:47). A longer line is not NCCL's: it is cut here before any pattern reads
+# it, so that no line costs more than a bounded scan whatever was written into it.
+LINE_LIMIT = 8192
 MAX_NICS = 64
 
-_LINE = re.compile(r"NCCL (?:INFO|WARN) (.*)$")
-_HOST = re.compile(r"([^\s:\[\]<>]+):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)")
+_LINE = re.compile(r"NCCL (?:INFO|WARN) ")
+# host:pid:tid [device] (debug.cc:330, :349), tried only where a host name can start
+# (the lookbehind), so a long run of name characters is read once, not from each of
+# its positions.
+_HOST = re.compile(r"(?<![^\s:\[\]<>])([^\s:\[\]<>]+):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN)")
 _IB_DEV = re.compile(r"\[(\d+)\] ?([^\s:\[\]]+):(\d+)(?::\d*)*/(IB|RoCE|UNSPECIFIED)")
 _SOCKET_DEV = re.compile(r"\[(\d+)\]([^\s:\[\]<>]+):")
-_NETWORK = re.compile(r"Using (?:internal )?[Nn]etwork (\S+)")
-_CHANNEL = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : .*? via (\S+)")
+_NETWORK = re.compile(r"Using (?:internal )?[Nn]etwork (\S+)")  # matched at the start only
+_CHANNEL = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : .*? via (\S+)")  # the same
 _NET_PATH = re.compile(r"NET/([A-Za-z][\w.-]*)/(\d+)(?:\(\d+\))?(/GDRDMA)?")
 _GDR = re.compile(r"GPU Direct RDMA (Enabled|Disabled) for (?:GPU \S+ / )?HCA (\d+)(?: '([^']*)')?")
 
@@ -69,11 +81,12 @@ class _Seen:
 
 def _scan(lines: Iterable[str]) -> _Seen:
     seen = _Seen(set(), {}, {}, [], [], [], False, [])
-    for raw in lines:
+    for whole in lines:
+        raw = whole[:LINE_LIMIT]
         found = _LINE.search(raw)
         if not found:
             continue
-        message = found.group(1).strip()
+        message = raw[found.end() :].strip()
         host = _HOST.search(raw)
         if host:
             seen.hosts.add(host.group(1))
@@ -87,10 +100,10 @@ def _scan(lines: Iterable[str]) -> _Seen:
         elif message.startswith("NET/Socket : Using"):
             for idx, dev in _SOCKET_DEV.findall(message):
                 seen.sockets.setdefault(int(idx), dev)
-        network = _NETWORK.search(message)
-        if network and message.startswith(("Using network", "Using internal")):
+        network = _NETWORK.match(message)
+        if network:
             seen.networks.append(network.group(1))
-        channel = _CHANNEL.search(message)
+        channel = _CHANNEL.match(message)
         if channel:
             path = _NET_PATH.match(channel.group(1))
             if path:

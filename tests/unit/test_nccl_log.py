@@ -3,8 +3,10 @@ from public issues (tests/unit/fixtures/nccl/, each with its source), and any te
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -179,3 +181,170 @@ def test_merge_keeps_each_host_once_and_agrees_only_where_all_hosts_agree():
     assert merged["transport"] == "IB / Socket" and merged["gdr"] is None
     assert merged["nics"] == ["eth0", "mlx5_0:1"] and len(merged["per_host"]) == 2
     assert nccl_log.merge([{"host": "n1", "skipped": "why"}])["skipped"] == "why"
+
+
+# ------------------------------------------------------------ hostile lines
+# Far above the longest line NCCL writes (about 4.1 kB: nccl_log.LINE_LIMIT's comment).
+LONGEST = 16 * 1024
+
+
+class Bounded:
+    """A compiled pattern that refuses a string longer than LONGEST: a pattern handed a
+    whole hostile line could take time quadratic in it."""
+
+    def __init__(self, pattern: re.Pattern[str], longest: list[int]) -> None:
+        self.pattern, self.longest = pattern, longest
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.pattern, name)
+        if not callable(method):
+            return method
+
+        def call(string: str, *args: Any, **kwargs: Any) -> Any:
+            self.longest[0] = max(self.longest[0], len(string))
+            assert len(string) <= LONGEST, (
+                f"{self.pattern.pattern!r} given {len(string)} characters"
+            )
+            return method(string, *args, **kwargs)
+
+        return call
+
+
+def hostile_lines(size: int) -> list[str]:
+    """Lines of `size` characters that make an unanchored or unbounded pattern backtrack
+    over the whole line from each position."""
+    return [
+        "a" * size + " NCCL INFO x",  # a long host name that never ends in :pid:tid
+        "h:1:" + "1" * size,
+        "NCCL INFO " + "Channel 00 : " * (size // 13),  # channels that never say via
+        "NCCL INFO Using network " + "x" * size,
+        "NCCL INFO NET/IB : Using [0]" + "m" * size,
+        "NCCL INFO " + "GPU Direct RDMA Enabled for GPU " + "g" * size,
+        ("NCCL INFO " * (size // 10)) + "\nx",
+    ]
+
+
+def test_a_megabyte_hostile_line_is_cut_to_what_nccl_writes_before_any_pattern_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    longest = [0]
+    for name, value in vars(nccl_log).items():
+        if isinstance(value, re.Pattern):
+            monkeypatch.setattr(nccl_log, name, Bounded(value, longest))
+    real = FIXTURES.joinpath("ib-gdr-a100.log").read_text().splitlines()
+    expected = nccl_log.parse(real)
+    result = nccl_log.parse([*hostile_lines(1 << 20), *real])  # the real lines have the last word
+    assert 0 < longest[0] <= LONGEST
+    for key in ("transport", "gdr", "gdr_channels", "nics", "network", "basis", "ib_devices"):
+        assert result[key] == expected[key], key
+
+
+# Real NCCL INFO lines, generated: the prefix (debug.cc:330 "%s:%d:%d ", :349
+# "[%d] NCCL INFO "; the host name cut at its first dot, debug.cc:194), after what a
+# launcher puts before a line; the devices (transport/net_ib/init.cc:494-505
+# " [%d]%s:%d", rail and plane ":%d", "/%s" of IB, RoCE; :513 "NET/IB : Using%s %s;
+# OOB %s:%s"; transport/net_socket.cc:72-77 " [%d]%s:%s", "NET/Socket : Using%s"); the
+# network (init.cc:486 "Using network %s"); and each connection to another node
+# (transport/net.cc:324 and :328 "Channel %02d/%d : %d[%d] -> %d[%d] [send] via
+# NET/%s/%d%s%s%s" with the proxy rank "(%d)", /GDRDMA, (PCI), /Shared; :377 [receive]).
+HOST = st.from_regex(r"[a-z][a-z0-9-]{0,30}", fullmatch=True)
+LAUNCHER = st.sampled_from(["", "[1,0]<stdout>:", "[default0]:", "2024-05-01T10:00:00 "])
+NOISE = st.sampled_from(
+    [
+        "Bootstrap : Using eth0:10.0.0.1<0>",  # bootstrap/socket lines, not the network
+        "cudaDriverVersion 12040",
+        "Channel 01/0 : 8[0] -> 15[7] via P2P/IPC/read",  # p2p.cc:423, inside the node
+        "Channel 00 : 0[0] -> 1[1] via SHM/direct",  # shm.cc:116
+        "NET/Plugin: Using internal network plugin.",
+        "comm 0x55d5 rank 0 nranks 16 cudaDev 0 busId 1a000 - Init COMPLETE",
+    ]
+)
+
+
+@st.composite
+def channel_lines(draw: Any, net: str, devices: int) -> tuple[list[str], list[tuple[int, bool]]]:
+    lines, used = [], []
+    for _ in range(draw(st.integers(1, 12))):
+        dev = draw(st.integers(0, devices - 1))
+        gdr = net == "IB" and draw(st.booleans())
+        chan, conn = draw(st.integers(0, 31)), draw(st.integers(0, 1))
+        me, peer = draw(st.integers(0, 255)), draw(st.integers(0, 255))
+        nvml = draw(st.integers(0, 7))
+        ranks = f"{me}[{nvml}] -> {peer}[{nvml}]"
+        pci = draw(st.sampled_from(["", "(PCI)"])) if gdr else ""
+        tail = ("/GDRDMA" + pci if gdr else "") + draw(st.sampled_from(["", "/Shared"]))
+        if draw(st.booleans()):  # net.cc:324, and :328 with the proxy rank
+            proxy = draw(st.sampled_from(["", f"({draw(st.integers(0, 255))})"]))
+            lines.append(
+                f"Channel {chan:02d}/{conn} : {ranks} [send] via NET/{net}/{dev}{proxy}{tail}"
+            )
+        else:  # net.cc:377
+            lines.append(f"Channel {chan:02d}/{conn} : {ranks} [receive] via NET/{net}/{dev}{tail}")
+        used.append((dev, gdr))
+    return lines, used
+
+
+@st.composite
+def nccl_logs(draw: Any) -> tuple[list[str], dict[str, Any]]:
+    """One rank's log of INIT and NET lines, and what parse() must read from it."""
+    host = draw(HOST)
+    sockets = draw(st.booleans())
+    names = draw(
+        st.lists(
+            st.from_regex(r"[a-z][a-z0-9_]{0,14}", fullmatch=True),
+            min_size=1,
+            max_size=8,
+            unique=True,
+        )
+    )
+    if sockets:
+        listed = "".join(f" [{i}]{n}:10.0.{i}.1<0>" for i, n in enumerate(names))
+        lines = [f"NET/Socket : Using{listed}", "Using network Socket"]
+        channels, used = draw(channel_lines("Socket", len(names)))
+    else:
+        layers = draw(
+            st.lists(st.sampled_from(["IB", "RoCE"]), min_size=len(names), max_size=len(names))
+        )
+        ports = draw(st.lists(st.integers(1, 2), min_size=len(names), max_size=len(names)))
+        rails = draw(
+            st.lists(
+                st.sampled_from(["", ":0", "::1", ":1:2"]), min_size=len(names), max_size=len(names)
+            )
+        )
+        listed = "".join(
+            f" [{i}]{n}:{p}{r}/{layer}"
+            for i, (n, p, r, layer) in enumerate(zip(names, ports, rails, layers, strict=True))
+        )
+        ro = draw(st.sampled_from(["[RO]", ""]))
+        lines = [f"NET/IB : Using{listed} {ro}; OOB ib0:10.0.0.1<0>", "Using network IB"]
+        channels, used = draw(channel_lines("IB", len(names)))
+    lines += channels + draw(st.lists(NOISE, max_size=6))
+    lines = draw(st.permutations(lines))
+    pid, tid, dev = (
+        draw(st.integers(1, 1 << 22)),
+        draw(st.integers(1, 1 << 22)),
+        draw(st.integers(0, 7)),
+    )
+    prefixed = [f"{draw(LAUNCHER)}{host}:{pid}:{tid} [{dev}] NCCL INFO {line}" for line in lines]
+    indexes = sorted({d for d, _ in used})
+    with_gdr = sum(1 for _, g in used if g)
+    if sockets:
+        want = {"transport": "Socket", "gdr": False, "nics": [names[i] for i in indexes]}
+    else:
+        found = {layers[i] for i in indexes}
+        want = {
+            "transport": found.pop() if len(found) == 1 else "IB and RoCE",
+            "gdr": True if with_gdr == len(used) else False if not with_gdr else None,
+            "nics": [f"{names[i]}:{ports[i]}" for i in indexes],
+            "gdr_channels": [with_gdr, len(used)],
+        }
+    want.update(hosts=[host], basis=f"{len(used)} channel connections between nodes")
+    return prefixed, want
+
+
+@settings(max_examples=300, deadline=None)
+@given(nccl_logs())
+def test_generated_nccl_logs_give_the_transport_gpudirect_and_nics_their_lines_say(log):
+    lines, want = log
+    result = nccl_log.parse(lines)
+    assert {k: result[k] for k in want} == want
