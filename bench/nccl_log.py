@@ -20,20 +20,23 @@ parse() reads such lines, with or without the host:pid:tid prefix NCCL writes an
 whatever a launcher put before it, each cut to LINE_LIMIT first and matched by
 patterns that never rescan a line from each position: its time grows with the
 log's length, not its square. start()/finish() collect one rank's lines through
-NCCL_DEBUG_FILE (line-buffered by NCCL: debug.cc, setlinebuf) and rdma_devices()
-lists the host's RDMA ports from sysfs, which a container shows even where it lacks
-the device files: a socket fallback beside such a port is the case to flag.
+NCCL_DEBUG_FILE (line-buffered by NCCL: debug.cc, setlinebuf) in a folder of the
+rank's own, and rdma_devices() lists the host's RDMA ports from sysfs, which a
+container shows even where it lacks the device files: a socket fallback beside
+such a port is the case to flag.
 Runs on the nodes: never imports hpcbench, and not torch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import socket
+import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -212,6 +215,17 @@ def rdma_devices(root: Path = INFINIBAND) -> list[dict[str, str]]:
     return ports
 
 
+def read_regular(path: Path, limit: int) -> bytes:
+    """At most `limit` bytes of the regular file at `path`: a link there is not followed
+    (O_NOFOLLOW: ELOOP), a FIFO or device not waited on (O_NONBLOCK, then fstat)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{path.name} is not a regular file")
+        return f.read(limit)
+
+
 class Capture:
     """One rank's NCCL lines, through a file of its own (NCCL_DEBUG_FILE)."""
 
@@ -219,7 +233,7 @@ class Capture:
         self.path, self.skipped, self.used = path, skipped, used
 
     @classmethod
-    def start(cls, uses_nccl: bool, env: dict[str, str] | None = None) -> Capture:
+    def start(cls, uses_nccl: bool, env: MutableMapping[str, str] | None = None) -> Capture:
         """Before NCCL initialises: its INFO lines of INIT and NET into a file of this
         process, unless NCCL is not used or the user set NCCL's debug output."""
         env = os.environ if env is None else env
@@ -227,23 +241,34 @@ class Capture:
             return cls(skipped="NCCL is not used: the run is on the CPU", used=False)
         if env.get("NCCL_DEBUG") or env.get("NCCL_DEBUG_FILE"):
             return cls(skipped="NCCL_DEBUG or NCCL_DEBUG_FILE is set by the user: left as set")
-        path = Path(tempfile.gettempdir()) / f"hpcbench-nccl-{os.getpid()}.log"
-        env.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET", NCCL_DEBUG_FILE=str(path))
+        # NCCL opens the file with fopen(name, "w") (debug.cc:237), which follows a link
+        # and waits on a FIFO: at a name anyone could guess in a shared /tmp, a link
+        # planted there would have NCCL truncate its target. mkdtemp's folder is new,
+        # the process's own (0700) and of a name nobody knew before.
+        try:
+            folder = Path(tempfile.mkdtemp(prefix="hpcbench-nccl-"))
+        except OSError as err:
+            return cls(skipped=f"no folder for NCCL's log: {err.strerror or err}")
+        path = folder / "nccl.log"
+        # NCCL expands %h and %p in the name and reads %% as % (debug.cc:203-233).
+        name = str(path).replace("%", "%%")
+        env.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,NET", NCCL_DEBUG_FILE=name)
         return cls(path)
 
     def finish(self) -> dict[str, Any]:
-        """This rank's summary (host, RDMA ports, parse()), its file removed."""
+        """This rank's summary (host, RDMA ports, parse()), its file and folder removed."""
         summary: dict[str, Any] = {"host": socket.gethostname(), "rdma": rdma_devices()}
         if self.path is None:
             return {**summary, "skipped": self.skipped}
         try:
-            with open(self.path, "rb") as f:
-                text = f.read(READ_LIMIT).decode("utf-8", "replace")
+            text = read_regular(self.path, READ_LIMIT).decode("utf-8", "replace")
         except OSError as err:
             return {**summary, "skipped": f"no NCCL log: {err.strerror or err}"}
         finally:
             with contextlib.suppress(OSError):
                 self.path.unlink()
+            with contextlib.suppress(OSError):
+                self.path.parent.rmdir()
         return {**summary, **parse(text.splitlines())}
 
 

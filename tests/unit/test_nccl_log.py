@@ -3,8 +3,14 @@ from public issues (tests/unit/fixtures/nccl/, each with its source), and any te
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import socket
+import stat
 import sys
+import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +187,149 @@ def test_merge_keeps_each_host_once_and_agrees_only_where_all_hosts_agree():
     assert merged["transport"] == "IB / Socket" and merged["gdr"] is None
     assert merged["nics"] == ["eth0", "mlx5_0:1"] and len(merged["per_host"]) == 2
     assert nccl_log.merge([{"host": "n1", "skipped": "why"}])["skipped"] == "why"
+
+
+# ------------------------------------------------------------ the debug file
+def nccl_expands(name: str) -> str:
+    """NCCL_DEBUG_FILE as NCCL turns it into a file name (src/debug.cc:203-233 at
+    nccl4py-v0.3.1): %% is %, %h the host name, %p the pid, anything else as written."""
+    out, i = [], 0
+    while i < len(name):
+        if name[i] != "%" or i + 1 == len(name):
+            out.append(name[i])
+            i += 1
+            continue
+        code = name[i + 1]
+        out.append(
+            {"%": "%", "h": socket.gethostname(), "p": str(os.getpid())}.get(code, "%" + code)
+        )
+        i += 2
+    return "".join(out)
+
+
+def nccl_writes(env: dict[str, str], text: str) -> None:
+    """NCCL's fopen(name, "w") of its debug file (debug.cc:237): a link at the name is
+    followed and its target truncated. O_NONBLOCK only so that a FIFO there fails
+    here (ENXIO) where NCCL would wait for a reader."""
+    name = nccl_expands(env["NCCL_DEBUG_FILE"])
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NONBLOCK, 0o644)
+    except OSError:
+        return  # NCCL logs to stdout where it cannot open the file
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def predictable_names(folder: Path) -> list[Path]:
+    """The names a debug file in a shared folder could be guessed at: the pid's."""
+    pid = os.getpid()
+    return [folder / f"hpcbench-nccl-{pid}.log", folder / f"hpcbench-nccl-{pid}"]
+
+
+@pytest.fixture
+def shared_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A /tmp that others write to, as $TMPDIR."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    return tmp_path
+
+
+def a_rank(text: str) -> dict[str, Any]:
+    """One rank's capture: start, NCCL writes its lines, finish."""
+    env: dict[str, str] = {}
+    capture = nccl_log.Capture.start(True, env)
+    nccl_writes(env, text)
+    return capture.finish()
+
+
+def finished_promptly(work: Any, unblock: list[Path]) -> dict[str, Any]:
+    """work() in a thread, given 30 s: a rank waiting on a FIFO fails the test; each
+    FIFO in `unblock` is then opened for writing and closed, so the wait ends."""
+    result: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: result.update(work()), daemon=True)
+    thread.start()
+    thread.join(30)
+    hung = thread.is_alive()
+    for fifo in unblock:
+        with contextlib.suppress(OSError):  # no reader waits on it
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    thread.join(30)
+    assert not hung, "the rank waited on a planted FIFO"
+    return result
+
+
+def test_a_link_planted_at_every_predictable_name_is_neither_written_through_nor_read(
+    shared_tmp: Path, tmp_path_factory: pytest.TempPathFactory
+):
+    victim = tmp_path_factory.mktemp("victim") / "precious"
+    victim.write_text((FIXTURES / "socket-old-ring.log").read_text())
+    before = victim.read_text()
+    planted = predictable_names(shared_tmp)
+    for name in planted:
+        name.symlink_to(victim)
+    summary = a_rank((FIXTURES / "roce-dgx-h100.log").read_text())
+    assert victim.read_text() == before
+    assert summary["transport"] == "RoCE"  # NCCL's own lines, not the link's target
+    assert sorted(shared_tmp.iterdir()) == sorted(planted)  # nothing of the rank left
+
+
+def test_a_fifo_planted_at_every_predictable_name_neither_holds_the_rank_nor_is_read(
+    shared_tmp: Path,
+):
+    planted = predictable_names(shared_tmp)
+    for name in planted:
+        os.mkfifo(name)
+    summary = finished_promptly(
+        lambda: a_rank((FIXTURES / "roce-dgx-h100.log").read_text()), planted
+    )
+    assert summary["transport"] == "RoCE"
+    assert all(stat.S_ISFIFO(name.lstat().st_mode) for name in planted)
+    assert sorted(shared_tmp.iterdir()) == sorted(planted)
+
+
+def test_the_debug_file_is_in_a_folder_of_the_rank_alone_removed_after(shared_tmp: Path):
+    env: dict[str, str] = {}
+    capture = nccl_log.Capture.start(True, env)
+    assert capture.path is not None
+    folder = capture.path.parent
+    assert folder.parent == shared_tmp and folder.name not in {
+        p.name for p in predictable_names(shared_tmp)
+    }
+    assert stat.S_IMODE(folder.lstat().st_mode) == 0o700 and folder.lstat().st_uid == os.getuid()
+    nccl_writes(env, (FIXTURES / "ib-gdr-a100.log").read_text())
+    assert capture.finish()["transport"] == "IB"
+    assert list(shared_tmp.iterdir()) == []
+
+
+def test_the_debug_file_is_read_only_as_a_regular_file(
+    shared_tmp: Path, tmp_path_factory: pytest.TempPathFactory
+):
+    victim = tmp_path_factory.mktemp("victim") / "precious"
+    victim.write_text((FIXTURES / "socket-old-ring.log").read_text())
+    link = nccl_log.Capture.start(True, {})
+    assert link.path is not None
+    link.path.symlink_to(victim)
+    assert "no NCCL log" in link.finish().get("skipped", "")  # the target's lines are not taken
+    fifo = nccl_log.Capture.start(True, {})
+    assert fifo.path is not None
+    os.mkfifo(fifo.path)
+    assert "no NCCL log" in finished_promptly(fifo.finish, [fifo.path])["skipped"]
+    assert list(shared_tmp.iterdir()) == []
+
+
+def test_a_percent_sign_in_the_temporary_folder_reaches_nccl_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    odd = tmp_path / "50%p%h%%"
+    odd.mkdir()
+    monkeypatch.setenv("TMPDIR", str(odd))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    env: dict[str, str] = {}
+    capture = nccl_log.Capture.start(True, env)
+    assert nccl_expands(env["NCCL_DEBUG_FILE"]) == str(capture.path)
+    nccl_writes(env, (FIXTURES / "roce-dgx-h100.log").read_text())
+    assert capture.finish()["transport"] == "RoCE"
+    assert list(odd.iterdir()) == []
 
 
 # ------------------------------------------------------------ hostile lines
