@@ -42,6 +42,13 @@ peak_flops = _load_bench("peak_flops")  # accelerators' peak FLOPS, each with it
 mllog = _load_bench("mllog")  # the MLPerf log's benchmark names, division, ruleset
 workload_record = _load_bench("workload_record")  # the fields of train.py's record
 
+
+def known_models() -> dict[str, dict[str, Any]]:
+    """The CNNs the workload trains (bench/models.json), each with its default image size."""
+    data = json.loads((paths.BENCH_DIR / "models.json").read_text())
+    return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
 # Bounds that catch typos ("1-1000") before they turn into hours of launches.
 MAX_NODES = 4096
 MAX_BATCH = units.COUNTS["batch"][1]

@@ -13,10 +13,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import json
 import os
 from pathlib import Path
-from typing import Any
 
 from hpcbench import launchers
 from hpcbench.core import paths
@@ -37,6 +35,7 @@ from hpcbench.launchers.specs import (
     check_text,
     count_type,
     duration_type,
+    known_models,
     megabytes_type,
     parse_batch,
     parse_hosts,
@@ -57,11 +56,6 @@ from hpcbench.testbeds import kinds
 # resolved on the login node before the first job (hpcbench.testbeds.target).
 REMOTE_BENCH_DIR = "~/.cache/hpcbench/bench"
 REMOTE_JOB_DIR = "~/.cache/hpcbench/slurm"
-
-
-def known_models() -> dict[str, dict[str, Any]]:
-    data = json.loads((paths.BENCH_DIR / "models.json").read_text())
-    return {k: v for k, v in data.items() if not k.startswith("_")}
 
 
 # ------------------------------------------------------------------ options

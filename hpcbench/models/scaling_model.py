@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from hpcbench.core.errors import UsageError
+from hpcbench.launchers.specs import known_models
 from hpcbench.models import allreduce_model, sharded_model
 
 # The share of line rate a ring all-reduce achieves by transport, where no probe
@@ -107,36 +108,74 @@ def parse_link(text: str) -> float:
     return value
 
 
+# torchvision's arguments as the workload builds each model (bench/train.py,
+# build_model): ImageNet's 1000 classes, and Inception v3 with its auxiliary head,
+# which its loss trains (bench/steps.py, loss_of), so that the head's gradients (3.3M
+# of the model's 27.2M parameters) are reduced with the rest; init_weights only sets
+# values. tests/unit/test_models_as_trained.py holds the two to the same parameters.
+NUM_CLASSES = 1000
+_AS_TRAINED: dict[str, dict[str, Any]] = {
+    "inception_v3": {"aux_logits": True, "init_weights": False}
+}
+# Images in the forward pass on the meta device: the head runs in training only
+# (torchvision 0.29 models/inception.py:136-138), where BatchNorm refuses one value per
+# channel (torch 2.15 nn/functional.py:2895, _verify_batch_size), which the head has
+# for one image. Its FLOPs are per image.
+_META_BATCH = 2
+
+
+def _builder(name: str) -> Callable[..., Any]:
+    """torchvision's constructor of `name`; one line where it has none."""
+    if not name.isascii() or not name.isidentifier():  # before torch is even imported
+        raise UsageError(f"--model {name[:60]!r}: not a torchvision model")
+    import torchvision
+
+    try:
+        return torchvision.models.get_model_builder(name)
+    except ValueError:
+        raise UsageError(f"--model {name!r}: not a torchvision model") from None
+
+
+def default_image_size(name: str) -> int:
+    """The image size a CNN trains at where none is given: the workload's
+    (bench/models.json); for another torchvision model, the crop its default weights
+    are evaluated at (torchvision 0.29 transforms/_presets.py:39, ImageClassification's
+    crop_size, as models/efficientnet.py:541 gives efficientnet_b3 300)."""
+    known = known_models().get(name)
+    if known:
+        return int(known["image_size"])
+    _builder(name)
+    import torchvision
+
+    try:
+        crop = torchvision.models.get_model_weights(name).DEFAULT.transforms.keywords["crop_size"]
+    except (ValueError, AttributeError, KeyError):
+        raise UsageError(f"--model {name}: no default image size; give --image-size") from None
+    return int(crop)
+
+
 @functools.cache
 def model_layers(name: str, image_size: int) -> tuple[tuple[float, float], ...]:
-    """(gradient bytes, forward FLOPs per image) of each layer, in forward order; built
-    once per model and image size (every prediction of a plan or a fit reads them).
+    """(gradient bytes, forward FLOPs per image) of each layer, in forward order, of the
+    model as the workload trains it; built once per model and image size (every
+    prediction of a plan or a fit reads them).
 
     Conv and linear layers carry the FLOPs (2 per multiply-add); other layers
     count one operation per output element, which is small beside them.
     """
-    if not name.isascii() or not name.isidentifier():  # before torch is even imported
-        raise UsageError(f"--model {name[:60]!r}: not a torchvision model")
+    build = _builder(name)
     import torch
-    import torchvision
 
-    try:
-        build = torchvision.models.get_model_builder(name)
-    except ValueError:
-        raise UsageError(f"--model {name!r}: not a torchvision model") from None
     with torch.device("meta"):
-        model = build(
-            weights=None,
-            **({"aux_logits": False, "init_weights": False} if name == "inception_v3" else {}),
-        )
-    model.eval()
+        model = build(weights=None, num_classes=NUM_CLASSES, **_AS_TRAINED.get(name, {}))
+    model.train()  # the modules a training step runs: Inception's auxiliary head too
     layers: list[tuple[float, float]] = []
     seen: set[int] = set()
 
     def hook(module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> None:
         if not isinstance(output, torch.Tensor):
             return
-        out_elems = output.numel()
+        out_elems = output.numel() / _META_BATCH
         if isinstance(module, torch.nn.Conv2d):
             k = module.kernel_size[0] * module.kernel_size[1]
             flops = 2.0 * out_elems * k * module.in_channels / module.groups
@@ -154,7 +193,7 @@ def model_layers(name: str, image_size: int) -> tuple[tuple[float, float], ...]:
     handles = [m.register_forward_hook(hook) for m in leaves]
     try:
         with torch.no_grad():
-            model(torch.empty(1, 3, image_size, image_size, device="meta"))
+            model(torch.empty(_META_BATCH, 3, image_size, image_size, device="meta"))
     finally:
         for h in handles:
             h.remove()

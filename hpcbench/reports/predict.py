@@ -60,6 +60,7 @@ from hpcbench.models.scaling_model import (
     Case,
     Plan,
     case_point,
+    default_image_size,
     fit,
     parse_link,
     plain_band,
@@ -240,7 +241,11 @@ def plan_from(args: argparse.Namespace) -> Plan:
         raise UsageError(f"give one of {what} or --step-time")
     if (args.link is None) == (args.busbw is None):
         raise UsageError("give one of --link (a line rate) or --busbw (measured, GB/s)")
-    image_size = 224 if args.image_size is None else args.image_size
+    image_size = (
+        default_image_size(args.model)
+        if args.image_size is None and not transformer
+        else args.image_size
+    )
     if not transformer and not 16 <= image_size <= 1024:
         raise UsageError(f"--image-size: {image_size} is out of range; use 16 to 1024")
     if args.bucket_cap_mb is not None and args.backend != "ddp":
@@ -535,7 +540,11 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         "gpt2-medium, llama-1b) or a published shape (llama3.1-8b, mpt-350m ... mpt-13b)",
     )
     p.add_argument(
-        "--image-size", type=count_type("image-size"), default=None, help="CNNs (default 224)"
+        "--image-size",
+        type=count_type("image-size"),
+        default=None,
+        help="CNNs (default: the size the model trains at: bench/models.json, else its "
+        "torchvision weights' crop)",
     )
     p.add_argument(
         "--batch",
