@@ -218,34 +218,36 @@ class Links:
         return self.across.get(name) or self.across["all_reduce"]
 
 
-def _ring(
-    members: list[int], groups: list[list[int]], per_node: int, links: Links, name: str
-) -> Ring:
-    """The ring through `members` and the hop it waits on: inside a node, the node's link; across
-    nodes, the NIC shared by every ring of `groups` that crosses the same node (each puts
+def _ring(ranks: int, spans: bool, sharing: int, links: Links, name: str) -> Ring:
+    """A ring of `ranks` ranks and the hop it waits on: inside a node, the node's link;
+    across nodes (`spans`), the NIC, which `sharing` rings of its kind share (each puts
     one edge each way on it), at most the link inside the node."""
-    nodes = {r // per_node for r in members}
-    if len(nodes) <= 1:
-        return Ring(len(members), links.inside)
-    crossing = [g for g in groups if len({r // per_node for r in g}) > 1]
-    sharing = max(sum(1 for g in crossing if any(r // per_node == n for r in g)) for n in nodes)
+    if not spans:
+        return Ring(ranks, links.inside)
     net = links.hop(name)
-    return Ring(
-        len(members), Hop(net.latency_s, min(net.busbw / sharing, links.inside.busbw)), True
-    )
+    return Ring(ranks, Hop(net.latency_s, min(net.busbw / sharing, links.inside.busbw)), True)
 
 
 def rings(workers: int, per_node: int, group: int, links: Links) -> dict[str, Ring]:
     """The rings of one step: 'all_gather' and 'reduce_scatter' over rank 0's shard group
     (`group` consecutive ranks, as bench/lm.py's mesh makes them), 'all_reduce' over its
-    replicas (one rank of every group). Ranks fill nodes per_node at a time."""
-    shards = [list(range(s, s + group)) for s in range(0, workers, group)]
-    replicas = [list(range(j, workers, group)) for j in range(group)]
+    replicas (every group-th rank from 0). Ranks fill nodes per_node at a time. The hop's
+    sharing is the most rings of a kind that cross one node of rank 0's ring, in closed
+    form (tests/unit/test_sharded_rings.py checks it against a rank-by-rank count)."""
+    # A shard group wider than a node spans nodes, as does every other then; a node holds
+    # ranks of at most two of them, and rank 0's last node holds two where the group ends
+    # inside it and another group follows.
+    sharing = 2 if group % per_node and group < workers else 1
     out = {
-        name: _ring(shards[0], shards, per_node, links, name)
+        name: _ring(group, group > per_node, sharing, links, name)
         for name in ("all_gather", "reduce_scatter")
     }
-    out["all_reduce"] = _ring(replicas[0], replicas, per_node, links, "all_reduce")
+    # Rank 0's replica ring spans nodes where its last rank lies past node 0; then so does
+    # every replica ring, and node 0's per_node ranks belong to min(per_node, group) of them.
+    replicas = workers // group
+    out["all_reduce"] = _ring(
+        replicas, (replicas - 1) * group >= per_node, min(per_node, group), links, "all_reduce"
+    )
     return out
 
 

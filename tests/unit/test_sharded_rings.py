@@ -1,0 +1,147 @@
+"""The sharded model's rings in closed form: the rings of every set-up are the ones a
+rank-by-rank count finds, and predict's work grows linearly with the workers."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import pytest
+
+from hpcbench.models import allreduce_model, scaling_model, sharded_model
+from hpcbench.models.sharded_model import Hop, Links, Ring
+
+Plan = scaling_model.Plan
+
+
+# ------------------------------------------------------------------ the reference
+# The rings as hpcbench 0.1.0 (commit f9d93ca) counted them, rank by rank: what the
+# closed forms of sharded_model.rings must give for every set-up.
+def _reference_ring(
+    members: list[int], groups: list[list[int]], per_node: int, links: Links, name: str
+) -> Ring:
+    nodes = {r // per_node for r in members}
+    if len(nodes) <= 1:
+        return Ring(len(members), links.inside)
+    crossing = [g for g in groups if len({r // per_node for r in g}) > 1]
+    sharing = max(sum(1 for g in crossing if any(r // per_node == n for r in g)) for n in nodes)
+    net = links.hop(name)
+    return Ring(
+        len(members), Hop(net.latency_s, min(net.busbw / sharing, links.inside.busbw)), True
+    )
+
+
+def reference_rings(workers: int, per_node: int, group: int, links: Links) -> dict[str, Ring]:
+    shards = [list(range(s, s + group)) for s in range(0, workers, group)]
+    replicas = [list(range(j, workers, group)) for j in range(group)]
+    out = {
+        name: _reference_ring(shards[0], shards, per_node, links, name)
+        for name in ("all_gather", "reduce_scatter")
+    }
+    out["all_reduce"] = _reference_ring(replicas[0], replicas, per_node, links, "all_reduce")
+    return out
+
+
+# The link between nodes slower and faster than the NIC's share of the node's link, and
+# a probe's all-gather of its own: every branch of the hop's bandwidth.
+LINKS = [
+    Links({"all_reduce": Hop(5e-6, 10e9)}, Hop(1e-6, 100e9)),
+    Links({"all_reduce": Hop(5e-6, 400e9), "all_gather": Hop(7e-6, 300e9)}, Hop(1e-6, 100e9)),
+]
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def test_the_rings_in_closed_form_are_the_rank_by_rank_counts_of_every_set_up():
+    checked = 0
+    for links in LINKS:
+        for workers in range(1, 65):
+            for per_node in range(1, 10):
+                for group in _divisors(workers):
+                    got = sharded_model.rings(workers, per_node, group, links)
+                    want = reference_rings(workers, per_node, group, links)
+                    assert got == want, (workers, per_node, group)
+                    checked += 1
+    assert checked > 4000
+
+
+def _plan(parallel: str, model: str, per_node: int, workers: list[int], **fields) -> Plan:
+    config = sharded_model.shape(model)
+    assert config is not None
+    return scaling_model.Plan(
+        model=model,
+        image_size=0,
+        batch=2,
+        workers=workers,
+        gpus_per_node=per_node,
+        step_time_s=0.5,
+        busbw=12.5e9 * 0.7,
+        latency_s=20e-6,
+        backend="ddp",
+        grouping=allreduce_model.Grouping("ddp"),
+        intra_busbw=scaling_model.INTRA_NODE["nvlink3"],
+        seq_len=config.seq_len,
+        parallel=parallel,
+        param_bytes=2,
+        **fields,
+    )
+
+
+@pytest.mark.parametrize(
+    ("parallel", "model", "per_node", "shard_group"),
+    [
+        ("fsdp2", "gpt2-small", 4, 0),
+        ("fsdp2", "llama3.1-8b", 8, 0),
+        ("hsdp", "gpt2-small", 4, 0),
+        ("hsdp", "mpt-350m", 8, 2),
+        ("hsdp", "llama-1b", 2, 4),
+    ],
+)
+def test_predicts_figures_are_those_of_the_rank_by_rank_rings(
+    monkeypatch, parallel, model, per_node, shard_group
+):
+    workers = [n for n in range(1, 49) if not shard_group or n == 1 or n % shard_group == 0]
+    if not shard_group:
+        workers = [n for n in workers if parallel == "fsdp2" or n == 1 or n % per_node == 0]
+    plan = _plan(parallel, model, per_node, workers, shard_group=shard_group)
+    new = scaling_model.predictions(plan)
+    monkeypatch.setattr(sharded_model, "rings", reference_rings)
+    assert new == scaling_model.predictions(plan)
+
+
+def _lines_run(work: Callable[[], object]) -> int:
+    """The lines of hpcbench's code that `work` executes: its work, counted, not timed."""
+    count = 0
+
+    def trace(frame, event, _arg):
+        nonlocal count
+        if "hpcbench" not in frame.f_code.co_filename:
+            return None
+        if event == "line":
+            count += 1
+        return trace
+
+    sys.settrace(trace)
+    try:
+        work()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+@pytest.mark.parametrize("parallel", ["fsdp2", "hsdp"])
+def test_predicts_work_grows_linearly_with_the_workers(parallel):
+    """Twice as many worker counts: twice the work (it was three to four times: every
+    count's rings walked every rank of every node)."""
+
+    def lines(most: int) -> int:
+        workers = list(range(1, most + 1))
+        if parallel == "hsdp":
+            workers = [1, *range(2, most + 1, 2)]
+        plan = _plan(parallel, "gpt2-small", 2, workers)
+        return _lines_run(lambda: scaling_model.predictions(plan))
+
+    small, large = lines(64), lines(128)
+    assert large <= 2.1 * small, (small, large)
