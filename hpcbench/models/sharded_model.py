@@ -296,6 +296,12 @@ def _overlap(spans: list[tuple[float, float]], compute: list[tuple[float, float]
     return total
 
 
+def _apart(ring: dict[str, Ring]) -> bool:
+    """Whether the replicas' all-reduces queue apart from the shard group's gathers and
+    scatters: one crosses nodes, the other stays on a node's own link."""
+    return ring["all_reduce"].across != ring["all_gather"].across
+
+
 def sharded_point(
     step_time_1: float,
     blocks: list[Unit],
@@ -323,9 +329,10 @@ def sharded_point(
         return ring["all_reduce"].allreduce(u.params * sharding.reduce_bytes / sharding.group)
 
     resharded = sharding.reshard_after_forward
-    costs = [ag(root)] + [ag(b) for b in blocks]
-    costs += [ag(b) for b in blocks if resharded] + [rs(u) + ar(u) for u in (*blocks, root)]
-    busy = sum(costs)
+    gathers = [ag(root)] + [ag(b) for b in blocks] + [ag(b) for b in blocks if resharded]
+    scatters = [rs(u) for u in (*blocks, root)]
+    shards = [ar(u) for u in (*blocks, root)]
+    busy = sum(gathers + [r + a for r, a in zip(scatters, shards, strict=True)])
     cpu = cpu or allreduce_model.CpuWork()
     share = 0.0
     if workers > 1:
@@ -349,7 +356,11 @@ def sharded_point(
             blocks, root, ag, rs, ar, (forward, backward, root_fwd, root_bwd), ring, resharded
         )
     slowdown = interference * hidden
-    low, high = allreduce_model.efficiency_band(step_time_1, busy)
+    # No overlap: T1 plus both queues' busy time; full overlap: the busier queue, where
+    # the two run apart (one link's queue otherwise).
+    busiest = max(sum(gathers) + sum(scatters), sum(shards)) if _apart(ring) else busy
+    low = allreduce_model.efficiency_band(step_time_1, busy)[0]
+    high = allreduce_model.efficiency_band(step_time_1, busiest)[1]
     step = end + slowdown
     return allreduce_model.Point(
         workers,
@@ -379,9 +390,7 @@ def _overlapped(
     prefetch (the module's text)."""
     forward, backward, root_fwd, root_bwd = times
     net = _Link()
-    # The replicas' all-reduces cross nodes; a shard group inside a node gathers and
-    # scatters on the node's own link, so the two queue apart.
-    apart = ring["all_reduce"].across != ring["all_gather"].across
+    apart = _apart(ring)
     replicas = _Link() if apart else net
     compute: list[tuple[float, float]] = []
 

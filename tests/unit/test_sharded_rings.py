@@ -1,12 +1,16 @@
-"""The sharded model's rings in closed form: the rings of every set-up are the ones a
-rank-by-rank count finds, and predict's work grows linearly with the workers."""
+"""The sharded model's rings in closed form, and its band: the rings of every set-up are
+the ones a rank-by-rank count finds, predict's work grows linearly with the workers, and
+every generated set-up's point lies inside its own band (DDP, FSDP2, HSDP)."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hpcbench.models import allreduce_model, scaling_model, sharded_model
 from hpcbench.models.sharded_model import Hop, Links, Ring
@@ -145,3 +149,66 @@ def test_predicts_work_grows_linearly_with_the_workers(parallel):
 
     small, large = lines(64), lines(128)
     assert large <= 2.1 * small, (small, large)
+
+
+# ------------------------------------------------------------------ the band
+MODELS = ["gpt-tiny", "gpt2-small", "llama-1b", "mpt-350m", "llama3.1-8b"]
+
+
+@st.composite
+def setups(draw: st.DrawFn) -> Plan:
+    """A transformer's plan as predict builds one: any model, parallelism, node, shard
+    group, links and dtypes, at one worker count its shard group divides."""
+    parallel = draw(st.sampled_from(["ddp", "fsdp2", "hsdp"]))
+    per_node = draw(st.sampled_from([1, 2, 4, 8]))
+    nodes = draw(st.integers(1, 16))
+    workers = nodes * per_node
+    group = 0
+    if parallel == "hsdp":
+        group = draw(st.sampled_from(_divisors(workers)))
+    gloo = draw(st.booleans()) and parallel != "ddp"
+    model = draw(st.sampled_from(MODELS))
+    config = sharded_model.shape(model)
+    assert config is not None
+    # fp8 parameters are NCCL's: Gloo has no 8-bit float (predict refuses them).
+    dtypes = [b for b in sharded_model.DTYPE_BYTES.values() if b > 1 or not gloo]
+    return replace(
+        _plan(parallel, model, per_node, [workers], shard_group=group),
+        seq_len=draw(st.sampled_from(sorted({128, config.seq_len}))),
+        step_time_s=draw(st.floats(0.005, 5.0)),
+        busbw=draw(st.floats(1e7, 5e11)),
+        latency_s=draw(st.floats(0.0, 1e-4)),
+        intra_busbw=draw(st.floats(1e9, 1e12)),
+        interference=draw(st.floats(0.0, 1.0)),
+        param_bytes=draw(st.sampled_from(dtypes)),
+        reduce_bytes=draw(st.sampled_from([2, 4])),
+        reshard_after_forward=draw(st.booleans()),
+        gloo=gloo,
+        nccl=not gloo,
+    )
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(setups())
+def test_every_set_ups_point_lies_inside_its_own_band(plan):
+    (row,) = scaling_model.predictions(plan)
+    low, point, high = row["efficiency_low"], row["efficiency"], row["efficiency_high"]
+    assert low <= point * (1 + 1e-9) and point <= high * (1 + 1e-9), (low, point, high)
+
+
+def test_hsdps_band_tops_at_the_busier_of_its_two_queues():
+    """A node's shard group gathers and scatters inside the node while its shards are
+    all-reduced between nodes: the two queues run side by side, so full overlap is the
+    busier queue, not their sum."""
+    blocks, root = [sharded_model.Unit(8, 1.0)] * 2, sharded_model.Unit(0, 0.0)
+    rings = {
+        "all_gather": Ring(2, Hop(0.0, 10.0)),
+        "reduce_scatter": Ring(2, Hop(0.0, 10.0)),
+        "all_reduce": Ring(2, Hop(0.0, 1.6), across=True),
+    }
+    p = sharded_model.sharded_point(1.0, blocks, root, rings, sharded_model.Sharding(2, 2, 1))
+    # Inside the node: four gathers of 0.8 s, two scatters of 0.4 s (4 s); between nodes
+    # two all-reduces of a 4-byte shard at 1.6 bytes/s (2.5 s each, 5 s).
+    assert p.allreduce_s == pytest.approx(4.0 + 5.0)
+    assert (p.efficiency_low, p.efficiency_high) == pytest.approx((1 / 10.0, 1 / 5.0))
+    assert p.efficiency_low <= p.efficiency <= p.efficiency_high
