@@ -150,6 +150,7 @@ def _base_record(**workload) -> dict:
 
     class Target:
         testbed, backend, gpus_per_node, launcher = Testbed(), "ddp", 1, Launcher()
+        given = ()
 
     config = sweep.Config(4, 2, 2)
     return sweep.base_record(Target(), WorkloadSpec(**workload), 0, config, 0)
