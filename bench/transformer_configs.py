@@ -244,11 +244,13 @@ def problem_of(args: Any) -> str | None:
 
 def shard_group(parallel: str, asked: int, workers: int, per_node: int) -> int:
     """The ranks that hold one copy of the model between them: all workers under FSDP2,
-    --shard-group (else a node's workers) under HSDP, one under DDP. ValueError with
-    one line where HSDP's group does not divide the workers."""
+    --shard-group (else a node's workers) under HSDP, one under DDP and for a single
+    worker (it trains unwrapped, bench/train.py: the baseline X(1) of every parallelism;
+    on a 1 x 1 mesh under --wrap on). ValueError with one line where HSDP's group does
+    not divide the workers."""
     if parallel == "fsdp2":
         return workers
-    if parallel != "hsdp":
+    if parallel != "hsdp" or workers <= 1:
         return 1
     group = asked or per_node
     if group < 1 or workers % group:

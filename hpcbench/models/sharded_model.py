@@ -460,9 +460,7 @@ def reduce_scatter_emulated(probe: dict[str, Any] | None) -> bool | None:
 
 def check_group(parallel: str, shard_group: int, workers: int, per_node: int) -> int:
     """The shard group at `workers` (transformer_configs.shard_group), one line where it
-    does not divide them; one worker trains unwrapped, in a group of its own."""
-    if workers <= 1:
-        return 1
+    does not divide them."""
     try:
         return int(transformer_configs.shard_group(parallel, shard_group, workers, per_node))
     except ValueError as err:

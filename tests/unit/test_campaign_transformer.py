@@ -232,15 +232,14 @@ def test_any_value_at_a_transformer_key_gives_a_plan_or_one_line(
 
 def refused(model: str, backend: str, parallels: list[str], seq_len: int, shard: int) -> bool:
     """Whether the workload refuses a part (bench/transformer_configs.py): its options
-    together, then HSDP's shard group against the workers of each of its cells: 2 (two
-    nodes of one worker), and 1 in the first part, which measures the baseline (a
-    single worker given --shard-group is refused by bench/lm.py too)."""
+    together, then HSDP's shard group against the workers of its cells across nodes, 2
+    (two nodes of one worker); the first part's baseline, one worker, trains unwrapped
+    whatever the shard group."""
     for parallel in parallels:
         group = shard if parallel == "hsdp" else 0
         if transformer_configs.problem(model, backend, parallel, seq_len, group, 0):
             return True
-        workers = (1, 2) if parallel == parallels[0] else (2,)
-        if parallel == "hsdp" and shard and any(w % shard for w in workers):
+        if parallel == "hsdp" and shard and 2 % shard:
             return True
     return False
 

@@ -157,3 +157,11 @@ def test_the_shard_group_must_divide_the_workers():
         tc.shard_group("hsdp", 3, 8, 4)
     with pytest.raises(ValueError, match="must divide the 6 workers"):
         tc.shard_group("hsdp", 0, 6, 4)
+
+
+def test_a_single_worker_is_a_group_of_its_own_whatever_the_shard_group():
+    """The baseline X(1) trains unwrapped under every parallelism (bench/train.py): a
+    sweep's --shard-group does not make its one worker unrunnable."""
+    assert tc.shard_group("hsdp", 2, 1, 1) == 1
+    assert tc.shard_group("hsdp", 0, 1, 4) == 1
+    assert tc.shard_group("fsdp2", 0, 1, 1) == 1

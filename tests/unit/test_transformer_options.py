@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hpcbench import cli
-from hpcbench.launchers.specs import ProbeSpec, WorkloadSpec
+from hpcbench.launchers.specs import ProbeSpec, WorkloadSpec, transformer_configs
 from hpcbench.measure import probe, scale_options, store, sweep
 from hpcbench.schedulers.base import Outcome
 
@@ -100,6 +100,30 @@ def test_hsdp_runs_a_nodes_workers_as_its_shard_group(capsys, tmp_path):
     # --env localhost: two 'nodes' of one process each, so a 2x1 mesh (replicate x shard).
     assert "--parallel hsdp" in two and "--shard-group 1" in two and "--seq-len 64" in two
     assert "--shard-group" not in one  # one worker trains unsharded
+
+
+def _dry_run_baseline(capsys, tmp_path, *options: str) -> list[str]:
+    """The train.py arguments of the single-worker baseline a dry run prints."""
+    argv = [*shlex.split(LOCAL), *options, "--out", str(tmp_path / "out"), "--dry-run"]
+    assert cli.main([*argv, "--no-probe"]) == 0, capsys.readouterr().err
+    runs = capsys.readouterr().out.split("# batch")[1:]
+    one = next(r for r in runs if "1 worker(s)" in r).split("\n")[1]
+    words = shlex.split(one)
+    return words[words.index("train.py") + 1 :]
+
+
+def test_hsdp_with_a_shard_group_measures_a_baseline_the_workload_runs(capsys, tmp_path):
+    """--shard-group 2 on two 'nodes' of one worker each: the sweep's baseline, which E
+    needs, is one worker with the sweep's options, and the workload trains it unwrapped
+    (bench/lm.py asks the shard group of its one worker before it builds anything)."""
+    pytest.importorskip("torch")
+    import train
+
+    hsdp = ("--parallel", "hsdp", "--shard-group", "2", "--nodes", "1-2")
+    script = _dry_run_baseline(capsys, tmp_path, *hsdp)
+    args = train.parse_args(script)
+    assert (args.parallel, args.shard_group) == ("hsdp", 2)
+    assert transformer_configs.shard_group(args.parallel, args.shard_group, 1, 1) == 1
 
 
 def test_the_workload_reads_back_every_transformer_value_the_harness_passes():
