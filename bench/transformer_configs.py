@@ -194,6 +194,7 @@ def problem(
     image_size: int,
     fp16_allreduce: bool = False,
     step: str = "eager",
+    bucket_cap_mb: float | None = None,
 ) -> str | None:
     """Why these options cannot run together (one line), or None. parallel is one of
     bench/workload_options.py's PARALLEL (its parsers check that)."""
@@ -218,6 +219,9 @@ def problem(
         return f"--step graph: CUDA graphs are for the CNNs; {model} runs eager or compile"
     if transformer and fp16_allreduce:
         return f"--fp16-allreduce is for the CNNs; {model} reduces in fp32 (bf16 on CUDA)"
+    why = unbucketed(parallel, bucket_cap_mb)
+    if why:
+        return why
     if not transformer and seq_len:
         return f"--seq-len is for the transformer models; {model} takes --image-size"
     if transformer:
@@ -239,6 +243,21 @@ def problem_of(args: Any) -> str | None:
         args.image_size,
         args.fp16_allreduce,
         args.step,
+        args.bucket_cap_mb,
+    )
+
+
+def unbucketed(parallel: str, bucket_cap_mb: float | None) -> str | None:
+    """--bucket-cap-mb beside a sharded parallelism (one line), or None: FSDP2 reduces
+    each unit's gradients in one reduce-scatter and takes no bucket size (torch 2.15.0,
+    torch/distributed/fsdp/_fully_shard/_fully_shard.py:100-110: fully_shard takes a
+    mesh, reshard_after_forward, shard_placement_fn, mp_policy, offload_policy,
+    ignored_params, dp_mesh_dims; bench/lm.py hands bucket_cap_mb to DDP alone)."""
+    if bucket_cap_mb is None or parallel == "ddp":
+        return None
+    return (
+        f"--bucket-cap-mb is DDP's gradient buckets; --parallel {parallel} reduce-scatters "
+        "each FSDP unit's gradients whole: drop it"
     )
 
 

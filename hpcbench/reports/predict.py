@@ -207,6 +207,7 @@ def _transformer_options(args: argparse.Namespace, transformer: bool) -> None:
             (args.single_worker_tps is not None, "--single-worker-tps"),
             (args.seq_len, "--seq-len"),
             (args.parallel != "ddp", f"--parallel {args.parallel}"),
+            (args.reduce_dtype is not None, "--reduce-dtype"),
         ):
             if given:
                 names = ", ".join([*transformer_configs.CONFIGS, *sharded_model.PUBLISHED_SHAPES])
@@ -220,6 +221,11 @@ def _transformer_options(args: argparse.Namespace, transformer: bool) -> None:
             raise UsageError(f"--image-size is for the CNNs; {model} takes --seq-len")
         if args.backend == "horovod":
             raise UsageError(f"{model} trains under torch.distributed: use --backend ddp")
+        if args.node_loss is not None:
+            raise UsageError(
+                f"--node-loss is for the CNNs: {model}'s step replays its collectives on "
+                "the node's own links, with no node factor"
+            )
     if args.shard_group and args.parallel != "hsdp":
         raise UsageError("--shard-group is HSDP's: give it with --parallel hsdp")
     if not sharded:
@@ -229,6 +235,18 @@ def _transformer_options(args: argparse.Namespace, transformer: bool) -> None:
         ):
             if given:
                 raise UsageError(f"{option} is FSDP's: give it with --parallel fsdp2 or hsdp")
+    why = transformer_configs.unbucketed(args.parallel, args.bucket_cap_mb)
+    if why:
+        raise UsageError(why)
+    # Gloo's collectives take fp32, fp64, fp16, bf16 and integers, no 8-bit float:
+    # pytorch/pytorch@005a6a0b9ec2, torch/csrc/distributed/c10d/ProcessGroupGlooDetail.hpp
+    # :53-82 (GENERATE_ALL_TYPES; any other dtype fails "Invalid scalar type", as torch
+    # 2.15.0's all_gather_into_tensor of a float8_e4m3fn tensor over Gloo does).
+    if args.param_dtype == "fp8" and args.collectives == "gloo":
+        raise UsageError(
+            "--param-dtype fp8 with --collectives gloo: Gloo has no 8-bit float; "
+            "gather in bf16 or fp32"
+        )
 
 
 def plan_from(args: argparse.Namespace) -> Plan:

@@ -249,6 +249,12 @@ def test_predict_gloo_gathers_in_fp32_and_hsdp_names_its_group(capsys):
         (["--shard-group", "2"], "--shard-group is HSDP's"),
         (["--parallel", "hsdp", "--shard-group", "3"], "must divide the 4 workers"),
         (["--step-time", "0.2"], "give one of --single-worker-tps or --step-time"),
+        # Options that would change nothing: a transformer's rows have no node factor,
+        # FSDP2 reduce-scatters each unit whole (no buckets), Gloo has no 8-bit float.
+        (["--node-loss", "0.05"], "--node-loss is for the CNNs"),
+        (["--bucket-cap-mb", "50"], "--bucket-cap-mb is DDP's gradient buckets"),
+        (["--parallel", "hsdp", "--bucket-cap-mb", "50"], "--parallel hsdp reduce-scatters"),
+        (["--param-dtype", "fp8", "--collectives", "gloo"], "Gloo has no 8-bit float"),
     ],
 )
 def test_bad_transformer_input_is_one_line(argv, message, capsys):
@@ -263,6 +269,7 @@ def test_bad_transformer_input_is_one_line(argv, message, capsys):
         (["--parallel", "fsdp2"], "--parallel fsdp2 is for the transformers"),
         (["--seq-len", "128"], "--seq-len is for the transformers"),
         (["--single-worker-tps", "10"], "--single-worker-tps is for the transformers"),
+        (["--reduce-dtype", "bf16"], "--reduce-dtype is for the transformers"),
     ],
 )
 def test_transformer_options_on_a_cnn_are_one_line(argv, message, capsys):
@@ -270,6 +277,17 @@ def test_transformer_options_on_a_cnn_are_one_line(argv, message, capsys):
     assert cli.main([*base, *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+def test_the_options_that_do_change_a_transformers_prediction_are_taken(capsys):
+    ddp = [*FSDP[:4], "ddp", *FSDP[5:]]
+    for argv in (
+        [*ddp, "--bucket-cap-mb", "50"],
+        [*FSDP, "--param-dtype", "fp8"],
+        [*FSDP, "--collectives", "gloo", "--param-dtype", "bf16"],
+    ):
+        assert cli.main([*argv, "--json"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
 
 
 def test_a_plans_transformer_rows_come_from_the_sharded_model():

@@ -4,6 +4,7 @@ model's shapes and causality, and the option combinations refused."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -139,6 +140,27 @@ def test_rotary_positions_turn_pairs_without_stretching_them():
 def test_combinations_that_cannot_run_are_refused_in_one_line(options, says):
     why = tc.problem(*options)
     assert why is not None and says in why and "\n" not in why
+
+
+def test_ddps_bucket_size_beside_a_sharded_parallelism_is_refused_in_one_line():
+    def why(model: str, parallel: str, bucket_cap_mb: float | None) -> str | None:
+        options = dict(seq_len=0, shard_group=0, image_size=0, fp16_allreduce=False)
+        return tc.problem_of(
+            argparse.Namespace(
+                model=model,
+                backend="ddp",
+                parallel=parallel,
+                step="eager",
+                bucket_cap_mb=bucket_cap_mb,
+                **options,
+            )
+        )
+
+    for parallel in ("fsdp2", "hsdp"):
+        said = why("gpt-tiny", parallel, 50.0)
+        assert said is not None and "--bucket-cap-mb is DDP's" in said and "\n" not in said
+        assert why("gpt-tiny", parallel, None) is None
+    assert why("gpt-tiny", "ddp", 50.0) is None and why("resnet50", "ddp", 50.0) is None
 
 
 def test_runnable_combinations_pass():

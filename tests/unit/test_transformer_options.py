@@ -54,6 +54,8 @@ def _refused(capsys, tmp_path, command: str) -> str:
         ("--step graph", "--step graph: CUDA graphs are for the CNNs"),
         ("--model resnet18 --seq-len 64", "--seq-len is for the transformer models"),
         ("--parallel hsdp --shard-group 3 --nodes 1-2", "must divide the 2 workers"),
+        ("--parallel fsdp2 --bucket-cap-mb 50 --nodes 1-2", "--bucket-cap-mb is DDP's"),
+        ("--parallel hsdp --bucket-cap-mb 50 --nodes 1-2", "--parallel hsdp reduce-scatters"),
     ],
 )
 def test_what_cannot_run_is_refused_before_launch(capsys, tmp_path, options, says):
@@ -153,7 +155,11 @@ def test_the_workload_refuses_what_the_harness_refuses(capsys):
     torch = pytest.importorskip("torch")  # noqa: F841
     import train
 
-    for argv in (["--model", "gpt-tiny", "--backend", "horovod"], ["--seq-len", "64"]):
+    for argv in (
+        ["--model", "gpt-tiny", "--backend", "horovod"],
+        ["--seq-len", "64"],
+        ["--model", "gpt-tiny", "--parallel", "fsdp2", "--bucket-cap-mb", "50"],
+    ):
         with pytest.raises(SystemExit) as exit_:
             train.parse_args(argv)
         assert exit_.value.code == 2
