@@ -57,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import nodemon  # noqa: E402  (sibling modules; bench/ is not a package on the nodes)
 import runtime  # noqa: E402
 import units  # noqa: E402
+import workload_options  # noqa: E402
 
 MAX_ITERS = 50
 # The compute stand-in: a 128x128 matrix product, about 50 us on one core of the
@@ -164,7 +165,7 @@ def sweep(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--backend", default="ddp", choices=["horovod", "ddp"])
+    p.add_argument("--backend", default="ddp", choices=workload_options.BACKENDS)
     p.add_argument("--min-bytes", type=size_arg, default=size_arg("4K"))
     p.add_argument("--max-bytes", type=size_arg, default=size_arg("64M"))
     p.add_argument("--factor", type=int, default=4)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import workload_options  # noqa: E402  (a sibling module, without torch)
 
 # bench/runtime.py's marker, written out: runtime imports torch, and a node without
 # torch must still say so (a unit test checks that the two match).
@@ -109,7 +110,7 @@ def collective(backend: str, device: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--backend", default="ddp", choices=["ddp", "horovod"])
+    p.add_argument("--backend", default="ddp", choices=workload_options.BACKENDS)
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--gpus", type=int, default=0, help="CUDA devices the node must show")
     p.add_argument("--shared", default="", help="a folder of the shared file system")

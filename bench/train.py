@@ -72,7 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     workload_options.add_to(p, PARSERS)
     p.add_argument("--batch", type=_count("batch"), default=32, help="per worker")
-    p.add_argument("--backend", default="ddp", choices=["horovod", "ddp"])
+    p.add_argument("--backend", default="ddp", choices=workload_options.BACKENDS)
     p.add_argument(
         "--channels-last",
         default="auto",

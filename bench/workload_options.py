@@ -19,6 +19,7 @@ from typing import Any
 STEP_MODES = ("eager", "graph", "compile")  # bench/steps.py
 DECODERS = ("auto", "workers", "device")  # bench/inputs.py
 PARALLEL = ("ddp", "fsdp2", "hsdp")  # bench/lm.py (the transformers)
+BACKENDS = ("horovod", "ddp")  # bench/runtime.py connect: Horovod, or torch.distributed
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from cli import REPO, hpcbench, records
 
 sys.path.insert(0, str(REPO))
 from hpcbench import launchers  # noqa: E402  (run as a script from evaluation/)
+from hpcbench.launchers.specs import workload_options  # noqa: E402
 from hpcbench.measure import analysis  # noqa: E402  (run as a script from evaluation/)
 
 TRAIN = REPO / "bench" / "train.py"
@@ -504,7 +505,7 @@ def main() -> int:
     p.add_argument("--batches", default="32,64,96")
     p.add_argument("--amp", default="on,off")
     p.add_argument("--steps", default="eager,graph", help="step modes (bench/steps.py)")
-    p.add_argument("--backend", default="ddp", choices=["ddp", "horovod"])
+    p.add_argument("--backend", default="ddp", choices=workload_options.BACKENDS)
     p.add_argument("--fidelity-backends", default="ddp")
     p.add_argument("--full", action="store_true", help="checks: every seed model too")
     p.add_argument("--only", default="", help="checks whose name holds this text")

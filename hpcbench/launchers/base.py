@@ -207,12 +207,20 @@ class Launcher:
     """Builds the commands that start one run. Subclasses set `name` and `commands`."""
 
     name: ClassVar[str] = ""
-    backends: ClassVar[tuple[str, ...]] = ("horovod", "ddp")
     # The scheduler (hpcbench.schedulers, by name) that runs what it renders.
     scheduler: ClassVar[str] = "process"
     # The login node a batch launcher submits through over SSH; None: this machine, or
     # a launcher that starts the ranks itself.
     submit: SshAccess | None = None
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        """The backends it starts: the workload's (bench/workload_options.py), unless a
+        launcher names fewer."""
+        # Read when asked: specs.py imports slurm.py, which subclasses Launcher.
+        from hpcbench.launchers.specs import workload_options
+
+        return tuple(workload_options.BACKENDS)
 
     def check(self, spec: RunSpec, backend: str) -> str | None:
         """Why this launcher cannot run the spec, or None if it can."""

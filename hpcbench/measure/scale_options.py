@@ -75,7 +75,7 @@ def add_target_arguments(parser: argparse.ArgumentParser, nodes_default: str) ->
         default=None,
         help="workers per node (default: the node's GPUs, else 1)",
     )
-    parser.add_argument("--backend", default="horovod", choices=["horovod", "ddp"])
+    parser.add_argument("--backend", default="horovod", choices=workload_options.BACKENDS)
     parser.add_argument(
         "--launcher",
         default="auto",

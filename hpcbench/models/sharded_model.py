@@ -55,8 +55,6 @@ from hpcbench.models import allreduce_model
 
 # Bytes per element of the dtypes parameters are gathered and gradients reduced in.
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp8": 1}
-PARALLEL = ("ddp", "fsdp2", "hsdp")
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 
 _T = transformer_configs.TransformerConfig
 # A configuration (bench/transformer_configs.py, loaded from its file: no static type).

@@ -41,6 +41,7 @@ from hpcbench.launchers.specs import (
     parse_int_list,
     transformer_configs,
     units,
+    workload_options,
 )
 from hpcbench.measure import analysis
 from hpcbench.measure.store import Store
@@ -579,7 +580,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--parallel",
         default="ddp",
-        choices=list(sharded_model.PARALLEL),
+        choices=workload_options.PARALLEL,
         help="a transformer's parallelism: ddp, fsdp2 (sharded over all workers) or hsdp",
     )
     p.add_argument(
@@ -700,7 +701,7 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         help="share of overlapped communication time backward loses (default "
         f"{DEFAULT_INTERFERENCE:.2f})",
     )
-    p.add_argument("--backend", default="ddp", choices=["ddp", "horovod"])
+    p.add_argument("--backend", default="ddp", choices=workload_options.BACKENDS)
     p.add_argument(
         "--bucket-cap-mb",
         type=megabytes_type("bucket-cap-mb"),
