@@ -18,9 +18,11 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from hpcbench.launchers.specs import transformer_configs
+from hpcbench.core.errors import UsageError
+from hpcbench.launchers.specs import peak_flops, transformer_configs
 from hpcbench.measure.identity import CONFIG_FIELDS
-from hpcbench.models import allreduce_model, energy_use
+from hpcbench.models import energy_use, plans
+from hpcbench.models.scaling_model import predictions
 
 # Fields that name a scaling series; nodes and workers vary along it.
 SERIES_FIELDS = tuple(f for f in CONFIG_FIELDS if f not in ("nodes", "workers"))
@@ -157,25 +159,32 @@ def seq_len_of(record: dict[str, Any]) -> int | None:
     return record.get("seq_len") or transformer_configs.CONFIGS[model].seq_len
 
 
+def work_per_step(run: dict[str, Any]) -> int:
+    """What one step of all the run's workers trains, in its unit: images, or tokens
+    (batch sequences of seq_len tokens per worker)."""
+    return run["workers"] * run["batch"] * (seq_len_of(run) or 1)
+
+
 def window_throughputs(run: dict[str, Any]) -> list[float]:
-    """Each window's throughput in the run's unit: images, or tokens (batch sequences
-    of seq_len tokens per worker)."""
-    per_step = run["workers"] * run["batch"] * run["steps"] * (seq_len_of(run) or 1)
-    return [per_step / t for t in run["window_times"]]
+    """Each window's throughput in the run's unit (its spread and outliers: the
+    throughput itself is run_stats')."""
+    per_window = work_per_step(run) * run["steps"]
+    return [per_window / t for t in run["window_times"]]
 
 
 def run_stats(run: dict[str, Any]) -> dict[str, float]:
-    """Throughput of one run (one configuration, one repeat) from its windows, in the
-    run's unit (unit_of; the keys keep the CNNs' names)."""
-    xs = window_throughputs(run)
-    mean, ci = mean_ci95(xs)
-    workers = run["workers"]
+    """One run's step (its windows' slowest-rank time over their steps, the mean) and its
+    throughput, work per step over that step: the rate the workload prints and its MFU
+    counts (bench/train.py, bench/lm.py: work over the windows' summed time), in the run's
+    unit (unit_of; the keys keep the CNNs' names); the interval from the windows'."""
+    step, ci_step = mean_ci95([t / run["steps"] for t in run["window_times"]])
+    rate = work_per_step(run) / step
     return {
-        "images_per_sec": mean,
-        "ci95": ci,
-        "images_per_sec_per_worker": mean / workers,
-        "jitter": jitter(xs),
-        "step_time_s": statistics.fmean(run["window_times"]) / run["steps"],
+        "images_per_sec": rate,
+        "ci95": rate * ci_step / step,
+        "images_per_sec_per_worker": rate / run["workers"],
+        "jitter": jitter(window_throughputs(run)),
+        "step_time_s": step,
     }
 
 
@@ -213,10 +222,12 @@ class ConfigSummary:
     images_per_sec_per_worker: float | None = None
     jitter: float | None = None
     step_time_s: float | None = None
-    # A transformer's model FLOPs utilisation, the mean of its runs' (each at most 1:
-    # bench/peak_flops.py); where a run has none, None and why (mfu_unknown).
+    # A transformer's model FLOPs utilisation: its tokens/s x FLOPs per token over its
+    # workers' peak (at most 1: bench/peak_flops.py); where there is none, why.
     mfu: float | None = None
     mfu_unknown: str | None = None
+    # The peak FLOPS of all its workers that MFU divides by (the runs' mean: bench/lm.py).
+    peak_flops: float | None = None
     speedup: float | None = None
     efficiency: float | None = None
     efficiency_ci95: float | None = None
@@ -324,45 +335,60 @@ def _summarise_config(runs: list[dict[str, Any]]) -> ConfigSummary:
         summary.seq_len = seq_len_of(first)
     if not ok:
         return summary
+    # One truth: the configuration's step (the mean of its runs'), and its throughput
+    # the work of a step over it, so that X(N) / (N X(1)) is the steps' ratio and an MFU
+    # is this throughput's; the interval is the step's, over repeats, else windows.
     per_run = [run_stats(r) for r in ok]
-    means = [s["images_per_sec"] for s in per_run]
-    mean, ci = mean_ci95(means)
-    ci_windows = statistics.fmean(s["ci95"] for s in per_run)
+    step, ci_step = mean_ci95([s["step_time_s"] for s in per_run])
+    ci_method = "repeats"
     windows = [x for r in ok for x in window_throughputs(r)]
     summary.outlier_windows = len(outliers(windows))
-    summary.images_per_sec, summary.ci95, summary.ci_method = mean, ci, "repeats"
     if len(ok) < 2:
-        summary.ci95, summary.ci_method = ci_windows, "windows"
-        by_median = median_ci95(windows) if summary.outlier_windows else None
-        if by_median:  # not normal: the median and its distribution-free interval
-            med, low, high = by_median
-            summary.images_per_sec, summary.ci_method = med, "median"
-            summary.ci95 = max(med - low, high - med)
-    summary.ci95_windows = ci_windows
+        [run] = ok
+        steps = [t / run["steps"] for t in run["window_times"]]
+        ci_step, ci_method = mean_ci95(steps)[1], "windows"
+        by_median = median_ci95(steps) if summary.outlier_windows else None
+        if by_median:  # not normal: the median step and its distribution-free interval
+            step, low, high = by_median
+            ci_step, ci_method = max(step - low, high - step), "median"
+    work = work_per_step(first)
+    summary.step_time_s, summary.ci_method = step, ci_method
+    summary.images_per_sec = work / step
+    summary.ci95 = summary.images_per_sec * ci_step / step
+    summary.ci95_windows = statistics.fmean(s["ci95"] for s in per_run)
     summary.images_per_sec_per_worker = summary.images_per_sec / summary.workers
     summary.jitter = jitter(windows)
-    summary.step_time_s = statistics.fmean(s["step_time_s"] for s in per_run)
     fractions = [r["data_time_fraction"] for r in ok if r.get("data_time_fraction") is not None]
     summary.data_fraction = statistics.fmean(fractions) if fractions else None
     summary.weights_in_sync = all(r.get("weights_in_sync") is True for r in ok)
     if summary.unit == TOKENS:
-        summary.mfu, summary.mfu_unknown = _mfu(ok)
+        summary.peak_flops, summary.mfu, summary.mfu_unknown = _mfu(ok, summary.images_per_sec)
     _add_stragglers(summary, ok)
     _add_node_use(summary, ok)
     summary.joules_per_sample, summary.energy_source, summary.energy_unit = energy_use.summary(ok)
     return summary
 
 
-def _mfu(ok: list[dict[str, Any]]) -> tuple[float | None, str | None]:
-    """The runs' mean MFU, or None and why: the first run's reason where one has no MFU
-    (the record's mfu_unknown; each MFU is at most 1, bench/peak_flops.py)."""
-    values = [r.get("mfu") for r in ok]
-    known = [float(v) for v in values if isinstance(v, int | float)]
-    if len(known) == len(values):
-        return statistics.fmean(known), None
-    missing = next(r for r in ok if not isinstance(r.get("mfu"), int | float))
-    why = missing.get("mfu_unknown")
-    return None, why if isinstance(why, str) and why else "the run recorded no MFU"
+def _mfu(
+    ok: list[dict[str, Any]], tokens_per_s: float
+) -> tuple[float | None, float | None, str | None]:
+    """The runs' peak FLOPS (their mean: a CPU node's is measured by each run) and the
+    configuration's MFU from its own tokens/s, by the workload's rule (bench/peak_flops.py
+    mfu: never above 1); or None and why: the first run's reason where one has no peak."""
+    known = [
+        r for r in ok if _positive(r.get("peak_flops")) and _positive(r.get("flops_per_token"))
+    ]
+    if len(known) < len(ok):
+        missing = next(r for r in ok if r not in known)
+        why = missing.get("mfu_unknown")
+        return None, None, why if isinstance(why, str) and why else "the run recorded no peak"
+    peak = statistics.fmean(float(r["peak_flops"]) for r in ok)
+    mfu, why = peak_flops.mfu(tokens_per_s * float(ok[0]["flops_per_token"]), peak)
+    return peak, mfu, why
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
 # A gradient timeline's seconds and bytes stay below this (a petabyte, three years),

@@ -188,6 +188,10 @@ _RUN = {
         "parallel": {"type": ["string", "null"]},
         "mfu": _SHARE_OR_NULL,
         "mfu_unknown": {"type": ["string", "null"]},
+        # What the report's MFU is computed from: the workers' peak (an exaflop of
+        # peak per rank is beyond any accelerator) and the model's FLOPs per token.
+        "peak_flops": {"type": ["number", "null"], "minimum": 0, "maximum": 1e21},
+        "flops_per_token": {"type": ["number", "null"], "minimum": 0, "maximum": 1e18},
         "fingerprint": {
             "type": ["object", "null"],
             "properties": {"hosts": {"type": ["array", "null"], "items": _SCALAR}},

@@ -19,8 +19,10 @@ E for a single worker, a prediction without a probe):
     ci95                           its 95% half-width
     ci_method                      repeats | windows | median (how ci95 was made)
     images_per_sec_per_worker, tokens_per_sec_per_worker, step_time_s, speedup
-    mfu, mfu_unknown               a transformer's model FLOPs utilisation (0-1), or why
+    mfu, mfu_unknown               a transformer's model FLOPs utilisation (0-1): its
+                                   tokens_per_sec x FLOPs per token / peak_flops, or why
                                    it is unknown
+    peak_flops                     a transformer's: its workers' peak FLOPS (the runs' mean)
     efficiency, efficiency_ci95    E(N) = X(N) / (N X(1)) and its 95% half-width
     internode_efficiency, internode_efficiency_ci95
     predicted_efficiency           the point prediction (replay over the probed link)
@@ -57,10 +59,13 @@ from hpcbench.measure.analysis import UNITS, ConfigSummary
 #                  currency, cost_per_hour, cost_per_million_samples
 #      2026-11-28  + unit, parallel, seq_len, tokens_per_sec, tokens_per_sec_per_worker,
 #                  mfu, mfu_unknown (images_per_sec null for a transformer)
+#      2026-12-02  + peak_flops; throughput is a step's work over the mean step (not
+#                  the runs' rates averaged), mfu that throughput's
 SCHEMA = "hpcbench.configurations/1"
 METHOD = (
     "Throughput is the unit's count per second (images, or tokens for a transformer) of "
-    "all workers over timed windows after warm-up; ci95 is the "
+    "all workers: one step's work over the mean step of the timed windows after warm-up "
+    "(each window's slowest rank); ci95 is the "
     "95% half-width over repeats (Student t), else over one run's windows; E(N) = X(N) / "
     "(N X(1)) against the same series' single-worker baseline (docs/method.md)."
 )

@@ -49,10 +49,11 @@ def _run(nodes, workers, window_times, repeat=0, batch=8, steps=10, **extra):
 
 def test_run_stats_use_the_slowest_rank_window_times():
     stats = analysis.run_stats(_run(2, 2, [1.0, 1.0, 2.0]))
-    # 2 workers * 8 images * 10 steps = 160 images per window.
-    assert stats["images_per_sec"] == pytest.approx((160 + 160 + 80) / 3)
-    assert stats["images_per_sec_per_worker"] == pytest.approx(400 / 3 / 2)
+    # 2 workers * 8 images * 10 steps = 160 images per window: 480 images in 4 s, the
+    # rate the workload prints (not the windows' rates averaged, 133).
     assert stats["step_time_s"] == pytest.approx(4 / 3 / 10)
+    assert stats["images_per_sec"] == pytest.approx(480 / 4)
+    assert stats["images_per_sec_per_worker"] == pytest.approx(120 / 2)
 
 
 def test_speedup_efficiency_and_propagated_ci():
@@ -66,11 +67,15 @@ def test_speedup_efficiency_and_propagated_ci():
     by_workers = {s.workers: s for s in analysis.summarise(runs)}
     base, two, four = by_workers[1], by_workers[2], by_workers[4]
     assert base.images_per_sec == 80 and base.efficiency == 1.0 and base.efficiency_ci95 == 0
-    assert two.images_per_sec == pytest.approx(144)
-    assert two.speedup == pytest.approx(1.8)
-    assert two.efficiency == pytest.approx(0.9)
-    # Repeats give the CI: t(1) * stdev([128, 160]) / sqrt(2); E's CI scales with it.
-    x_ci = 12.706 * statistics.stdev([128, 160]) / 2**0.5
+    # Steps of 0.125 s and 0.1 s: the configuration's step is their mean, and its
+    # throughput the 16 images of a step over it (not the runs' rates averaged, 144).
+    assert two.step_time_s == pytest.approx(0.1125)
+    assert two.images_per_sec == pytest.approx(16 / 0.1125)
+    assert two.speedup == pytest.approx(0.1 * 2 / 0.1125)
+    assert two.efficiency == pytest.approx(0.1 / 0.1125)  # the steps' ratio
+    # Repeats give the CI: t(1) * stdev of the steps / sqrt(2), as a share of the step;
+    # E's CI scales with it.
+    x_ci = 16 / 0.1125 * 12.706 * statistics.stdev([0.125, 0.1]) / 2**0.5 / 0.1125
     assert two.ci95 == pytest.approx(x_ci)
     assert two.efficiency_ci95 == pytest.approx(x_ci / 80 / 2)
     assert four.runs == 0 and four.failed == 1 and "boom" in four.errors[0]
@@ -87,8 +92,9 @@ def test_single_repeat_uses_window_ci_and_internode_base_is_a_full_node():
     for r in runs:
         r["gpus_per_node"] = 2
     s = {x.workers: x for x in analysis.summarise(runs)}
-    xs = [160 / t for t in (1.0, 1.1, 0.9)]
-    assert s[2].ci95 == pytest.approx(analysis.mean_ci95(xs)[1])
+    step, ci = analysis.mean_ci95([t / 10 for t in (1.0, 1.1, 0.9)])
+    assert s[2].images_per_sec == pytest.approx(16 / step)
+    assert s[2].ci95 == pytest.approx(16 / step * ci / step)
     assert s[4].internode_efficiency == pytest.approx(320 / (2 * s[2].images_per_sec))
     assert s[2].internode_efficiency == 1.0
     assert s[4].efficiency == pytest.approx(320 / (4 * 80))
@@ -146,7 +152,7 @@ def test_live_summary_added_run_by_run_equals_the_whole_store():
     ]
     live = analysis.LiveSummary()
     first = live.add(runs[0])
-    assert first.images_per_sec == pytest.approx(2 * 8 * 10 / 1.25 / 2 + 2 * 8 * 10 / 1.2 / 2)
+    assert first.images_per_sec == pytest.approx(2 * 2 * 8 * 10 / (1.25 + 1.2))
     assert first.efficiency is None  # its series has no single-worker run yet
     for run in runs[1:]:
         latest = live.add(run)
@@ -282,3 +288,24 @@ def test_settled_says_inside_or_outside_only_when_the_whole_interval_does():
     # The same spread with more rounds around 1.0 narrows it until it says inside.
     values = [0.99, 1.01] * 10
     assert analysis.settled(values, 0.97, 1.03) == "inside"
+
+
+def test_a_transformers_mfu_is_its_reported_tokens_per_s_times_its_flops_over_its_peak():
+    # Two runs of gpt-tiny (128 tokens a sequence), each with the peak its node measured.
+    runs = [
+        {**_run(2, 2, [1.0, 1.2], repeat=0), "model": "gpt-tiny", "seq_len": 128},
+        {**_run(2, 2, [1.1, 1.1], repeat=1), "model": "gpt-tiny", "seq_len": 128},
+    ]
+    for r, peak in zip(runs, (4e9, 5e9), strict=True):
+        r.update(flops_per_token=1e5, peak_flops=peak, mfu=0.5)  # the run's own, not read
+    [s] = analysis.summarise(runs)
+    assert s.unit == "tokens"
+    # A step of 2 x 8 sequences x 128 tokens over the mean step (0.11 s).
+    assert s.images_per_sec == pytest.approx(2 * 8 * 128 / 0.11)
+    assert s.peak_flops == pytest.approx(4.5e9)
+    assert s.mfu == pytest.approx(s.images_per_sec * 1e5 / s.peak_flops)
+    # Above the peak is no MFU: the reason is said instead.
+    for r in runs:
+        r["peak_flops"] = 1e6
+    [s] = analysis.summarise(runs)
+    assert s.mfu is None and "exceed the peak" in (s.mfu_unknown or "")
