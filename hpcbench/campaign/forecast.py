@@ -57,17 +57,8 @@ from hpcbench.core import paths
 from hpcbench.core.errors import UsageError
 from hpcbench.measure import analysis
 from hpcbench.measure.store import Store
-from hpcbench.models import allreduce_model, published_figures
-from hpcbench.models.scaling_model import (
-    DEFAULT_INTERFERENCE,
-    DEFAULT_INTRA_NODE,
-    INTRA_NODE,
-    LATENCY_US,
-    LINK_EFFICIENCY,
-    Plan,
-    parse_link,
-    predictions,
-)
+from hpcbench.models import allreduce_model, plans, published_figures
+from hpcbench.models.scaling_model import LATENCY_US, Plan, parse_link, predictions
 
 
 @dataclass(frozen=True)
@@ -81,26 +72,13 @@ class Figure:
     slowest: float | None = None
     unit: str = "images"
     per_sample: int = 1
+    # A CNN's gradients as the measured baseline's backward made them (bench/train.py):
+    # the replay takes them instead of the model's layers; empty where none was measured.
+    timeline: tuple[tuple[float, float], ...] = ()
 
     def step_s(self, batch: int, rate: float | None = None) -> float:
         """One worker's step at `batch` samples (sequences), at `rate` (default: its own)."""
         return batch * self.per_sample / (rate or self.images_per_s)
-
-
-@dataclass(frozen=True)
-class LinkBasis:
-    busbw: float | None  # bytes/s one node's NIC achieves; None: no line rate known
-    latency_s: float
-    cpu: allreduce_model.CpuWork
-    interference: float
-    source: str
-    # A probe's all-gather and reduce-scatter across nodes, (name, latency_s, busbw) each
-    # (scaling_model.Plan.collective_links).
-    collectives: tuple[tuple[str, float, float], ...] = ()
-    # CPU nodes: the CPU work per byte is unknown (no earlier probe resolved it), and at
-    # most this (s/byte): the point is taken midway between none and this, the band
-    # spans both (cell_forecast). None: known, or unbounded.
-    cpu_up_to: float | None = None
 
 
 @dataclass(frozen=True)
@@ -202,30 +180,26 @@ def _same_env(a: TestbedPlan, b: TestbedPlan) -> bool:
     )
 
 
-def link_basis(campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPlan]) -> LinkBasis:
-    """What the testbed's link achieves across nodes (the module's order)."""
-    transport = tb.hardware.transport or "tcp"
-    default_latency = LATENCY_US[transport] * 1e-6
+def link_basis(
+    campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPlan]
+) -> plans.Network:
+    """What the testbed's link achieves across nodes (the module's order), and its
+    interconnect inside a node (`hardware: intra_node`, else assumed)."""
+    return _across(campaign, tb, earlier).inside(tb.hardware.intra_node)
+
+
+def _across(campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPlan]) -> plans.Network:
+    transport = tb.hardware.transport
     rate = link_rate_bits(tb)
     own = _probes(campaign.testbed_store(tb))
     if own:
-        model = allreduce_model.link_model(own[-1])
-        assert model is not None  # _probes keeps those that fit
-        return LinkBasis(
-            model.busbw,
-            model.latency_s,
-            allreduce_model.cpu_work(own[-1]),
-            _interference(own[-1]),
-            f"probed on this testbed: {model.busbw * 8 / 1e6:.0f} Mbit/s bus bandwidth"
-            + _collectives_said(own[-1]),
-            _collective_links(own[-1], 1.0),
-        )
+        network = plans.probed(own[-1], where="probed on this testbed")
+        assert network is not None  # _probes keeps those that fit
+        return network
     if rate is None:
-        return LinkBasis(
+        return plans.Network(
             None,
-            default_latency,
-            allreduce_model.CpuWork(),
-            DEFAULT_INTERFERENCE,
+            LATENCY_US[transport or plans.DEFAULTS["transport"][0]] * 1e-6,
             "no line rate across nodes: give hardware: {link: ...}",
         )
     for other in reversed(earlier):
@@ -237,30 +211,20 @@ def link_basis(campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPla
         assert model is not None
         share = min(1.0, model.busbw * 8 / other_rate)
         work = carried_cpu_work(campaign, tb, earlier)
-        cpu = replace(allreduce_model.cpu_work(probes[-1]), s_per_byte=work.s_per_byte or 0.0)
-        return LinkBasis(
-            rate / 8 * share,
-            model.latency_s,
-            cpu,
-            _interference(probes[-1]),
-            f"{_rate(rate)} x {share:.2f}, the share probed on {other.name}"
-            + _collectives_said(probes[-1])
+        network = plans.probed(probes[-1], rate * share / 8 / model.busbw)
+        assert network is not None
+        return replace(
+            network,
+            cpu=replace(network.cpu, s_per_byte=work.s_per_byte or 0.0),
+            source=f"{_rate(rate)} x {share:.2f}, the share probed on {other.name}"
+            + plans.collectives_said(probes[-1])
             + _background_said(probes[-1], other)
             + (f"; {work.said}" if work.said else ""),
-            _collective_links(probes[-1], rate / other_rate),
-            work.up_to,
+            cpu_up_to=work.up_to,
         )
     if tb.hardware.link_efficiency is not None:
-        share, said = tb.hardware.link_efficiency, "given in hardware:"
-    else:
-        share, said = LINK_EFFICIENCY[transport], f"{transport}'s default"
-    return LinkBasis(
-        rate / 8 * share,
-        default_latency,
-        allreduce_model.CpuWork(),
-        DEFAULT_INTERFERENCE,
-        f"{_rate(rate)} x {share:.2f} ({said})",
-    )
+        return plans.nominal(rate, transport, tb.hardware.link_efficiency, "given in hardware:")
+    return plans.nominal(rate, transport)
 
 
 @dataclass(frozen=True)
@@ -329,30 +293,6 @@ def _background_said(probe: dict[str, Any], where: TestbedPlan) -> str:
     )
 
 
-def _collective_links(probe: dict[str, Any], scale: float) -> tuple[tuple[str, float, float], ...]:
-    """The probe's all-gather and reduce-scatter fitted (allreduce_model.collective_model),
-    their bandwidth times `scale` (another testbed's line rate over the probed one's)."""
-    out = []
-    for name in ("all_gather", "reduce_scatter"):
-        model = allreduce_model.collective_model(probe, name)
-        if model is not None:
-            out.append((name, model.latency_s, model.busbw * scale))
-    return tuple(out)
-
-
-def _collectives_said(probe: dict[str, Any]) -> str:
-    """What the probe timed besides the all-reduce, for the forecast's source line."""
-    timed = [n.replace("_", "-") for n, _, _ in _collective_links(probe, 1.0)]
-    return f" (and its {' and '.join(timed)})" if timed else ""
-
-
-def _interference(probe: dict[str, Any]) -> float:
-    """0 where the probe measured the backend's CPU work (that is what interference
-    stands for on CPU nodes), else the default."""
-    work = allreduce_model.cpu_work(probe)
-    return 0.0 if work != allreduce_model.CpuWork() else DEFAULT_INTERFERENCE
-
-
 def _rate(bits: float) -> str:
     return f"{bits / 1e9:g} Gbit/s" if bits >= 1e9 else f"{bits / 1e6:g} Mbit/s"
 
@@ -395,19 +335,27 @@ def _measured(
         return None
     nearest = min(batches, key=lambda b: abs(math.log(b / batch)))
     per = seq_len or 1  # a window's samples are sequences: tokens are seq_len each
-    # run_stats counts in the run's unit already: a transformer's in tokens.
-    rates = [analysis.run_stats(r)["images_per_sec"] for r in runs if r.get("batch") == nearest]
-    rates = [x for x in rates if math.isfinite(x) and x > 0]
-    if not rates:
+    at_nearest = [r for r in runs if r.get("batch") == nearest]
+    # The runs' mean step and the rate that follows, as the report's baseline has them
+    # (analysis.run_stats: in the run's unit already, a transformer's in tokens).
+    steps = [analysis.run_stats(r)["step_time_s"] for r in at_nearest]
+    steps = [t for t in steps if math.isfinite(t) and t > 0]
+    if not steps:
         return None
+    rate = nearest * per / statistics.fmean(steps)
     at = "" if nearest == batch else f" at batch {nearest}"
     unit = "tokens" if seq_len else "images"
+    # The latest baseline's gradients as its backward made them (a CNN's), at its batch.
+    timelines = [
+        r["grad_timeline"] for r in at_nearest if analysis.timeline_ok(r.get("grad_timeline"))
+    ]
     return Figure(
-        statistics.fmean(rates),
-        f"{statistics.fmean(rates):.1f} {unit}/s measured {where}{at} ({len(rates)} run(s))",
-        min(rates),
+        rate,
+        f"{rate:.1f} {unit}/s measured {where}{at} ({len(steps)} run(s))",
+        nearest * per / max(steps),
         unit,
         per,
+        tuple((t, b) for t, b in timelines[-1]) if timelines and nearest == batch else (),
     )
 
 
@@ -543,16 +491,36 @@ def _device(record: dict[str, Any]) -> str | None:
 
 
 # ------------------------------------------------------------------ the cells
+def job_of(tb: TestbedPlan, part: SweepPart, batch: int) -> plans.Job:
+    """What a sweep part's runs train and how, as a forecast takes it (plans.Job)."""
+    w = part.workload
+    return plans.Job(
+        model=w.model,
+        batch=batch,
+        backend=part.target.backend,
+        image_size=w.image_size,
+        seq_len=w.seq_len,
+        parallel=w.parallel,
+        shard_group=w.shard_group,
+        bucket_cap_mb=w.bucket_cap_mb,
+        fusion_threshold_mb=w.fusion_threshold_mb,
+        fp16_allreduce=w.fp16_allreduce,
+        cuda=_cuda(part, tb),
+        amp=w.amp,
+    )
+
+
 def cell_forecast(
     tb: TestbedPlan,
     part: SweepPart,
     cell: Cell,
     single: Figure | None,
-    link: LinkBasis,
+    link: plans.Network,
     unknown: str = "",
 ) -> CellForecast:
-    """The cell's point and band from one worker's figure over the link; unknown: why
-    there is no figure (unknown_single)."""
+    """The cell's point and band from one worker's figure over the link (plans.plan, as
+    `predict` and the report forecast it); unknown: why there is no figure
+    (unknown_single)."""
     unit = "tokens" if part.workload.seq_len else "images"
     if single is None:
         return CellForecast(
@@ -560,30 +528,18 @@ def cell_forecast(
         )
     if cell.workers == 1:
         return CellForecast(cell, single, 1.0, 1.0, 1.0, "one worker", unit=unit)
-    intra_name = tb.hardware.intra_node or DEFAULT_INTRA_NODE
     across = cell.nodes > 1
     if across and link.busbw is None:
         return CellForecast(cell, single, None, None, None, link.source, unit=unit)
-    backend = part.target.backend
-    plan = Plan(
-        model=part.workload.model,
-        image_size=part.workload.image_size,
-        batch=cell.batch,
-        workers=[cell.workers],
-        gpus_per_node=cell.gpus_per_node,
-        step_time_s=single.step_s(cell.batch),
-        # One node: its own link only; the NIC's figure is never used.
-        busbw=link.busbw if link.busbw is not None else INTRA_NODE[intra_name],
-        latency_s=link.latency_s,
-        backend=backend,
-        grouping=allreduce_model.Grouping(backend, None, None),
-        intra_busbw=INTRA_NODE[intra_name],
-        interference=link.interference,
-        cpu=link.cpu,
+    job = job_of(tb, part, cell.batch)
+    plan = plans.plan(
+        job,
+        link,
+        [cell.workers],
+        cell.gpus_per_node,
+        single.step_s(cell.batch),
+        single.timeline,
     )
-    sharded = ""
-    if part.workload.seq_len:
-        plan, sharded = _transformer_plan(plan, tb, part, link)
     row = predictions(plan)[0]
     point, low, high = (float(row[k]) for k in ("efficiency", "efficiency_low", "efficiency_high"))
     if link.cpu_up_to is not None:
@@ -594,53 +550,47 @@ def cell_forecast(
         low = min(low, at_most, float(most["efficiency_low"]))
         high = max(high, point, float(most["efficiency_high"]))
         point = (point + at_most) / 2
+    intra_name = tb.hardware.intra_node or plans.DEFAULTS["intra_node"][0]
     inside = f"{intra_name} inside a node" + ("" if tb.hardware.intra_node else " (assumed)")
     where = f"{link.source}; {inside}" if across and cell.gpus_per_node > 1 else link.source
+    if single.timeline:
+        where += "; the baseline's measured gradients replayed"
     # A set-up detail the file does not give, where its other common choice moves E.
     where += "".join(
         f"; assumed {a['assumed']} (E {a['efficiency']:.2f} under {a['other']})"
         for a in row.get("assumptions", [])
     )
     return CellForecast(
-        cell, single, point, low, high, (where if across else inside) + sharded, unit=unit
+        cell,
+        single,
+        point,
+        low,
+        high,
+        (where if across else inside) + _how_sharded(job, plan),
+        unit=unit,
     )
 
 
-def _transformer_plan(
-    plan: Plan, tb: TestbedPlan, part: SweepPart, link: LinkBasis
-) -> tuple[Plan, str]:
-    """A transformer cell's plan (hpcbench.models.sharded_model) and how its step runs, said:
-    bf16 parameters gathered on CUDA (bench/lm.py's MixedPrecisionPolicy), fp32 on
-    CPU nodes, where Gloo's collectives block and its reduce-scatter is an all-reduce
-    unless the probe timed it (bench/runtime.py collective_paths)."""
-    w = part.workload
-    gloo = not _cuda(part, tb)
-    bf16 = _amp(part, tb)
-    links = link.collectives if w.parallel != "ddp" else ()
-    timed = any(name == "reduce_scatter" for name, _, _ in links)
-    plan = replace(
-        plan,
-        seq_len=w.seq_len,
-        parallel=w.parallel,
-        shard_group=w.shard_group,
-        param_bytes=2 if bf16 and w.parallel != "ddp" else 4,
-        reduce_bytes=4,
-        collective_links=links,
-        gloo=gloo,
-        nccl=not gloo,
-    )
-    if w.parallel == "ddp":
-        return plan, "; DDP: gradients all-reduced in fp32 buckets"
+def _how_sharded(job: plans.Job, plan: Plan) -> str:
+    """How a transformer cell's step runs, said (hpcbench.models.sharded_model): bf16
+    parameters gathered on CUDA (bench/lm.py's MixedPrecisionPolicy), fp32 on CPU nodes,
+    where Gloo's collectives block and its reduce-scatter is an all-reduce unless the
+    probe timed it (bench/runtime.py collective_paths). A CNN's: nothing."""
+    if not job.transformer:
+        return ""
+    if job.parallel == "ddp":
+        return "; DDP: gradients all-reduced in fp32 buckets"
+    timed = any(name == "reduce_scatter" for name, _, _ in plan.collective_links)
     rs = (
         "the probe's reduce-scatter"
         if timed
-        else ("reduce-scatter as an all-reduce (Gloo)" if gloo else "reduce-scatter")
+        else ("reduce-scatter as an all-reduce (Gloo)" if plan.gloo else "reduce-scatter")
     )
-    how = (
-        f"; {w.parallel.upper()}: parameters gathered in {'bf16' if bf16 else 'fp32'} per "
-        f"block, {rs}, {'blocking (Gloo)' if gloo else 'one layer of prefetch'}"
+    return (
+        f"; {job.parallel.upper()}: parameters gathered in "
+        f"{'bf16' if plan.param_bytes == 2 else 'fp32'} per block, {rs}, "
+        f"{'blocking (Gloo)' if plan.gloo else 'one layer of prefetch'}"
     )
-    return plan, how
 
 
 def testbed_forecast(campaign: Campaign, tb: TestbedPlan) -> list[CellForecast]:

@@ -236,7 +236,7 @@ class ConfigSummary:
     predicted_efficiency_low: float | None = None
     predicted_efficiency_high: float | None = None
     # The point prediction: the single worker's measured gradient timeline replayed
-    # against the probe's link (allreduce_model.predict_measured).
+    # against the probe's link (hpcbench.models.plans, as `predict` and a campaign forecast).
     predicted_efficiency: float | None = None
     # CPU nodes: the all-reduces' own CPU work per step that the point charged (the
     # probe's compute lost per byte x the bytes; 0 where the probe measured none).
@@ -396,7 +396,7 @@ def _positive(value: Any) -> bool:
 TIMELINE_MAX = 1e15
 
 
-def _timeline_ok(timeline: Any) -> bool:
+def timeline_ok(timeline: Any) -> bool:
     """A gradient timeline as bench/train.py writes it: [[seconds, bytes], ...]."""
     return (
         isinstance(timeline, list)
@@ -482,14 +482,15 @@ def _matching_probe(probes: list[dict[str, Any]], s: ConfigSummary) -> dict[str,
 
 def _add_scaling(
     series: list[ConfigSummary],
-    grad_bytes: float | None,
+    run: dict[str, Any],
     probes: list[dict[str, Any]],
     timeline: list[list[float]] | None = None,
     shared_base: ConfigSummary | None = None,
 ) -> None:
     """Speedup, efficiency and the predicted band of every configuration of one series;
-    grad_bytes: the series' all-reduced bytes per step (its latest run's); shared_base:
-    the single-worker baseline of a sibling series, for a series that has none."""
+    run: one of its runs (what they train, job_of); timeline: its single worker's
+    measured gradients; shared_base: the single-worker baseline of a sibling series, for
+    a series that has none."""
     base = next((s for s in series if s.workers == 1 and s.images_per_sec), shared_base)
     full_node = max(
         (s for s in series if s.nodes == 1 and s.images_per_sec),
@@ -531,35 +532,60 @@ def _add_scaling(
             s.allreduce_s = 0.0
             continue
         probe = _matching_probe(probes, s)
-        model = allreduce_model.link_model(probe) if probe else None
-        if (
-            probe is None
-            or model is None
-            or base is None
-            or base.step_time_s is None  # never: a throughput comes with a step time
-            or grad_bytes is None
-        ):
+        network = plans.probed(probe) if probe else None
+        if network is None or base is None or base.step_time_s is None:
             continue
-        p = allreduce_model.predict(base.step_time_s, grad_bytes, model)
-        s.predicted_efficiency_low = p["efficiency_low"]
-        s.predicted_efficiency_high = p["efficiency_high"]
-        s.allreduce_s = p["allreduce_s"]
-        s.busbw = p["busbw"]
-        if timeline:
-            point = allreduce_model.predict_measured(
-                base.step_time_s,
-                [(t, b) for t, b in timeline],
-                model,
-                s.backend,
-                grad_bytes,
-                allreduce_model.cpu_work(probe),
-            )
-            s.predicted_efficiency = point.efficiency
-            s.predicted_cpu_work_s = point.cpu_work_s
-            s.predicted_background_s = point.background_s
+        # The forecast `predict` and a campaign make of the same cell (hpcbench.models.plans),
+        # over the probe's link, from the baseline's step and, where it recorded them,
+        # its measured gradients.
+        plan = plans.plan(
+            job_of(run),
+            network,
+            [s.workers],
+            s.gpus_per_node,
+            base.step_time_s,
+            tuple((t, b) for t, b in timeline or ()),
+        )
+        try:
+            [row] = predictions(plan)
+        except UsageError:  # a model of no known layers, and no measured gradients
+            continue
+        s.predicted_efficiency = row["efficiency"]
+        s.predicted_efficiency_low = row["efficiency_low"]
+        s.predicted_efficiency_high = row["efficiency_high"]
+        s.allreduce_s = row["allreduce_s"]
+        s.busbw = network.busbw
+        s.predicted_cpu_work_s = row.get("cpu_work_s", 0.0)
+        s.predicted_background_s = row.get("background_s", 0.0)
         if s.exposed_comm_s is not None and s.compute_s is not None:
             # Hidden communication cannot outlast the computation that hides it.
             s.overlap_s = min(s.compute_s, max(0.0, s.allreduce_s - s.exposed_comm_s))
+
+
+def job_of(run: dict[str, Any]) -> plans.Job:
+    """What a run trained and how, as a forecast takes it (plans.Job): its configuration,
+    its backend's grouping and compression, a transformer's parallelism, and the device
+    and precision it ran with."""
+    device = (run.get("fingerprint") or {}).get("device")
+
+    def number(key: str) -> float | None:
+        value = run.get(key)
+        return float(value) if isinstance(value, int | float) and value > 0 else None
+
+    return plans.Job(
+        model=str(run.get("model")),
+        batch=int(run["batch"]),
+        backend=str(run.get("backend")),
+        image_size=int(run.get("image_size") or 0),
+        seq_len=seq_len_of(run) or 0,
+        parallel=str(run.get("parallel") or "ddp"),
+        shard_group=int(run.get("shard_group") or 0),
+        bucket_cap_mb=number("bucket_cap_mb"),
+        fusion_threshold_mb=number("fusion_threshold_mb"),
+        fp16_allreduce=run.get("fp16_allreduce") is True,
+        cuda=device == "cuda",
+        amp="on" if run.get("amp") is True else "off",
+    )
 
 
 # A point prediction this close to a measured efficiency counts as a hit.
@@ -658,7 +684,7 @@ class LiveSummary:
         # series -> (nodes, workers) -> runs; series -> its configuration summaries
         self._runs: dict[tuple, dict[tuple[int, int], list[dict[str, Any]]]] = defaultdict(dict)
         self._summaries: dict[tuple, dict[tuple[int, int], ConfigSummary]] = defaultdict(dict)
-        self._grad_bytes: dict[tuple, float] = {}
+        self._latest: dict[tuple, dict[str, Any]] = {}  # each series' latest run
         self._timeline: dict[tuple, list[list[float]]] = {}
         touched: set[tuple] = set()
         for run in runs or []:
@@ -672,9 +698,8 @@ class LiveSummary:
         config = (run["nodes"], run["workers"])
         config_runs = self._runs[series].setdefault(config, [])
         config_runs.append(run)
-        if run.get("allreduce_bytes"):
-            self._grad_bytes[series] = float(run["allreduce_bytes"])
-        if run.get("workers") == 1 and _timeline_ok(run.get("grad_timeline")):
+        self._latest[series] = run
+        if run.get("workers") == 1 and timeline_ok(run.get("grad_timeline")):
             self._timeline[series] = run["grad_timeline"]
         self._summaries[series][config] = _summarise_config(config_runs)
         return series
@@ -704,7 +729,7 @@ class LiveSummary:
         timeline = self._timeline.get(series) or (self._timeline.get(found[0]) if found else None)
         _add_scaling(
             ordered,
-            self._grad_bytes.get(series),
+            self._latest[series],
             self._probes,
             timeline,
             None if own or found is None else found[1],

@@ -536,20 +536,21 @@ def predict_measured(
     step_time_1: float,
     timeline: list[tuple[float, float]],
     link: Link,
-    backend: str,
+    backend: str | Grouping,
     allreduce_bytes: float | None = None,
     cpu: CpuWork = CpuWork(),
+    interference: float = 0.0,
 ) -> Point:
     """The point prediction from a measured single-worker step: timeline holds (seconds
     after the step started, bytes) per gradient as backward made them (bench/train.py);
     communication past the last gradient is exposed. allreduce_bytes rescales the
-    gradients to what travels (fp16 compression halves it); cpu: what a probe on CPU
-    nodes measured of the backend's own work (cpu_work(); none on GPUs)."""
+    gradients to what travels (fp16 compression halves it); backend, interference and
+    cpu as predict_point takes them."""
     total = sum(b for _, b in timeline) or 1.0
     scale = (allreduce_bytes or total) / total
     grads = [Message(b * scale, t) for t, b in sorted(timeline)]
     last = max((g.ready_s for g in grads), default=0.0)
-    return _replayed(step_time_1, grads, last, link, backend, cpu=cpu)
+    return _replayed(step_time_1, grads, last, link, backend, interference, cpu)
 
 
 def cpu_work_per_byte(probe: dict[str, Any]) -> float:

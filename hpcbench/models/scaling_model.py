@@ -238,6 +238,11 @@ class Plan:
     reshard_after_forward: bool = True
     collective_links: tuple[tuple[str, float, float], ...] = ()
     gloo: bool = False
+    # A CNN's measured single-worker gradients, (seconds after the step began, bytes)
+    # each, replayed instead of the model's layers (empty: the layers); and the bytes on
+    # the wire per gradient byte (0.5: compressed to fp16).
+    timeline: tuple[tuple[float, float], ...] = ()
+    compression: float = 1.0
 
     @property
     def transformer(self) -> bool:
@@ -317,14 +322,21 @@ def plain_band(
 def _cnn_row(plan: Plan, n: int) -> dict[str, Any]:
     """One worker count of a CNN's plan: the replay, scaled by one node's sharing."""
     link = link_for(plan, n)
-    p = allreduce_model.predict_point(
-        plan.step_time_s,
-        list(model_layers(plan.model, plan.image_size)),
-        link,
-        plan.grouping,
-        plan.interference,
-        plan.cpu,
-    )
+    if plan.timeline:
+        p = allreduce_model.predict_measured(
+            plan.step_time_s,
+            list(plan.timeline),
+            link,
+            plan.grouping,
+            plan.compression * sum(b for _, b in plan.timeline),
+            plan.cpu,
+            plan.interference,
+        )
+    else:
+        layers = [(b * plan.compression, f) for b, f in model_layers(plan.model, plan.image_size)]
+        p = allreduce_model.predict_point(
+            plan.step_time_s, layers, link, plan.grouping, plan.interference, plan.cpu
+        )
     f = node_factor(plan.loss, n, plan.gpus_per_node)
     row: dict[str, Any] = {
         "workers": n,

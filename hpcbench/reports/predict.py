@@ -31,6 +31,7 @@ import json
 import math
 import statistics
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ from hpcbench.launchers.specs import (
 )
 from hpcbench.measure import analysis
 from hpcbench.measure.store import Store
-from hpcbench.models import allreduce_model, sharded_model
+from hpcbench.models import allreduce_model, plans, sharded_model
 from hpcbench.models.scaling_model import (
     ASSUMPTION_MIN,
     DEFAULT_INTERFERENCE,
@@ -69,7 +70,8 @@ from hpcbench.models.scaling_model import (
 )
 
 MAX_WORKERS = 4096
-DEFAULT_TRANSPORT = "tcp"
+# The transport across nodes where none is given (plans.DEFAULTS), said to be assumed.
+DEFAULT_TRANSPORT = plans.DEFAULTS["transport"][0]
 
 
 def store_cases(args: argparse.Namespace) -> list[Case]:
@@ -273,12 +275,6 @@ def plan_from(args: argparse.Namespace) -> Plan:
         raise UsageError("--fusion-threshold-mb is Horovod's setting: give --bucket-cap-mb for ddp")
     if args.cycle_time_ms is not None and args.backend != "horovod":
         raise UsageError("--cycle-time-ms is Horovod's setting; DDP has no cycle")
-    message_mb = args.bucket_cap_mb if args.backend == "ddp" else args.fusion_threshold_mb
-    grouping = allreduce_model.Grouping(
-        args.backend,
-        None if message_mb is None else message_mb * 1024**2,
-        None if args.cycle_time_ms is None else args.cycle_time_ms / 1e3,
-    )
     if args.link_efficiency is not None and args.busbw is not None:
         raise UsageError(
             "--link-efficiency scales --link; --busbw is already what the link achieves"
@@ -290,66 +286,52 @@ def plan_from(args: argparse.Namespace) -> Plan:
         step = args.batch * seq_len / args.single_worker_tps
     else:
         step = args.batch / args.single_worker_ips
+    transport = args.transport or DEFAULT_TRANSPORT
     if args.busbw is not None:
         busbw, note = args.busbw * 1e9, f"bus bandwidth {args.busbw:g} GB/s (measured, --busbw)"
     else:
         rate = parse_link(args.link)
-        share = (
-            args.link_efficiency
-            if args.link_efficiency is not None
-            else (LINK_EFFICIENCY[args.transport or DEFAULT_TRANSPORT])
-        )
-        source = (
-            "--link-efficiency"
-            if args.link_efficiency is not None
-            else (f"{args.transport or DEFAULT_TRANSPORT} default")
-        )
+        given = args.link_efficiency is not None
+        share = args.link_efficiency if given else LINK_EFFICIENCY[transport]
+        source = "--link-efficiency" if given else f"{transport} default"
         busbw = rate / 8 * share
         note = (
             f"link {rate / 1e9:g} Gbit/s x {share:.2f} ({source}) = "
             f"{busbw * 8 / 1e9:.2f} Gbit/s achieved"
         )
-    transport = args.transport or DEFAULT_TRANSPORT
     latency_us = args.latency_us if args.latency_us is not None else LATENCY_US[transport]
-    intra_name = args.intra_node or DEFAULT_INTRA_NODE
-    intra = args.intra_busbw * 1e9 if args.intra_busbw is not None else INTRA_NODE[intra_name]
-    interference = DEFAULT_INTERFERENCE if args.interference is None else args.interference
+    network = plans.Network(
+        busbw,
+        latency_us * 1e-6,
+        note,
+        interference=DEFAULT_INTERFERENCE if args.interference is None else args.interference,
+        nccl=None if args.collectives is None else args.collectives == "nccl",
+        node_loss=args.node_loss,
+    ).inside(args.intra_node)
+    if args.intra_busbw is not None:
+        network = replace(network, intra_busbw=args.intra_busbw * 1e9, intra_assumed=False)
     workers = parse_int_list(args.workers, "--workers", MAX_WORKERS)
-    gloo = transformer and args.collectives == "gloo"
-    param = args.param_dtype or ("fp32" if gloo else "bf16")
     if transformer and args.parallel != "ddp":
         for n in workers:  # a shard group that does not divide a count: one line, now
             sharded_model.check_group(args.parallel, args.shard_group, n, args.gpus_per_node)
-    return Plan(
+    job = plans.Job(
         model=args.model,
-        image_size=0 if transformer else image_size,
         batch=args.batch,
-        workers=workers,
-        gpus_per_node=args.gpus_per_node,
-        step_time_s=step,
-        busbw=busbw,
-        latency_s=latency_us * 1e-6,
         backend=args.backend,
-        grouping=grouping,
-        intra_busbw=intra,
-        interference=interference,
-        # A transformer's default is NCCL's ring or tree, as before the CNNs' defaults.
-        nccl=(
-            args.collectives != "gloo"
-            if transformer
-            else (None if args.collectives is None else args.collectives == "nccl")
-        ),
-        node_loss=args.node_loss,
-        intra_assumed=args.intra_busbw is None and args.intra_node is None,
-        link_note=note,
+        image_size=0 if transformer else image_size,
         seq_len=seq_len,
         parallel=args.parallel,
         shard_group=args.shard_group,
-        param_bytes=sharded_model.DTYPE_BYTES[param],
-        reduce_bytes=sharded_model.DTYPE_BYTES[args.reduce_dtype or "fp32"],
+        bucket_cap_mb=args.bucket_cap_mb,
+        fusion_threshold_mb=args.fusion_threshold_mb,
+        cycle_time_ms=args.cycle_time_ms,
+        # A transformer over Gloo runs on CPU nodes; a CNN's gloo is NCCL's rings only.
+        cuda=not (transformer and args.collectives == "gloo"),
+        param_dtype=args.param_dtype,
+        reduce_dtype=args.reduce_dtype,
         reshard_after_forward=args.reshard_after_forward != "off",
-        gloo=gloo,
     )
+    return plans.plan(job, network, workers, args.gpus_per_node, step)
 
 
 def main(args: argparse.Namespace) -> int:

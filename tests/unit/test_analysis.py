@@ -26,7 +26,11 @@ def test_jitter_is_robust_to_one_outlier():
 
 
 def _run(nodes, workers, window_times, repeat=0, batch=8, steps=10, **extra):
+    # A single worker records its gradients as backward made them (bench/train.py): here
+    # all 4 MB at the end of a step of window_times[0] / steps.
+    timeline = {"grad_timeline": [[window_times[0] / steps, 4e6]]} if workers == 1 else {}
     return {
+        **timeline,
         "kind": "run",
         "status": "ok",
         "env": "e",
@@ -271,9 +275,21 @@ def test_point_prediction_replays_the_baselines_gradient_timeline():
     base = _run(1, 1, [1.0], grad_timeline=[[0.09, 2e6], [0.09, 2e6]])
     s = {x.workers: x for x in analysis.summarise([base, _run(2, 2, [1.0])], [probe])}
     assert s[2].predicted_efficiency == pytest.approx(0.1 / 0.14)
-    # Without a timeline: the band only.
-    s = {x.workers: x for x in analysis.summarise([_run(1, 1, [1.0]), _run(2, 2, [1.0])], [probe])}
-    assert s[2].predicted_efficiency is None and s[2].predicted_efficiency_low is not None
+    # Without a timeline the model's layers stand in, as `predict` builds them; a model of
+    # no known layers gets no prediction at all.
+    bare = _run(1, 1, [1.0])
+    del bare["grad_timeline"]
+    s = {x.workers: x for x in analysis.summarise([bare, _run(2, 2, [1.0])], [probe])}
+    assert s[2].predicted_efficiency is None and s[2].predicted_efficiency_low is None
+    known = [{**r, "model": "resnet18"} for r in (bare, _run(2, 2, [1.0]))]
+    s = {x.workers: x for x in analysis.summarise(known, [probe])}
+    low, point, high = (
+        s[2].predicted_efficiency_low,
+        s[2].predicted_efficiency,
+        s[2].predicted_efficiency_high,
+    )
+    assert low is not None and point is not None and high is not None
+    assert low <= point <= high
 
 
 def test_settled_says_inside_or_outside_only_when_the_whole_interval_does():

@@ -1,0 +1,225 @@
+"""A forecast's inputs, gathered into one Plan in one place: what the runs train and how
+(a Job, as the workload's options say it), what the network allows (a Network: a probe,
+or a line rate and its transport's share), one worker's step and the workers.
+
+`hpcbench predict`, the campaign's forecasts and the report's prediction beside a
+measurement each gather a Job and a Network their own way (the command line; a
+campaign file, its stores and probes; a results store) and hand them to plan(), so
+that one cell gets one number whichever asks. DEFAULTS is the one table of what a
+forecast takes where it is not told.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hpcbench.models import allreduce_model, sharded_model
+from hpcbench.models.scaling_model import (
+    DEFAULT_INTERFERENCE,
+    DEFAULT_INTRA_NODE,
+    INTRA_LATENCY_US,
+    INTRA_NODE,
+    LATENCY_US,
+    LINK_EFFICIENCY,
+    Plan,
+)
+
+# What a forecast takes where it is not told, and why.
+DEFAULTS: dict[str, tuple[Any, str]] = {
+    "transport": ("tcp", "the common case between nodes; its share of the line rate is fitted"),
+    "intra_node": (DEFAULT_INTRA_NODE, "PCIe 3 inside a node: the slowest common interconnect"),
+    # bench/lm.py training_precision and its MixedPrecisionPolicy: a transformer computes
+    # and gathers its parameters in bf16 on CUDA unless --amp off, in fp32 on CPU nodes.
+    "param_dtype": ("bf16 on CUDA unless --amp off, else fp32", "bench/lm.py, parallelize"),
+    # The workload reduces gradients in fp32 (MixedPrecisionPolicy reduce_dtype; DDP's
+    # buckets hold the fp32 gradients).
+    "reduce_dtype": ("fp32", "bench/lm.py, parallelize"),
+    "interference": (
+        DEFAULT_INTERFERENCE,
+        "fitted to published rows; 0 where a probe measured the backend's CPU work, which "
+        "is what it stands for on CPU nodes",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Job:
+    """What the runs train and how, in the workload's terms (bench/workload_options.py):
+    the model and its input, the backend and its grouping, a transformer's parallelism
+    and precision, and whether they run on CUDA."""
+
+    model: str
+    batch: int
+    backend: str = "ddp"
+    image_size: int = 0  # a CNN's; resolved by the caller
+    seq_len: int = 0  # a transformer's; resolved by the caller
+    parallel: str = "ddp"
+    shard_group: int = 0
+    bucket_cap_mb: float | None = None
+    fusion_threshold_mb: float | None = None
+    cycle_time_ms: float | None = None  # Horovod's HOROVOD_CYCLE_TIME
+    fp16_allreduce: bool = False  # gradients compressed to fp16 on the wire
+    cuda: bool = True  # else CPU nodes: Gloo's collectives
+    amp: str = "auto"
+    param_dtype: str | None = None  # None: DEFAULTS
+    reduce_dtype: str | None = None  # None: DEFAULTS
+    reshard_after_forward: bool = True
+
+    @property
+    def transformer(self) -> bool:
+        return sharded_model.shape(self.model) is not None
+
+    @property
+    def bf16(self) -> bool:
+        """Whether a transformer computes in bf16 (bench/lm.py training_precision)."""
+        return self.cuda and self.amp != "off"
+
+    @property
+    def param_bytes(self) -> int:
+        if self.param_dtype is not None:
+            return sharded_model.DTYPE_BYTES[self.param_dtype]
+        return 2 if self.bf16 and self.parallel != "ddp" else 4
+
+    @property
+    def reduce_bytes(self) -> int:
+        return sharded_model.DTYPE_BYTES[self.reduce_dtype or DEFAULTS["reduce_dtype"][0]]
+
+    def grouping(self) -> allreduce_model.Grouping:
+        """The backend's messages: DDP's buckets or Horovod's fusion, as set."""
+        size_mb = self.bucket_cap_mb if self.backend == "ddp" else self.fusion_threshold_mb
+        return allreduce_model.Grouping(
+            self.backend,
+            None if size_mb is None else size_mb * 1024**2,
+            None if self.cycle_time_ms is None else self.cycle_time_ms / 1e3,
+        )
+
+
+@dataclass(frozen=True)
+class Network:
+    """What the network allows: across nodes, one NIC's bus bandwidth (None: no line rate
+    known) and latency, and where they come from; inside a node, its link; the backend's
+    CPU work a probe measured on CPU nodes, the interference, NCCL's algorithm and one
+    node's sharing where known (None: assumed, named as such by the forecast); a
+    probe's all-gather and reduce-scatter, (name, latency_s, busbw) each."""
+
+    busbw: float | None
+    latency_s: float
+    source: str
+    intra_busbw: float = INTRA_NODE[DEFAULT_INTRA_NODE]
+    intra_assumed: bool = True
+    interference: float = DEFAULT_INTERFERENCE
+    cpu: allreduce_model.CpuWork = allreduce_model.CpuWork()
+    collectives: tuple[tuple[str, float, float], ...] = ()
+    nccl: bool | None = None
+    node_loss: float | None = None
+    # CPU nodes whose backend's CPU work per byte is unknown (no probe resolved it), and
+    # at most this (s/byte): a forecast takes the point midway between none and this and
+    # the band over both. None: known, or unbounded.
+    cpu_up_to: float | None = None
+
+    def inside(self, name: str | None) -> Network:
+        """This network with the node's interconnect named (None: DEFAULTS', assumed)."""
+        chosen = name or DEFAULTS["intra_node"][0]
+        return replace(self, intra_busbw=INTRA_NODE[chosen], intra_assumed=name is None)
+
+
+def nominal(
+    rate_bits: float, transport: str | None, share: float | None = None, said: str = ""
+) -> Network:
+    """A line rate's network: its transport's default share of the rate (or `share`,
+    said so), its default latency."""
+    chosen = transport or DEFAULTS["transport"][0]
+    efficiency = LINK_EFFICIENCY[chosen] if share is None else share
+    source = said or f"{chosen}'s default"
+    return Network(
+        rate_bits / 8 * efficiency,
+        LATENCY_US[chosen] * 1e-6,
+        f"{_rate(rate_bits)} x {efficiency:.2f} ({source})",
+    )
+
+
+def probed(probe: dict[str, Any], scale: float = 1.0, where: str = "probed") -> Network | None:
+    """A probe's network: the all-reduce's fitted latency and bus bandwidth (times
+    `scale`, another link's rate over the probed one's), its all-gather and
+    reduce-scatter where it timed them, and on CPU nodes the backend's CPU work it
+    measured, which interference stands for there (0). None: no fit."""
+    model = allreduce_model.link_model(probe)
+    if model is None:
+        return None
+    cpu = allreduce_model.cpu_work(probe)
+    collectives = []
+    for name in ("all_gather", "reduce_scatter"):
+        fitted = allreduce_model.collective_model(probe, name)
+        if fitted is not None:
+            collectives.append((name, fitted.latency_s, fitted.busbw * scale))
+    return Network(
+        model.busbw * scale,
+        model.latency_s,
+        f"{where}: {model.busbw * 8 / 1e6:.0f} Mbit/s bus bandwidth{collectives_said(probe)}",
+        interference=0.0 if cpu != allreduce_model.CpuWork() else DEFAULT_INTERFERENCE,
+        cpu=cpu,
+        collectives=tuple(collectives),
+    )
+
+
+def collectives_said(probe: dict[str, Any]) -> str:
+    """What a probe timed besides the all-reduce, for a forecast's source line."""
+    timed = [
+        name.replace("_", "-")
+        for name in ("all_gather", "reduce_scatter")
+        if allreduce_model.collective_model(probe, name) is not None
+    ]
+    return f" (and its {' and '.join(timed)})" if timed else ""
+
+
+def plan(
+    job: Job,
+    network: Network,
+    workers: list[int],
+    gpus_per_node: int,
+    step_time_s: float,
+    timeline: tuple[tuple[float, float], ...] = (),
+) -> Plan:
+    """The forecast's inputs as the scaling model takes them. timeline: one worker's
+    measured gradients, (seconds after the step began, bytes) each, which the replay
+    takes instead of the model's layers (a CNN's baseline records it)."""
+    transformer = job.transformer
+    gloo = not job.cuda
+    return Plan(
+        model=job.model,
+        image_size=0 if transformer else job.image_size,
+        batch=job.batch,
+        workers=workers,
+        gpus_per_node=gpus_per_node,
+        step_time_s=step_time_s,
+        # One node: its own link only; the NIC's figure is never used.
+        busbw=network.busbw if network.busbw is not None else network.intra_busbw,
+        latency_s=network.latency_s,
+        backend=job.backend,
+        grouping=job.grouping(),
+        intra_busbw=network.intra_busbw,
+        intra_latency_s=INTRA_LATENCY_US * 1e-6,
+        interference=network.interference,
+        # CPU nodes run Gloo, whose collectives are rings; a transformer's NCCL is the
+        # workload's own, ring or tree; a CNN's NCCL release is not known (assumed).
+        nccl=False if gloo else (True if transformer else network.nccl),
+        node_loss=network.node_loss,
+        intra_assumed=network.intra_assumed,
+        link_note=network.source,
+        cpu=network.cpu,
+        seq_len=job.seq_len if transformer else 0,
+        parallel=job.parallel if transformer else "ddp",
+        shard_group=job.shard_group,
+        param_bytes=job.param_bytes,
+        reduce_bytes=job.reduce_bytes,
+        reshard_after_forward=job.reshard_after_forward,
+        collective_links=network.collectives if job.parallel != "ddp" else (),
+        gloo=transformer and gloo,
+        timeline=timeline,
+        compression=0.5 if job.fp16_allreduce else 1.0,
+    )
+
+
+def _rate(bits: float) -> str:
+    return f"{bits / 1e9:g} Gbit/s" if bits >= 1e9 else f"{bits / 1e6:g} Mbit/s"
