@@ -38,13 +38,12 @@ from typing import Any
 from hpcbench.core.errors import UsageError
 from hpcbench.launchers.specs import (
     count_type,
-    megabytes_type,
     parse_int_list,
     transformer_configs,
     units,
     workload_options,
 )
-from hpcbench.measure import analysis
+from hpcbench.measure import analysis, scale_options
 from hpcbench.measure.store import Store
 from hpcbench.models import allreduce_model, plans, sharded_model
 from hpcbench.models.scaling_model import (
@@ -70,6 +69,16 @@ from hpcbench.models.scaling_model import (
 )
 
 MAX_WORKERS = 4096
+# The workload's options a forecast takes, declared once for scale and predict.
+WORKLOAD_OPTIONS = (
+    "--model",
+    "--image-size",
+    "--seq-len",
+    "--parallel",
+    "--shard-group",
+    "--bucket-cap-mb",
+    "--fusion-threshold-mb",
+)
 # The transport across nodes where none is given (plans.DEFAULTS), said to be assumed.
 DEFAULT_TRANSPORT = plans.DEFAULTS["transport"][0]
 
@@ -220,7 +229,7 @@ def _transformer_options(args: argparse.Namespace, transformer: bool) -> None:
     else:
         if args.single_worker_ips is not None:
             raise UsageError(f"{model}: give --single-worker-tps (tokens/s), not images/s")
-        if args.image_size is not None:
+        if args.image_size:
             raise UsageError(f"--image-size is for the CNNs; {model} takes --seq-len")
         if args.backend == "horovod":
             raise UsageError(f"{model} trains under torch.distributed: use --backend ddp")
@@ -264,7 +273,7 @@ def plan_from(args: argparse.Namespace) -> Plan:
         raise UsageError("give one of --link (a line rate) or --busbw (measured, GB/s)")
     image_size = (
         default_image_size(args.model)
-        if args.image_size is None and not transformer
+        if not args.image_size and not transformer
         else args.image_size
     )
     if not transformer and not 16 <= image_size <= 1024:
@@ -534,42 +543,13 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "--model",
-        default="resnet50",
-        help="a torchvision model, or a transformer: the workload's (gpt-tiny, gpt2-small, "
-        "gpt2-medium, llama-1b) or a published shape (llama3.1-8b, mpt-350m ... mpt-13b)",
-    )
-    p.add_argument(
-        "--image-size",
-        type=count_type("image-size"),
-        default=None,
-        help="CNNs (default: the size the model trains at: bench/models.json, else its "
-        "torchvision weights' crop)",
-    )
+    # What the runs train, as the workload declares it (bench/workload_options.py).
+    workload_options.add_to(p, scale_options.WORKLOAD_PARSERS, only=WORKLOAD_OPTIONS)
     p.add_argument(
         "--batch",
         type=count_type("batch"),
         default=32,
         help="per-worker batch (a transformer's: sequences)",
-    )
-    p.add_argument(
-        "--seq-len",
-        type=count_type("seq-len"),
-        default=0,
-        help="a transformer's sequence (default: its configuration's)",
-    )
-    p.add_argument(
-        "--parallel",
-        default="ddp",
-        choices=workload_options.PARALLEL,
-        help="a transformer's parallelism: ddp, fsdp2 (sharded over all workers) or hsdp",
-    )
-    p.add_argument(
-        "--shard-group",
-        type=count_type("shard-group"),
-        default=0,
-        help="hsdp: workers sharing one copy of the model (default: a node's)",
     )
     p.add_argument(
         "--param-dtype",
@@ -684,18 +664,6 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         f"{DEFAULT_INTERFERENCE:.2f})",
     )
     p.add_argument("--backend", default="ddp", choices=workload_options.BACKENDS)
-    p.add_argument(
-        "--bucket-cap-mb",
-        type=megabytes_type("bucket-cap-mb"),
-        default=None,
-        help="ddp: DistributedDataParallel's bucket_cap_mb (default 25)",
-    )
-    p.add_argument(
-        "--fusion-threshold-mb",
-        type=megabytes_type("fusion-threshold-mb"),
-        default=None,
-        help="horovod: HOROVOD_FUSION_THRESHOLD in MiB (default 128; 0 = no fusion)",
-    )
     p.add_argument(
         "--cycle-time-ms",
         type=real_type("cycle-time-ms"),
