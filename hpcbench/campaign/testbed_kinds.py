@@ -15,13 +15,15 @@ from hpcbench.campaign.checks import Problem
 from hpcbench.campaign.sweep_keys import parse, strip_prefix
 from hpcbench.core.errors import UsageError
 from hpcbench.core.secrets import looks_secret
-from hpcbench.launchers.specs import check_path, parse_hosts, parse_login
+from hpcbench.launchers.specs import parse_hosts, parse_login
 from hpcbench.testbeds import kinds
 from hpcbench.testbeds.kinds import Kind
 
 VARIABLE = re.compile(r"[a-z_][a-z0-9_]{0,63}", re.ASCII)
 TOPOLOGY = re.compile(r"([1-9][0-9]*)x([1-9][0-9]*)", re.ASCII)
 WHOLE = re.compile(r"[0-9]{1,18}", re.ASCII)  # not str.isdigit: it takes '²', int() does not
+# What a partition's ssh_key, known_hosts and a login's job_dir are checked alone with.
+STAND_IN_LOGIN = ["--slurm-login=login", "--slurm-python=/python"]
 
 
 def by_key() -> dict[str, Kind]:
@@ -173,10 +175,10 @@ def _slurm(kind: Kind, value: Any, path: str) -> Read:
         try:
             if key == "login":  # alone it lacks --slurm-python: its own syntax only
                 parse_login(own[0].partition("=")[2])
-            elif key in ("ssh_key", "known_hosts"):  # alone they lack the login they are for
-                check_path(own[0].partition("=")[2], flag)
-            elif key == "job_dir" and "login" in given:  # its ~ is the login's: checked
-                pass  # with the keys together, below
+            elif key in ("ssh_key", "known_hosts") or (key == "job_dir" and "login" in given):
+                # Alone they lack the login they are for (job_dir: its ~ is the login's):
+                # checked with a stand-in, and with the keys together below.
+                parse(own + STAND_IN_LOGIN, ["--env", "slurm", "--out", "results"])
             elif key in ("container_mounts", "container_import"):  # alone it lacks the
                 image = ["--container-image=/image.sqsh"]  # image it is for: its syntax
                 parse(own + image, ["--env", "slurm", "--out", "results"])  # here

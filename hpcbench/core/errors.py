@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from typing import Any, NoReturn
 
 
 class UsageError(Exception):
@@ -18,6 +18,16 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog.removeprefix('hpcbench ')}: {message}")
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        """An option's strings as its value, '--' refused: CPython 3.11 takes it out of
+        an option's own strings before converting them (Lib/argparse.py:2466-2471,
+        `_get_values`), so `--partition=--` stored [] where one value belongs (3.13.0
+        keeps it: Lib/argparse.py:2501). No option here takes '--' for a value, on any
+        version; a sub-command's parser is a Parser too, so every command refuses it."""
+        if action.option_strings and "--" in arg_strings and action.nargs != argparse.REMAINDER:
+            raise argparse.ArgumentError(action, "'--' is no value: give one, or leave it out")
+        return super()._get_values(action, arg_strings)
 
 
 def one_line(text: str, limit: int | None = None) -> str:

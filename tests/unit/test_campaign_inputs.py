@@ -18,7 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hpcbench import cli
+from hpcbench.campaign import sweep_keys
 from hpcbench.campaign.testbeds import HARDWARE_KEYS
+from hpcbench.measure import scale_options
 from hpcbench.testbeds.kinds.slurm import Slurm
 
 BASE: dict[str, Any] = {
@@ -715,4 +717,62 @@ def test_yaml_text_at_any_spot_of_the_file_gives_a_plan_or_one_line(tmp_path, ca
     doc = copy.deepcopy(fresh)
     where = data.draw(st.sampled_from([p for p in paths_of(doc) if p != ("out",)]), "where")
     outcome(tmp_path, with_fragment(doc, where, data.draw(FRAGMENTS, "fragment")), capsys)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
+
+
+# ------------------------------------------------- '--' where a key takes one value
+def _value_options() -> list[str]:
+    """scale's options a sweep may give that take a value, as sweep keys."""
+    return [
+        action.dest
+        for action in scale_options.scale_parser()._actions
+        if action.option_strings and action.nargs != 0 and action.dest not in sweep_keys.RESERVED
+    ]
+
+
+# Every key a campaign file turns into a `scale` option: the sweep's and a partition's.
+DASH_KEYS = [
+    *[("sweep", key) for key in _value_options()],
+    *[("slurm", key) for key, flag in Slurm.campaign_options.items() if flag],
+]
+
+
+@pytest.mark.parametrize(("under", "key"), DASH_KEYS)
+@settings(GENERATED, max_examples=2)
+@given(data=st.data())
+def test_a_lone_double_dash_as_a_keys_value_is_refused_naming_the_key(
+    tmp_path, capsys, fresh, under, key, data
+):
+    """`partition: "--"` became `--partition=--`, which argparse (CPython 3.11) reads
+    as []: the partition, account, qos, image and setup were left out of the job
+    scripts unsaid. A sweep key in the campaign's sweep or in a testbed's own."""
+    if under == "slurm":
+        where: tuple = ("testbeds", 1, "slurm", key)
+    else:
+        where = (*data.draw(st.sampled_from([("sweep",), ("testbeds", 2, "sweep")])), key)
+    value = data.draw(st.sampled_from(["--", ["--"]]), "value")
+    doc = copy.deepcopy(fresh)
+    doc["testbeds"][2]["sweep"] = {}  # the hosts' testbed's own sweep, empty
+    doc = put(doc, where, value)
+    rc, err, path = plan(tmp_path, capsys, dump(doc))
+    assert rc == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"hpcbench: error: {path}: {key_path(where)}: "), err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
+
+
+def test_a_partitions_keys_reach_every_job_script(tmp_path, capsys, fresh):
+    """What the refusal above protects: each of a partition's keys, given, in every
+    sbatch script of a dry run."""
+    fresh["testbeds"] = [fresh["testbeds"][1]]
+    path = tmp_path / "c.yaml"
+    path.write_text(dump(fresh))
+    assert cli.main(["campaign", "run", "--dry-run", str(path)]) == 0
+    scripts = capsys.readouterr().out.split("#!/bin/bash\n")[1:]
+    assert scripts
+    for script in scripts:
+        lines = script.splitlines()
+        for sbatch in ("--partition=p", "--account=acct", "--qos=normal", "--exclusive"):
+            assert f"#SBATCH {sbatch}" in lines, script
+        assert "--container-image=nvcr.io#nvidia/pytorch:24.05-py3" in script, script
+        assert "module load x" in lines, script
     assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()

@@ -21,8 +21,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hpcbench import cli
+from tests.unit.test_campaign_inputs import GENERATED
 
 # Refused by every option that takes a value.
 PATH_HOSTILE = [
@@ -303,10 +306,10 @@ def test_the_baselines_would_get_going(guarded, capsys):
     assert launched, "the probe baseline did not get as far as launching"
 
 
-@pytest.mark.parametrize(("command", "name", "value"), cases())
-def test_hostile_value_is_refused_in_one_line(guarded, capsys, command, name, value):
+def refused_in_one_line(guarded, capsys, argv: list[str]) -> str:  # noqa: ANN001
+    """cli.main(argv) exits 2 with one line on stderr, no traceback, nothing launched,
+    written or run; the line."""
     launched, calls, work, base = guarded
-    argv = command_line(base, command, name, value)
     written = (work, work.parent / "state", work.parent / "cache")
     before = snapshot(*written)
     try:
@@ -324,3 +327,53 @@ def test_hostile_value_is_refused_in_one_line(guarded, capsys, command, name, va
     assert not calls.exists(), calls.read_text()
     assert snapshot(*written) == before, f"{argv!r:.300} wrote files"
     assert not (work / "PWNED").exists()
+    return lines[0]
+
+
+@pytest.mark.parametrize(("command", "name", "value"), cases())
+def test_hostile_value_is_refused_in_one_line(guarded, capsys, command, name, value):
+    argv = command_line(guarded[3], command, name, value)
+    refused_in_one_line(guarded, capsys, argv)
+
+
+def value_options() -> list[tuple[str, str]]:
+    """(sub-command, option) for every option of every command that takes a value."""
+    return [
+        (command, action.option_strings[-1])
+        for command, parser in subcommands().items()
+        for action in parser._actions
+        if action.option_strings and action.nargs != 0
+    ]
+
+
+def spellings(command: str, name: str) -> list[str]:
+    """The option as argparse takes it: its name (which wins over a longer option it
+    starts: --data beside --data-workers), or any prefix of it no other option of the
+    command starts with (allow_abbrev, on by default)."""
+    others = [
+        spelled
+        for action in subcommands()[command]._actions
+        if name not in action.option_strings
+        for spelled in action.option_strings
+    ]
+    prefixes = (name[:n] for n in range(3, len(name) + 1))
+    return [p for p in prefixes if p == name or not any(o.startswith(p) for o in others)]
+
+
+@pytest.mark.parametrize(("command", "name"), value_options())
+@settings(GENERATED, max_examples=3)
+@given(data=st.data())
+def test_a_lone_double_dash_as_an_options_value_is_refused_naming_the_option(
+    guarded, capsys, command, name, data
+):
+    """`--partition=--`: CPython 3.11's argparse drops the '--' from an option's own
+    values before converting them and stores [] where one value belongs (3.13 keeps
+    '--'). Given as `NAME=--` and as `NAME --`, the option spelled in full or cut
+    short."""
+    spelled = data.draw(st.sampled_from(spellings(command, name)), label="spelled")
+    argv = command_line(guarded[3], command, name, "--")
+    assert argv[-1] == f"{name}=--", argv  # the option goes last: no later one overrides it
+    line = refused_in_one_line(guarded, capsys, [*argv[:-1], f"{spelled}=--"])
+    assert f"argument {name}" in line and "'--' is no value" in line, line
+    line = refused_in_one_line(guarded, capsys, [*argv[:-1], spelled, "--"])
+    assert f"argument {name}" in line, line  # argparse's own: expected one argument
