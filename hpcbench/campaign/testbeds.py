@@ -109,7 +109,7 @@ def testbed(
         settings=tuple(sorted(place.settings.items())),
         ansible=place.ansible,
         keep_on_failure=keep,
-        expect=_expect(raw.get("expect"), f"{path}.expect"),
+        expect=_expect(raw.get("expect"), f"{path}.expect", own.variants[0].workload.model),
         fingerprint=fingerprint,
         nodes_available=place.nodes_available,
         gpus_per_node=place.slots,
@@ -286,7 +286,9 @@ def _excluded(cell: dict[str, Any], rules: Rules) -> bool:
     return any(all(cell[k] in values for k, values in rule.items()) for rule in rules)
 
 
-def _expect(value: Any, path: str) -> Expect:
+def _expect(value: Any, path: str, model: str) -> Expect:
+    """The testbed's `expect:`. Its one worker's figure is in the unit of the sweep's
+    `model`, the one the forecast reads (forecast.single_worker): the other is refused."""
     value = checks.mapping(value, path, EXPECT_KEYS)
     rates: dict[str, float | None] = {}
     for key, high, what in (
@@ -300,6 +302,16 @@ def _expect(value: Any, path: str) -> Expect:
             except ValueError as err:
                 raise Problem(f"{path}.{key}", f"{err}; one worker's {what}") from None
         rates[key] = rate
+    kind, takes, other = (
+        ("a transformer", "tokens_per_s", "images_per_s")
+        if transformer_configs.is_transformer(model)
+        else ("a CNN", "images_per_s", "tokens_per_s")
+    )
+    if rates[other] is not None:
+        raise Problem(
+            f"{path}.{other}",
+            f"is unused: the sweep's model {model} is {kind}, whose one worker is expect: {takes}",
+        )
     durations = {
         k: checks.duration(value[k], f"{path}.{k}") if k in value else None
         for k in ("deploy", "verify", "destroy")

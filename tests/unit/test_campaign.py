@@ -205,6 +205,48 @@ def test_bad_campaign_is_one_line_naming_the_key_and_creates_nothing(
 
 
 @pytest.mark.parametrize(
+    ("sweep", "given", "said"),
+    [
+        (
+            "model: resnet18, image_size: 32",
+            "tokens_per_s",
+            "testbeds[1].expect.tokens_per_s: is unused: the sweep's model resnet18 is a CNN, "
+            "whose one worker is expect: images_per_s",
+        ),
+        (
+            "model: gpt-tiny, backend: ddp, seq_len: 64, device: cpu",
+            "images_per_s",
+            "testbeds[1].expect.images_per_s: is unused: the sweep's model gpt-tiny is a "
+            "transformer, whose one worker is expect: tokens_per_s",
+        ),
+    ],
+)
+def test_expect_in_the_unit_the_sweeps_model_is_not_measured_in_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], sweep: str, given: str, said: str
+) -> None:
+    """`campaign plan` took it and used it nowhere: the forecast reads the figure of
+    the model's unit only."""
+    path = write(
+        tmp_path,
+        f"""\
+        name: t
+        out: {tmp_path / "out"}
+        sweep: {{{sweep}, batch: [4], nodes: [1, 2], repeats: 1}}
+        testbeds:
+          - {{name: a, env: local, settings: {{node_count: 2}}}}
+          - name: b
+            env: local
+            settings: {{node_count: 2}}
+            expect: {{{given}: 100, deploy: 1m}}
+        """,
+    )
+    for action in ("plan", "run", "status"):
+        assert cli.main(["campaign", action, str(path)]) == 2
+        assert capsys.readouterr().err.strip().splitlines() == [f"hpcbench: error: {path}: {said}"]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
     ("text", "says"),
     [
         ("name: t\nname: u\n", "key 'name' is given twice"),

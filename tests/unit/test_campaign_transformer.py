@@ -270,6 +270,7 @@ def test_a_generated_sweep_is_refused_exactly_when_the_workload_would_refuse_it(
     doc = {**copy.deepcopy(BASE), "sweep": sweep}
     if model == "resnet18":
         sweep["image_size"] = 32
+        doc["testbeds"][0]["expect"] = {"images_per_s": 90}  # a CNN's one worker
     # A shard group given beside ddp or fsdp2 only is HSDP's alone: refused as scale does.
     alone = bool(shard) and "hsdp" not in parallels
     expected = 2 if alone or refused(model, backend, parallels, seq_len, shard) else 0
