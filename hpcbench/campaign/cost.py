@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -27,12 +28,16 @@ from typing import Any
 
 from hpcbench.campaign import checks
 from hpcbench.campaign.checks import Problem
-from hpcbench.launchers.specs import units
 from hpcbench.measure.analysis import ConfigSummary
 
 PRICE_KEYS = ("amount", "currency", "per")
 PER = ("node-hour", "gpu-hour")
 MAX_AMOUNT = 1e9
+# A number as YAML 1.2 reads one (its core schema's float, spec 1.2.2 section 10.3.2,
+# which takes every int too). PyYAML reads YAML 1.1, whose float needs a dot and an
+# exponent's sign (PyYAML 6.0.3 lib/yaml/resolver.py:179-183): `amount: 1e9` comes as
+# the text '1e9' and `amount: 1.0e+9` as a number, both the same price.
+YAML_NUMBER = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?", re.ASCII)
 CURRENCIES = Path(__file__).resolve().parents[1] / "data" / "currencies.json"
 # The campaign report's cost columns (configurations.json and .csv).
 FIELDS = ("price", "currency", "cost_per_hour", "cost_per_million_samples")
@@ -71,30 +76,21 @@ def price(value: Any, path: str) -> Price | None:
 
 
 def _amount(value: Any, path: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
+    """A price, 0 to MAX_AMOUNT: a number, or text that YAML 1.2 reads as one (1e9)."""
+    if isinstance(value, str) and YAML_NUMBER.fullmatch(value.strip()):
+        shown, number = value.strip(), float(value)  # 1e400: inf, out of range below
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        # A 400-digit int has no float form to print with :g.
+        shown, number = (f"{value:g}" if isinstance(value, float) else str(value)), value
+    else:
         raise Problem(path, f"{str(value)[:40]!r} is not a number: give the price like 2.5")
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("-") and _is_number(text[1:]):
-            raise Problem(path, f"{text[:40]} is negative: a price is 0 or more")
-        try:
-            return units.parse_real(text, 0.0, MAX_AMOUNT)
-        except ValueError as err:
-            raise Problem(path, f"{err}; a price is 0 or more") from None
-    if not math.isfinite(value):
-        raise Problem(path, f"{value} is not a finite number: give the price like 2.5")
-    if value < 0:
-        raise Problem(path, f"{value:g} is negative: a price is 0 or more")
-    if value > MAX_AMOUNT:
-        raise Problem(path, f"{value:g} is out of range: use 0 to {MAX_AMOUNT:g}")
-    return float(value)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False
+    if math.isnan(number):
+        raise Problem(path, f"{shown} is not a number: give the price like 2.5")
+    if number < 0:
+        raise Problem(path, f"{shown[:40]} is negative: a price is 0 or more")
+    if number > MAX_AMOUNT:
+        raise Problem(path, f"{shown[:40]} is out of range: use 0 to {MAX_AMOUNT:g}")
+    return float(number)
 
 
 def _currency(value: Any, path: str) -> str:

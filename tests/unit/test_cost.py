@@ -26,7 +26,9 @@ EUR = {"amount": 2.5, "currency": "EUR", "per": "node-hour"}
 BAD = [
     ("amount", {**EUR, "amount": -1}, "-1 is negative: a price is 0 or more"),
     ("amount", {**EUR, "amount": "-2.5"}, "-2.5 is negative: a price is 0 or more"),
-    ("amount", {**EUR, "amount": "two euros"}, "'two euros' is not a number like 25 or 2.5"),
+    ("amount", {**EUR, "amount": "two euros"}, "'two euros' is not a number: give the price like"),
+    ("amount", {**EUR, "amount": "2,5"}, "'2,5' is not a number: give the price like 2.5"),
+    ("amount", {**EUR, "amount": "1e10"}, "1e10 is out of range: use 0 to 1e+09"),
     ("amount", {**EUR, "amount": True}, "'True' is not a number: give the price like 2.5"),
     ("amount", {**EUR, "amount": [1]}, "is not a number"),
     ("amount", {**EUR, "amount": 1e12}, "out of range"),
@@ -74,6 +76,30 @@ def test_any_price_value_gives_a_price_or_a_problem(value: Any) -> None:
         assert problem.path.startswith("testbeds[0].price") and problem.message
         return
     assert checked is None or (checked.amount >= 0 and checked.currency in cost.currencies())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.floats(0, cost.MAX_AMOUNT),
+    st.sampled_from(["{:e}", "{:E}", "{:.3e}", "{!r}", "{:f}"]),
+    st.sampled_from(["", "+"]),
+)
+def test_an_amount_yaml_1_2_reads_as_a_number_is_that_price(number: float, form: str, sign: str):
+    """PyYAML reads `amount: 1e9` as text (YAML 1.1's float needs a dot and a signed
+    exponent) and `amount: 1.0e+9` as a number: each is the price it reads as."""
+    text = sign + form.format(number)
+    checked = cost.price({**EUR, "amount": text}, "testbeds[0].price")
+    assert checked is not None and checked.amount == float(text)
+
+
+def test_a_plan_prices_an_amount_written_1e9(tmp_path: Path, capsys) -> None:
+    path = base(tmp_path, **{"testbeds.0.price": {**EUR, "amount": 2.5}})
+    text = path.read_text()
+    assert "amount: 2.5" in text
+    path.write_text(text.replace("amount: 2.5", "amount: 1e9"))  # unquoted: text to PyYAML
+    assert cli.main(["campaign", "plan", str(path)]) == 0
+    assert "at 1e+09 EUR per node-hour)" in capsys.readouterr().out
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_currency_list_is_iso_4217_and_says_where_it_comes_from() -> None:
