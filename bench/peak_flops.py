@@ -1,4 +1,5 @@
-"""Peak FLOPS per accelerator and precision, each row with its source, and MFU.
+"""Peak FLOPS per accelerator and precision, and memory per GPU, each row with its
+source, and MFU.
 
 Dense figures: where a data sheet gives tensor-core rates "with sparsity" (2:4
 structured), the row holds half of it, as the sheets' own footnotes say ("one-half
@@ -6,6 +7,13 @@ lower without sparsity"). A GPU matches the first row whose pattern is found in
 torch.cuda.get_device_name(); a name no row matches, or a precision a matching row
 lacks, has no peak, and the record says so instead of an MFU. On CPU nodes there is
 no table: the workload measures a GEMM on the node (bench/lm.py, measured_gemm_flops).
+
+Memory per GPU: the data sheet's "GB" as 10^9 bytes, the lower reading (torch's
+total_memory of an "NVIDIA H100 80GB HBM3" is 79.18 GiB, 85.0e9 bytes, as torchtitan's
+runs log it: "CUDA capacity: NVIDIA H100 80GB HBM3 with 79.18GiB memory"). A part sold
+in several sizes holds each size under the pattern its name shows ("A100-SXM4-40GB"); a
+name that shows none of them, or a row without a figure, has no memory figure, and
+memory() says so.
 
 Runs on the nodes and in the harness: no torch, no hpcbench.
 """
@@ -30,6 +38,11 @@ class Peak:
     pattern: str  # a regular expression searched in the device's name
     flops: dict[str, float]  # by precision: bf16, fp16, fp32
     source: str
+    memory: tuple[tuple[str, int], ...] = ()  # (a pattern searched in the name, bytes)
+    memory_source: str = ""
+
+
+GB = 10**9
 
 
 PEAKS = (
@@ -39,6 +52,8 @@ PEAKS = (
         r"H100.*NVL",
         {"bf16": 835.5e12},
         f"{H100_PAGE}: H100 NVL BF16 Tensor Core 1,671 TFLOPS with sparsity, halved",
+        ((r"", 94 * GB),),
+        f"{H100_PAGE}: H100 NVL GPU memory 94GB",
     ),
     Peak(
         "H100 PCIe",
@@ -46,6 +61,8 @@ PEAKS = (
         {"bf16": 756.5e12, "fp32": 51e12},
         f"{H100_PAGE}: H100 PCIe BF16 Tensor Core 1,513 TFLOPS with sparsity, halved; "
         "FP32 51 TFLOPS",
+        ((r"", 80 * GB),),
+        f"{H100_PAGE}: H100 PCIe GPU memory 80GB (HBM2e)",
     ),
     Peak(
         "H100 SXM",
@@ -53,6 +70,9 @@ PEAKS = (
         {"bf16": 989.5e12, "fp32": 67e12},
         f"{H100_PAGE}: H100 SXM BF16 Tensor Core 1,979 TFLOPS with sparsity, halved; "
         "FP32 67 TFLOPS",
+        # Not an H100 SXM of another size ("H100 96GB HBM2e"): its name says 80GB.
+        ((r"80GB", 80 * GB),),
+        f"{H100_PAGE}: H100 SXM GPU memory 80GB (HBM3)",
     ),
     # Not GH200 (a Grace Hopper superchip), nor the H200 NVL card, whose rates differ.
     Peak(
@@ -60,6 +80,8 @@ PEAKS = (
         r"(?<!G)H200.*NVL",
         {},
         f"{H200_PAGE}: the NVL card's rates are below the SXM part's; no row yet",
+        ((r"", 141 * GB),),
+        f"{H200_PAGE}: H200 NVL GPU memory 141GB (HBM3e)",
     ),
     Peak(
         "H200 SXM",
@@ -67,6 +89,8 @@ PEAKS = (
         {"bf16": 989.5e12, "fp32": 67e12},
         f"{H200_PAGE}: H200 SXM BF16 Tensor Core 1,979 TFLOPS with sparsity, halved; "
         "FP32 67 TFLOPS",
+        ((r"", 141 * GB),),
+        f"{H200_PAGE}: H200 SXM GPU memory 141GB (HBM3e)",
     ),
     # 40 GB and 80 GB, SXM4 and PCIe: one rate ("NVIDIA A100-SXM4-80GB", "A100 80GB PCIe").
     Peak(
@@ -74,6 +98,8 @@ PEAKS = (
         r"A100",
         {"bf16": 312e12, "fp32": 19.5e12},
         f"{A100_PAGE}: BF16 Tensor Core 312 TFLOPS (624 with sparsity); FP32 19.5 TFLOPS",
+        ((r"40GB", 40 * GB), (r"80GB", 80 * GB)),
+        f"{A100_PAGE}: GPU memory 40GB HBM2 or 80GB HBM2e, as the name says",
     ),
     # Volta has no bfloat16: its tensor cores run fp16.
     Peak(
@@ -81,18 +107,24 @@ PEAKS = (
         r"V100S",
         {"fp16": 130e12, "fp32": 16.4e12},
         f"{V100_PAGE}: V100S PCIe Tensor 130 TFLOPS, single precision 16.4 TFLOPS",
+        ((r"", 32 * GB),),
+        f"{V100_PAGE}: V100S PCIe memory 32GB HBM2",
     ),
     Peak(
         "V100 PCIe",
         r"V100-PCIE",
         {"fp16": 112e12, "fp32": 14e12},
         f"{V100_PAGE}: V100 PCIe Tensor 112 TFLOPS, single precision 14 TFLOPS",
+        ((r"16GB", 16 * GB), (r"32GB", 32 * GB)),
+        f"{V100_PAGE}: V100 PCIe memory 16GB or 32GB HBM2, as the name says",
     ),
     Peak(
         "V100 SXM2",
         r"V100-SXM2",
         {"fp16": 125e12, "fp32": 15.7e12},
         f"{V100_PAGE}: V100 SXM2 Tensor 125 TFLOPS, single precision 15.7 TFLOPS",
+        ((r"16GB", 16 * GB), (r"32GB", 32 * GB)),
+        f"{V100_PAGE}: V100 SXM2 memory 16GB or 32GB HBM2, as the name says",
     ),
     Peak(
         "B200",
@@ -100,12 +132,16 @@ PEAKS = (
         {"bf16": 2.25e15, "fp32": 75e12},
         f"{HGX_PAGE}: HGX B200, per GPU FP16/BF16 Tensor Core 4.5 PFLOPS with sparsity, "
         "halved; FP32 75 TFLOPS (torchtitan's tools/utils.py get_peak_flops: 2.25e15)",
+        (),
+        f"{HGX_PAGE}: no figure per GPU in this table (public pages give 180GB and 192GB)",
     ),
     Peak(
         "L40S",
         r"L40S",
         {"bf16": 362.05e12, "fp32": 91.6e12},
         f"{L40S_PAGE}: BF16 Tensor Core 362.05 TFLOPS (733 with sparsity); FP32 91.6 TFLOPS",
+        ((r"", 48 * GB),),
+        f"{L40S_PAGE}: GPU memory 48GB GDDR6 with ECC",
     ),
 )
 
@@ -118,6 +154,20 @@ def lookup(device_name: str, precision: str) -> tuple[float | None, str]:
                 return row.flops[precision], f"{row.name}: {row.source}"
             return None, f"no {precision} peak for {row.name} ({device_name}) in {TABLE}"
     return None, f"no peak for {device_name!r} in {TABLE}"
+
+
+def memory(device_name: str) -> tuple[int | None, str]:
+    """(bytes of memory per GPU, its source), or (None, why there is none)."""
+    for row in PEAKS:
+        if re.search(row.pattern, device_name):
+            for pattern, size in row.memory:
+                if re.search(pattern, device_name):
+                    return size, f"{row.name}: {row.memory_source}"
+            return None, (
+                f"no memory figure for {device_name!r} in {TABLE} ({row.name}: "
+                f"{row.memory_source or 'no figure'})"
+            )
+    return None, f"no memory figure for {device_name!r} in {TABLE}"
 
 
 def mfu(achieved: float, peak: float | None, why: str = "") -> tuple[float | None, str | None]:

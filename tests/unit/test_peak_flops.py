@@ -60,3 +60,42 @@ def test_an_mfu_above_one_is_never_given():
 
 def test_without_a_peak_the_mfu_is_unknown_with_the_reason():
     assert peak_flops.mfu(1e12, None, "no peak for 'X'") == (None, "no peak for 'X'")
+
+
+# ------------------------------------------------------------------ memory per GPU
+@pytest.mark.parametrize(
+    ("device", "gb"),
+    [
+        ("NVIDIA H100 80GB HBM3", 80),  # the SXM5 part
+        ("NVIDIA H100 PCIe", 80),
+        ("NVIDIA H100 NVL", 94),
+        ("NVIDIA H200", 141),
+        ("NVIDIA H200 NVL", 141),
+        ("NVIDIA A100-SXM4-40GB", 40),
+        ("NVIDIA A100-SXM4-80GB", 80),
+        ("NVIDIA A100 80GB PCIe", 80),
+        ("Tesla V100-SXM2-16GB", 16),
+        ("Tesla V100-SXM2-32GB", 32),
+        ("Tesla V100-PCIE-16GB", 16),
+        ("Tesla V100S-PCIE-32GB", 32),
+        ("NVIDIA L40S", 48),
+    ],
+)
+def test_each_gpu_gets_its_data_sheets_memory_in_bytes(device, gb):
+    found, source = peak_flops.memory(device)
+    assert found == gb * 10**9 and f"{gb}GB" in source.replace(" ", "") and "nvidia.com" in source
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        "NVIDIA H100 96GB HBM2e",  # an H100 SXM of another size: the 80 GB figure is not its own
+        "NVIDIA A100-PCIE",  # an A100 that names no size: 40 or 80 GB
+        "NVIDIA B200",  # a row with no memory figure
+        "NVIDIA GH200 480GB",  # no row at all
+        "NVIDIA GeForce RTX 4090",
+    ],
+)
+def test_a_gpu_without_a_memory_figure_says_so(device):
+    found, why = peak_flops.memory(device)
+    assert found is None and "bench/peak_flops.py" in why and device in why
