@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import math
 import os
 import sys
@@ -35,6 +34,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cnns  # noqa: E402
 import energy  # noqa: E402
 import gpumon  # noqa: E402
 import inputs  # noqa: E402
@@ -47,11 +47,7 @@ import transformer_configs  # noqa: E402
 import units  # noqa: E402
 import workload_options  # noqa: E402
 
-MODELS = {
-    k: v
-    for k, v in json.loads((Path(__file__).parent / "models.json").read_text()).items()
-    if not k.startswith("_")
-}
+MODELS = cnns.MODELS
 
 
 def _count(name: str) -> Any:
@@ -147,10 +143,7 @@ def window_steps(
 def build_model(name: str) -> torch.nn.Module:
     import torchvision
 
-    kwargs: dict[str, Any] = {"weights": None, "num_classes": 1000}
-    if name == "inception_v3":
-        kwargs.update(aux_logits=True, init_weights=True)
-    return torchvision.models.get_model(name, **kwargs)
+    return torchvision.models.get_model(name, **cnns.constructor_kwargs(name))
 
 
 def weights_digest(model: torch.nn.Module) -> tuple[str, float]:

@@ -23,14 +23,9 @@ from hpcbench.campaign import checks, cost, sweep_keys, testbed_kinds
 from hpcbench.campaign.checks import NAME, Problem
 from hpcbench.campaign.datatypes import Cell, Expect, Hardware, SweepPart, TestbedPlan
 from hpcbench.campaign.testbed_kinds import Place
+from hpcbench.core.bench import transformer_configs, units, workload_options
 from hpcbench.core.errors import UsageError
-from hpcbench.launchers.specs import (
-    WorkloadSpec,
-    format_int_list,
-    transformer_configs,
-    units,
-    workload_options,
-)
+from hpcbench.launchers.specs import WorkloadSpec, format_int_list
 from hpcbench.measure.identity import cell_options
 from hpcbench.measure.sweep import configurations, shard_group_of
 from hpcbench.models.scaling_model import INTRA_NODE, LINK_EFFICIENCY

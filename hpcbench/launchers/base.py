@@ -15,6 +15,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from hpcbench.core.bench import workload_options
 from hpcbench.core.secrets import looks_secret
 from hpcbench.core.ssh import SshAccess
 
@@ -213,14 +214,9 @@ class Launcher:
     # a launcher that starts the ranks itself.
     submit: SshAccess | None = None
 
-    @property
-    def backends(self) -> tuple[str, ...]:
-        """The backends it starts: the workload's (bench/workload_options.py), unless a
-        launcher names fewer."""
-        # Read when asked: specs.py imports slurm.py, which subclasses Launcher.
-        from hpcbench.launchers.specs import workload_options
-
-        return tuple(workload_options.BACKENDS)
+    # The backends it starts: the workload's (bench/workload_options.py), unless a
+    # launcher names fewer.
+    backends: ClassVar[tuple[str, ...]] = tuple(workload_options.BACKENDS)
 
     def check(self, spec: RunSpec, backend: str) -> str | None:
         """Why this launcher cannot run the spec, or None if it can."""

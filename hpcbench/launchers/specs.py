@@ -8,45 +8,20 @@ with one line that names the bad value, so that nothing is launched on bad input
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import re
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from hpcbench.core import paths
+from hpcbench.core.bench import cnns, units
 from hpcbench.core.errors import UsageError
 from hpcbench.launchers.slurm import SlurmOptions
 
 
-def _load_bench(name: str) -> ModuleType:
-    """A module of bench/, which the nodes run without hpcbench: loaded from its file
-    (it imports nothing of bench/ itself)."""
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}", paths.BENCH_DIR / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-units = _load_bench("units")
-workload_options = _load_bench("workload_options")  # the options train.py takes
-transformer_configs = _load_bench("transformer_configs")  # the transformers and their checks
-tokens = _load_bench("tokens")  # token files' headers
-peak_flops = _load_bench("peak_flops")  # accelerators' peak FLOPS, each with its source
-mllog = _load_bench("mllog")  # the MLPerf log's benchmark names, division, ruleset
-workload_record = _load_bench("workload_record")  # the fields of train.py's record
-
-
 def known_models() -> dict[str, dict[str, Any]]:
     """The CNNs the workload trains (bench/models.json), each with its default image size."""
-    data = json.loads((paths.BENCH_DIR / "models.json").read_text())
-    return {k: v for k, v in data.items() if not k.startswith("_")}
+    return dict(cnns.MODELS)
 
 
 # Bounds that catch typos ("1-1000") before they turn into hours of launches.

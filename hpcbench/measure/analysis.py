@@ -18,8 +18,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from hpcbench.core.bench import peak_flops, transformer_configs
 from hpcbench.core.errors import UsageError
-from hpcbench.launchers.specs import peak_flops, transformer_configs
 from hpcbench.measure.identity import CONFIG_FIELDS
 from hpcbench.models import energy_use, plans
 from hpcbench.models.scaling_model import predictions

@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from hpcbench.launchers.specs import workload_options
+from hpcbench.core.bench import workload_options
 from hpcbench.testbeds import kinds
 
 # Fields of a run record that name its configuration; the method label is one of them,

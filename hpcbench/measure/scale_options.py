@@ -18,6 +18,7 @@ from pathlib import Path
 
 from hpcbench import launchers
 from hpcbench.core import paths
+from hpcbench.core.bench import transformer_configs, units, workload_options
 from hpcbench.core.errors import Parser, UsageError
 from hpcbench.core.ssh import SshAccess
 from hpcbench.launchers import sbatch_options, slurm
@@ -44,9 +45,6 @@ from hpcbench.launchers.specs import (
     parse_size,
     seconds_type,
     target_ci_type,
-    transformer_configs,
-    units,
-    workload_options,
 )
 from hpcbench.measure import identity, probe, sweep
 from hpcbench.testbeds import kinds

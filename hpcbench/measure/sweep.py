@@ -24,20 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcbench.core import files, ssh
+from hpcbench.core.bench import tokens, transformer_configs, workload_options, workload_record
 from hpcbench.core.errors import UsageError
 from hpcbench.core.progress import Progress, format_duration
 from hpcbench.launchers import RunSpec
 from hpcbench.launchers.slurm import shell_path
-from hpcbench.launchers.specs import (
-    ProbeSpec,
-    SweepSpec,
-    TargetSpec,
-    WorkloadSpec,
-    tokens,
-    transformer_configs,
-    workload_options,
-    workload_record,
-)
+from hpcbench.launchers.specs import ProbeSpec, SweepSpec, TargetSpec, WorkloadSpec
 from hpcbench.measure import analysis, fingerprint, probe
 from hpcbench.measure.identity import method_label
 from hpcbench.measure.probe import run_probe

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpcbench.launchers.specs import peak_flops, transformer_configs
+from hpcbench.core.bench import peak_flops, transformer_configs
 
 TABLE = Path(__file__).resolve().parents[1] / "data" / "single_worker.json"
 PRECISIONS = ("fp32", "tf32", "amp")

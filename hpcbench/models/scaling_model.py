@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from hpcbench.core.bench import cnns
 from hpcbench.core.errors import UsageError
 from hpcbench.launchers.specs import known_models
 from hpcbench.models import allreduce_model, sharded_model
@@ -108,15 +109,6 @@ def parse_link(text: str) -> float:
     return value
 
 
-# torchvision's arguments as the workload builds each model (bench/train.py,
-# build_model): ImageNet's 1000 classes, and Inception v3 with its auxiliary head,
-# which its loss trains (bench/steps.py, loss_of), so that the head's gradients (3.3M
-# of the model's 27.2M parameters) are reduced with the rest; init_weights only sets
-# values. tests/unit/test_models_as_trained.py holds the two to the same parameters.
-NUM_CLASSES = 1000
-_AS_TRAINED: dict[str, dict[str, Any]] = {
-    "inception_v3": {"aux_logits": True, "init_weights": False}
-}
 # Images in the forward pass on the meta device: the head runs in training only
 # (torchvision 0.29 models/inception.py:136-138), where BatchNorm refuses one value per
 # channel (torch 2.15 nn/functional.py:2895, _verify_batch_size), which the head has
@@ -167,7 +159,8 @@ def model_layers(name: str, image_size: int) -> tuple[tuple[float, float], ...]:
     import torch
 
     with torch.device("meta"):
-        model = build(weights=None, num_classes=NUM_CLASSES, **_AS_TRAINED.get(name, {}))
+        # As the workload builds it (bench/cnns.py): Inception v3 with its auxiliary head.
+        model = build(**cnns.constructor_kwargs(name))
     model.train()  # the modules a training step runs: Inception's auxiliary head too
     layers: list[tuple[float, float]] = []
     seen: set[int] = set()

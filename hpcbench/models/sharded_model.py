@@ -49,8 +49,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hpcbench.core.bench import transformer_configs
 from hpcbench.core.errors import UsageError
-from hpcbench.launchers.specs import transformer_configs
 from hpcbench.models import allreduce_model
 
 # Bytes per element of the dtypes parameters are gathered and gradients reduced in.

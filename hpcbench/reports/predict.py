@@ -35,14 +35,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from hpcbench.core.bench import transformer_configs, units, workload_options
 from hpcbench.core.errors import UsageError
-from hpcbench.launchers.specs import (
-    count_type,
-    parse_int_list,
-    transformer_configs,
-    units,
-    workload_options,
-)
+from hpcbench.launchers.specs import count_type, parse_int_list
 from hpcbench.measure import analysis, scale_options
 from hpcbench.measure.store import Store
 from hpcbench.models import allreduce_model, plans, sharded_model

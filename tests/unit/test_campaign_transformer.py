@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hpcbench import cli
 from hpcbench.campaign import campaign_file, scoring
 from hpcbench.campaign.journal import Journal
-from hpcbench.launchers.specs import transformer_configs
+from hpcbench.core.bench import transformer_configs
 from hpcbench.measure import analysis
 from tests.unit.test_campaign_inputs import VALUES, outcome
 

@@ -16,7 +16,7 @@ from hpcbench import cli
 from hpcbench.campaign import campaign_file, estimate, forecast
 from hpcbench.campaign.datatypes import Campaign
 from hpcbench.campaign.journal import Journal
-from hpcbench.launchers.specs import transformer_configs as tc
+from hpcbench.core.bench import transformer_configs as tc
 from hpcbench.measure.store import Store
 from hpcbench.models import published_figures
 from hpcbench.models.sharded_model import Hop, Ring

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from hpcbench import cli
-from hpcbench.launchers.specs import transformer_configs as tc
+from hpcbench.core.bench import transformer_configs as tc
 from hpcbench.models import allreduce_model, scaling_model, sharded_model
 from hpcbench.models.sharded_model import Hop, Ring, Sharding, Unit
 

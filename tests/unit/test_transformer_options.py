@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from hpcbench import cli
-from hpcbench.launchers.specs import ProbeSpec, WorkloadSpec, transformer_configs
+from hpcbench.core.bench import transformer_configs
+from hpcbench.launchers.specs import ProbeSpec, WorkloadSpec
 from hpcbench.measure import probe, scale_options, store, sweep
 from hpcbench.schedulers.base import Outcome
 
