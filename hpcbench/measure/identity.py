@@ -76,6 +76,9 @@ ADDED_LATER: dict[str, str | int] = {
     "parallel": "ddp",
     "seq_len": 0,
     "shard_group": 0,
+    "tp": 1,
+    "grad_accum": 1,
+    "activation_checkpoint": "none",
 }
 # The later fields the label named first, in the order it names them (the workload's
 # resolved values: a transformer's seq_len is its configuration's where none was asked).
