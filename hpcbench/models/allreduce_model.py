@@ -491,11 +491,14 @@ def _replayed(
     compute = step_time_1 / (1.0 - share)
     step = max(compute + exposed + slowdown, compute + cpu_work)
     t_ar = link.allreduce_time(total_bytes)
-    # The band from the messages as sent (each pays its own latency): none of them
-    # overlapped, or all of them hidden behind the step. One message of every gradient
-    # when nothing is sent (one worker).
+    # The band from the messages as sent (each pays its own latency), around the
+    # computation as the backend's CPU work stretches it: none of them overlapped (and
+    # no shorter than the replay), or all of them hidden behind the step. One message of
+    # every gradient when nothing is sent (one worker).
     busy = sum(cost for _, cost in costs) if costs else t_ar
-    low, high = efficiency_band(step_time_1, busy)
+    own = compute + cpu_work
+    low = step_time_1 / max(step, own + busy)
+    high = step_time_1 / max(own, busy)
     return Point(
         link.workers,
         step,

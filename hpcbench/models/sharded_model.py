@@ -357,9 +357,10 @@ def sharded_point(
     # No overlap: T1 plus both queues' busy time; full overlap: the busier queue, where
     # the two run apart (one link's queue otherwise).
     busiest = max(sum(gathers) + sum(scatters), sum(shards)) if _apart(ring) else busy
-    low = allreduce_model.efficiency_band(step_time_1, busy)[0]
-    high = allreduce_model.efficiency_band(step_time_1, busiest)[1]
     step = end + slowdown
+    # Around the computation as the backend's background work stretches it (CPU nodes).
+    low = step_time_1 / max(step, compute + busy)
+    high = step_time_1 / max(compute, busiest)
     return allreduce_model.Point(
         workers,
         step,

@@ -365,3 +365,34 @@ def test_one_line_rate_parser_reads_what_a_person_writes_and_what_a_record_holds
     assert allreduce_model.nominal_bytes_per_s("2.5mbit") == 2.5e6 / 8
     for recorded in ("1 gbit", "1Gbit", " 1gbit", "1gbit\n", "", None, "unshaped"):
         assert allreduce_model.nominal_bytes_per_s(recorded) is None
+
+
+@given(
+    st.floats(0.01, 2.0),
+    st.lists(st.tuples(st.floats(0.0, 1.0), st.floats(1e3, 1e8)), min_size=1, max_size=30),
+    st.floats(1e6, 1e10),
+    st.floats(0.0, 1e-3),
+    st.sampled_from(["ddp", "horovod"]),
+    st.floats(0.0, 1.0),
+    st.floats(0.0, 1e-8),
+    st.floats(0.0, 0.9),
+    st.floats(1.0, 3.0),
+)
+def test_the_point_lies_in_its_band_whatever_the_cpu_work_and_background_share(
+    step, timeline, busbw, latency, backend, interference, per_byte, share, stretch
+):
+    # On CPU nodes the backend's background threads stretch the computation and its CPU
+    # work per byte adds to it: the band is taken around that computation, so that the
+    # point the replay gives is never outside it.
+    link = allreduce_model.LinkModel(4, latency, busbw)
+    cpu = CpuWork(per_byte, share, stretch)
+    times = [(t * step, b) for t, b in timeline]
+    for p in (
+        allreduce_model.predict_measured(step, times, link, backend, None, cpu, interference),
+        allreduce_model.predict_point(
+            step, [(b, 1.0) for _, b in times], link, backend, interference, cpu
+        ),
+    ):
+        assert p.efficiency_low <= p.efficiency * (1 + 1e-9)
+        assert p.efficiency <= p.efficiency_high * (1 + 1e-9)
+        assert p.efficiency_high <= 1.0 + 1e-12

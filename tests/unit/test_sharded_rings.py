@@ -185,6 +185,14 @@ def setups(draw: st.DrawFn) -> Plan:
         reshard_after_forward=draw(st.booleans()),
         gloo=gloo,
         nccl=not gloo,
+        # CPU nodes: what a probe measured of the backend's own work (none on GPUs).
+        cpu=(
+            allreduce_model.CpuWork(
+                draw(st.floats(0.0, 1e-8)), draw(st.floats(0.0, 0.9)), draw(st.floats(1.0, 3.0))
+            )
+            if gloo
+            else allreduce_model.CpuWork()
+        ),
     )
 
 
