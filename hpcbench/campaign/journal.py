@@ -16,6 +16,10 @@ A cell's status is its latest record; the measurements themselves are in each
 testbed's own store (<out>/<testbed>/results.jsonl), which `scale` and
 `report` read as they always do. The store's lock makes one campaign per
 folder at a time.
+
+The journal is never written through a link: a symbolic link at its name or in
+its folder, and a journal of more than one name (a hard link to a file
+elsewhere), are refused in one line naming it (hpcbench.core.files).
 """
 
 from __future__ import annotations
@@ -180,7 +184,7 @@ class CellState:
 
 class Journal:
     def __init__(self, out: Path, campaign: str) -> None:
-        self.store = Store(out, _CHECKER)
+        self.store = Store(out, _CHECKER, one_link=True)
         self.campaign = campaign
         self._fd: int | None = None
 

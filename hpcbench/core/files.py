@@ -90,13 +90,17 @@ def make_folder(folder: Path, root: Path | None = None, mode: int = 0o777) -> No
     os.close(open_folder(folder, root, make=mode))
 
 
-def open_regular(path: Path, flags: int, mode: int = 0o600, root: Path | None = None) -> int:
+def open_regular(
+    path: Path, flags: int, mode: int = 0o600, root: Path | None = None, one_link: bool = False
+) -> int:
     """A descriptor of the regular file `path`, opened with `flags` (O_CREAT makes it
     with `mode`), in blocking mode. `root`: the folder the user named (None: `path`'s
     own); `path` itself when the user named the file (a link at its name is then
     theirs, and followed). A link below `root`, or a FIFO, socket, device or folder at
-    the name, is a UsageError naming it (exit status 2); other failures are the
-    OSError of open(2)."""
+    the name, is a UsageError naming it (exit status 2); so is, with one_link, a file
+    of more than one name (a hard link planted to a file elsewhere: st_nlink of the
+    descriptor, so no name made after the check is written through either); other
+    failures are the OSError of open(2)."""
     root = path.parent if root is None else root
     named = path == root
     folder = None if named else open_folder(path.parent, root)
@@ -117,8 +121,14 @@ def open_regular(path: Path, flags: int, mode: int = 0o600, root: Path | None = 
         if folder is not None:
             os.close(folder)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise UsageError(_not_regular(path, named))
+        if one_link and st.st_nlink > 1:
+            raise UsageError(
+                f"{path} is one of {st.st_nlink} hard links to a file, which hpcbench never "
+                "writes through: remove it"
+            )
         os.set_blocking(fd, True)  # a regular file: ordinary I/O from here on
     except BaseException:
         os.close(fd)

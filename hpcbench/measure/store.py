@@ -445,12 +445,14 @@ class Store:
         directory: Path | str,
         checker: jsonschema.protocols.Validator = _VALIDATOR,
         root: Path | str | None = None,
+        one_link: bool = False,
     ) -> None:
         self.dir = Path(directory)
         # The folder the user named (`directory` or one above it, as a campaign's `out`
         # above each testbed's store): no link is followed below it (hpcbench.core.files).
         self.root = self.dir if root is None else Path(root)
         self._checker = checker  # what a record read must fit (validator())
+        self.one_link = one_link  # a file of other names (hard links) refused (files.py)
         self.path = self.dir / RESULTS_FILE
         self.lock_path = self.dir / LOCK_FILE
         # (line number, why) of every line the last read skipped.
@@ -516,7 +518,9 @@ class Store:
 
     def _append(self, data: bytes) -> None:
         files.make_folder(self.dir, self.root)
-        fd = files.open_regular(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644, self.root)
+        fd = files.open_regular(
+            self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644, self.root, self.one_link
+        )
         try:
             # After a torn last line, start on a fresh line so only the torn record is lost.
             size = os.fstat(fd).st_size
@@ -570,7 +574,7 @@ class Store:
 
     def _open(self) -> int:
         try:
-            fd = files.open_regular(self.path, os.O_RDONLY, root=self.root)
+            fd = files.open_regular(self.path, os.O_RDONLY, root=self.root, one_link=self.one_link)
         except OSError as err:
             raise UsageError(f"cannot read {_shown(self.path)}: {err.strerror}") from None
         try:

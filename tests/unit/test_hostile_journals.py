@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import json
 import operator
+import os
 import re
 import warnings
 from pathlib import Path
@@ -35,9 +36,11 @@ from hpcbench.campaign.journal import (
     PHASES,
     Journal,
 )
+from hpcbench.core import paths
 from hpcbench.core.errors import UsageError
 from hpcbench.core.progress import format_duration
 from hpcbench.measure.store import RESULTS_FILE, Store
+from tests.unit.test_campaign import Fakes, base
 from tests.unit.test_campaign_inputs import paths_of, put
 from tests.unit.test_hostile_records import (
     _SETTINGS,
@@ -578,3 +581,36 @@ def test_status_and_a_dry_run_refuse_a_folder_whose_journal_is_another_campaigns
         f"hpcbench: error: {tmp_path / 'out'} holds campaign 'other', not 'fuzz': "
         "give this campaign another `out:`"
     )
+
+
+# ---------------------------------------------- a journal that is not the campaign's
+COMMANDS = [["run"], ["run", "--resume"], ["run", "--dry-run"], ["status"], ["report"]]
+
+
+def nothing_booked(fakes: Fakes, out: Path) -> None:
+    """Nothing planned, deployed or written for the campaign."""
+    assert fakes.calls == []
+    assert not (out / "logs").exists() and not (out / "report.html").exists()
+    assert not (paths.state_root() / "campaigns").exists()
+
+
+@pytest.mark.parametrize("argv", [*COMMANDS, ["plan"]], ids=" ".join)
+def test_a_journal_hard_linked_to_a_file_elsewhere_is_refused_in_one_line_and_left_alone(
+    tmp_path: Path, fakes: Fakes, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """Its other name is outside the folder: appending would write there."""
+    path = base(tmp_path)
+    out = campaign_file.load(path).out
+    out.mkdir()
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    elsewhere.write_text("not the campaign's\n")
+    os.link(elsewhere, out / RESULTS_FILE)
+    rc, _, err = run(["campaign", argv[0], str(path), *argv[1:]], capsys)
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("hpcbench: error: "), err
+    assert lines[0].endswith(  # `plan` names the campaign file first
+        f"{out / RESULTS_FILE} is one of 2 hard links to a file, which hpcbench never writes "
+        "through: remove it"
+    ), err
+    assert elsewhere.read_text() == "not the campaign's\n"
+    nothing_booked(fakes, out)
