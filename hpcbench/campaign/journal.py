@@ -19,7 +19,8 @@ folder at a time.
 
 The journal is never written through a link: a symbolic link at its name or in
 its folder, and a journal of more than one name (a hard link to a file
-elsewhere), are refused in one line naming it (hpcbench.core.files).
+elsewhere), are refused in one line naming it (hpcbench.core.files); a folder
+that holds `scale`'s own results (runs, probes) is no campaign's (check_owner).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 from hpcbench.campaign.campaign_file import Cell, TestbedPlan
 from hpcbench.core import locks
 from hpcbench.core.errors import UsageError, one_line
-from hpcbench.measure.store import MAX_SECONDS, Store, validator
+from hpcbench.measure.store import MAX_SECONDS, RECORD_KINDS, Store, validator
 
 CELL_STATUSES = ("pending", "deployed", "verified", "measured", "failed")
 PHASES = ("deploy", "verify", "sweep", "destroy", "keep")
@@ -210,8 +211,20 @@ class Journal:
         return out
 
     def check_owner(self) -> None:
-        """A folder holds one campaign: another's journal there is refused."""
-        others = {r.get("campaign") for r in self.records()} - {self.campaign}
+        """A folder holds one campaign: another's journal there is refused, and so is
+        `scale`'s own results store (`scale --out` there: its runs and probes), which
+        the journal would be appended to and the report written over."""
+        records = list(self.store.records())
+        kinds = tuple(RECORD_KINDS)  # a tuple: a kind that is a list compares, never hashes
+        measured = [r for r in records if r.get("kind") in kinds]
+        if measured:
+            raise UsageError(
+                f"{self.store.dir} holds a results store of `scale` ({len(measured)} "
+                f"run or probe record(s) in {self.path.name}), not a campaign's journal: "
+                "give this campaign an `out:` of its own"
+            )
+        journal = [r for r in records if r.get("kind") in ("cell", "phase")]
+        others = {r.get("campaign") for r in journal} - {self.campaign}
         if others:
             raise UsageError(
                 f"{self.store.dir} holds campaign {sorted(map(str, others))[0]!r}, not "

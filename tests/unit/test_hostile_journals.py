@@ -614,3 +614,36 @@ def test_a_journal_hard_linked_to_a_file_elsewhere_is_refused_in_one_line_and_le
     ), err
     assert elsewhere.read_text() == "not the campaign's\n"
     nothing_booked(fakes, out)
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=" ".join)
+def test_an_out_folder_holding_a_scale_store_is_refused_before_anything_is_booked(
+    tmp_path: Path, fakes: Fakes, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """`scale --out DIR` wrote runs there: the campaign's journal would be appended to
+    that store and its report written over scale's."""
+    path = base(tmp_path)
+    out = campaign_file.load(path).out
+    store = Store(out)
+    store.append(run_record())
+    store.append(run_record(repeat=1))
+    kept = (out / RESULTS_FILE).read_bytes()
+    rc, _, err = run(["campaign", argv[0], str(path), *argv[1:]], capsys)
+    assert rc == 2 and err.strip().splitlines()[-1] == (
+        f"hpcbench: error: {out} holds a results store of `scale` (2 run or probe record(s) "
+        "in results.jsonl), not a campaign's journal: give this campaign an `out:` of its own"
+    ), err
+    assert len(err.strip().splitlines()) == 1, err
+    assert (out / RESULTS_FILE).read_bytes() == kept
+    nothing_booked(fakes, out)
+
+
+def test_a_campaigns_own_journal_is_taken_as_before(
+    tmp_path: Path, fakes: Fakes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refusals above leave a journal of the campaign's own records alone."""
+    path = base(tmp_path)
+    assert run(["campaign", "run", str(path)], capsys)[0] == 0
+    assert run(["campaign", "run", "--resume", str(path)], capsys)[0] == 0
+    rc, out, _ = run(["campaign", "status", str(path)], capsys)
+    assert rc == 0 and "measured" in out
