@@ -92,6 +92,9 @@ class Case:
     setup: Callable[[Path], None] | None = None  # makes the case's files in its folder
     # A file whose bytes must be the same after the case (a link's target, say).
     unchanged: tuple[str, ...] = ()
+    # What a case taken must have made of its folder: why not (a wrong result reported
+    # as right counts as silent), or None.
+    check: Callable[[Path], str | None] | None = None
     outcome: str = ""
     line: str = ""
 
@@ -284,6 +287,15 @@ def campaign_key_cases() -> list[Case]:
                 continue  # a list is what they take: its items are checked below
             doc = with_value(("testbeds", 1, "slurm", key), value)
             cases.append(plan_case("campaign keys", f"slurm.{key}: {what}", doc, REFUSED, key))
+    # argparse reads `--x=--` as no value at all (an empty list where one text goes):
+    # every key that becomes an option is refused with '--', naming the key.
+    for key in sweep_key_values():
+        doc = with_value(("sweep", key), "--")
+        cases.append(plan_case("campaign keys", f"sweep.{key}: --", doc, REFUSED, key))
+    for key, flag in Slurm.campaign_options.items():
+        if flag:
+            doc = with_value(("testbeds", 1, "slurm", key), "--")
+            cases.append(plan_case("campaign keys", f"slurm.{key}: --", doc, REFUSED, key))
     for flag in ("--job-name=mine", "--deadline=now+1000days", "--output=x", "--parsable"):
         doc = with_value(("testbeds", 1, "slurm", "sbatch"), [flag])
         cases.append(plan_case("campaign keys", f"slurm.sbatch: {flag}", doc, REFUSED, "sbatch"))
@@ -423,6 +435,27 @@ def option_cases() -> list[Case]:
         c("an unknown command", ["nosuch"], "nosuch"),
         c("an unknown option", ["scale", "--nosuch"], "--nosuch"),
     ]
+    return cases
+
+
+def dash_cases() -> list[Case]:
+    """Every option of every command that takes a value, given `--` as it (`--x=--`,
+    which argparse would read as no value): refused, naming the option."""
+    from hpcbench import cli
+
+    cases = []
+
+    def walk(parser: argparse.ArgumentParser, words: list[str]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    walk(child, [*words, name])
+            elif action.option_strings and action.nargs != 0 and action.dest != "help":
+                flag = max(action.option_strings, key=len)
+                name = f"{' '.join(words)} {flag}=--"
+                cases.append(Case("options", name, [*words, f"{flag}=--"], REFUSED, (flag,)))
+
+    walk(cli.build_parser(), [])
     return cases
 
 
@@ -615,6 +648,32 @@ def planted_cases() -> list[Case]:
             _fifo("fifo.md"),
         )
     )
+    # One run, exported once however its folder is named or copied: an MLPerf package of
+    # duplicates would meet a run count with runs that are not there.
+    here = "{dir}/out/here"
+    spellings = [here, f"{here}/", "{dir}/out/../out/here", "{dir}/here-link", "{dir}/copy"]
+
+    def named_twice(folder: Path) -> None:
+        (folder / "here-link").symlink_to(folder / "out" / "here")
+        shutil.copytree(folder / "out" / "here", folder / "copy")
+
+    def exported_once(folder: Path) -> str | None:
+        runs = [json.loads(x) for x in (folder / "out/here/results.jsonl").read_text().splitlines()]
+        held = sum(1 for r in runs if r.get("kind") == "run" and r.get("status") == "ok")
+        made = sorted(p.name for p in (folder / "pkg").rglob("result_*.txt"))
+        return None if len(made) == held else f"{len(made)} result files of {held} run(s)"
+
+    argv = ["export", "--mlperf", "{dir}/pkg", *(a for d in spellings for a in ("--out", d))]
+    cases.append(
+        Case(
+            "planted files",
+            "export --mlperf: one folder named five ways",
+            argv,
+            TAKEN,
+            setup=named_twice,
+            check=exported_once,
+        )
+    )
     # This machine's testbed books no lease: a file at a lease's place is no lease of
     # its; refused, or left alone (the leased kinds' own: tests/unit/test_planted_files.py).
     for kind in ("a FIFO", "bytes", "a folder"):
@@ -794,6 +853,9 @@ def run_case(case: Case, work: Path, number: int, seed: Path | None) -> None:
         case.outcome = TAKEN if said else "silent"
     elif proc.returncode == 0:
         case.outcome = TAKEN if case.expect in (TAKEN, EITHER) else "silent"
+        wrong = case.check(folder) if case.check and case.outcome == TAKEN else None
+        if wrong:
+            case.outcome, case.line = "silent", f"taken, but {wrong}"
     else:
         # One error line; lines before it may say what was skipped on the way.
         errors = [x for x in lines if x.startswith("hpcbench: error:")]
@@ -832,6 +894,7 @@ def main() -> int:
         (campaign_key_cases(), None),
         (yaml_cases(), None),
         (option_cases(), None),
+        (dash_cases(), None),
     ]
     if seed is not None:
         groups += [(planted_cases(), seed), (field_cases(seed), seed)]
