@@ -1,7 +1,7 @@
 """The campaign's journal: what happened to each cell and testbed, append-only.
 
 It is a results store (hpcbench.measure.store: one fsync'd line per record, a torn
-line skipped) at the campaign's folder, holding three kinds of record:
+line skipped) at the campaign's folder, holding four kinds of record:
 
     {"kind": "cell", "campaign", "testbed", "cell", "batch", "nodes", "workers",
      "gpus_per_node", "status": pending|deployed|verified|measured|failed, "why", "at", ...}
@@ -11,11 +11,16 @@ line skipped) at the campaign's folder, holding three kinds of record:
      "jobs_gone": [job, ...] (jobs an earlier phase left, cancelled since)}
     {"kind": "forecast", "campaign", "testbed", "made": plan|booking, "at",
      "cells": [forecast.CellForecast.record(), ...], "lease"}
+    {"kind": "job", "campaign", "testbed", "name", "job", "partition", "where",
+     "scancel", "status": sbatch|queued|left|gone, "why", "at"} (a Slurm job as it
+     comes and goes: hpcbench.schedulers.slurm.JobNote)
 
 A cell's status is its latest record; the measurements themselves are in each
 testbed's own store (<out>/<testbed>/results.jsonl), which `scale` and
 `report` read as they always do. The store's lock makes one campaign per
-folder at a time.
+folder at a time. A Slurm job is open from its first job record until one says
+it is gone (or, in journals written before job records, from the phase that
+left it until one names it in jobs_gone).
 
 The journal is never written through a link: a symbolic link at its name or in
 its folder, and a journal of more than one name (a hard link to a file
@@ -35,6 +40,7 @@ from hpcbench.campaign.campaign_file import Cell, TestbedPlan
 from hpcbench.core import locks
 from hpcbench.core.errors import UsageError, one_line
 from hpcbench.measure.store import MAX_SECONDS, RECORD_KINDS, Store, validator
+from hpcbench.schedulers.slurm import JOB_STATUSES, JobNote
 
 CELL_STATUSES = ("pending", "deployed", "verified", "measured", "failed")
 PHASES = ("deploy", "verify", "sweep", "destroy", "keep")
@@ -43,6 +49,8 @@ PHASE_STATUSES = ("ok", "failed", "interrupted")
 # again just before each testbed is booked, from what the earlier ones measured.
 FORECASTS = ("plan", "booking")
 WHY_MAX = 500  # characters of a cause kept in the journal
+# Why a job is named by its unique name: sbatch had not answered when the run ended.
+NO_ID = "sbatch did not return its id"
 
 
 def now() -> str:
@@ -105,7 +113,9 @@ _PHASE = {
             "items": {
                 "type": "object",
                 "required": ["job", "scancel", "where"],
-                "properties": {k: _STRING for k in ("job", "scancel", "where", "why")},
+                "properties": {
+                    k: _STRING for k in ("job", "scancel", "where", "why", "name", "partition")
+                },
             },
         },
         # Jobs an earlier phase left (their "job"), confirmed gone since.
@@ -140,7 +150,17 @@ _FORECAST = {
         "lease": _LEASE,
     },
 }
-_CHECKER = validator({"cell": _CELL, "phase": _PHASE, "forecast": _FORECAST})
+_JOB = {
+    "required": ["campaign", "testbed", "name", "job", "status"],
+    "properties": {
+        **_EVERY,
+        **{k: _STRING for k in ("name", "job", "partition", "where", "scancel", "why")},
+        "status": {"enum": list(JOB_STATUSES)},
+    },
+}
+_CHECKER = validator({"cell": _CELL, "phase": _PHASE, "forecast": _FORECAST, "job": _JOB})
+# The kinds Journal.records() reads (forecasts are read on their own).
+_RECORDS = ("cell", "phase", "job")
 
 
 def _printable(record: dict[str, Any]) -> dict[str, Any]:
@@ -154,22 +174,37 @@ def _printable(record: dict[str, Any]) -> dict[str, Any]:
             if isinstance(lease.get(key), str):
                 lease[key] = why_line(lease[key])
     for job in record.get("jobs_left") or []:
-        for key in ("job", "scancel", "where", "why"):
-            job[key] = why_line(job.get(key, ""))
+        for key in ("job", "scancel", "where", "why", "name", "partition"):
+            if key in job or key in ("job", "scancel", "where", "why"):
+                job[key] = why_line(job.get(key, ""))
     if record.get("jobs_gone"):
         record["jobs_gone"] = [why_line(job) for job in record["jobs_gone"]]
+    if record.get("kind") == "job":
+        for key in ("name", "job", "partition", "where", "scancel"):
+            record[key] = why_line(record.get(key, ""))
     return record
 
 
 def left_line(job: dict[str, Any]) -> str:
-    """A job the journal says may be left (Journal.jobs_left), as one line naming it and
-    the scancel command that cancels it (every part as the journal holds it, escapes
-    and line breaks written out: one printable line)."""
+    """A job the journal says may be left (Journal.jobs_left), as one line naming it,
+    its partition where known, and the scancel command that cancels it (every part as
+    the journal holds it, escapes and line breaks written out: one printable line)."""
     why = f" ({job['why']})" if job.get("why") else ""
+    on = ""  # a journal before partitions were kept: not said
+    if "partition" in job:
+        on = (
+            f" on partition {job['partition']}"
+            if job["partition"]
+            else " on the cluster's default partition"
+        )
+    since = (
+        f"since its {job['phase']} at {job['at']}"
+        if job.get("phase")
+        else f"since it was submitted at {job['at']}"
+    )
     return one_line(
-        f"slurm job {job['job']} of testbed {job['testbed']} may still be queued or running "
-        f"since its {job['phase']} at {job['at']}{why}: `{job['scancel']}` {job['where']} "
-        "cancels it"
+        f"slurm job {job['job']} of testbed {job['testbed']}{on} may still be queued or "
+        f"running {since}{why}: `{job['scancel']}` {job['where']} cancels it"
     )
 
 
@@ -194,9 +229,9 @@ class Journal:
         return self.store.path
 
     def records(self) -> list[dict[str, Any]]:
-        """This campaign's cell and phase records, their text one line each; damaged
+        """This campaign's cell, phase and job records, their text one line each; damaged
         ones and ones of the wrong shape are skipped and named by the store."""
-        return [_printable(r) for r in self.store.records() if r.get("kind") in ("cell", "phase")]
+        return [_printable(r) for r in self.store.records() if r.get("kind") in _RECORDS]
 
     def forecasts(self) -> list[dict[str, Any]]:
         """This campaign's forecast records, oldest first, their text one line each."""
@@ -223,7 +258,7 @@ class Journal:
                 f"run or probe record(s) in {self.path.name}), not a campaign's journal: "
                 "give this campaign an `out:` of its own"
             )
-        journal = [r for r in records if r.get("kind") in ("cell", "phase")]
+        journal = [r for r in records if r.get("kind") in _RECORDS]
         others = {r.get("campaign") for r in journal} - {self.campaign}
         if others:
             raise UsageError(
@@ -293,6 +328,25 @@ class Journal:
             }
         )
 
+    def job(self, tb: TestbedPlan, note: JobNote) -> None:
+        """A Slurm job of the testbed as it comes and goes (slurm.booked: before sbatch
+        runs, the moment its id is back, when it is left or gone), fsync'd."""
+        self.store.append(
+            {
+                "kind": "job",
+                "campaign": self.campaign,
+                "testbed": tb.name,
+                "name": note.name,
+                "job": note.job,
+                "partition": note.partition,
+                "where": note.where,
+                "scancel": note.scancel,
+                "status": note.status,
+                "why": why_line(note.why),
+                "at": now(),
+            }
+        )
+
     def forecast(
         self,
         tb: TestbedPlan,
@@ -336,17 +390,44 @@ class Journal:
         ]
 
     def jobs_left(self, records: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-        """Every Slurm job a phase could not confirm cancelled and no later one confirmed
-        gone, oldest first: its record (LeftJob.record) with its testbed, phase and when."""
-        left: dict[tuple[str, str], dict[str, Any]] = {}
-        for r in self.phases(records):
-            for job in r.get("jobs_gone") or []:
-                left.pop((r["testbed"], job), None)
-            for job in r.get("jobs_left") or []:
-                left[r["testbed"], job["job"]] = {
-                    **job,
-                    "testbed": r["testbed"],
-                    "phase": r["phase"],
-                    "at": r["at"],
-                }
-        return list(left.values())
+        """Every Slurm job that may still be queued or running, in the order the journal
+        last spoke of each: one whose job records end in no "gone", or one a phase could
+        not confirm cancelled (LeftJob.record) that no later record names gone. Each as
+        {"job": its id, or its name where sbatch gave none, "testbed", "scancel",
+        "where", "why", "at", and where known "name", "partition", "phase" (the one that
+        left it)}; a job named by its id and by its name is one job."""
+        left: list[dict[str, Any]] = []
+
+        def take(testbed: str, *handles: str) -> dict[str, Any]:
+            """The open job of the testbed that a handle names, taken out ({}: none)."""
+            wanted = {h for h in handles if h}
+            for k, job in enumerate(left):
+                ids = job["job"].split(", ")  # LeftJob.job: the ids a cancel by name found
+                if job["testbed"] == testbed and wanted & {job["job"], *ids, job.get("name")}:
+                    return left.pop(k)
+            return {}
+
+        for r in records if records is not None else self.records():
+            testbed = r["testbed"]
+            if r["kind"] == "job":
+                known = take(testbed, r["job"], r["name"])
+                if r["status"] != "gone":
+                    left.append(
+                        {
+                            "at": r["at"],  # when it was submitted, if known
+                            **known,
+                            **{k: r[k] for k in ("name", "partition", "scancel", "where")},
+                            "testbed": testbed,
+                            "job": r["job"] or r["name"],
+                            "why": r["why"] or ("" if r["job"] else NO_ID),
+                        }
+                    )
+            elif r["kind"] == "phase":
+                for gone in r.get("jobs_gone") or []:
+                    take(testbed, gone)
+                for job in r.get("jobs_left") or []:
+                    known = take(testbed, job["job"], job.get("name", ""))
+                    left.append(
+                        {**known, **job, "testbed": testbed, "phase": r["phase"], "at": r["at"]}
+                    )
+        return left

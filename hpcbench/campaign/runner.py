@@ -10,11 +10,15 @@ recorded with its cause and the campaign goes on with the next. Ctrl-C (or
 SIGTERM, SIGHUP) stops the campaign: the testbed in hand is destroyed with
 the guarantees of `hpcbench destroy` (leases cancelled; a lease that cannot
 be is printed with the command that releases it) and `--resume` continues.
+Every Slurm job is in the journal from submission to its end (slurm.booked), so
+a run killed outright leaves it named, and the next run cancels it before it
+submits anything (cancel_open_jobs).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 import tempfile
@@ -42,6 +46,7 @@ from hpcbench.core.progress import format_duration
 from hpcbench.launchers.specs import HostSlots
 from hpcbench.measure import sweep
 from hpcbench.measure.store import config_key, done_configs
+from hpcbench.schedulers import slurm
 from hpcbench.schedulers.base import stop_on_signals
 from hpcbench.testbeds import readiness
 from hpcbench.testbeds.deploy import DeployRequest, check
@@ -99,6 +104,7 @@ class Runner:
 
     def _run(self) -> int:
         campaign, console = self.campaign, self.console
+        blocked = self.cancel_open_jobs()
         records = self.journal.records()
         states = self.journal.cell_states(records)
         journaled = {cid for cid, state in states.items() if state.status == "measured"}
@@ -126,6 +132,12 @@ class Runner:
         for k, tb in enumerate(todo, 1):
             console.tb, console.tb_number = tb, (k, len(todo))
             try:
+                if tb.name in blocked:
+                    self.say(
+                        "not run: a slurm job of it may still be queued or running (named "
+                        "above); `campaign run --resume` runs it once that job is gone"
+                    )
+                    continue
                 self.reforecast(tb)
                 self.run_testbed(tb, measured)
             except KeyboardInterrupt as err:
@@ -281,24 +293,46 @@ class Runner:
 
     def run_testbed(self, tb: TestbedPlan, measured: set[str]) -> None:
         claim(self.campaign, self.base)  # marked as this campaign's before it holds state
-        self.cancel_left(tb)
         life = self.life(tb)
-        life.run([c for c in tb.cells if c.id not in measured])
+        with slurm.booked(self.book(tb)):
+            life.run([c for c in tb.cells if c.id not in measured])
         if life.still_held:
             self.still_held.append(tb.name)
 
-    def cancel_left(self, tb: TestbedPlan) -> None:
-        """The Slurm jobs an earlier run of this partition left, cancelled again before
-        anything is submitted; the testbed's next phase record says which are gone now
-        (or left still), so that `campaign status` names only those that may run."""
-        left = [j for j in self.journal.jobs_left() if j["testbed"] == tb.name]
-        if not left or not tb.kind.queued:
-            return
-        scheduler = Target.resolve(widest(tb).target).scheduler
-        for job in left:
-            self.say(f"slurm job {job['job']} was left by an earlier run: cancelling it")
-            if scheduler.cancel_left(job["job"]):
-                self.say(f"slurm job {job['job']}: gone (squeue lists it no more)")
+    def book(self, tb: TestbedPlan) -> functools.partial[None]:
+        """Where the testbed's Slurm jobs are written down as they come and go."""
+        return functools.partial(self.journal.job, tb)
+
+    def cancel_open_jobs(self, testbeds: list[TestbedPlan] | None = None) -> set[str]:
+        """Before anything is submitted: every Slurm job the journal holds open of these
+        testbeds (None: all), left by a run killed outright or by a cancel that failed,
+        cancelled again and confirmed gone, as its job records then say. The testbeds
+        of which a job may still be queued or running (each named, with its scancel
+        command): none of them gets another job in this run."""
+        jobs = self.journal.jobs_left()
+        blocked = set()
+        for tb in self.campaign.testbeds if testbeds is None else testbeds:
+            mine = [j for j in jobs if j["testbed"] == tb.name]
+            if not mine or not tb.kind.queued:
+                continue
+            scheduler = Target.resolve(widest(tb).target).scheduler
+            with slurm.booked(self.book(tb)):
+                for job in mine:
+                    handle = job["job"]
+                    self.say(
+                        f"testbed {tb.name}: slurm job {handle} was left by an earlier run: "
+                        "cancelling it"
+                    )
+                    if scheduler.cancel_left(handle):
+                        self.say(
+                            f"testbed {tb.name}: slurm job {handle}: gone (squeue lists it no more)"
+                        )
+                    else:
+                        blocked.add(tb.name)
+        # Journaled above as job records: not for the next phase of another testbed.
+        slurm.take_left()
+        slurm.take_gone()
+        return blocked
 
 
 def planned_targets(
@@ -383,6 +417,8 @@ def destroy_held(campaign: Campaign, names: list[str]) -> int:
     runner.journal.lock()
     status = 0
     try:
+        if runner.journal.store.exists() and runner.cancel_open_jobs(chosen):
+            status = 1  # each job that may still run is named, with its scancel command
         for k, tb in enumerate(chosen, 1):
             runner.console.tb, runner.console.tb_number = tb, (k, len(chosen))
             with testbed_state(state_root(campaign, tb, runner.base)):

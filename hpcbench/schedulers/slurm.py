@@ -11,6 +11,12 @@ the campaign's journal, and the sweep stops); every script carries
 an sbatch --deadline, so a job pending past its queue wait never starts.
 The job's -o/-e files are read on its batch host where the testbed reaches
 it, and the workload's record goes to the sweep like any other scheduler's.
+
+A book (`booked`: the campaign's journal) is told of each job as it comes and
+goes (JobNote): its unique name before sbatch runs, its id the moment sbatch
+returns it, before anything else, and its end once Slurm says it ended or a
+cancel is confirmed; so a process killed outright (SIGKILL, the OOM killer)
+leaves every job it queued named where the next run finds and cancels it.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -97,6 +104,11 @@ DONE_STATES = {
 }
 
 
+def scancel_line(ids: list[str], name: str) -> str:
+    """The scancel that cancels a job: by its ids, else by its unique name."""
+    return f"scancel {' '.join(ids)}" if ids else f"scancel --name={name}"
+
+
 def _why(err: BaseException, tool: str = "the command") -> str:
     """One line for a failed control call."""
     if isinstance(err, subprocess.TimeoutExpired):
@@ -104,16 +116,55 @@ def _why(err: BaseException, tool: str = "the command") -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
+# What a job is to its book (JobNote.status): its name given to sbatch, which has not
+# answered yet; queued under its id; cancelled but not confirmed gone (left); gone.
+JOB_STATUSES = ("sbatch", "queued", "left", "gone")
+
+
+@dataclass(frozen=True)
+class JobNote:
+    """A job as its book keeps it: its unique name, its id ("" until sbatch gives one),
+    its partition ("": the cluster's default), where its scancel runs, the scancel that
+    cancels it, its status (JOB_STATUSES) and why (how it ended, why it is left)."""
+
+    name: str
+    job: str
+    partition: str
+    where: str
+    scancel: str
+    status: str
+    why: str = ""
+
+
+# The books told of every job, as they come and go (booked).
+_BOOKS: list[Callable[[JobNote], None]] = []
+
+
+@contextlib.contextmanager
+def booked(book: Callable[[JobNote], None]) -> Iterator[None]:
+    """`book` told of every job submitted, left or gone in the block. It must keep what
+    it is told before it returns (an fsync'd line): a job is submitted only once its
+    name is kept, and nothing else happens to it before its id is."""
+    _BOOKS.append(book)
+    try:
+        yield
+    finally:
+        _BOOKS.remove(book)
+
+
 @dataclass(frozen=True)
 class LeftJob:
     """A job that may still be queued or running after its cancel: its id (its unique
     name where no id came back), the scancel command that cancels it, where to run it,
-    and why the cancel could not be confirmed."""
+    why the cancel could not be confirmed, its unique name ("": not known) and its
+    partition ("": the cluster's default)."""
 
     job: str
     scancel: str
     where: str
     why: str
+    name: str = ""
+    partition: str = ""
 
     def line(self) -> str:
         return (
@@ -123,7 +174,14 @@ class LeftJob:
 
     def record(self) -> dict[str, str]:
         """As the campaign's journal keeps it."""
-        return {"job": self.job, "scancel": self.scancel, "where": self.where, "why": self.why}
+        return {
+            "job": self.job,
+            "scancel": self.scancel,
+            "where": self.where,
+            "why": self.why,
+            "name": self.name,
+            "partition": self.partition,
+        }
 
 
 # Every job a cancel could not account for in this process, oldest first, until taken.
@@ -455,10 +513,40 @@ class SlurmScheduler(Scheduler):
                 _LEFT.append(left)
                 with contextlib.suppress(OSError, ValueError):  # a terminal gone
                     print(f"hpcbench: {left.line()}", file=sys.stderr, flush=True)
+                self._note(job_name, job, "left", left.why, left.scancel)
+            else:
+                self._note(job_name, job, "gone", "cancelled: squeue lists it no more")
             return left
 
+    def _note(self, name: str, job: str, status: str, why: str = "", scancel: str = "") -> None:
+        """Every book told of the job (booked). A book that cannot keep a job's name or
+        id raises: the job is then not submitted, or cancelled. One that cannot keep its
+        end is said on stderr: the job stays open there, and the next run's cancel of
+        it finds it gone (scancel of a job that ended exits 0)."""
+        note = JobNote(
+            name,
+            job,
+            self.options.partition,
+            self.where(),
+            scancel or scancel_line([job] if job else [], name),
+            status,
+            why,
+        )
+        for book in list(_BOOKS):
+            if status in ("sbatch", "queued"):
+                book(note)
+                continue
+            try:
+                book(note)
+            except Exception as err:  # noqa: BLE001 - said, never over the cancel's outcome
+                with contextlib.suppress(OSError, ValueError):
+                    print(f"hpcbench: {_why(err)}", file=sys.stderr, flush=True)
+
     def _scancel(self, handle: str, timeout: float) -> str:
-        """One scancel; why it failed, or "" once Slurm took it."""
+        """One scancel; why it failed, or "" once Slurm took it. A job that ended, or an
+        id slurmctld no longer holds, is no error to scancel (Slurm 25.05 scancel.c:
+        917-919, 963-975: exit 0 for ESLURM_ALREADY_DONE and ESLURM_INVALID_JOB_ID under
+        its default SIGKILL): its status confirms nothing, squeue does (_listed)."""
         try:
             proc = self._control(f"scancel {handle}", timeout=timeout)
         except (subprocess.SubprocessError, OSError) as err:
@@ -518,9 +606,11 @@ class SlurmScheduler(Scheduler):
         ids = [job] if job else (listed or [])
         return LeftJob(
             job=", ".join(ids) or job_name,
-            scancel=f"scancel {' '.join(ids)}" if ids else f"scancel --name={job_name}",
+            scancel=scancel_line(ids, job_name),
             where=self.where(),
             why=f"{why}; scancel tried {attempt} time(s)",
+            name=job_name,
+            partition=self.options.partition,
         )
 
     def cancel_left(self, job: str) -> bool:
@@ -591,6 +681,8 @@ class SlurmScheduler(Scheduler):
             raise
         if timed_out or unknown >= 3:
             self.cancelled(job_name, job)
+        else:  # Slurm says it ended (DONE_STATES)
+            self._note(job_name, job, "gone", f"ended {state}")
         if timed_out:
             return JobResult(job, state, timed_out=True)
         # The batch host writes -o/-e; read them there when the testbed reaches it.
@@ -611,6 +703,7 @@ class SlurmScheduler(Scheduler):
         launched_at, start = time.time(), time.monotonic()
         job_name = self.job_name()
         script = self.launcher.script(spec, job_name)
+        self._note(job_name, "", "sbatch")  # kept first: a kill during sbatch leaves its name
         try:
             job = self.submit_job(script)
         except KeyboardInterrupt:
@@ -626,6 +719,19 @@ class SlurmScheduler(Scheduler):
                 launched_at,
                 time.monotonic() - start,
                 argv=[["sbatch", script]],
+            )
+        try:  # the moment its id is known, before anything else
+            self._note(job_name, job, "queued")
+        except BaseException:
+            self.cancel(job_name, job)  # a job its book could not keep is not left queued
+            raise
+        on = f" on partition {self.options.partition}" if self.options.partition else ""
+        with contextlib.suppress(OSError, ValueError):  # a terminal gone
+            print(
+                f"hpcbench: slurm job {job} ({job_name}) submitted{on}; `scancel {job}` "
+                f"{self.where()} cancels it",
+                file=sys.stderr,
+                flush=True,
             )
         try:  # the run's time starts once its image is in place on the nodes
             result = self.wait(spec, job, job_name, timeout_s + self.options.import_s)

@@ -1,24 +1,37 @@
 """A campaign on a Slurm partition through the real scheduler, with sbatch, squeue,
 scontrol, sinfo and scancel stood in for by scripts on PATH that keep their contracts
-(a job's state until scancel takes it; squeue --jobs=ID failing with "Invalid job id
-specified" for a job it does not know): a job whose cancel fails is named on the
-terminal, in the journal and by `campaign status`, with its scancel command; and
-`campaign run --dry-run` prints what reaches sbatch, apart from the values it marks."""
+(Slurm 25.05, src/squeue and src/scancel at commit 284c3b95): a job's state until
+scancel takes it; squeue lists only pending, running and completing jobs, one that
+ended not at all (print.c:3206-3213 _filter_job), and fails with "Invalid job id
+specified", exit 1, for an id slurmctld no longer holds (squeue.c:371-383); scancel
+of a job that ended, or of such an id, says nothing and exits 0 (scancel.c:917-919:
+its default signal is SIGKILL; :963-975: ESLURM_ALREADY_DONE and
+ESLURM_INVALID_JOB_ID are then no error). Every job is journaled from before sbatch
+runs, so a `campaign run` killed with SIGKILL leaves it named by `campaign status`
+and cancelled by `--resume` before anything else is submitted; a job whose cancel
+fails is named on the terminal, in the journal and by `campaign status`, with its
+scancel command; and `campaign run --dry-run` prints what reaches sbatch, apart
+from the values it marks."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from hpcbench import cli
 from hpcbench.campaign import runner
+from hpcbench.campaign.journal import Journal
 from hpcbench.measure import sweep
 from hpcbench.schedulers import slurm as slurm_scheduler
 from hpcbench.schedulers.slurm import SlurmScheduler
+from tests.interrupt import as_from_a_terminal
 from tests.unit.test_slurm_scheduler import _fake as stand_in
 
 SBATCH = r"""#!/bin/bash
@@ -28,6 +41,8 @@ id=$(cat "$FAKE/next" 2>/dev/null || echo 4242)
 echo $((id + 1)) > "$FAKE/next"
 mkdir -p "$FAKE/jobs/$id" "$FAKE/scripts"
 printf '%s\n' "$script" > "$FAKE/scripts/$id.sh"
+printf '%s\n' "$script" | sed -n 's/^#SBATCH --job-name=//p' > "$FAKE/jobs/$id/name"
+echo "sbatch $id" >> "$FAKE/calls.log"
 out=$(printf '%s\n' "$script" | sed -n 's/^#SBATCH -o //p' | sed "s/%j/$id/")
 err=$(printf '%s\n' "$script" | sed -n 's/^#SBATCH -e //p' | sed "s/%j/$id/")
 case "$script" in
@@ -35,19 +50,41 @@ case "$script" in
     echo 'HPCBENCH_RESULT {"kind": "check", "ok": true, "checks": []}' > "$out"
     echo "HPCBENCH_SLURM_EXIT 0" >> "$out"; : > "$err"; echo COMPLETED > "$FAKE/jobs/$id/state" ;;
   *) if [ -e "$FAKE/hang" ]; then echo RUNNING > "$FAKE/jobs/$id/state"
+     elif [ -e "$FAKE/queue" ]; then echo PENDING > "$FAKE/jobs/$id/state"
      else
        echo "HPCBENCH_SLURM_EXIT 1" > "$out"
        printf 'Traceback (most recent call last):\n  File "x.py"\nRuntimeError: stand-in\n' > "$err"
        echo FAILED > "$FAKE/jobs/$id/state"
+     fi
+     # The job is in the queue; the process that ran sbatch is killed before the id
+     # reaches it (a SIGKILL, the OOM killer).
+     if [ -e "$FAKE/kill-in-sbatch" ]; then
+       pid=$(cat "$FAKE/kill-in-sbatch"); rm -f "$FAKE/kill-in-sbatch"; kill -KILL "$pid"
      fi ;;
 esac
 echo "$id;cluster"
 """
 SQUEUE = r"""#!/bin/bash
-for a; do case "$a" in --jobs=*) id=${a#--jobs=} ;; --format=*) fmt=${a#--format=} ;; esac; done
+for a; do case "$a" in
+  --jobs=*) id=${a#--jobs=} ;; --name=*) name=${a#--name=} ;; --format=*) fmt=${a#--format=} ;;
+esac; done
+echo "squeue $*" >> "$FAKE/calls.log"
+if [ -n "$name" ]; then  # the jobs of that name still pending, running or completing
+  for d in "$FAKE"/jobs/*; do
+    [ "$(cat "$d/name" 2>/dev/null)" = "$name" ] || continue
+    st=$(cat "$d/state")
+    case "$st" in PENDING|RUNNING|COMPLETING) echo "${d##*/} $st" ;; esac
+  done
+  exit 0
+fi
 [ -n "$id" ] || exit 0
 [ -d "$FAKE/jobs/$id" ] || { echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1; }
 st=$(cat "$FAKE/jobs/$id/state")
+# The process polling a job that waits in the queue is killed (SIGKILL, the OOM killer).
+if [ "$st" = PENDING ] && [ -e "$FAKE/kill-on-poll" ]; then
+  pid=$(cat "$FAKE/kill-on-poll"); rm -f "$FAKE/kill-on-poll"  # taken before the kill
+  kill -"$(cat "$FAKE/kill-signal")" "$pid"
+fi
 case "$st" in PENDING|RUNNING|COMPLETING) ;; *) exit 0 ;; esac
 case "$fmt" in *%i*) echo "$id $st" ;; *) echo "$st node1" ;; esac
 """
@@ -61,13 +98,26 @@ case "$*" in *%c*) echo 4 ;; *) echo "p up 2 (null)" ;; esac
 """
 SCANCEL = r"""#!/bin/bash
 echo "$@" >> "$FAKE/scancel.log"
+echo "scancel $*" >> "$FAKE/calls.log"
 n=$(cat "$FAKE/scancel-fails" 2>/dev/null || echo 0)
 if [ "$n" -gt 0 ]; then
   echo $((n - 1)) > "$FAKE/scancel-fails"
   echo "scancel: error: Kill job error on job id $1: Access/permission denied" >&2
   exit 1
 fi
-echo CANCELLED > "$FAKE/jobs/$1/state"
+case "$1" in
+  --name=*) ids=$(for d in "$FAKE"/jobs/*; do
+                    [ "$(cat "$d/name" 2>/dev/null)" = "${1#--name=}" ] && echo "${d##*/}"
+                  done) ;;
+  *) ids=$1 ;;
+esac
+for id in $ids; do  # one that ended, or an id Slurm does not hold: nothing said, exit 0
+  [ -e "$FAKE/jobs/$id/state" ] || continue
+  case "$(cat "$FAKE/jobs/$id/state")" in
+    PENDING|RUNNING) echo CANCELLED > "$FAKE/jobs/$id/state" ;;
+  esac
+done
+exit 0
 """
 CAMPAIGN = """\
 name: jobs
@@ -146,9 +196,10 @@ def test_ctrl_c_with_a_scancel_that_cannot_succeed_names_the_job_everywhere(
     cells = [x for x in lines if x.startswith("part ")]
     assert cells and all(f"slurm job {job} may still be queued or running; " in x for x in cells)
     assert [x for x in lines if x.startswith("STILL")] == [
-        f"STILL QUEUED OR RUNNING: slurm job {job} of testbed part may still be queued or "
-        f"running since its sweep at {phase['at']} (scancel: scancel: error: Kill job error on "
-        f"job id {job}: Access/permission denied; scancel tried 4 time(s)): {command}"
+        f"STILL QUEUED OR RUNNING: slurm job {job} of testbed part on partition p may still be "
+        f"queued or running since its sweep at {phase['at']} (scancel: scancel: error: Kill "
+        f"job error on job id {job}: Access/permission denied; scancel tried 4 time(s)): "
+        f"{command}"
     ]
     assert cli.main(["campaign", "status", "--json", str(cluster)]) == 0
     [left] = json.loads(capfd.readouterr().out)["jobs_left"]
@@ -162,8 +213,8 @@ def test_ctrl_c_with_a_scancel_that_cannot_succeed_names_the_job_everywhere(
     assert f"slurm job {job} was left by an earlier run: cancelling it" in err
     assert f"slurm job {job}: gone (squeue lists it no more)" in err
     assert (fake / "jobs" / job / "state").read_text() == "CANCELLED\n"
-    [verify] = [r for r in journal(fake) if r.get("phase") == "verify"][-1:]
-    assert verify["jobs_gone"] == [job]
+    last = [r for r in journal(fake) if r.get("kind") == "job" and r["job"] == job][-1]
+    assert (last["status"], last["why"]) == ("gone", "cancelled: squeue lists it no more")
     assert cli.main(["campaign", "status", str(cluster)]) == 0
     assert "may still be" not in capfd.readouterr().out
 
@@ -247,9 +298,205 @@ def test_a_job_left_after_its_run_gave_up_on_it_is_said_last_and_kept(cluster, m
     assert phase["status"] == "failed" and "may still be queued or running" in phase["why"]
     [left] = phase["jobs_left"]
     assert err[-1] == (
-        f"STILL QUEUED OR RUNNING: slurm job {left['job']} of testbed part may still be "
-        f"queued or running since its sweep at {phase['at']} ({left['why']}): "
+        f"STILL QUEUED OR RUNNING: slurm job {left['job']} of testbed part on partition p may "
+        f"still be queued or running since its sweep at {phase['at']} ({left['why']}): "
         f"`scancel {left['job']}` on this machine cancels it"
     )
     cells = [r for r in journal(fake) if r.get("kind") == "cell" and r["status"] == "failed"]
     assert cells and all(f"slurm job {left['job']} may still be" in r["why"] for r in cells)
+
+
+# ------------------------------------------------- a run killed with a job queued
+REPO = Path(__file__).resolve().parents[2]
+
+
+def killed(argv: list[str], fake: Path, trigger: str, sig: str = "KILL") -> int:
+    """`python -m hpcbench ARGV` in a process of its own, sent `sig` by the stand-in
+    Slurm at `trigger`: "kill-on-poll", as squeue is first asked of a job that waits in
+    the queue; "kill-in-sbatch", once sbatch has queued a job, before its id is back.
+    bash writes its own pid where the stand-in reads it, then becomes the command
+    (exec keeps the pid), so the pid is there before the command starts. Its exit
+    status (-9: killed by SIGKILL)."""
+    (fake / "kill-signal").write_text(sig)
+    line = f'echo $$ > {fake / trigger}; exec "$@"'
+    proc = subprocess.run(
+        ["bash", "-c", line, "bash", sys.executable, "-m", "hpcbench", *argv],
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=as_from_a_terminal,  # SIGINT raises there, however this test started
+    )
+    assert not (fake / trigger).exists(), proc.stderr  # the stand-in took it
+    return proc.returncode
+
+
+def calls(fake: Path) -> list[str]:
+    """sbatch's submissions, squeue's and scancel's calls, in order."""
+    path = fake / "calls.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def states(fake: Path) -> dict[str, str]:
+    return {p.name: (p / "state").read_text().strip() for p in (fake / "jobs").iterdir()}
+
+
+def test_a_job_queued_when_campaign_run_is_killed_is_named_and_cancelled_before_the_next(
+    cluster, capfd
+):
+    """SIGKILL while a job waits in the queue: `campaign status` names it with its id
+    and partition, and `--resume` cancels it, confirmed gone by squeue, before it
+    submits anything; then it is named no more."""
+    fake = cluster.parent
+    (fake / "queue").touch()
+    assert killed(["campaign", "run", str(cluster)], fake, "kill-on-poll") == -signal.SIGKILL
+    [job] = [j for j, state in states(fake).items() if state == "PENDING"]
+    assert cli.main(["campaign", "status", str(cluster)]) == 0
+    lines = capfd.readouterr().out.splitlines()
+    named = [x for x in lines if x.startswith("STILL QUEUED OR RUNNING: ")]
+    assert len(named) == 1, lines  # the job, and nothing else
+    said = named[0]
+    assert said.startswith(
+        f"STILL QUEUED OR RUNNING: slurm job {job} of testbed part on partition p may "
+        "still be queued or running since it was submitted at "
+    )
+    assert said.endswith(f": `scancel {job}` on this machine cancels it")
+    assert cli.main(["campaign", "status", "--json", str(cluster)]) == 0
+    [left] = json.loads(capfd.readouterr().out)["jobs_left"]
+    assert (left["job"], left["partition"], left["testbed"]) == (job, "p", "part")
+
+    (fake / "queue").unlink()  # the next jobs fail at once
+    before = len(calls(fake))
+    assert cli.main(["campaign", "run", "--resume", str(cluster)]) == 1  # the stand-in's runs
+    after = calls(fake)[before:]
+    first = next(k for k, call in enumerate(after) if call.startswith("sbatch "))
+    assert after[0] == f"scancel {job}", after
+    assert any(f"squeue --noheader --jobs={job} " in call for call in after[1:first]), after
+    assert states(fake)[job] == "CANCELLED"
+    err = capfd.readouterr().err
+    assert f"slurm job {job} was left by an earlier run: cancelling it" in err
+    assert cli.main(["campaign", "status", str(cluster)]) == 0
+    assert "may still be" not in capfd.readouterr().out
+    records = [r for r in journal(fake) if r.get("kind") == "job"]
+    [name] = {r["name"] for r in records if r["job"] == job and r["name"]}
+    assert [r["status"] for r in records if r["name"] == name] == ["sbatch", "queued"]
+    assert [(r["job"], r["status"]) for r in records if not r["name"]] == [(job, "gone")]
+
+
+def test_a_job_sbatch_queued_as_campaign_run_was_killed_is_found_by_its_name(cluster, capfd):
+    """Killed before sbatch's answer came back: the job is in the queue, its id known to
+    nobody; its unique name, journaled before sbatch ran, finds and cancels it."""
+    fake = cluster.parent
+    (fake / "queue").touch()
+    assert killed(["campaign", "run", str(cluster)], fake, "kill-in-sbatch") == -signal.SIGKILL
+    [job] = [j for j, state in states(fake).items() if state == "PENDING"]
+    name = (fake / "jobs" / job / "name").read_text().strip()
+    assert re.fullmatch(r"hpcbench-[0-9a-f]{8}", name)
+    assert cli.main(["campaign", "status", str(cluster)]) == 0
+    lines = capfd.readouterr().out.splitlines()
+    named = [x for x in lines if x.startswith("STILL")]
+    assert len(named) == 1, lines
+    said = named[0]
+    assert said.startswith(f"STILL QUEUED OR RUNNING: slurm job {name} of testbed part on ")
+    assert said.endswith(f"`scancel --name={name}` on this machine cancels it")
+
+    (fake / "queue").unlink()
+    before = len(calls(fake))
+    assert cli.main(["campaign", "run", "--resume", str(cluster)]) == 1
+    after = calls(fake)[before:]
+    assert after[0] == f"scancel --name={name}", after
+    assert states(fake)[job] == "CANCELLED"
+    capfd.readouterr()
+    assert cli.main(["campaign", "status", str(cluster)]) == 0
+    assert "may still be" not in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("sig", ["TERM", "HUP", "INT"])
+def test_scale_stopped_while_its_job_waits_in_the_queue_cancels_it_by_its_id(cluster, sig):
+    """`scale --env slurm` keeps no journal of its jobs (docs/slurm.md): a stop signal
+    cancels the job in flight, confirmed by squeue, before it exits."""
+    fake = cluster.parent
+    (fake / "queue").touch()
+    argv = ["scale", "--env", "slurm", "--partition", "p", "--slurm-job-dir"]
+    argv += [str(fake / "jobdir"), "--nodes", "1", "--batch", "4", "--model", "resnet18"]
+    argv += ["--image-size", "32", "--device", "cpu", "--repeats", "1", "--no-probe"]
+    assert killed([*argv, "--out", str(fake / "r")], fake, "kill-on-poll", sig) == 130
+    [job] = states(fake)
+    assert states(fake)[job] == "CANCELLED"
+    assert [c for c in calls(fake) if c.startswith("scancel")] == [f"scancel {job}"]
+
+
+def test_a_job_is_open_from_its_name_to_its_end_whichever_handle_ends_it(tmp_path):
+    """By its name until sbatch answers, by its id after; a cancel by either closes it,
+    a phase that left it adds why, and a job of another testbed (another cluster's
+    ids) is its own."""
+    book = Journal(tmp_path, "c")
+
+    def job(status: str, job: str = "", name: str = "hpcbench-0123abcd", **more: str) -> None:
+        record = {"kind": "job", "campaign": "c", "testbed": "part", "name": name, "job": job}
+        scancel = f"scancel {job}" if job else f"scancel --name={name}"
+        record |= {"partition": "p", "where": "here", "scancel": scancel, "status": status}
+        book.store.append({**record, "why": "", "at": "t0", **more})
+
+    def left() -> list[tuple[str, str, str]]:
+        return [(j["testbed"], j["job"], j["why"]) for j in book.jobs_left()]
+
+    job("sbatch")
+    assert left() == [("part", "hpcbench-0123abcd", "sbatch did not return its id")]
+    job("queued", "4242", at="t1")
+    assert left() == [("part", "4242", "")] and book.jobs_left()[0]["at"] == "t0"
+    job("gone", "4242", name="")  # cancelled by its id alone
+    assert left() == []
+
+    job("queued", "4243", name="hpcbench-1")
+    job("queued", "4243", name="hpcbench-2", testbed="other")
+    left_job = {"job": "4243", "scancel": "scancel 4243", "where": "here", "why": "refused"}
+    book.store.append(
+        {"kind": "phase", "campaign": "c", "testbed": "part", "phase": "sweep"}
+        | {"status": "interrupted", "seconds": 1.0, "at": "t2", "jobs_left": [left_job]}
+    )
+    assert left() == [("other", "4243", ""), ("part", "4243", "refused")]
+    [part] = [j for j in book.jobs_left() if j["testbed"] == "part"]
+    assert (part["phase"], part["partition"], part["name"]) == ("sweep", "p", "hpcbench-1")
+    job("gone", name="hpcbench-1")  # cancelled by its name
+    assert left() == [("other", "4243", "")]
+
+
+def test_a_job_resume_cannot_confirm_gone_keeps_its_testbed_from_any_new_job(cluster, capfd):
+    """scancel refused on every try: the testbed is not run (nothing submitted there),
+    the job stays named with why, and the run exits 1."""
+    fake = cluster.parent
+    (fake / "queue").touch()
+    assert killed(["campaign", "run", str(cluster)], fake, "kill-on-poll") == -signal.SIGKILL
+    [job] = [j for j, state in states(fake).items() if state == "PENDING"]
+    (fake / "scancel-fails").write_text("99")
+    before = len(calls(fake))
+    assert cli.main(["campaign", "run", "--resume", str(cluster)]) == 1
+    after = calls(fake)[before:]
+    assert not [c for c in after if c.startswith("sbatch ")], after
+    assert after.count(f"scancel {job}") == slurm_scheduler.CANCEL_TRIES
+    err = capfd.readouterr().err
+    assert "[testbed 1/1 part] not run: a slurm job of it may still be queued or running" in err
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"STILL QUEUED OR RUNNING: slurm job {job} of testbed part on partition p may still "
+            "be queued or running since it was submitted at "
+        )
+    )
+    assert "Access/permission denied; scancel tried 4 time(s)" in err.strip().splitlines()[-1]
+    assert states(fake)[job] == "PENDING"
+
+
+def test_campaign_destroy_cancels_a_job_a_killed_run_left(cluster, capfd):
+    fake = cluster.parent
+    (fake / "queue").touch()
+    assert killed(["campaign", "run", str(cluster)], fake, "kill-on-poll") == -signal.SIGKILL
+    [job] = [j for j, state in states(fake).items() if state == "PENDING"]
+    assert cli.main(["campaign", "destroy", str(cluster)]) == 0
+    assert states(fake)[job] == "CANCELLED"
+    capfd.readouterr()
+    assert cli.main(["campaign", "status", str(cluster)]) == 0
+    assert "may still be" not in capfd.readouterr().out

@@ -40,6 +40,7 @@ from hpcbench.core import paths
 from hpcbench.core.errors import UsageError
 from hpcbench.core.progress import format_duration
 from hpcbench.measure.store import RESULTS_FILE, Store
+from hpcbench.schedulers.slurm import JOB_STATUSES
 from tests.unit.test_campaign import Fakes, base
 from tests.unit.test_campaign_inputs import paths_of, put
 from tests.unit.test_hostile_records import (
@@ -198,10 +199,16 @@ def good_record(kind: str, testbed: str, cell: str) -> dict[str, Any]:
         **{"efficiency": 1.0, "efficiency_low": 1.0, "efficiency_high": 1.0},
         "link_source": "one worker",
     }
+    if kind == "job":
+        return record | {
+            **{"name": "hpcbench-0123abcd", "job": "4242", "partition": "p"},
+            **{"where": "on this machine", "scancel": "scancel 4242"},
+            **{"status": "queued", "why": "", "at": "2026-01-31T10:00:00+0000"},
+        }
     return record | {"made": "plan", "at": "now", "cells": [forecast_cell], "lease": lease}
 
 
-KINDS = ("cell", "phase", "forecast")
+KINDS = ("cell", "phase", "forecast", "job")
 # Values of every JSON type, and the hostile ones: a field holding any of them is read
 # as it is or its record skipped and named.
 HOSTILE = st.one_of(
@@ -220,6 +227,9 @@ def journal_record(draw: st.DrawFn, cells: list[tuple[str, str]]) -> dict[str, A
     elif record["kind"] == "phase":
         record["phase"] = draw(st.sampled_from(PHASES))
         record["status"] = draw(st.sampled_from(PHASE_STATUSES))
+    elif record["kind"] == "job":
+        record["status"] = draw(st.sampled_from(JOB_STATUSES))
+        record["job"] = draw(st.sampled_from(["4242", "", "4243"]))
     else:
         record["made"] = draw(st.sampled_from(FORECASTS))
     spots = [p for p in paths_of(record) if p]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -824,7 +825,10 @@ def test_a_scancel_that_always_fails_leaves_the_job_named_for_the_campaign(
         "where": "on this machine",
         "why": "scancel: scancel: error: Unable to contact slurm controller (connect failure); "
         "scancel tried 4 time(s)",
+        "name": left.name,
+        "partition": "",
     }
+    assert left.name.startswith(slurm_scheduler.JOB_PREFIX)
     assert f"hpcbench: {left.line()}" in capsys.readouterr().err
 
 
@@ -1052,3 +1056,117 @@ def test_a_jobs_end_is_seen_within_a_tenth_of_its_length(monkeypatch, tmp_path, 
     assert max(gaps) <= slurm_scheduler.POLL_MAX_S
     # An hour's job asks squeue a few hundred times, not once a second.
     assert len(asked) <= length_s / slurm_scheduler.POLL_MAX_S + 40
+
+
+# ------------------------------------------------------- every job in its book
+class Unwritable(RuntimeError):
+    """A journal that cannot be written (hpcbench.measure.store.StoreWriteError)."""
+
+
+class Book:
+    """A book (slurm.booked) that keeps what it is told, with the control calls made
+    before each note; it refuses the statuses in `refuse`, as a journal that cannot be
+    written does."""
+
+    def __init__(self, tmp: Path, refuse: tuple[str, ...] = ()) -> None:
+        self.tmp, self.refuse = tmp, refuse
+        self.notes: list[tuple[slurm_scheduler.JobNote, list[str]]] = []
+
+    def __call__(self, note: slurm_scheduler.JobNote) -> None:
+        if note.status in self.refuse:
+            raise Unwritable(f"cannot write the journal ({note.status})")
+        log = self.tmp / "calls.log"
+        self.notes.append((note, log.read_text().splitlines() if log.exists() else []))
+
+    def statuses(self) -> list[tuple[str, str, str]]:
+        return [(n.status, n.job, n.why) for n, _ in self.notes]
+
+
+def logging_fakes(tmp: Path) -> None:
+    """sbatch, squeue and scancel as before, each call written down first."""
+    for name in ("sbatch", "squeue", "scancel"):
+        path = tmp / "bin" / name
+        text = path.read_text()
+        path.write_text(
+            text.replace("#!/bin/bash\n", f"#!/bin/bash\necho {name} >> {tmp}/calls.log\n", 1)
+        )
+
+
+def test_a_job_is_in_its_book_by_name_before_sbatch_and_by_id_before_anything_else(
+    fake_slurm,
+):
+    (fake_slurm / "mode").write_text("ok")
+    logging_fakes(fake_slurm)
+    book = Book(fake_slurm)
+    with slurm_scheduler.booked(book):
+        assert _scheduler(fake_slurm, partition="gpu").run(_spec(), timeout_s=30).ok
+    assert book.statuses() == [
+        ("sbatch", "", ""),
+        ("queued", "4242", ""),
+        ("gone", "4242", "ended COMPLETED"),
+    ]
+    [(sbatch, before), (queued, calls), _] = book.notes
+    assert before == [] and calls == ["sbatch"]  # nothing asked of the job before its id is kept
+    assert sbatch.name == queued.name and sbatch.name.startswith(slurm_scheduler.JOB_PREFIX)
+    assert (queued.partition, queued.where, queued.scancel) == (
+        "gpu",
+        "on this machine",
+        "scancel 4242",
+    )
+    assert sbatch.scancel == f"scancel --name={sbatch.name}"
+
+
+def test_a_job_whose_name_its_book_cannot_keep_is_never_submitted(fake_slurm):
+    (fake_slurm / "mode").write_text("ok")
+    with slurm_scheduler.booked(Book(fake_slurm, refuse=("sbatch",))), pytest.raises(Unwritable):
+        _scheduler(fake_slurm).run(_spec(), timeout_s=30)
+    assert not (fake_slurm / "script").exists()
+
+
+def test_a_job_whose_id_its_book_cannot_keep_is_cancelled_by_it(fake_slurm, capsys):
+    """Queued, but nowhere written down: cancelled at once, not left to run."""
+    (fake_slurm / "mode").write_text("hang")
+    book = Book(fake_slurm, refuse=("queued",))
+    with slurm_scheduler.booked(book), pytest.raises(Unwritable):
+        _scheduler(fake_slurm).run(_spec(), timeout_s=30)
+    assert (fake_slurm / "scancel").read_text() == "4242\n"
+    assert book.statuses()[-1] == ("gone", "4242", "cancelled: squeue lists it no more")
+
+
+def test_a_cancelled_job_is_gone_in_its_book_and_a_job_left_stays_open(fake_slurm, quick_confirm):
+    (fake_slurm / "mode").write_text("hang")
+    book = Book(fake_slurm)
+    with slurm_scheduler.booked(book):
+        assert _scheduler(fake_slurm).run(_spec(), timeout_s=0.1).timed_out
+    assert book.statuses()[-1] == ("gone", "4242", "cancelled: squeue lists it no more")
+    (fake_slurm / "scancel").unlink()  # the stand-in's job runs again, and stays
+    _fake(fake_slurm, "scancel", SCANCEL_REFUSED)
+    book = Book(fake_slurm)
+    with slurm_scheduler.booked(book), pytest.raises(slurm_scheduler.JobLeftBehind) as err:
+        _scheduler(fake_slurm).run(_spec(), timeout_s=0.1)
+    [left] = [n for n, _ in book.notes if n.status == "left"]
+    assert (left.job, left.scancel, left.why) == ("4242", "scancel 4242", err.value.left.why)
+    assert "gone" not in [n.status for n, _ in book.notes]
+
+
+def test_a_book_that_cannot_keep_a_jobs_end_is_said_and_the_cancel_stands(fake_slurm, capsys):
+    """The job stays open there: the next run's cancel finds it gone (scancel of a job
+    that ended exits 0)."""
+    (fake_slurm / "mode").write_text("ok")
+    with slurm_scheduler.booked(Book(fake_slurm, refuse=("gone",))):
+        assert _scheduler(fake_slurm).run(_spec(), timeout_s=30).ok
+    assert "hpcbench: cannot write the journal (gone)" in capsys.readouterr().err
+
+
+def test_without_a_book_a_job_is_said_with_its_id_and_scancel_as_it_is_submitted(
+    fake_slurm, capsys
+):
+    """`scale` keeps no journal: what a killed one leaves is on its terminal."""
+    (fake_slurm / "mode").write_text("ok")
+    assert _scheduler(fake_slurm, partition="gpu").run(_spec(), timeout_s=30).ok
+    [said] = [x for x in capsys.readouterr().err.splitlines() if "submitted" in x]
+    assert re.fullmatch(
+        r"hpcbench: slurm job 4242 \(hpcbench-[0-9a-f]{8}\) submitted on partition gpu; "
+        r"`scancel 4242` on this machine cancels it",
+        said,
+    )
