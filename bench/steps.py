@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,6 +105,11 @@ class Parts:
     scaler: torch.amp.GradScaler | None
     autocast: Callable[[], Any]
     horovod: bool = False  # Horovod's DistributedOptimizer: it reduces in step()
+    # Gradient accumulation (bench/layout.py): around each micro-batch, given whether it
+    # is the step's last, the context that reduces the gradients on the last alone.
+    sync: Callable[[bool], Any] = lambda last: contextlib.nullcontext()
+    # Around forward, loss and backward: tensor parallelism's loss_parallel.
+    loss_scope: Callable[[], Any] = contextlib.nullcontext
 
 
 def backward(parts: Parts, loss: torch.Tensor) -> None:
@@ -126,13 +131,31 @@ def update(parts: Parts) -> None:
     parts.scaler.update()
 
 
-def eager_step(parts: Parts, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def eager_step(
+    parts: Parts, micro_batches: Iterable[tuple[torch.Tensor, torch.Tensor]], count: int = 1
+) -> torch.Tensor:
+    """One optimizer step over `count` micro-batches: each one's loss divided by count,
+    so that the gradients summed over them are those of their mean; the step's loss is
+    that mean. Its gradients reduced on the last micro-batch alone (parts.sync)."""
     parts.model.zero_grad(set_to_none=True)  # Horovod's optimizer lacks set_to_none
-    with parts.autocast():
-        loss = loss_of(parts.forward(images), labels)
-    backward(parts, loss)
+    total: torch.Tensor | None = None
+    for i, (images, labels) in enumerate(micro_batches):
+        with parts.sync(i == count - 1), parts.loss_scope():
+            with parts.autocast():
+                loss = loss_of(parts.forward(images), labels)
+            backward(parts, loss / count if count > 1 else loss)
+        loss = local_of(loss.detach())
+        total = loss if total is None else total + loss
     update(parts)
-    return loss.detach()
+    assert total is not None, "a step of no micro-batches"
+    return total / count if count > 1 else total
+
+
+def local_of(t: torch.Tensor) -> torch.Tensor:
+    """A loss as a plain tensor: loss_parallel's is a DTensor, the same on every TP rank."""
+    from torch.distributed.tensor import DTensor
+
+    return t.to_local() if isinstance(t, DTensor) else t
 
 
 def graph_model(
@@ -146,19 +169,32 @@ def graph_model(
 
 class Step:
     """One training step as the mode runs it: call it for (seconds waited for data,
-    the loss as a tensor)."""
+    the loss as a tensor). A step is one optimizer step over `micro_batches` of the
+    batches (gradient accumulation), timed whole."""
 
-    def __init__(self, parts: Parts, batches: Any) -> None:
-        self.parts, self.batches = parts, batches
+    def __init__(self, parts: Parts, batches: Any, micro_batches: int = 1) -> None:
+        self.parts, self.batches, self.micro_batches = parts, batches, micro_batches
+        self.last_loss = torch.zeros(())
 
     def __call__(self) -> tuple[float, torch.Tensor]:
-        images, labels, waited = self.batches.next()
-        return waited, eager_step(self.parts, images, labels)
+        waited = 0.0
+
+        def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+            nonlocal waited
+            for _ in range(self.micro_batches):
+                images, labels, seconds = self.batches.next()
+                waited += seconds
+                yield images, labels
+
+        self.last_loss = eager_step(self.parts, batches(), self.micro_batches)
+        return waited, self.last_loss
 
     def gradient_timeline(self, device: torch.device) -> list[list[float]]:
         """[seconds after the step started, bytes] per parameter, in the order backward
-        makes their gradients (one step, outside the timed windows)."""
-        return hooked_timeline(self.parts.model, self, device)[0]
+        makes their gradients (one step, outside the timed windows); of the last
+        micro-batch alone, whose gradients are the ones reduced."""
+        marks = hooked_timeline(self.parts.model, self, device)[0]
+        return marks[len(marks) * (self.micro_batches - 1) // self.micro_batches :]
 
 
 class GraphStep(Step):
