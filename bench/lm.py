@@ -1,15 +1,18 @@
-"""The transformers' path through train.py: the model of bench/transformer.py under
-DDP, FSDP2 or HSDP, its tokens, and its figures (tokens/s, MFU).
+"""The transformers' path through train.py: the model of bench/transformer.py laid out
+by bench/layout.py (DDP, FSDP2 or HSDP, tensor parallelism inside a node, activation
+checkpointing), its tokens, its steps of --grad-accum micro-batches, and its figures
+(tokens/s, MFU, the memory it held).
 
-Parallelism (--parallel), applied in one place (parallelize):
+Parallelism (--parallel), with --tp workers of a node in one tensor-parallel group
+(bench/layout.py says how each is applied):
 ddp    DistributedDataParallel: gradients all-reduced in buckets during backward.
 fsdp2  torch.distributed.fsdp.fully_shard on each block, then on the root (token
-       table = output projection, final norm), over a 1-D mesh of all workers,
+       table = output projection, final norm), over the data-parallel ranks,
        parameters resharded after forward: each block's parameters are all-gathered
        in forward and again in backward, its gradients reduce-scattered.
-hsdp   the same over a 2-D mesh (replicate, shard): a block is sharded inside a group
-       of --shard-group workers (default: a node's) and its shards all-reduced
-       across the groups.
+hsdp   the same over (replicate, shard): a block is sharded inside a group of
+       --shard-group workers (default: a node's) and its shards all-reduced across
+       the groups.
 On CUDA in bf16: FSDP2's MixedPrecisionPolicy (bf16 parameters, fp32 gradient
 reduction); DDP and the single worker under bf16 autocast. On CPU: fp32. One
 worker trains the module unwrapped, as the CNNs do (train.py). The record names
@@ -17,14 +20,27 @@ what the backend ran for each collective (runtime.collective_paths: Gloo carries
 out reduce_scatter_tensor as an all-reduce) and counts the collectives of one
 step run under the profiler (collectives_per_step).
 
-Tokens: synthetic (random ids, one batch per rank made once, as the CNNs'
-synthetic images), or a token file (bench/tokens.py), each rank reading its own
-consecutive sequences of seq_len + 1 tokens (inputs and the next tokens).
+Tokens: synthetic (random ids, --grad-accum micro-batches per data-parallel rank
+made once, as the CNNs' synthetic images), or a token file (bench/tokens.py), each
+data-parallel rank reading its own consecutive sequences of seq_len + 1 tokens
+(inputs and the next tokens). The workers of one TP group train the same sequences.
+
+A step is one optimizer step: --grad-accum micro-batches of --batch sequences on each
+data-parallel rank, the global batch batch x grad_accum x dp sequences. Its tokens
+per worker (tokens_per_step) are the global batch's tokens over the workers, batch x
+seq_len x grad_accum / tp: a TP group shares its micro-batches' tokens.
 
 MFU: the model's FLOPs per token (transformer_configs.flops_per_token) times
 tokens/s, over the workers' peak FLOPS: bench/peak_flops.py's for a GPU at the
 training precision, and on CPU nodes a GEMM measured on the node at start
-(measured_gemm_flops). An MFU above 1 is never given (peak_flops.mfu).
+(measured_gemm_flops). Model FLOPs only: the forward that activation checkpointing
+runs again in backward is no useful work and is not counted. An MFU above 1 is
+never given (peak_flops.mfu).
+
+Memory (after the timed windows, each rank): the bytes of the parameters, gradients
+and optimizer state it holds, summed from its shards (layout.model_state_bytes),
+and on CUDA the allocator's peaks since the model was laid out
+(torch.cuda.max_memory_allocated and max_memory_reserved).
 
 Runs on the nodes: never imports hpcbench.
 """
@@ -37,6 +53,7 @@ import sys
 import time
 from typing import Any
 
+import layout
 import peak_flops
 import runtime
 import steps
@@ -83,19 +100,32 @@ def measured_gemm_flops(comm: runtime.Comm) -> float:
 
 
 class TokenBatches:
-    """(inputs, next tokens, seconds waited for data) per step, on the device."""
+    """(inputs, next tokens, seconds waited for data) per micro-batch, on the device, for
+    data-parallel rank `rank` of `size`."""
 
     def __init__(
-        self, args: argparse.Namespace, c: TransformerConfig, rank: int, size: int, device
+        self,
+        args: argparse.Namespace,
+        c: TransformerConfig,
+        rank: int,
+        size: int,
+        device: torch.device,
+        positions: slice = slice(None),
     ) -> None:
         self.batch, self.seq_len, self.device = args.batch, args.seq_len, device
+        self.micro_batches = args.grad_accum
         self.file: tokens.TokenFile | None = None
         self.vocab = c.vocab
+        self.positions = positions  # of the held-out labels this worker scores
         self._held_out_seed = args.seed + size + rank  # a seed no rank of this run trains on
         if args.data == "synthetic":
+            # A step's micro-batches, made once: micro-batch k is rows k*batch onwards,
+            # so that K micro-batches of B are the sequences of one batch of K*B.
             gen = torch.Generator().manual_seed(args.seed + rank)
-            ids = torch.randint(0, c.vocab, (args.batch, args.seq_len + 1), generator=gen)
-            self._static = self._split(ids.to(device))
+            rows = args.batch * self.micro_batches
+            ids = torch.randint(0, c.vocab, (rows, args.seq_len + 1), generator=gen)
+            self._static = [self._split(part.to(device)) for part in ids.split(args.batch)]
+            self._turn = 0
             return
         self.file = tokens.TokenFile(args.data, c.vocab, args.seq_len)
         self.sequences = (self.file.header.count - 1) // args.seq_len
@@ -106,7 +136,7 @@ class TokenBatches:
         return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
 
     def static(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._static
+        return self._static[0]
 
     @property
     def held_out_note(self) -> str:
@@ -115,69 +145,33 @@ class TokenBatches:
         return "per worker, the sequences of --data after the last ones trained"
 
     def held_out(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sequences for the evaluation (the next token at each position)."""
+        """Sequences for the evaluation (the next token at each position), the labels of
+        this worker's positions (a TP group's workers score a part each)."""
         if self.file is not None:
             inputs, labels, _ = self.next()
-            return inputs, labels
-        gen = torch.Generator().manual_seed(self._held_out_seed)
-        ids = torch.randint(0, self.vocab, (self.batch, self.seq_len + 1), generator=gen)
-        return self._split(ids.to(self.device))
+        else:
+            gen = torch.Generator().manual_seed(self._held_out_seed)
+            ids = torch.randint(0, self.vocab, (self.batch, self.seq_len + 1), generator=gen)
+            inputs, labels = self._split(ids.to(self.device))
+        return inputs, labels[:, self.positions]
 
-    def train_samples(self, workers: int) -> int:
-        """The distinct tokens the run trains on: one synthetic batch per worker, or the
-        file's."""
+    def train_samples(self, ranks: int) -> int:
+        """The distinct tokens the run trains on: one step's synthetic micro-batches per
+        data-parallel rank, or the file's."""
         if self.file is None:
-            return self.batch * self.seq_len * workers
+            return self.batch * self.micro_batches * self.seq_len * ranks
         return self.file.header.count
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor, float]:
         if self.file is None:
-            return (*self._static, 0.0)
+            part = self._static[self._turn % self.micro_batches]
+            self._turn += 1
+            return (*part, 0.0)
         start = time.perf_counter()
         first = [(self.index + i) % self.sequences * self.seq_len for i in range(self.batch)]
         self.index += self.stride
         ids = self.file.windows(first, self.seq_len + 1).to(self.device, non_blocking=True)
         return (*self._split(ids), time.perf_counter() - start)
-
-
-def parallelize(
-    model: Transformer,
-    parallel: str,
-    comm: runtime.Comm,
-    device: torch.device,
-    group: int,
-    bf16: bool,
-    bucket_cap_mb: float | None,
-) -> tuple[Any, list[int] | None]:
-    """The module as trained (DDP around it, or the module sharded in place) and the
-    device mesh's shape (None under DDP)."""
-    if parallel == "ddp":
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        ddp = DDP(
-            model,
-            device_ids=[device.index] if device.type == "cuda" else None,
-            bucket_cap_mb=bucket_cap_mb,
-            gradient_as_bucket_view=True,
-        )
-        return ddp, None
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
-    if parallel == "fsdp2":
-        shape, names = [comm.size], ("shard",)
-    else:  # rank r is replica r // group, shard r % group: a group is consecutive ranks
-        shape, names = [comm.size // group, group], ("replicate", "shard")
-    mesh = init_device_mesh(device.type, tuple(shape), mesh_dim_names=names)
-    policy = MixedPrecisionPolicy()  # the parameters' own dtype: fp32
-    if bf16:
-        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    for block in model.layers:
-        fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=True)
-    # The root: what the blocks leave (the token table, which is the output projection
-    # where tied, the position table, the final norm).
-    fully_shard(model, mesh=mesh, mp_policy=policy)
-    return model, shape
 
 
 def local_and_full(model: torch.nn.Module) -> tuple[str, str, float]:
@@ -204,43 +198,61 @@ def refuse(message: str) -> SystemExit:
 
 def build(args: argparse.Namespace, comm: runtime.Comm, device: torch.device) -> steps.Workload:
     c = transformer_configs.CONFIGS[args.model]
-    wrapped = comm.size > 1 or args.wrap == "on"
     try:
         group = transformer_configs.shard_group(
             args.parallel, args.shard_group, comm.size, comm.local_size
         )
+        transformer_configs.check_tp_workers(
+            args.tp, comm.size, comm.local_size, args.parallel, group
+        )
     except ValueError as err:
         raise refuse(str(err)) from None
+    lay = layout.Layout(
+        args.parallel,
+        comm.size,
+        max(group, args.tp),
+        args.tp,
+        wrapped=comm.size > 1 or args.wrap == "on",
+    )
     precision = training_precision(args, device)
     bf16 = precision == "bf16"
-    sharded = wrapped and args.parallel != "ddp"
     gemm = measured_gemm_flops(comm) if device.type == "cpu" else None
+    positions = lay.positions(args.seq_len, comm.rank)
     try:
-        batches = TokenBatches(args, c, comm.rank, comm.size, device)
+        batches = TokenBatches(args, c, lay.dp_rank(comm.rank), lay.dp, device, positions)
     except tokens.TokenFileError as err:
         raise refuse(str(err)) from None
 
     torch.manual_seed(args.seed)  # every rank builds the same weights (FSDP2 broadcasts none)
     with torch.device(device):
         model = Transformer(c, args.seq_len)
-    if args.step == "compile":  # each block, before any wrapper (as torchtitan compiles)
-        for i, block in enumerate(model.layers):
-            model.layers[i] = torch.compile(block, backend=steps.compile_backend())
-    forward: Any = model
-    mesh = None
-    if wrapped:
-        forward, mesh = parallelize(
-            model, args.parallel, comm, device, group, bf16, args.bucket_cap_mb
-        )
+    laid = layout.apply(
+        model,
+        lay,
+        device,
+        bf16,
+        args.activation_checkpoint,
+        steps.compile_backend() if args.step == "compile" else None,
+        args.bucket_cap_mb,
+    )
     autocast: Any = steps.autocast_factory(False, None)
-    if bf16 and not sharded:
+    if bf16 and not lay.sharded:
         autocast = lambda: torch.autocast("cuda", dtype=torch.bfloat16)  # noqa: E731
     lr = ADAMW_LR if args.lr is None else args.lr
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)  # after sharding: the shards
-    forward.train()
-    step = steps.Step(steps.Parts(model, forward, optimizer, None, autocast), batches)
+    laid.forward.train()
+    parts = steps.Parts(
+        model, laid.forward, optimizer, None, autocast, sync=laid.sync, loss_scope=laid.loss_scope
+    )
+    step = steps.Step(parts, batches, args.grad_accum)
     counts = transformer_configs.param_counts(c)
-    per_step = args.batch * args.seq_len
+    # Each worker's share of a step's tokens: a TP group trains the same sequences.
+    per_step = args.batch * args.seq_len * args.grad_accum // args.tp
+    global_batch = args.batch * args.grad_accum * lay.dp
+    if device.type == "cuda":  # the peaks of training, not of building the whole model
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    held: dict[str, Any] = {}  # each rank's memory and the step's loss, from digest()
 
     # Each worker's peak FLOPS and where it comes from, or (None, why there is none).
     if device.type == "cuda":
@@ -255,7 +267,7 @@ def build(args: argparse.Namespace, comm: runtime.Comm, device: torch.device) ->
 
     def before_windows() -> dict[str, Any]:
         """What the backend runs for each collective, and the collectives of one step."""
-        if not (wrapped and isinstance(comm, runtime.TorchComm)):
+        if not (lay.wrapped and isinstance(comm, runtime.TorchComm)):
             return {"collectives": None, "collectives_per_step": None}
         prefixes = ("c10d::", f"{comm.dist_backend}:")
         per_step = runtime.profiled(lambda: (step(), runtime.synchronize(device)), prefixes)
@@ -265,7 +277,12 @@ def build(args: argparse.Namespace, comm: runtime.Comm, device: torch.device) ->
         }
 
     def fields() -> dict[str, Any]:
-        grad_bytes = counts["total"] * 4  # fp32 gradients, reduced in fp32
+        # What one step's data-parallel collectives carry in all, of a TP rank's part of
+        # the model: DDP all-reduces the gradients; FSDP2 all-gathers the parameters (in
+        # the compute dtype, in every micro-batch) and reduce-scatters the gradients
+        # (fp32, once a step).
+        grad_bytes = laid.tp_local_params * 4
+        sharded = lay.sharded
         info = None
         if batches.file is not None:
             h = batches.file.header
@@ -273,8 +290,12 @@ def build(args: argparse.Namespace, comm: runtime.Comm, device: torch.device) ->
         return {
             "seq_len": args.seq_len,
             "parallel": args.parallel,
-            "shard_group": group if sharded else None,
-            "mesh": mesh,
+            "shard_group": lay.group if sharded else None,
+            "mesh": laid.mesh_shape,
+            "tp": args.tp,
+            "grad_accum": args.grad_accum,
+            "activation_checkpoint": args.activation_checkpoint,
+            "global_batch": global_batch,
             "reshard_after_forward": True if sharded else None,
             "fsdp_units": c.layers + 1 if sharded else None,
             "precision": precision,
@@ -287,24 +308,43 @@ def build(args: argparse.Namespace, comm: runtime.Comm, device: torch.device) ->
             "flops_per_token": transformer_configs.flops_per_token(c, args.seq_len),
             "tokens_per_step": per_step,
             "grad_bytes": grad_bytes,
-            # What one step's collectives carry in all: DDP all-reduces the gradients;
-            # FSDP2 all-gathers the parameters (in the compute dtype) and reduce-scatters
-            # the gradients (fp32).
-            "allreduce_bytes": grad_bytes if wrapped and not sharded else None,
-            "param_bytes": counts["total"] * (2 if bf16 else 4) if sharded else None,
+            "allreduce_bytes": grad_bytes if lay.wrapped and not sharded else None,
+            "param_bytes": laid.tp_local_params * (2 if bf16 else 4) if sharded else None,
             "bucket_cap_mb": args.bucket_cap_mb if args.parallel == "ddp" else None,
             "token_file": info,
             "config_source": c.source,
             "peak_flops_per_worker": peaks,
             "peak_source": source if peaks else None,
+            **held,
         }
 
     def digest() -> dict[str, Any]:
+        if lay.sharded:  # the evaluation's forward left the root gathered
+            layout.reshard(model)
         mine, full, total = local_and_full(model)
-        # The ranks that must hold the same bytes: all under DDP, a shard's copies across
-        # HSDP's replicas, none under FSDP2 (each shard has one copy).
-        replica = 0 if not sharded else comm.rank % group
-        return {"digest": mine, "full_digest": full, "weight_sum": total, "replica": replica}
+        peaks_now = None
+        if device.type == "cuda":
+            peaks_now = {
+                "allocated": torch.cuda.max_memory_allocated(device),
+                "reserved": torch.cuda.max_memory_reserved(device),
+            }
+        state = layout.model_state_bytes(model, optimizer)
+        ranks = comm.gather([state, peaks_now, float(step.last_loss)])
+        held["model_state_bytes"] = [r[0] for r in ranks]
+        held["peak_memory_bytes"] = (
+            {k: [r[1][k] for r in ranks] for k in ("allocated", "reserved")}
+            if peaks_now is not None
+            else None
+        )
+        # The last step's loss over the global batch: the mean of every rank's (a TP
+        # group's workers hold the same loss).
+        held["global_loss"] = sum(r[2] for r in ranks) / len(ranks)
+        return {
+            "digest": mine,
+            "full_digest": full,
+            "weight_sum": total,
+            "replica": lay.copy_key(comm.rank),
+        }
 
     def finish(record: dict[str, Any]) -> None:
         seconds = sum(record["window_times"])
@@ -313,6 +353,7 @@ def build(args: argparse.Namespace, comm: runtime.Comm, device: torch.device) ->
         record["tokens_per_sec_per_worker"] = total / record["workers"]
         peak = sum(peaks) if peaks else None
         record["peak_flops"] = peak
+        # Model FLOPs: a forward recomputed by activation checkpointing counts for nothing.
         record["mfu"], record["mfu_unknown"] = peak_flops.mfu(
             total * record["flops_per_token"], peak, source
         )
@@ -320,7 +361,7 @@ def build(args: argparse.Namespace, comm: runtime.Comm, device: torch.device) ->
     return steps.Workload(
         step,
         model,
-        wrapped,
+        lay.wrapped,
         "tokens",
         per_step,
         fields,
@@ -329,5 +370,5 @@ def build(args: argparse.Namespace, comm: runtime.Comm, device: torch.device) ->
         finish,
         held_out=batches.held_out,
         held_out_note=batches.held_out_note,
-        train_samples=batches.train_samples,
+        train_samples=lambda workers: batches.train_samples(workers // args.tp),
     )

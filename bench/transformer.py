@@ -51,9 +51,11 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None):
         b, t, _ = x.shape
-        q = self.wq(x).view(b, t, self.heads, self.head_dim)
-        k = self.wk(x).view(b, t, self.kv_heads, self.head_dim)
-        v = self.wv(x).view(b, t, self.kv_heads, self.head_dim)
+        # -1 heads: under tensor parallelism each worker holds heads / tp of them (and
+        # kv_heads / tp), its columns of wq, wk and wv (bench/layout.py).
+        q = self.wq(x).view(b, t, -1, self.head_dim)
+        k = self.wk(x).view(b, t, -1, self.head_dim)
+        v = self.wv(x).view(b, t, -1, self.head_dim)
         if rope is not None:
             q, k = rotate(q, *rope), rotate(k, *rope)
         out = F.scaled_dot_product_attention(

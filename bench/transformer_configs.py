@@ -195,6 +195,9 @@ def problem(
     fp16_allreduce: bool = False,
     step: str = "eager",
     bucket_cap_mb: float | None = None,
+    tp: int = 1,
+    grad_accum: int = 1,
+    activation_checkpoint: str = "none",
 ) -> str | None:
     """Why these options cannot run together (one line), or None. parallel is one of
     bench/workload_options.py's PARALLEL (its parsers check that)."""
@@ -229,7 +232,7 @@ def problem(
             resolve_seq_len(CONFIGS[model], seq_len)
         except ValueError as err:
             return str(err)
-    return None
+    return layout_problem(model, parallel, seq_len, tp, grad_accum, activation_checkpoint)
 
 
 def problem_of(args: Any) -> str | None:
@@ -244,7 +247,12 @@ def problem_of(args: Any) -> str | None:
         args.fp16_allreduce,
         args.step,
         args.bucket_cap_mb,
+        # The layout's options where the namespace has them (problem's defaults if not).
+        **{k: getattr(args, k) for k in LAYOUT_OPTIONS if hasattr(args, k)},
     )
+
+
+LAYOUT_OPTIONS = ("tp", "grad_accum", "activation_checkpoint")  # problem's, by dest
 
 
 def unbucketed(parallel: str, bucket_cap_mb: float | None) -> str | None:
@@ -259,6 +267,57 @@ def unbucketed(parallel: str, bucket_cap_mb: float | None) -> str | None:
         f"--bucket-cap-mb is DDP's gradient buckets; --parallel {parallel} reduce-scatters "
         "each FSDP unit's gradients whole: drop it"
     )
+
+
+def layout_problem(
+    model: str, parallel: str, seq_len: int, tp: int, grad_accum: int, checkpoint: str
+) -> str | None:
+    """Tensor parallelism, gradient accumulation and activation checkpointing
+    (bench/layout.py) beside the other options: one line, or None."""
+    if not is_transformer(model):
+        asked = {"--tp": tp > 1, "--grad-accum": grad_accum > 1}
+        asked["--activation-checkpoint"] = checkpoint != "none"
+        flag = next((f for f, given in asked.items() if given), None)
+        return f"{flag} is for the transformer models; {model} takes none" if flag else None
+    if tp == 1:
+        return None
+    c = CONFIGS[model]
+    if parallel == "ddp":  # bench/layout.py's text: DDP + TP in torch 2.15
+        return (
+            f"--tp {tp} with --parallel ddp: torch's DDP does not train tensor-parallel "
+            f"modules; use --parallel fsdp2, or hsdp --shard-group {tp} (replicas of one TP group)"
+        )
+    for what, count in (("attention heads", c.heads), ("key-value heads", c.kv_heads)):
+        if count % tp:
+            return (
+                f"--tp {tp}: {model}'s {count} {what} do not split {tp} ways; "
+                f"use a --tp that divides {count}"
+            )
+    length = seq_len or c.seq_len
+    if length % tp:
+        return (
+            f"--tp {tp}: sequence parallelism splits --seq-len {length} {tp} ways; "
+            f"use a --seq-len that {tp} divides"
+        )
+    return None
+
+
+def check_tp_workers(tp: int, workers: int, per_node: int, parallel: str, group: int) -> None:
+    """ValueError with one line where a TP group cannot be consecutive workers of one node
+    (bench/layout.py's mesh): tp must divide a node's workers, and an HSDP replica (its
+    shard group) hold whole TP groups."""
+    if tp == 1:
+        return
+    if per_node % tp or workers % tp:
+        raise ValueError(
+            f"--tp {tp}: a TP group is {tp} workers of one node, and this run has "
+            f"{per_node} per node: use a --tp that divides {per_node}"
+        )
+    if parallel == "hsdp" and group % tp:
+        raise ValueError(
+            f"--shard-group {group}: an HSDP replica holds whole TP groups: "
+            f"use a multiple of --tp {tp}"
+        )
 
 
 def shard_group(parallel: str, asked: int, workers: int, per_node: int) -> int:

@@ -45,6 +45,8 @@ COUNTS: dict[str, tuple[int, int]] = {
     "image-size": (0, 4096),  # 0: the model's own
     "seq-len": (0, 1 << 20),  # 0: the transformer's own
     "shard-group": (0, 1 << 16),  # 0: a node's workers
+    "tp": (1, 1024),  # workers of one node
+    "grad-accum": (1, 1 << 16),
     "threads": (0, 1024),  # 0: the node's cores shared among its workers
     "data-workers": (0, 256),
     "warmup": (0, 100_000),

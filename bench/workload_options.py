@@ -116,6 +116,28 @@ OPTIONS = (
         "Horovod's tensor fusion buffer (default: Horovod's 128)",
     ),
     Option("--bucket-cap-mb", "megabytes", None, "DDP's gradient buckets (default: DDP's 25)"),
+    # The transformers' layout (bench/layout.py).
+    Option(
+        "--tp",
+        "count",
+        1,
+        "transformers: tensor-parallel workers inside a node, under fsdp2 or hsdp (must "
+        "divide the heads, the KV heads, --seq-len and a node's workers)",
+    ),
+    Option(
+        "--grad-accum",
+        "count",
+        1,
+        "transformers: micro-batches of --batch per optimizer step, gradients reduced on the last",
+    ),
+    Option(
+        "--activation-checkpoint",
+        "choice",
+        "none",
+        "transformers: each block's forward run again in backward, whole (full) or all "
+        "but its matrix products and attention (selective)",
+        ("none", "full", "selective"),
+    ),
 )
 
 

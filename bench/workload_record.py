@@ -69,8 +69,9 @@ IMAGES = (
     "fusion_threshold_mb",
 )
 
-# The transformers' own (bench/lm.py build): what a step trains, how it is sharded,
-# what the backend ran for each collective, and the figures the workload derives.
+# The transformers' own (bench/lm.py build): what a step trains, how it is laid out
+# (bench/layout.py), what the backend ran for each collective, the memory each rank
+# held, and the figures the workload derives.
 TOKENS = (
     "collectives",
     "collectives_per_step",
@@ -78,6 +79,13 @@ TOKENS = (
     "parallel",
     "shard_group",
     "mesh",
+    "tp",
+    "grad_accum",
+    "activation_checkpoint",
+    "global_batch",
+    "global_loss",
+    "model_state_bytes",
+    "peak_memory_bytes",
     "reshard_after_forward",
     "fsdp_units",
     "precision",

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import transformer_configs as tc  # noqa: E402
@@ -187,3 +189,66 @@ def test_a_single_worker_is_a_group_of_its_own_whatever_the_shard_group():
     assert tc.shard_group("hsdp", 2, 1, 1) == 1
     assert tc.shard_group("hsdp", 0, 1, 4) == 1
     assert tc.shard_group("fsdp2", 0, 1, 1) == 1
+
+
+# ------------------------------------------------------------------ layouts (bench/layout.py)
+def layout_problem(model: str, parallel: str = "fsdp2", seq_len: int = 0, **asked) -> str | None:
+    return tc.problem(model, "ddp", parallel, seq_len, 0, 0, **asked)
+
+
+@pytest.mark.parametrize(
+    ("model", "options", "says"),
+    [
+        ("gpt-tiny", {"tp": 3}, "--tp 3: gpt-tiny's 4 attention heads do not split 3 ways"),
+        ("llama-1b", {"tp": 16}, "--tp 16: llama-1b's 8 key-value heads do not split 16 ways"),
+        ("gpt-tiny", {"tp": 4, "seq_len": 66}, "splits --seq-len 66 4 ways"),
+        ("gpt-tiny", {"tp": 2, "parallel": "ddp"}, "use --parallel fsdp2, or hsdp --shard-group 2"),
+        ("resnet50", {"tp": 2, "parallel": "ddp"}, "--tp is for the transformer models"),
+        ("resnet50", {"grad_accum": 4, "parallel": "ddp"}, "--grad-accum is for the transformer"),
+        (
+            "resnet50",
+            {"activation_checkpoint": "full", "parallel": "ddp"},
+            "--activation-checkpoint is for the transformer models",
+        ),
+    ],
+)
+def test_a_layout_that_cannot_run_is_refused_in_one_line_naming_what_to_change(
+    model, options, says
+):
+    why = layout_problem(model, **options)
+    assert why is not None and says in why and "\n" not in why
+
+
+def test_layouts_that_can_run_pass():
+    assert layout_problem("llama-1b", tp=8) is None  # 32 heads, 8 KV heads, 2048 tokens
+    assert layout_problem("gpt-tiny", "hsdp", tp=2, grad_accum=4) is None
+    assert layout_problem("gpt2-small", "ddp", grad_accum=8, activation_checkpoint="full") is None
+    assert layout_problem("resnet50", "ddp") is None
+
+
+@given(
+    model=st.sampled_from(sorted(CONFIGS)),
+    tp=st.integers(min_value=1, max_value=64),
+    seq_len=st.integers(min_value=0, max_value=1024),
+)
+def test_a_tp_passes_exactly_where_it_divides_the_heads_the_kv_heads_and_the_sequence(
+    model, tp, seq_len
+):
+    c = CONFIGS[model]
+    seq_len = min(seq_len, c.context)
+    divides = all(n % tp == 0 for n in (c.heads, c.kv_heads, seq_len or c.seq_len))
+    why = layout_problem(model, seq_len=seq_len, tp=tp)
+    assert (why is None) == divides, why
+    assert why is None or (why.startswith(f"--tp {tp}: ") and "\n" not in why)
+
+
+def test_a_tp_group_is_workers_of_one_node_and_an_hsdp_replica_whole_tp_groups():
+    tc.check_tp_workers(4, 16, 8, "fsdp2", 16)  # two groups of 4 in each node of 8
+    tc.check_tp_workers(2, 8, 4, "hsdp", 4)  # a replica of 4: two TP groups
+    tc.check_tp_workers(1, 3, 3, "ddp", 1)
+    with pytest.raises(ValueError, match=r"^--tp 4: a TP group is 4 workers of one node, and this"):
+        tc.check_tp_workers(4, 12, 6, "fsdp2", 12)
+    with pytest.raises(ValueError, match="this run has 1 per node"):
+        tc.check_tp_workers(2, 1, 1, "fsdp2", 1)  # one worker: the baseline runs no TP
+    with pytest.raises(ValueError, match=r"^--shard-group 6: an HSDP replica holds whole TP"):
+        tc.check_tp_workers(4, 24, 8, "hsdp", 6)
