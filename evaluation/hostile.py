@@ -92,9 +92,11 @@ class Case:
     setup: Callable[[Path], None] | None = None  # makes the case's files in its folder
     # A file whose bytes must be the same after the case (a link's target, say).
     unchanged: tuple[str, ...] = ()
-    # What a case taken must have made of its folder: why not (a wrong result reported
-    # as right counts as silent), or None.
-    check: Callable[[Path], str | None] | None = None
+    # What a case taken must have made of its folder and said on stdout: why not (a
+    # wrong result reported as right counts as silent), or None.
+    check: Callable[[Path, str], str | None] | None = None
+    # A folder of the case's put first on PATH, before the stand-ins (a cluster's own).
+    path_first: str = ""
     outcome: str = ""
     line: str = ""
 
@@ -657,7 +659,7 @@ def planted_cases() -> list[Case]:
         (folder / "here-link").symlink_to(folder / "out" / "here")
         shutil.copytree(folder / "out" / "here", folder / "copy")
 
-    def exported_once(folder: Path) -> str | None:
+    def exported_once(folder: Path, _out: str) -> str | None:
         runs = [json.loads(x) for x in (folder / "out/here/results.jsonl").read_text().splitlines()]
         held = sum(1 for r in runs if r.get("kind") == "run" and r.get("status") == "ok")
         made = sorted(p.name for p in (folder / "pkg").rglob("result_*.txt"))
@@ -740,10 +742,95 @@ def field_cases(seed: Path) -> list[Case]:
     return cases
 
 
+# --- a campaign killed with a Slurm job in the queue -----------------------------------
+
+KILLED_CAMPAIGN = """\
+name: jobs
+out: {folder}/out
+sweep: {{model: resnet18, image_size: 32, batch: [4], nodes: [1, 2], repeats: 1,
+         backend: ddp, device: cpu, timeout: 60}}
+testbeds:
+  - name: part
+    slurm: {{partition: p, nodes: 2, job_dir: {folder}/jobdir, time: 10m, queue_wait: 10m}}
+"""
+
+
+def killed_with_a_job(trigger: str) -> Callable[[Path], None]:
+    """`campaign run` on a stood-in cluster (tests/standins/slurm.py) whose next job
+    waits in the queue, sent SIGKILL by the cluster at `trigger`: as squeue first polls
+    the job (kill-on-poll), or once sbatch queued it, before its id came back
+    (kill-in-sbatch). The job stays PENDING in the cluster's folder, slurm/."""
+
+    def setup(folder: Path) -> None:
+        from tests.standins import slurm as standin
+
+        fake = folder / "slurm"
+        fake.mkdir()
+        bin_dir = standin.install(fake)
+        (folder / "c.yaml").write_text(KILLED_CAMPAIGN.format(folder=folder))
+        (fake / "queue").touch()
+        (fake / "kill-signal").write_text("KILL")
+        env = environ(folder, with_standins=False)
+        env["PATH"] = f"{bin_dir}:{env['PATH']}"
+        line = f'echo $$ > {fake / trigger}; exec "$@"'
+        argv = [sys.executable, "-m", "hpcbench", "campaign", "run", str(folder / "c.yaml")]
+        subprocess.run(
+            ["bash", "-c", line, "bash", *argv],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+        )
+        if (fake / trigger).exists():
+            raise SystemExit(f"the stood-in cluster never sent its SIGKILL ({trigger})")
+
+    return setup
+
+
+def _jobs(folder: Path) -> dict[str, str]:
+    jobs = folder / "slurm" / "jobs"
+    return {p.name: (p / "state").read_text().strip() for p in jobs.iterdir()}
+
+
+def queued_job_cases() -> list[Case]:
+    """SIGKILL (or the OOM killer, a login node's reboot) while a job waits in the queue:
+    `campaign status` names the job, `campaign destroy` cancels it, confirmed."""
+
+    def named(folder: Path, out: str) -> str | None:
+        # By its id, or by its name where sbatch's answer never came back.
+        pending = [j for j, state in _jobs(folder).items() if state == "PENDING"]
+        names = {j: (folder / "slurm" / "jobs" / j / "name").read_text().strip() for j in pending}
+        missing = [j for j in pending if f"slurm job {j} " not in out and names[j] not in out]
+        return f"status names no job {missing}" if missing or not pending else None
+
+    def cancelled(folder: Path, _out: str) -> str | None:
+        left = [j for j, state in _jobs(folder).items() if state in ("PENDING", "RUNNING")]
+        return f"jobs {left} still in the queue" if left else None
+
+    cases = []
+    for trigger in ("kill-on-poll", "kill-in-sbatch"):
+        status = ["campaign", "status", "{dir}/c.yaml"]
+        destroy = ["campaign", "destroy", "{dir}/c.yaml"]
+        for what, argv, check in (("status", status, named), ("destroy", destroy, cancelled)):
+            cases.append(
+                Case(
+                    "slurm jobs",
+                    f"campaign {what} after a SIGKILL ({trigger})",
+                    argv,
+                    TAKEN,
+                    setup=killed_with_a_job(trigger),
+                    check=check,
+                    path_first="slurm/bin",
+                )
+            )
+    return cases
+
+
 # --- running a case ---------------------------------------------------------------------
 
 
-def environ(folder: Path, with_standins: bool = True) -> dict[str, str]:
+def environ(folder: Path, with_standins: bool = True, first: str = "") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HPCBENCH_")}
     env["HPCBENCH_STATE"] = str(folder / "state")
     env["PYTHONPATH"] = str(REPO)
@@ -756,6 +843,8 @@ def environ(folder: Path, with_standins: bool = True) -> dict[str, str]:
         bin_dir = folder.parent / "standins"
         env["PATH"] = f"{bin_dir}:{env['PATH']}"
         env["HOSTILE_RAN"] = str(folder / ".ran")
+    if first:
+        env["PATH"] = f"{folder / first}:{env['PATH']}"
     return env
 
 
@@ -821,7 +910,7 @@ def run_case(case: Case, work: Path, number: int, seed: Path | None) -> None:
         proc = subprocess.run(
             [sys.executable, "-m", "hpcbench", *argv],
             cwd=folder,
-            env=environ(folder),
+            env=environ(folder, first=case.path_first),
             capture_output=True,
             text=True,
             timeout=TIMEOUT_S,
@@ -853,7 +942,7 @@ def run_case(case: Case, work: Path, number: int, seed: Path | None) -> None:
         case.outcome = TAKEN if said else "silent"
     elif proc.returncode == 0:
         case.outcome = TAKEN if case.expect in (TAKEN, EITHER) else "silent"
-        wrong = case.check(folder) if case.check and case.outcome == TAKEN else None
+        wrong = case.check(folder, proc.stdout) if case.check and case.outcome == TAKEN else None
         if wrong:
             case.outcome, case.line = "silent", f"taken, but {wrong}"
     else:
@@ -895,6 +984,7 @@ def main() -> int:
         (yaml_cases(), None),
         (option_cases(), None),
         (dash_cases(), None),
+        (queued_job_cases(), None),
     ]
     if seed is not None:
         groups += [(planted_cases(), seed), (field_cases(seed), seed)]
