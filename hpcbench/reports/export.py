@@ -36,7 +36,7 @@ E for a single worker, a prediction without a probe):
     joules_per_sample, energy_source, energy_unit   energy per image or token over the
                                    timed windows and what it was read from (or why unknown)
 A campaign's records add testbed and title, and where the testbed has a price, its
-price, currency, cost_per_hour and cost_per_million_samples (hpcbench.cost).
+price, currency, cost_per_hour and cost_per_million_samples (hpcbench.campaign.cost).
 """
 
 from __future__ import annotations
