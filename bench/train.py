@@ -453,7 +453,7 @@ def mllog_lines(
         unit=work.unit,
         platform=platform,
         seed=args.seed,
-        global_batch=comm.size * args.batch,
+        global_batch=record.get("global_batch") or comm.size * args.batch,
         train_samples=work.train_samples(comm.size),
         init_start=record["timeline"]["process_start"],
         ready=record["timeline"]["ready"],

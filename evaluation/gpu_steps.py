@@ -50,7 +50,7 @@ from cli import REPO, hpcbench, records
 
 sys.path.insert(0, str(REPO))
 from hpcbench import launchers  # noqa: E402  (run as a script from evaluation/)
-from hpcbench.launchers.specs import workload_options  # noqa: E402
+from hpcbench.core.bench import workload_options  # noqa: E402
 from hpcbench.measure import analysis  # noqa: E402  (run as a script from evaluation/)
 
 TRAIN = REPO / "bench" / "train.py"

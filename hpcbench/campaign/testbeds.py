@@ -27,7 +27,7 @@ from hpcbench.core.bench import transformer_configs, units, workload_options
 from hpcbench.core.errors import UsageError
 from hpcbench.launchers.specs import WorkloadSpec, format_int_list
 from hpcbench.measure.identity import cell_options
-from hpcbench.measure.sweep import configurations, shard_group_of
+from hpcbench.measure.sweep import as_run, configurations
 from hpcbench.models.scaling_model import INTRA_NODE, LINK_EFFICIENCY
 
 # A testbed's own keys; the key that gives its kind (env:, slurm:, hosts:, ...) besides.
@@ -204,9 +204,9 @@ def _parts(
             _, workload, target, part_sweep = sweep_keys.parse(variant.argv, fixed)
         except UsageError as err:
             raise Problem(f"{path}.sweep", sweep_keys.strip_prefix(str(err))) from None
-        for cell in cells:  # HSDP's shard group divides each configuration's workers
+        for cell in cells:  # HSDP's and TP's groups fit each configuration's workers
             try:
-                shard_group_of(workload, cell.config)
+                as_run(workload, cell.config)
             except ValueError as err:
                 raise Problem(f"{path}.sweep", f"{err} ({cell.label})") from None
         parts.append(SweepPart(per_node, workload, target, part_sweep, tuple(cells)))

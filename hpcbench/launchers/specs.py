@@ -280,6 +280,11 @@ class WorkloadSpec:
     seq_len: int = 0
     parallel: str = "ddp"
     shard_group: int = 0
+    # A transformer's layout (bench/layout.py): tensor-parallel workers inside a node,
+    # micro-batches per optimizer step, and which of a block's forward runs again.
+    tp: int = 1
+    grad_accum: int = 1
+    activation_checkpoint: str = "none"
 
 
 @dataclass(frozen=True)

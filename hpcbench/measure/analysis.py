@@ -159,10 +159,18 @@ def seq_len_of(record: dict[str, Any]) -> int | None:
     return record.get("seq_len") or transformer_configs.CONFIGS[model].seq_len
 
 
-def work_per_step(run: dict[str, Any]) -> int:
+def work_per_step(run: dict[str, Any]) -> float:
     """What one step of all the run's workers trains, in its unit: images, or tokens
-    (batch sequences of seq_len tokens per worker)."""
-    return run["workers"] * run["batch"] * (seq_len_of(run) or 1)
+    (batch sequences of seq_len tokens per worker and micro-batch, a step's K micro-
+    batches; a tensor-parallel group of tp workers trains one such stream: bench/layout.py)."""
+    layout = _whole(run.get("grad_accum")) / _whole(run.get("tp"))
+    return run["workers"] * run["batch"] * (seq_len_of(run) or 1) * layout
+
+
+def _whole(value: Any) -> int:
+    """A layout's count as recorded: 1 where a run recorded none (a CNN, a store from
+    before the layouts)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
 
 def window_throughputs(run: dict[str, Any]) -> list[float]:
@@ -651,13 +659,14 @@ def _sort_key(key: tuple) -> tuple:
 
 
 # The method fields a single worker does not use: it trains unwrapped (bench/train.py).
-UNWRAPPED = ("parallel", "shard_group")
+UNWRAPPED = ("parallel", "shard_group", "tp")
 
 
 def shared_baseline_key(series: tuple) -> tuple:
     """A series less what its single-worker baseline does not depend on: the workers
-    per node, and the parallelism and shard group in its method label (identity.method_label
-    writes them as 'parallel=fsdp2', 'shard_group=2')."""
+    per node, and the parallelism, shard group and tensor parallelism in its method
+    label (identity.method_label writes them as 'parallel=fsdp2', 'shard_group=2',
+    'tp=2')."""
     values = dict(zip(SERIES_FIELDS, series, strict=True))
     values.pop("gpus_per_node")
     method = values.get("method")

@@ -445,6 +445,9 @@ def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
         seq_len=seq_len,
         parallel=args.parallel,
         shard_group=args.shard_group,
+        tp=args.tp,
+        grad_accum=args.grad_accum,
+        activation_checkpoint=args.activation_checkpoint,
     )
 
 

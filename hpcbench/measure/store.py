@@ -185,6 +185,10 @@ _RUN = {
         # A transformer's: its tokens per sequence multiply its throughput (a bound as
         # the CLI's), and its MFU is a share, never above 1 (bench/peak_flops.py).
         "seq_len": {"type": ["integer", "null"], "minimum": 0, "maximum": 1 << 20},
+        # Its layout multiplies (K micro-batches) and divides (a TP group) what a step
+        # trains: bounded as the workload's options are (bench/units.py).
+        "tp": {"type": ["integer", "null"], "minimum": 1, "maximum": 1024},
+        "grad_accum": {"type": ["integer", "null"], "minimum": 1, "maximum": 1 << 16},
         "parallel": {"type": ["string", "null"]},
         "mfu": _SHARE_OR_NULL,
         "mfu_unknown": {"type": ["string", "null"]},

@@ -243,21 +243,26 @@ def convergence_of(
     }
 
 
-def shard_group_of(workload: WorkloadSpec, config: Config) -> int:
-    """HSDP's shard group in a configuration: --shard-group, else a node's workers as the
-    plan counts them (on --env localhost a 'node' is its share of this machine's
-    processes, which one torchrun starts together). ValueError with one line where it
-    does not divide the workers (bench/transformer_configs.py, shard_group)."""
+def as_run(workload: WorkloadSpec, config: Config) -> WorkloadSpec:
+    """The workload as one configuration runs it: HSDP's shard group --shard-group, else
+    a node's workers as the plan counts them (on --env localhost a 'node' is its share
+    of this machine's processes, which one torchrun starts together); a single worker,
+    which trains unwrapped, with no tensor parallelism. ValueError with one line where a
+    group does not fit the workers (bench/transformer_configs.py, shard_group and
+    check_tp_workers)."""
     per_node = config.workers // config.nodes
-    return transformer_configs.shard_group(
+    group = transformer_configs.shard_group(
         workload.parallel, workload.shard_group, config.workers, per_node
     )
+    tp = workload.tp if config.workers > 1 else 1
+    transformer_configs.check_tp_workers(tp, config.workers, per_node, workload.parallel, group)
+    if workload.parallel == "hsdp" and config.workers > 1:  # the node's group, said
+        workload = dataclasses.replace(workload, shard_group=group)
+    return dataclasses.replace(workload, tp=tp)
 
 
 def run_spec(target: Target, workload: WorkloadSpec, sweep: SweepSpec, config: Config) -> RunSpec:
-    if workload.parallel == "hsdp" and config.workers > 1:  # the node's group, said
-        workload = dataclasses.replace(workload, shard_group=shard_group_of(workload, config))
-    script_args = workload_args(workload, target.backend, config.batch)
+    script_args = workload_args(as_run(workload, config), target.backend, config.batch)
     return target.spec("train.py", script_args, config.nodes, config.workers, sweep.timeout_s)
 
 
@@ -391,12 +396,11 @@ def events(
         for c in dict.fromkeys(c for c, _ in plan(target, sweep.batches, 1, sweep.seed))
         if allowed(c)
     ]
-    for config in configs:  # HSDP's shard group, before anything is launched
-        if config.workers > 1:
-            try:
-                shard_group_of(workload, config)
-            except ValueError as err:
-                raise UsageError(f"{err} ({config.label})") from None
+    for config in configs:  # HSDP's and TP's groups, before anything is launched
+        try:
+            as_run(workload, config)
+        except ValueError as err:
+            raise UsageError(f"{err} ({config.label})") from None
     if not todo:
         held_live = analysis.LiveSummary(held)
         summaries = {

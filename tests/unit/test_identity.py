@@ -95,9 +95,15 @@ OTHER_VALUE = {
     "bucket_cap_mb": "100",
     "horovod_controller": "mpi",
     "slurm_mpi": "pmix",
+    "tp": "2",
+    "grad_accum": "2",
+    "activation_checkpoint": "full",
 }
 # What a transformer needs beside the options only it takes.
-TRANSFORMER = {"seq_len", "parallel", "shard_group"}
+TRANSFORMER = {"seq_len", "parallel", "shard_group", "tp", "grad_accum", "activation_checkpoint"}
+# Options that need more workers than the one here (a shard group, a tensor-parallel
+# group inside a node): their own test below.
+GROUPS = ("shard_group", "tp")
 
 
 def _deciding_options() -> list[str]:
@@ -120,8 +126,7 @@ def test_every_option_that_decides_a_run_has_a_value_here() -> None:
     assert not missing, f"add a non-default value of {missing} to OTHER_VALUE"
 
 
-# HSDP's shard group needs workers it divides (one worker here): its own test below.
-@pytest.mark.parametrize("dest", [d for d in _deciding_options() if d != "shard_group"])
+@pytest.mark.parametrize("dest", [d for d in _deciding_options() if d not in GROUPS])
 def test_every_option_that_decides_a_run_names_its_runs_apart(dest: str) -> None:
     base = ["--model", "gpt-tiny", "--backend", "ddp"] if dest in TRANSFORMER else []
     if dest == "slurm_mpi":
@@ -132,9 +137,10 @@ def test_every_option_that_decides_a_run_names_its_runs_apart(dest: str) -> None
     assert _planned(base)["method"] != _planned([*base, *other])["method"], dest
 
 
-def test_an_hsdp_shard_group_names_its_runs_apart() -> None:
+@pytest.mark.parametrize("dest", GROUPS)
+def test_a_group_of_workers_names_its_runs_apart(dest: str) -> None:
     values = {f: "v" for f in identity.METHOD_FIELDS}
-    assert identity.method_label(values) != identity.method_label({**values, "shard_group": 2})
+    assert identity.method_label(values) != identity.method_label({**values, dest: 2})
 
 
 def test_the_configuration_fields_sweep_and_excluded_options_are_real_options() -> None:
