@@ -100,7 +100,7 @@ def harness(args: argparse.Namespace, backend: str, out: Path) -> float:
         str(out),
     )
     [run] = records(out)
-    return analysis.run_stats(run)["images_per_sec_per_worker"]  # the store keeps raw windows
+    return analysis.run_stats(run)["throughput_per_worker"]  # the store keeps raw windows
 
 
 # The harness neither costs nor flatters throughput when its ratio to the plain loop lies

@@ -59,10 +59,10 @@ class CellRecorder:
         console.clock.finished(self.tb.name, cell.id, self.seconds.get(cell.id, 0.0))
         if summary is not None and summary.runs:
             figures: dict[str, Any] = {}
-            if summary.images_per_sec:
+            if summary.throughput:
                 figures = {
                     "runs": summary.runs,
-                    "images_per_s": summary.images_per_sec,
+                    f"{summary.unit}_per_s": summary.throughput,
                     "ci95": summary.ci95,
                 }
             journal.cell(cell, "measured", **figures)

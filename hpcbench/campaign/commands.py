@@ -72,7 +72,7 @@ def plan_lines(campaign: campaign_file.Campaign) -> list[str]:
             config = f"{cell.label}" + (f", {cell.gpus_per_node}/node" if len(tb.parts) > 1 else "")
             fc = by_cell[cell.id]
             lines.append(
-                f"  {cell.id:<12}  {config:<40} {status:<9} {_figure(fc.images_per_s):>9}  "
+                f"  {cell.id:<12}  {config:<40} {status:<9} {_figure(fc.per_s):>9}  "
                 f"{_band(fc):<17} {_duration(e.seconds)} ({e.source})"
             )
         wall, most = est.wall_s(), est.wall_max_s()
@@ -150,8 +150,8 @@ def status_rows(campaign: campaign_file.Campaign) -> list[dict[str, object]]:
     for tb, cell in campaign_file.iter_cells(campaign):
         state = states.get(cell.id)
         why = state.why if state else ""
-        # What its figure counts (the journal keeps it under images_per_s either way).
-        model = next(p.workload.model for p in tb.parts if cell in p.cells)
+        # What its figure counts, which names its field (images_per_s, tokens_per_s).
+        unit = analysis.unit_of(next(p.workload.model for p in tb.parts if cell in p.cells))
         if tb.name in left and (not state or state.status != "measured"):
             # Not plain "pending": a job of its testbed may still run (listed below).
             jobs = ", ".join(left[tb.name])
@@ -168,9 +168,9 @@ def status_rows(campaign: campaign_file.Campaign) -> list[dict[str, object]]:
                 "why": why,
                 "at": state.at if state else "",
                 "runs": state.runs if state else 0,
-                "images_per_s": state.images_per_s if state else None,
+                f"{unit}_per_s": state.per_s if state else None,
                 "ci95": state.ci95 if state else None,
-                "unit": analysis.unit_of(model),
+                "unit": unit,
             }
         )
     return rows
@@ -189,9 +189,10 @@ def status_lines(campaign: campaign_file.Campaign) -> list[str]:
     for cell, r in zip(campaign.cells, rows, strict=True):
         config = cell.label
         result = str(r["why"])
-        if r["status"] == "measured" and r["images_per_s"] is not None:
+        rate = r[f"{r['unit']}_per_s"]
+        if r["status"] == "measured" and rate is not None:
             ci = f" ± {r['ci95']:.1f}" if r["ci95"] is not None else ""
-            result = f"{r['images_per_s']:.1f}{ci} {r['unit']}/s over {r['runs']} run(s)"
+            result = f"{rate:.1f}{ci} {r['unit']}/s over {r['runs']} run(s)"
         lines.append(f"{r['testbed']:<16} {r['cell']:<12}  {config:<38} {r['status']:<9} {result}")
     lines += [f"STILL QUEUED OR RUNNING: {left_line(job)}" for job in jobs_left(campaign)]
     running = Journal(campaign.out, campaign.name).running()

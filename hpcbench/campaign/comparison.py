@@ -112,7 +112,7 @@ def _points(summaries: list[ConfigSummary]) -> dict[Panel, list[ConfigSummary]]:
     tightest)."""
     best: dict[tuple[Panel, int], ConfigSummary] = {}
     for s in summaries:
-        if not s.images_per_sec:
+        if not s.throughput:
             continue
         key = (panel_of(s), s.workers)
         held = best.get(key)
@@ -200,7 +200,7 @@ def figure_cells(s: ConfigSummary, nominal_bytes_per_s: float | None, alone: str
     prediction's point and band, where the time went, and the verdict (`alone` for one
     worker, which has nothing to scale against)."""
     return [
-        f"{fmt(s.images_per_sec, 1, s.ci95)} {analysis.per_sec(s)}",
+        f"{fmt(s.throughput, 1, s.ci95)} {analysis.per_sec(s)}",
         fmt(s.efficiency, 3, s.efficiency_ci95),
         fmt(s.predicted_efficiency, 3),
         fmt_band(s),
@@ -282,7 +282,7 @@ def system(r: TestbedResults) -> dict[str, Any]:
     """One testbed as MLPerf's system description files name things, from what the
     runs' fingerprints recorded (the nodes' own report) and the campaign's settings."""
     fp = r.fingerprint
-    ok = [s for s in r.summaries if s.images_per_sec]
+    ok = [s for s in r.summaries if s.throughput]
     nodes = max((s.nodes for s in ok), default=0)
     per_node = max((s.gpus_per_node for s in ok), default=0)
     device = _one(fp.get("device"))
@@ -396,7 +396,7 @@ def charts(
                 for c in curves:
                     ax.errorbar(
                         [s.workers for s in c.points],
-                        [s.images_per_sec for s in c.points],
+                        [s.throughput for s in c.points],
                         yerr=[s.ci95 or 0 for s in c.points],
                         marker="o",
                         capsize=3,

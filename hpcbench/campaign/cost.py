@@ -161,7 +161,7 @@ def fields(p: Price | None, s: ConfigSummary, device: str | None) -> dict[str, A
     if p is None:
         return dict.fromkeys(FIELDS)
     per_hour = hourly(p, s, device)
-    rate = s.images_per_sec
+    rate = s.throughput
     per_million = per_hour / (rate * 3600) * 1e6 if per_hour is not None and rate else None
     return {
         "price": str(p),

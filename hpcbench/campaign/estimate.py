@@ -214,7 +214,7 @@ def one_run_seconds(
     single = fc.single
     if single is None:
         return Estimate(None, "unknown")
-    slowest = single.slowest / MARGIN if single.slowest else single.images_per_s / GIVEN_MARGIN
+    slowest = single.slowest / MARGIN if single.slowest else single.per_s / GIVEN_MARGIN
     # A transformer's figure is tokens/s: its step is the batch's sequences of tokens.
     step, step_most = single.step_s(cell.batch), single.step_s(cell.batch, slowest)
     source = single.source

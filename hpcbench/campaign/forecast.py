@@ -65,9 +65,9 @@ from hpcbench.models.scaling_model import LATENCY_US, Plan, parse_link, predicti
 class Figure:
     """One worker's images/s and where it came from; slowest: the slowest measured run's
     (None where it was given or published, not measured). A transformer's: tokens/s
-    (unit "tokens", in images_per_s all the same), per_sample the tokens of a sequence."""
+    (unit "tokens"), per_sample the tokens of a sequence."""
 
-    images_per_s: float
+    per_s: float  # one worker's throughput, in `unit` per second
     source: str
     slowest: float | None = None
     unit: str = "images"
@@ -78,7 +78,7 @@ class Figure:
 
     def step_s(self, batch: int, rate: float | None = None) -> float:
         """One worker's step at `batch` samples (sequences), at `rate` (default: its own)."""
-        return batch * self.per_sample / (rate or self.images_per_s)
+        return batch * self.per_sample / (rate or self.per_s)
 
 
 @dataclass(frozen=True)
@@ -93,11 +93,11 @@ class CellForecast:
     unit: str = "images"  # of the throughput: a transformer's are tokens
 
     @property
-    def images_per_s(self) -> float | None:
+    def per_s(self) -> float | None:
         """N workers' throughput, in the unit of one worker's figure."""
         if self.single is None or self.efficiency is None:
             return None
-        return self.cell.workers * self.single.images_per_s * self.efficiency
+        return self.cell.workers * self.single.per_s * self.efficiency
 
     def record(self) -> dict[str, Any]:
         """As the journal keeps it (journal.Journal.forecast): the throughput fields in
@@ -110,12 +110,12 @@ class CellForecast:
             "nodes": c.nodes,
             "workers": c.workers,
             "gpus_per_node": c.gpus_per_node,
-            "single_images_per_s": None if self.single is None else self.single.images_per_s,
+            f"single_{self.unit}_per_s": None if self.single is None else self.single.per_s,
             "single_source": "unknown" if self.single is None else self.single.source,
             "efficiency": self.efficiency,
             "efficiency_low": self.efficiency_low,
             "efficiency_high": self.efficiency_high,
-            "images_per_s": self.images_per_s,
+            f"{self.unit}_per_s": self.per_s,
             "link_source": self.link_source,
         }
 
@@ -628,11 +628,11 @@ def cell_lines(forecasts: list[CellForecast]) -> list[str]:
     for f in forecasts:
         if f.cell.workers == 1:
             continue
-        if f.efficiency is None or f.images_per_s is None:
+        if f.efficiency is None or f.per_s is None:
             lines.append(f"{f.cell.label}: unknown ({f.link_source})")
             continue
         lines.append(
-            f"{f.cell.label}: {f.images_per_s:.1f} {f.unit}/s, E {f.efficiency:.2f} "
+            f"{f.cell.label}: {f.per_s:.1f} {f.unit}/s, E {f.efficiency:.2f} "
             f"({f.efficiency_low or 0:.2f}-{f.efficiency_high or 0:.2f})"
         )
     return lines

@@ -82,7 +82,10 @@ _CELL = {
         "why": _STRING,
         **{k: _COUNT for k in ("batch", "nodes", "workers", "gpus_per_node")},
         "runs": {"type": ["integer", "null"], "minimum": 0, "maximum": 10**9},
+        # The measured throughput, named by its unit (a journal written before named a
+        # transformer's tokens/s images_per_s too: per_s reads either).
         "images_per_s": _FIGURE,
+        "tokens_per_s": _FIGURE,
         "ci95": _FIGURE,
     },
 }
@@ -137,8 +140,13 @@ _FORECAST = {
                 "properties": {
                     "cell": _STRING,
                     **{k: _COUNT for k in ("batch", "nodes", "workers", "gpus_per_node")},
-                    "single_images_per_s": _FIGURE,
-                    "images_per_s": _FIGURE,
+                    # The throughput fields, named by the unit they count (a
+                    # journal written before named both units images_per_s).
+                    **{
+                        f"{single}{unit}_per_s": _FIGURE
+                        for single in ("", "single_")
+                        for unit in ("images", "tokens")
+                    },
                     # What the throughput fields count (forecast.CellForecast.record).
                     "unit": {"enum": ["images", "tokens"]},
                     "single_source": _STRING,
@@ -208,13 +216,21 @@ def left_line(job: dict[str, Any]) -> str:
     )
 
 
+def per_s(record: dict[str, Any], single: bool = False) -> float | None:
+    """A journal record's throughput (`single`: one worker's), named by its unit: tokens_per_s
+    where it holds one, else images_per_s (what every record before the units named it)."""
+    prefix = "single_" if single else ""
+    value = record.get(f"{prefix}tokens_per_s")
+    return value if value is not None else record.get(f"{prefix}images_per_s")
+
+
 @dataclass(frozen=True)
 class CellState:
     status: str
     why: str = ""
     at: str = ""
     runs: int = 0
-    images_per_s: float | None = None
+    per_s: float | None = None  # its throughput, in its sweep's unit
     ci95: float | None = None
 
 
@@ -379,7 +395,7 @@ class Journal:
                 r["why"],
                 r["at"],
                 r.get("runs") or 0,
-                r.get("images_per_s"),
+                per_s(r),
                 r.get("ci95"),
             )
         return states

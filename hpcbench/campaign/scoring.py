@@ -5,7 +5,7 @@ E; the error is forecast minus measured (above 0: the forecast was optimistic).
 
 A configuration is told by its testbed, parallelism (a transformer's sweep parts, one
 per `parallel:`; 'ddp' for a CNN), batch, workers and workers per node; the forecast's
-throughput (the journal's images_per_s, in its record's unit) is carried as
+throughput (the journal's, in its record's unit: journal.per_s) is carried as
 forecast_<made>_<unit>_per_s: images, or tokens for a transformer."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hpcbench.campaign.journal import FORECASTS, Journal
+from hpcbench.campaign.journal import FORECASTS, Journal, per_s
 from hpcbench.measure.analysis import UNITS, ConfigSummary
 
 Key = tuple[str, str, int, int, int]  # testbed, parallel, batch, workers, gpus_per_node
@@ -49,9 +49,9 @@ class Forecasts:
         for made in FORECASTS:
             cell = self.of(testbed, s, made) or {}
             out[f"forecast_{made}_efficiency"] = self.efficiency(testbed, s, made)
-            # The journal keeps a forecast's figure under images_per_s, its unit beside
-            # it (forecast.CellForecast.record; none before transformers: images).
-            rate = cell.get("images_per_s")
+            # The journal's forecast names its figure by its unit, said beside it
+            # (forecast.CellForecast.record; none before transformers: images).
+            rate = per_s(cell)
             said = cell.get("unit") or "images"
             for unit in UNITS:
                 out[f"forecast_{made}_{unit}_per_s"] = (

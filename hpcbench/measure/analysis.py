@@ -188,9 +188,9 @@ def run_stats(run: dict[str, Any]) -> dict[str, float]:
     step, ci_step = mean_ci95([t / run["steps"] for t in run["window_times"]])
     rate = work_per_step(run) / step
     return {
-        "images_per_sec": rate,
+        "throughput": rate,
         "ci95": rate * ci_step / step,
-        "images_per_sec_per_worker": rate / run["workers"],
+        "throughput_per_worker": rate / run["workers"],
         "jitter": jitter(window_throughputs(run)),
         "step_time_s": step,
     }
@@ -217,17 +217,17 @@ class ConfigSummary:
     runs: int
     failed: int
     method: str | None = None  # identity.method_label of the runs (None: a store from before it)
-    # What the throughput counts (unit_of): images_per_sec, ci95, ci95_windows,
-    # images_per_sec_per_worker and jitter are in this unit per second (the fields keep
-    # the CNNs' names; hpcbench.reports.export names them by the unit).
+    # What the throughput counts (unit_of): throughput, ci95, ci95_windows,
+    # throughput_per_worker and jitter are in this unit per second (what a record
+    # or an export writes names them by the unit: images_per_sec, tokens_per_sec).
     unit: str = IMAGES
     # A transformer's parallelism (ddp, fsdp2, hsdp) and tokens per sequence; None for a CNN.
     parallel: str | None = None
     seq_len: int | None = None
-    images_per_sec: float | None = None
+    throughput: float | None = None
     ci95: float | None = None
     ci95_windows: float | None = None
-    images_per_sec_per_worker: float | None = None
+    throughput_per_worker: float | None = None
     jitter: float | None = None
     step_time_s: float | None = None
     # A transformer's model FLOPs utilisation: its tokens/s x FLOPs per token over its
@@ -294,9 +294,9 @@ class ConfigSummary:
     @property
     def relative_ci(self) -> float | None:
         """The 95% interval's half-width as a share of the throughput."""
-        if not self.images_per_sec or self.ci95 is None:
+        if not self.throughput or self.ci95 is None:
             return None
-        return self.ci95 / self.images_per_sec
+        return self.ci95 / self.throughput
 
 
 def workload_label(s: ConfigSummary) -> str:
@@ -315,7 +315,7 @@ def per_sec(s: ConfigSummary) -> str:
 def noise_floor(series: list[ConfigSummary]) -> float | None:
     """The relative 95% interval of the series' single-worker baseline: how much
     identical runs vary, so an efficiency change smaller than it is no result."""
-    base = next((s for s in series if s.workers == 1 and s.images_per_sec), None)
+    base = next((s for s in series if s.workers == 1 and s.throughput), None)
     return base.relative_ci if base else None
 
 
@@ -361,16 +361,16 @@ def _summarise_config(runs: list[dict[str, Any]]) -> ConfigSummary:
             ci_step, ci_method = max(step - low, high - step), "median"
     work = work_per_step(first)
     summary.step_time_s, summary.ci_method = step, ci_method
-    summary.images_per_sec = work / step
-    summary.ci95 = summary.images_per_sec * ci_step / step
+    summary.throughput = work / step
+    summary.ci95 = summary.throughput * ci_step / step
     summary.ci95_windows = statistics.fmean(s["ci95"] for s in per_run)
-    summary.images_per_sec_per_worker = summary.images_per_sec / summary.workers
+    summary.throughput_per_worker = summary.throughput / summary.workers
     summary.jitter = jitter(windows)
     fractions = [r["data_time_fraction"] for r in ok if r.get("data_time_fraction") is not None]
     summary.data_fraction = statistics.fmean(fractions) if fractions else None
     summary.weights_in_sync = all(r.get("weights_in_sync") is True for r in ok)
     if summary.unit == TOKENS:
-        summary.peak_flops, summary.mfu, summary.mfu_unknown = _mfu(ok, summary.images_per_sec)
+        summary.peak_flops, summary.mfu, summary.mfu_unknown = _mfu(ok, summary.throughput)
     _add_stragglers(summary, ok)
     _add_node_use(summary, ok)
     summary.joules_per_sample, summary.energy_source, summary.energy_unit = energy_use.summary(ok)
@@ -499,35 +499,35 @@ def _add_scaling(
     run: one of its runs (what they train, job_of); timeline: its single worker's
     measured gradients; shared_base: the single-worker baseline of a sibling series, for
     a series that has none."""
-    base = next((s for s in series if s.workers == 1 and s.images_per_sec), shared_base)
+    base = next((s for s in series if s.workers == 1 and s.throughput), shared_base)
     full_node = max(
-        (s for s in series if s.nodes == 1 and s.images_per_sec),
+        (s for s in series if s.nodes == 1 and s.throughput),
         key=lambda s: s.workers,
         default=None,
     )
     for s in series:
-        if not s.images_per_sec:
+        if not s.throughput:
             continue
         # Both were chosen for a throughput: the checks only tell the type checker.
-        if base is not None and base.images_per_sec:
-            s.speedup = s.images_per_sec / base.images_per_sec
+        if base is not None and base.throughput:
+            s.speedup = s.throughput / base.throughput
             s.efficiency = s.speedup / s.workers
             s.efficiency_ci95 = (
                 0.0
                 if s is base
                 else ratio_ci(
-                    s.images_per_sec, s.ci95 or 0.0, base.images_per_sec, base.ci95 or 0.0
+                    s.throughput, s.ci95 or 0.0, base.throughput, base.ci95 or 0.0
                 )
                 / s.workers
             )
-        if full_node is not None and full_node.images_per_sec:
+        if full_node is not None and full_node.throughput:
             scale = s.workers / full_node.workers
-            s.internode_efficiency = s.images_per_sec / (scale * full_node.images_per_sec)
+            s.internode_efficiency = s.throughput / (scale * full_node.throughput)
             s.internode_efficiency_ci95 = (
                 0.0
                 if s is full_node
                 else ratio_ci(
-                    s.images_per_sec, s.ci95 or 0.0, full_node.images_per_sec, full_node.ci95 or 0.0
+                    s.throughput, s.ci95 or 0.0, full_node.throughput, full_node.ci95 or 0.0
                 )
                 / scale
             )
@@ -727,7 +727,7 @@ class LiveSummary:
         not measure it again."""
         for key in (series, *self._siblings(series)):
             base = self._summaries[key].get((1, 1))
-            if base is not None and base.images_per_sec:
+            if base is not None and base.throughput:
                 return key, base
         return None
 

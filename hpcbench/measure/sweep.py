@@ -207,7 +207,7 @@ def progress_detail(record: dict, summary: analysis.ConfigSummary) -> str:
     wait = f", queued {format_duration(queued)}" if isinstance(queued, int | float) else ""
     if record["status"] != "ok":
         return record["error"].splitlines()[0] + wait
-    detail = f"{analysis.run_stats(record)['images_per_sec']:.1f} {analysis.per_sec(summary)}"
+    detail = f"{analysis.run_stats(record)['throughput']:.1f} {analysis.per_sec(summary)}"
     if summary.efficiency is not None:
         detail += f", efficiency {summary.efficiency:.3f} ± {summary.efficiency_ci95 or 0:.3f}"
     return detail + wait

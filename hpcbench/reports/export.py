@@ -69,9 +69,9 @@ METHOD = (
     "95% half-width over repeats (Student t), else over one run's windows; E(N) = X(N) / "
     "(N X(1)) against the same series' single-worker baseline (docs/method.md)."
 )
-# The summary's throughput fields, named by the unit here: images_per_sec becomes
+# The summary's throughput fields, named by the unit here: throughput becomes
 # images_per_sec and tokens_per_sec, one of them null.
-BY_UNIT = {"images_per_sec": "{}_per_sec", "images_per_sec_per_worker": "{}_per_sec_per_worker"}
+BY_UNIT = {"throughput": "{}_per_sec", "throughput_per_worker": "{}_per_sec_per_worker"}
 
 
 def _names(field: str) -> tuple[str, ...]:

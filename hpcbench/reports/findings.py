@@ -254,7 +254,7 @@ def campaign_sections(
         ok = [r for r in runs if r.get("status") == "ok"]
         device = ok[-1].get("device") if ok else None
         for s in summaries:
-            if not s.images_per_sec:
+            if not s.throughput:
                 continue
             cost = cost_fields(price, s, device)
             priced |= price is not None
@@ -265,7 +265,7 @@ def campaign_sections(
                     title,
                     str(s.batch),
                     str(s.workers),
-                    f"{s.images_per_sec:.1f} {_unit(s)}/s",
+                    f"{s.throughput:.1f} {_unit(s)}/s",
                     energy_value(s),
                     s.energy_source or "-",
                     "no price given" if price is None else str(price),

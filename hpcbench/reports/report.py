@@ -194,10 +194,10 @@ def series_rows(series: list[ConfigSummary]) -> list[list[str]]:
                 str(s.nodes),
                 str(s.workers),
                 runs,
-                fmt(s.images_per_sec, 1, s.ci95),
+                fmt(s.throughput, 1, s.ci95),
                 s.ci_method or "-",
                 str(s.outlier_windows),
-                fmt(s.images_per_sec_per_worker),
+                fmt(s.throughput_per_worker),
                 fmt(s.jitter),
                 fmt(s.speedup, 2),
                 fmt(s.efficiency, 3, s.efficiency_ci95),
@@ -301,7 +301,7 @@ def plot_groups(summaries: list[ConfigSummary]) -> dict[tuple, list[ConfigSummar
 def _full_nodes(series: list[ConfigSummary]) -> list[ConfigSummary]:
     """Points with every worker slot of their nodes used (the single-worker baseline of a
     multi-GPU node is a reference, not a node count)."""
-    return [s for s in series if s.workers == s.nodes * s.gpus_per_node and s.images_per_sec]
+    return [s for s in series if s.workers == s.nodes * s.gpus_per_node and s.throughput]
 
 
 def _breakdown_plot(
@@ -397,7 +397,7 @@ def _make_plots(
             max_nodes = max(max_nodes, *nodes)
             line = ax_x.errorbar(
                 nodes,
-                [s.images_per_sec for s in points],
+                [s.throughput for s in points],
                 yerr=[s.ci95 or 0 for s in points],
                 marker="o",
                 capsize=3,
@@ -607,8 +607,8 @@ def comparison(dir_a: str, dir_b: str) -> str:
     for key in sorted(set(a) & set(b), key=str):
         sa, sb = a[key], b[key]
         ratio = (
-            sb.images_per_sec / sa.images_per_sec
-            if sa.images_per_sec and sb.images_per_sec
+            sb.throughput / sa.throughput
+            if sa.throughput and sb.throughput
             else None
         )
         rows.append(
@@ -618,8 +618,8 @@ def comparison(dir_a: str, dir_b: str) -> str:
                 str(sa.batch),
                 str(sa.nodes),
                 str(sa.workers),
-                f"{fmt(sa.images_per_sec, 1, sa.ci95)} {analysis.per_sec(sa)}",
-                f"{fmt(sb.images_per_sec, 1, sb.ci95)} {analysis.per_sec(sb)}",
+                f"{fmt(sa.throughput, 1, sa.ci95)} {analysis.per_sec(sa)}",
+                f"{fmt(sb.throughput, 1, sb.ci95)} {analysis.per_sec(sb)}",
                 fmt(ratio, 2),
                 beyond_noise(sa, sb, ratio),
                 fmt(sa.efficiency, 3, sa.efficiency_ci95),

@@ -441,7 +441,7 @@ def test_resume_runs_what_is_left_past_a_failed_testbed(campaign: Campaign) -> N
             and r["env"] == campaign.env_state(tb).name
             for r in two
         ), tb
-        assert analysis.run_stats(two[-1])["images_per_sec"] > 0, tb
+        assert analysis.run_stats(two[-1])["throughput"] > 0, tb
     assert campaign.left_behind() == []
     # destroy removed each testbed's state (keys, inventory, Terraform's state).
     for tb in ("gpulab-1x2", "vw-1g", "broken", "gpulab-2x1"):

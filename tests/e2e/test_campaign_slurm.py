@@ -243,7 +243,7 @@ def test_two_partitions_and_a_deployed_testbed_in_one_report(
         runs = [json.loads(x) for x in lines if '"kind": "run"' in x]
         [two] = [r for r in runs if r["workers"] == 2 and r["status"] == "ok"]
         assert isinstance(two.get("queue_wait_s"), int | float)
-        return analysis.run_stats(two)["images_per_sec"]
+        return analysis.run_stats(two)["throughput"]
 
     # node3's link is a fifth of the others': the slow partition's 2-node runs lose more.
     assert two_node_rate("slow") < two_node_rate("fast")

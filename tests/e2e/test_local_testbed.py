@@ -87,7 +87,7 @@ def test_sweep_on_the_testbed_lands_in_the_store_and_the_report(testbed: Deploye
     runs = {r["nodes"]: r for r in records if r.get("status") == "ok"}
     assert set(runs) == {1, 3}, [(r.get("nodes"), r.get("status"), r.get("error")) for r in records]
     assert runs[3]["workers"] == 3 and runs[3]["weights_in_sync"] is True
-    assert analysis.run_stats(runs[3])["images_per_sec"] > 0 and runs[3]["env"] == "local"
+    assert analysis.run_stats(runs[3])["throughput"] > 0 and runs[3]["env"] == "local"
     assert runs[3]["fingerprint"]["link_rate"] == E2E_VARS["link_rate"]
     proc = testbed.hpcbench("report", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
@@ -123,7 +123,7 @@ def test_sweep_through_sbatch_lands_in_the_store_and_report(
     assert sorted((r["nodes"], r["workers"]) for r in runs) == [(1, 1), (2, 2)]
     for r in runs:
         assert r["status"] == "ok" and r["launcher"] == "slurm", r.get("error")
-        assert r["weights_in_sync"] and analysis.run_stats(r)["images_per_sec"] > 0
+        assert r["weights_in_sync"] and analysis.run_stats(r)["throughput"] > 0
         assert r["gpu"] == {"skipped": "no GPU: the run is on the cpu"}
     two = next(r for r in runs if r["nodes"] == 2)
     assert sorted(two["fingerprint"]["hosts"]) == ["node1", "node2"]

@@ -56,8 +56,8 @@ def test_run_stats_use_the_slowest_rank_window_times():
     # 2 workers * 8 images * 10 steps = 160 images per window: 480 images in 4 s, the
     # rate the workload prints (not the windows' rates averaged, 133).
     assert stats["step_time_s"] == pytest.approx(4 / 3 / 10)
-    assert stats["images_per_sec"] == pytest.approx(480 / 4)
-    assert stats["images_per_sec_per_worker"] == pytest.approx(120 / 2)
+    assert stats["throughput"] == pytest.approx(480 / 4)
+    assert stats["throughput_per_worker"] == pytest.approx(120 / 2)
 
 
 def test_speedup_efficiency_and_propagated_ci():
@@ -70,11 +70,11 @@ def test_speedup_efficiency_and_propagated_ci():
     ]
     by_workers = {s.workers: s for s in analysis.summarise(runs)}
     base, two, four = by_workers[1], by_workers[2], by_workers[4]
-    assert base.images_per_sec == 80 and base.efficiency == 1.0 and base.efficiency_ci95 == 0
+    assert base.throughput == 80 and base.efficiency == 1.0 and base.efficiency_ci95 == 0
     # Steps of 0.125 s and 0.1 s: the configuration's step is their mean, and its
     # throughput the 16 images of a step over it (not the runs' rates averaged, 144).
     assert two.step_time_s == pytest.approx(0.1125)
-    assert two.images_per_sec == pytest.approx(16 / 0.1125)
+    assert two.throughput == pytest.approx(16 / 0.1125)
     assert two.speedup == pytest.approx(0.1 * 2 / 0.1125)
     assert two.efficiency == pytest.approx(0.1 / 0.1125)  # the steps' ratio
     # Repeats give the CI: t(1) * stdev of the steps / sqrt(2), as a share of the step;
@@ -97,9 +97,9 @@ def test_single_repeat_uses_window_ci_and_internode_base_is_a_full_node():
         r["gpus_per_node"] = 2
     s = {x.workers: x for x in analysis.summarise(runs)}
     step, ci = analysis.mean_ci95([t / 10 for t in (1.0, 1.1, 0.9)])
-    assert s[2].images_per_sec == pytest.approx(16 / step)
+    assert s[2].throughput == pytest.approx(16 / step)
     assert s[2].ci95 == pytest.approx(16 / step * ci / step)
-    assert s[4].internode_efficiency == pytest.approx(320 / (2 * s[2].images_per_sec))
+    assert s[4].internode_efficiency == pytest.approx(320 / (2 * s[2].throughput))
     assert s[2].internode_efficiency == 1.0
     assert s[4].efficiency == pytest.approx(320 / (4 * 80))
 
@@ -131,7 +131,7 @@ def test_prediction_band_uses_probe_baseline_step_time_and_gradient_bytes():
 def test_series_are_separate():
     runs = [_run(1, 1, [1.0], batch=8), _run(1, 1, [2.0], batch=16)]
     out = analysis.summarise(runs)
-    assert [(s.batch, s.images_per_sec) for s in out] == [(8, 80), (16, 80)]
+    assert [(s.batch, s.throughput) for s in out] == [(8, 80), (16, 80)]
     assert all(s.efficiency == 1.0 for s in out)
 
 
@@ -156,7 +156,7 @@ def test_live_summary_added_run_by_run_equals_the_whole_store():
     ]
     live = analysis.LiveSummary()
     first = live.add(runs[0])
-    assert first.images_per_sec == pytest.approx(2 * 2 * 8 * 10 / (1.25 + 1.2))
+    assert first.throughput == pytest.approx(2 * 2 * 8 * 10 / (1.25 + 1.2))
     assert first.efficiency is None  # its series has no single-worker run yet
     for run in runs[1:]:
         latest = live.add(run)
@@ -185,8 +185,8 @@ def test_outlier_windows_are_flagged_and_a_single_run_uses_the_median_then():
     # throughput is the median with its distribution-free interval, not the dragged mean.
     hiccup = analysis.summarise([_run(1, 1, [1.0, 1.01, 0.99, 1.0, 1.0, 3.0])])[0]
     assert hiccup.outlier_windows == 1 and hiccup.ci_method == "median"
-    assert hiccup.images_per_sec == pytest.approx(80.0)
-    assert steady.images_per_sec > hiccup.images_per_sec * 0.99  # the mean would say 69
+    assert hiccup.throughput == pytest.approx(80.0)
+    assert steady.throughput > hiccup.throughput * 0.99  # the mean would say 69
 
 
 def test_noise_floor_is_the_baselines_relative_interval():
@@ -197,7 +197,7 @@ def test_noise_floor_is_the_baselines_relative_interval():
     ]
     series = analysis.summarise(runs)
     base = series[0]
-    assert analysis.noise_floor(series) == pytest.approx(base.ci95 / base.images_per_sec)
+    assert analysis.noise_floor(series) == pytest.approx(base.ci95 / base.throughput)
     assert analysis.noise_floor(series[1:]) is None
 
 
@@ -317,9 +317,9 @@ def test_a_transformers_mfu_is_its_reported_tokens_per_s_times_its_flops_over_it
     [s] = analysis.summarise(runs)
     assert s.unit == "tokens"
     # A step of 2 x 8 sequences x 128 tokens over the mean step (0.11 s).
-    assert s.images_per_sec == pytest.approx(2 * 8 * 128 / 0.11)
+    assert s.throughput == pytest.approx(2 * 8 * 128 / 0.11)
     assert s.peak_flops == pytest.approx(4.5e9)
-    assert s.mfu == pytest.approx(s.images_per_sec * 1e5 / s.peak_flops)
+    assert s.mfu == pytest.approx(s.throughput * 1e5 / s.peak_flops)
     # Above the peak is no MFU: the reason is said instead.
     for r in runs:
         r["peak_flops"] = 1e6

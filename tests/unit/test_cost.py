@@ -146,7 +146,7 @@ def test_without_a_price_the_plan_assumes_no_cost(tmp_path: Path, capsys) -> Non
 
 def test_a_gpu_hour_price_costs_one_gpu_per_worker_and_nothing_for_cpu_runs() -> None:
     p = cost.Price(4.0, "EUR", "gpu-hour")
-    s = summary(nodes=2, workers=8, images_per_sec=2000.0)
+    s = summary(nodes=2, workers=8, throughput=2000.0)
     fields = cost.fields(p, s, "cuda")
     assert fields["cost_per_hour"] == 32.0
     assert fields["cost_per_million_samples"] == pytest.approx(32.0 / (2000 * 3600) * 1e6)

@@ -25,7 +25,7 @@ def point(n: int, e: float, low: float, high: float, at: float) -> ConfigSummary
         nodes=n,
         workers=n,
         runs=2,
-        images_per_sec=10.0 * n * e,
+        throughput=10.0 * n * e,
         efficiency=e,
         efficiency_ci95=0.05,
         predicted_efficiency_low=low,

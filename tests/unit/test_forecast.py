@@ -100,7 +100,7 @@ def test_one_workers_figure_comes_from_the_best_source_there_is(tmp_path: Path) 
     Store(campaign.testbed_out(slow)).append(baseline(60.0))
     again = forecast.testbed_forecast(campaign, fast)
     single = cell_of(again, 1).single
-    assert single is not None and single.images_per_s == pytest.approx(60.0)
+    assert single is not None and single.per_s == pytest.approx(60.0)
     assert "measured on slow, the same hardware," in single.source
     # Not the same hardware (half a core a node): expect: again.
     other = campaign_file.load(
@@ -117,7 +117,7 @@ def test_one_workers_figure_comes_from_the_best_source_there_is(tmp_path: Path) 
     # Its own baseline beats both.
     Store(campaign.testbed_out(fast)).append(baseline(75.0))
     own = cell_of(forecast.testbed_forecast(campaign, fast), 1).single
-    assert own is not None and own.images_per_s == pytest.approx(75.0)
+    assert own is not None and own.per_s == pytest.approx(75.0)
     assert "on this testbed" in own.source and own.slowest == pytest.approx(75.0)
 
 
@@ -128,7 +128,7 @@ def test_a_measured_figure_of_another_batch_stands_in_as_time_per_image_and_says
     slow, fast = campaign.testbeds
     Store(campaign.testbed_out(slow)).append(baseline(50.0, batch=32))
     single = cell_of(forecast.testbed_forecast(campaign, fast), 1).single
-    assert single is not None and single.images_per_s == pytest.approx(50.0)
+    assert single is not None and single.per_s == pytest.approx(50.0)
     assert "at batch 32" in single.source
 
 
@@ -162,7 +162,7 @@ def test_without_expect_a_named_store_of_the_same_accelerator_then_the_published
     single = cell_of(forecast.testbed_forecast(campaign, tb), 1).single
     assert single is not None and single.source.startswith("published: ")
     row = published_figures.lookup("A100", "resnet50", 224, 32, ("amp",))
-    assert row is not None and single.images_per_s == row.images_per_s
+    assert row is not None and single.per_s == row.images_per_s
     assert row.url in single.source and row.precision == "amp"
     # Runs of the same model on an A100 in a folder the campaign names come first; a
     # V100's beside them, and an FP32 one, are not taken.
@@ -176,7 +176,7 @@ def test_without_expect_a_named_store_of_the_same_accelerator_then_the_published
     named = gpu_campaign(tmp_path, f"calibrate_from: [{earlier}]")
     single = cell_of(forecast.testbed_forecast(named, named.testbeds[0]), 1).single
     # Two steps a window: 64 images in 0.04 s.
-    assert single is not None and single.images_per_s == pytest.approx(2 * 32 / 0.04)
+    assert single is not None and single.per_s == pytest.approx(2 * 32 / 0.04)
     assert f"in {earlier} on A100" in single.source
 
 
@@ -289,8 +289,8 @@ def test_e_over_the_link_the_settings_or_hardware_give_and_inside_a_node(
     for f in (inside, across):
         assert f.efficiency is not None and 0 < f.efficiency_low <= f.efficiency  # type: ignore[operator]
         assert f.efficiency <= f.efficiency_high <= 1.0  # type: ignore[operator]
-        assert f.images_per_s == pytest.approx(
-            f.cell.workers * f.single.images_per_s * f.efficiency  # type: ignore[union-attr]
+        assert f.per_s == pytest.approx(
+            f.cell.workers * f.single.per_s * f.efficiency  # type: ignore[union-attr]
         )
     # No rate anywhere: E across nodes is unknown and says what to give.
     text = GPU_CAMPAIGN.format(out=tmp_path / "out", calibrate="").replace("link: 200gbit, ", "")
@@ -414,7 +414,7 @@ def test_every_shipped_campaign_forecasts_every_cell_and_sizes_every_lease(
     for tb in campaign.testbeds:
         for f in forecast.testbed_forecast(campaign, tb):
             assert f.single is not None, (tb.name, f.cell.label)
-            assert f.efficiency is not None and f.images_per_s is not None, (tb.name, f.link_source)
+            assert f.efficiency is not None and f.per_s is not None, (tb.name, f.link_source)
     assert cli.main(["campaign", "plan", str(path)]) == 0
     out = capsys.readouterr().out
     # Every cell's line and every source line (a partition's queue wait, and the GPUs

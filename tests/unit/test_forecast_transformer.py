@@ -102,12 +102,12 @@ def test_expect_tokens_per_s_is_a_transformers_one_worker_and_the_unit_is_tokens
     slow = campaign.testbeds[0]
     fcs = forecast.testbed_forecast(campaign, slow)
     one, two = cell_of(fcs, 1), cell_of(fcs, 2)
-    assert one.single is not None and one.single.images_per_s == 3000  # not the 90 images/s
+    assert one.single is not None and one.single.per_s == 3000  # not the 90 images/s
     assert one.single.source == "3000 tokens/s given in expect:"
     assert two.unit == "tokens" and two.efficiency is not None
-    assert two.images_per_s == pytest.approx(2 * 3000 * two.efficiency)
+    assert two.per_s == pytest.approx(2 * 3000 * two.efficiency)
     record = two.record()
-    assert record["unit"] == "tokens" and record["single_images_per_s"] == 3000
+    assert record["unit"] == "tokens" and record["single_tokens_per_s"] == 3000
     # On CPU nodes Gloo's collectives block: the point is the band's no-overlap end.
     assert two.efficiency == pytest.approx(two.efficiency_low)
     assert "blocking (Gloo)" in two.link_source
@@ -127,13 +127,13 @@ def test_a_measured_baseline_in_tokens_and_the_same_hardware_before_expect(tmp_p
     Store(campaign.testbed_out(slow)).append({**fake_run("local", 4, 1, 1, 1), "image_size": 64})
     single = cell_of(forecast.testbed_forecast(campaign, fast), 1).single
     assert single is not None and single.unit == "tokens"
-    assert single.images_per_s == pytest.approx(2000.0)
+    assert single.per_s == pytest.approx(2000.0)
     assert single.source.startswith("2000.0 tokens/s measured on slow, the same hardware,")
     assert single.step_s(4) == pytest.approx(4 * 64 / 2000.0)
     # Another sequence length is another workload.
     Store(campaign.testbed_out(fast)).append(lm_baseline(2500.0, seq_len=128))
     again = cell_of(forecast.testbed_forecast(campaign, fast), 1).single
-    assert again is not None and again.images_per_s == pytest.approx(2000.0)
+    assert again is not None and again.per_s == pytest.approx(2000.0)
 
 
 def test_an_accelerator_without_a_figure_is_assumed_from_its_peak_and_says_so(tmp_path):
@@ -144,7 +144,7 @@ def test_an_accelerator_without_a_figure_is_assumed_from_its_peak_and_says_so(tm
     assert single is not None and single.source.startswith("assumed: ")
     peak = 989.5e12  # bench/peak_flops.py, H100 SXM bf16
     flops = tc.flops_per_token(tc.CONFIGS["gpt2-small"], 1024)
-    assert single.images_per_s == pytest.approx(peak * published_figures.DEFAULT_MFU / flops)
+    assert single.per_s == pytest.approx(peak * published_figures.DEFAULT_MFU / flops)
     across = cell_of(fcs, 8)
     assert "HSDP" in across.link_source and "200 Gbit/s x 0.92" in across.link_source
     assert across.efficiency is not None
@@ -216,3 +216,18 @@ def test_expect_tokens_per_s_out_of_range_is_one_line(tmp_path, capsys):
     assert cli.main(["campaign", "plan", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "expect.tokens_per_s" in err and "one worker's tokens/s" in err and "\n" not in err
+
+
+def test_a_transformers_figures_are_journaled_as_tokens_and_read_back_from_before(tmp_path):
+    # The journal names each figure by its unit; a journal written before kept a
+    # transformer's tokens/s under images_per_s, which reads back as the same figure.
+    from hpcbench.campaign.journal import per_s
+
+    campaign = local(tmp_path)
+    slow = campaign.testbeds[0]
+    [record] = [f.record() for f in forecast.testbed_forecast(campaign, slow) if f.cell.workers > 1]
+    assert record["unit"] == "tokens" and "images_per_s" not in record
+    assert record["tokens_per_s"] is not None and record["single_tokens_per_s"] == 3000
+    before = {"unit": "tokens", "images_per_s": 12.5, "single_images_per_s": 3000}
+    assert per_s(before) == 12.5 and per_s(before, single=True) == 3000
+    assert per_s(record) == record["tokens_per_s"]

@@ -66,7 +66,7 @@ def test_a_store_written_before_pools_its_runs_as_it_did() -> None:
     ]
     assert got == [{k: e[k] for k in ("series", "workers", "runs")} for e in expected]
     for s, e in zip(summaries, expected, strict=True):
-        assert s.images_per_sec == pytest.approx(e["images_per_sec"], rel=0.01)
+        assert s.throughput == pytest.approx(e["images_per_sec"], rel=0.01)
 
 
 # ------------------------------------------------------------ every option names its runs
