@@ -232,7 +232,7 @@ def build(args: argparse.Namespace, comm: runtime.Comm, device: torch.device) ->
         device,
         bf16,
         args.activation_checkpoint,
-        steps.compile_backend() if args.step == "compile" else None,
+        args.compile_backend if args.step == "compile" else None,
         args.bucket_cap_mb,
     )
     autocast: Any = steps.autocast_factory(False, None)

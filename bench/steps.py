@@ -371,19 +371,10 @@ def wrapper_context(capture: str | None, device: torch.device) -> Any:
     return contextlib.nullcontext()
 
 
-# torch.compile's backend: TorchInductor. The variable names another for tests and
-# debugging (aot_eager traces forward and backward as inductor does but generates no
-# kernels, so it costs seconds rather than minutes on a small CPU); the record says which.
-COMPILE_BACKEND_VARIABLE = "HPCBENCH_COMPILE_BACKEND"
-
-
-def compile_backend() -> str:
-    return os.environ.get(COMPILE_BACKEND_VARIABLE) or "inductor"
-
-
-def compile_forward(forward: Callable[..., Any]) -> Callable[..., Any]:
-    """torch.compile in its default mode (no CUDA graphs of its own)."""
-    return torch.compile(forward, backend=compile_backend())
+def compile_forward(forward: Callable[..., Any], backend: str) -> Callable[..., Any]:
+    """torch.compile in its default mode (no CUDA graphs of its own), with `backend`
+    (--compile-backend: inductor, or aot_eager, which traces as inductor does)."""
+    return torch.compile(forward, backend=backend)
 
 
 # ------------------------------------------------------------------ NHWC under Horovod

@@ -239,7 +239,7 @@ def build_cnn(args: argparse.Namespace, comm: runtime.Comm, device: torch.device
 
             forward.register_comm_hook(None, default_hooks.fp16_compress_hook)
     if args.step == "compile":
-        forward = steps.compile_forward(forward)
+        forward = steps.compile_forward(forward, args.compile_backend)
     scaler = torch.amp.GradScaler("cuda") if amp else None
     forward.train()
     parts = steps.Parts(model, forward, optimizer, scaler, autocast, horovod)
@@ -385,7 +385,7 @@ def measure(
         "local_workers": comm.local_size,
         "device": device.type,
         "step": args.step,
-        "compile_backend": steps.compile_backend() if args.step == "compile" else None,
+        "compile_backend": args.compile_backend if args.step == "compile" else None,
         "threads": threads,
         "wrapped": work.wrapped,
         "dist_backend": comm.dist_backend,

@@ -108,6 +108,14 @@ OPTIONS = (
         "(CUDA only); compile: torch.compile (docs/gpu.md)",
         STEP_MODES,
     ),
+    Option(
+        "--compile-backend",
+        "choice",
+        "inductor",
+        "--step compile: torch.compile's backend; aot_eager traces forward and backward as "
+        "inductor does but generates no kernels (seconds, not minutes, on a small CPU)",
+        ("inductor", "aot_eager"),
+    ),
     Option("--fp16-allreduce", "switch", False, "compress gradients to fp16"),
     Option(
         "--fusion-threshold-mb",

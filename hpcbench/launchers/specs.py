@@ -270,6 +270,7 @@ class WorkloadSpec:
     threads: int = 0
     amp: str = "auto"
     step: str = "eager"  # bench/steps.py: eager, graph (CUDA graphs), compile
+    compile_backend: str = "inductor"  # torch.compile's, under --step compile
     decode: str = "auto"  # bench/inputs.py: where real images are decoded
     fp16_allreduce: bool = False
     fusion_threshold_mb: float | None = None

@@ -79,6 +79,7 @@ ADDED_LATER: dict[str, str | int] = {
     "tp": 1,
     "grad_accum": 1,
     "activation_checkpoint": "none",
+    "compile_backend": "inductor",
 }
 # The later fields the label named first, in the order it names them (the workload's
 # resolved values: a transformer's seq_len is its configuration's where none was asked).

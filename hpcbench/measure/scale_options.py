@@ -414,6 +414,11 @@ def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
         check_path(args.data, "--data")
         if args.data.startswith("-"):  # bench/train.py would read it as an option
             raise UsageError(f"--data: {args.data[:60]!r} is not a path; write ./{args.data}")
+    if args.compile_backend != "inductor" and args.step != "compile":
+        raise UsageError(
+            f"--compile-backend {args.compile_backend} is for --step compile: add it, or drop "
+            "--compile-backend"
+        )
     if args.step == "graph" and args.device == "cpu":
         raise UsageError(
             "--step graph needs CUDA (CUDA graphs): drop --device cpu, or use "
@@ -438,6 +443,7 @@ def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
         threads=args.threads,
         amp=args.amp,
         step=args.step,
+        compile_backend=args.compile_backend,
         decode=args.decode,
         fp16_allreduce=args.fp16_allreduce,
         fusion_threshold_mb=args.fusion_threshold_mb,

@@ -98,6 +98,7 @@ OTHER_VALUE = {
     "tp": "2",
     "grad_accum": "2",
     "activation_checkpoint": "full",
+    "compile_backend": "aot_eager",
 }
 # What a transformer needs beside the options only it takes.
 TRANSFORMER = {"seq_len", "parallel", "shard_group", "tp", "grad_accum", "activation_checkpoint"}
@@ -131,6 +132,8 @@ def test_every_option_that_decides_a_run_names_its_runs_apart(dest: str) -> None
     base = ["--model", "gpt-tiny", "--backend", "ddp"] if dest in TRANSFORMER else []
     if dest == "slurm_mpi":
         base += ["--backend", "horovod"]
+    if dest == "compile_backend":
+        base += ["--step", "compile"]
     flag = "--" + dest.replace("_", "-")
     value = OTHER_VALUE[dest]
     other = [flag] if value is None else [f"{flag}={value}"]

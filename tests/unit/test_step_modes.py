@@ -31,8 +31,8 @@ TINY = shlex.split(
     " --warmup 1 --windows 2 --steps 2 --threads 1 --device cpu"
 )
 # aot_eager: forward and backward traced and run as torch.compile does, without the
-# minutes TorchInductor's code generation takes on two cores (steps.compile_backend).
-QUICK_COMPILE = {steps.COMPILE_BACKEND_VARIABLE: "aot_eager"}
+# minutes TorchInductor's code generation takes on two cores (--compile-backend).
+QUICK_COMPILE = ["--compile-backend", "aot_eager"]
 
 
 def _one_rank() -> dict[str, str]:
@@ -216,7 +216,7 @@ def test_horovod_trains_nhwc_on_two_ranks(compress) -> None:
 def test_the_compiled_step_trains_what_the_eager_step_trains() -> None:
     eager = _record([sys.executable, TRAIN, *TINY], _one_rank())
     compiled = _record(
-        [sys.executable, TRAIN, *TINY, "--step", "compile"], {**_one_rank(), **QUICK_COMPILE}
+        [sys.executable, TRAIN, *TINY, "--step", "compile", *QUICK_COMPILE], _one_rank()
     )
     assert (eager["step"], compiled["step"]) == ("eager", "compile")
     assert compiled["compile_backend"] == "aot_eager" and eager["compile_backend"] is None
@@ -230,6 +230,7 @@ def test_the_compiled_step_trains_what_the_eager_step_trains() -> None:
 
 def test_ddp_compiled_around_the_wrapper_keeps_the_ranks_in_step() -> None:
     rec = _record(
-        [*torchrun.here(2), TRAIN, *TINY, "--backend", "ddp", "--step", "compile"], QUICK_COMPILE
+        [*torchrun.here(2), TRAIN, *TINY, "--backend", "ddp", "--step", "compile", *QUICK_COMPILE],
+        {},
     )
     assert rec["step"] == "compile" and rec["workers"] == 2 and rec["weights_in_sync"] is True

@@ -217,6 +217,8 @@ def _held_like_this_sweep(tmp_path, **workload) -> None:
         (["--threads", "1"], True),
         (["--step", "compile"], True),
         (["--decode", "device"], True),
+        (["--step", "compile", "--compile-backend", "aot_eager"], True),
+        (["--fp16-allreduce"], True),
         # The fields' defaults are what every run before them did: same method.
         (["--step", "eager", "--decode", "auto"], False),
     ],
