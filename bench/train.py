@@ -96,7 +96,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--model {args.model[:40]!r}: choose one of {', '.join(MODEL_NAMES)}")
     if min(args.batch, args.windows, args.steps) < 1 or args.warmup < 0:
         p.error("--batch, --windows and --steps must be >= 1, --warmup >= 0")
-    why = transformer_configs.problem_of(args)
+    why = transformer_configs.problem_of(args) or workload_options.grouping_problem(
+        args.backend, args.bucket_cap_mb, args.fusion_threshold_mb
+    )
     if why:
         p.error(why)
     if transformer_configs.is_transformer(args.model):

@@ -149,6 +149,18 @@ OPTIONS = (
 )
 
 
+def grouping_problem(
+    backend: str, bucket_cap_mb: float | None, fusion_threshold_mb: float | None
+) -> str | None:
+    """A backend's message size given to the other backend (one line), or None: DDP takes
+    no fusion buffer, Horovod no buckets, and the option would change nothing."""
+    if bucket_cap_mb is not None and backend != "ddp":
+        return "--bucket-cap-mb is DDP's setting: give --fusion-threshold-mb for horovod"
+    if fusion_threshold_mb is not None and backend != "horovod":
+        return "--fusion-threshold-mb is Horovod's setting: give --bucket-cap-mb for ddp"
+    return None
+
+
 def add_to(
     parser: argparse.ArgumentParser,
     parsers: Mapping[str, Callable[[str], Callable[[str], Any]]],

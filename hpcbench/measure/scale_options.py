@@ -407,7 +407,9 @@ def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
     if args.model not in models and not transformer:
         names = sorted([*models, *transformer_configs.CONFIGS])
         raise UsageError(f"unknown model {args.model!r}: choose one of {', '.join(names)}")
-    why = transformer_configs.problem_of(args)
+    why = transformer_configs.problem_of(args) or workload_options.grouping_problem(
+        args.backend, args.bucket_cap_mb, args.fusion_threshold_mb
+    )
     if why:
         raise UsageError(why)
     if args.data != "synthetic":

@@ -273,10 +273,11 @@ def plan_from(args: argparse.Namespace) -> Plan:
     )
     if not transformer and not 16 <= image_size <= 1024:
         raise UsageError(f"--image-size: {image_size} is out of range; use 16 to 1024")
-    if args.bucket_cap_mb is not None and args.backend != "ddp":
-        raise UsageError("--bucket-cap-mb is DDP's setting: give --fusion-threshold-mb for horovod")
-    if args.fusion_threshold_mb is not None and args.backend != "horovod":
-        raise UsageError("--fusion-threshold-mb is Horovod's setting: give --bucket-cap-mb for ddp")
+    why = workload_options.grouping_problem(
+        args.backend, args.bucket_cap_mb, args.fusion_threshold_mb
+    )
+    if why:
+        raise UsageError(why)
     if args.cycle_time_ms is not None and args.backend != "horovod":
         raise UsageError("--cycle-time-ms is Horovod's setting; DDP has no cycle")
     if args.link_efficiency is not None and args.busbw is not None:

@@ -656,3 +656,19 @@ def test_an_interval_within_the_target_from_one_run_is_not_called_wider():
     assert "CI 4.1% after 1 run(s), within --target-ci 5.0% but from one run" in one
     assert "wider" not in one
     assert "CI 20.0% after 3 run(s), wider than --target-ci 5.0%: --budget ran out" in wide
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--backend", "horovod", "--bucket-cap-mb", "50"], "--bucket-cap-mb is DDP's"),
+        (["--backend", "ddp", "--fusion-threshold-mb", "64"], "--fusion-threshold-mb is Horovod's"),
+    ],
+)
+def test_a_backends_message_size_given_to_the_other_is_refused_not_ignored(
+    tmp_path, capsys, argv, says
+):
+    assert _scale(tmp_path, "--env", "localhost", "--nodes", "1", "--dry-run", *argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()

@@ -210,11 +210,14 @@ def test_the_workload_reads_back_every_value_the_harness_passes() -> None:
         amp="off",
         step="compile",
         decode="workers",
+        compile_backend="aot_eager",
         fp16_allreduce=True,
         fusion_threshold_mb=8.0,
-        bucket_cap_mb=5.0,
     )
-    args = train.parse_args(sweep.workload_args(spec, "horovod", 16))
-    for field in dataclasses.fields(spec):
-        assert getattr(args, field.name) == getattr(spec, field.name), field.name
-    assert (args.batch, args.backend) == (16, "horovod")
+    # Each backend's message size under its own backend (the other's is refused).
+    ddp = dataclasses.replace(spec, fusion_threshold_mb=None, bucket_cap_mb=5.0)
+    for one, backend in ((spec, "horovod"), (ddp, "ddp")):
+        args = train.parse_args(sweep.workload_args(one, backend, 16))
+        for field in dataclasses.fields(one):
+            assert getattr(args, field.name) == getattr(one, field.name), field.name
+        assert (args.batch, args.backend) == (16, backend)
