@@ -72,6 +72,12 @@ TOGETHER = (
     "image_size",
     "step",
     "fp16_allreduce",
+    "bucket_cap_mb",
+    "fusion_threshold_mb",
+    "compile_backend",
+    "tp",
+    "grad_accum",
+    "activation_checkpoint",
 )
 
 

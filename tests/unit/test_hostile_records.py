@@ -428,12 +428,18 @@ def test_a_gradient_timeline_whose_sums_overflow_is_not_used(
 ) -> None:
     from tests.unit.test_report import _run, _store
 
-    store = _store(tmp_path)  # with a probe, so the point prediction replays the timeline
-    store.append(_run(1, [1.0, 1.0], repeat=5, grad_timeline=[[1e308, 1e308], [1e308, 1e308]]))
-    rc, out, err = _report(store.dir, "json", capsys)
-    assert rc == 0, err
-    four = [c for c in json.loads(out)["configurations"] if c["workers"] == 4]
-    assert four and all(c["predicted_efficiency"] is None for c in four)
+    # The point is then the one the model's layers give, as where no timeline was kept.
+    points = []
+    for folder, timeline in (("bad", [[1e308, 1e308], [1e308, 1e308]]), ("none", None)):
+        store = _store(tmp_path / folder)  # with a probe: the point replays the timeline
+        extra = {"grad_timeline": timeline} if timeline else {}
+        store.append(_run(1, [1.0, 1.0], repeat=5, **extra))
+        rc, out, err = _report(store.dir, "json", capsys)
+        assert rc == 0, err
+        four = [c for c in json.loads(out)["configurations"] if c["workers"] == 4]
+        points.append([c["predicted_efficiency"] for c in four])
+    bad, none = points
+    assert bad and bad == none and all(0 < p <= 1 for p in bad)
 
 
 def test_a_convergence_record_without_its_interval_reads_as_no_interval(
