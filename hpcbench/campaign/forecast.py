@@ -75,6 +75,9 @@ class Figure:
     # A CNN's gradients as the measured baseline's backward made them (bench/train.py):
     # the replay takes them instead of the model's layers; empty where none was measured.
     timeline: tuple[tuple[float, float], ...] = ()
+    # Measured in the sweep's own layout (its micro-batches and checkpointing), so that a
+    # step is the rate's already; else a plain figure (plans.step_in_layout).
+    in_layout: bool = False
 
     def step_s(self, batch: int, rate: float | None = None) -> float:
         """One worker's step at `batch` samples (sequences), at `rate` (default: its own)."""
@@ -319,15 +322,18 @@ def _ok_baselines(runs: list[dict[str, Any]], part: SweepPart) -> list[dict[str,
         and r.get("model") == w.model
         and r.get("image_size") == w.image_size
         and (r.get("seq_len") or 0) == w.seq_len
+        # Measured in the part's layout: K micro-batches a step, the same recompute.
+        and (r.get("grad_accum") or 1) == w.grad_accum
+        and (r.get("activation_checkpoint") or "none") == w.activation_checkpoint
     ]
 
 
 def _measured(
-    runs: list[dict[str, Any]], batch: int, where: str, seq_len: int = 0
+    runs: list[dict[str, Any]], batch: int, where: str, seq_len: int = 0, accum: int = 1
 ) -> Figure | None:
-    """One worker's figure at `batch` from baselines (ok, of the part's model), else
-    from the nearest batch's time per image, said so; a transformer's (seq_len) in
-    tokens/s."""
+    """One worker's figure at `batch` from baselines (ok, of the part's model and
+    layout: `accum` micro-batches a step), else from the nearest batch's time per image,
+    said so; a transformer's (seq_len) in tokens/s."""
     if not runs:
         return None
     batches = {int(r["batch"]) for r in runs if isinstance(r.get("batch"), int)}
@@ -342,7 +348,7 @@ def _measured(
     steps = [t for t in steps if math.isfinite(t) and t > 0]
     if not steps:
         return None
-    rate = nearest * per / statistics.fmean(steps)
+    rate = nearest * per * accum / statistics.fmean(steps)
     at = "" if nearest == batch else f" at batch {nearest}"
     unit = "tokens" if seq_len else "images"
     # The latest baseline's gradients as its backward made them (a CNN's), at its batch.
@@ -352,10 +358,11 @@ def _measured(
     return Figure(
         rate,
         f"{rate:.1f} {unit}/s measured {where}{at} ({len(steps)} run(s))",
-        nearest * per / max(steps),
+        nearest * per * accum / max(steps),
         unit,
         per,
         tuple((t, b) for t, b in timelines[-1]) if timelines and nearest == batch else (),
+        in_layout=True,
     )
 
 
@@ -401,8 +408,13 @@ def single_worker(
         return stores[store.dir]
 
     seq_len = part.workload.seq_len
+    accum = part.workload.grad_accum
     own = _measured(
-        _ok_baselines(runs(campaign.testbed_store(tb)), part), batch, "on this testbed", seq_len
+        _ok_baselines(runs(campaign.testbed_store(tb)), part),
+        batch,
+        "on this testbed",
+        seq_len,
+        accum,
     )
     if own is not None:
         return own
@@ -413,6 +425,7 @@ def single_worker(
                 batch,
                 f"on {other.name}, the same hardware,",
                 seq_len,
+                accum,
             )
             if found is not None:
                 return found
@@ -434,7 +447,7 @@ def single_worker(
             and (part.workload.device == "auto" or _device(r) == part.workload.device)
             and r.get("amp", amp) is amp
         ]
-        found = _measured(matching, batch, f"in {folder} on {accelerator}", seq_len)
+        found = _measured(matching, batch, f"in {folder} on {accelerator}", seq_len, accum)
         if found is not None:
             return found
     if not _cuda(part, tb):
@@ -507,6 +520,9 @@ def job_of(tb: TestbedPlan, part: SweepPart, batch: int) -> plans.Job:
         fp16_allreduce=w.fp16_allreduce,
         cuda=_cuda(part, tb),
         amp=w.amp,
+        tp=w.tp,
+        grad_accum=w.grad_accum,
+        activation_checkpoint=w.activation_checkpoint,
     )
 
 
@@ -532,12 +548,13 @@ def cell_forecast(
     if across and link.busbw is None:
         return CellForecast(cell, single, None, None, None, link.source, unit=unit)
     job = job_of(tb, part, cell.batch)
+    micro = single.step_s(cell.batch)  # one micro-batch at the figure's rate
     plan = plans.plan(
         job,
         link,
         [cell.workers],
         cell.gpus_per_node,
-        single.step_s(cell.batch),
+        micro * job.grad_accum if single.in_layout else plans.step_in_layout(micro, job),
         single.timeline,
     )
     row = predictions(plan)[0]

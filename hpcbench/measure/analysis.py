@@ -593,6 +593,9 @@ def job_of(run: dict[str, Any]) -> plans.Job:
         fp16_allreduce=run.get("fp16_allreduce") is True,
         cuda=device == "cuda",
         amp="on" if run.get("amp") is True else "off",
+        tp=_whole(run.get("tp")),
+        grad_accum=_whole(run.get("grad_accum")),
+        activation_checkpoint=str(run.get("activation_checkpoint") or "none"),
     )
 
 

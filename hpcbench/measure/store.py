@@ -189,6 +189,7 @@ _RUN = {
         # trains: bounded as the workload's options are (bench/units.py).
         "tp": {"type": ["integer", "null"], "minimum": 1, "maximum": 1024},
         "grad_accum": {"type": ["integer", "null"], "minimum": 1, "maximum": 1 << 16},
+        "activation_checkpoint": {"enum": [None, "none", "selective", "full"]},
         "parallel": {"type": ["string", "null"]},
         "mfu": _SHARE_OR_NULL,
         "mfu_unknown": {"type": ["string", "null"]},

@@ -65,6 +65,11 @@ class Job:
     param_dtype: str | None = None  # None: DEFAULTS
     reduce_dtype: str | None = None  # None: DEFAULTS
     reshard_after_forward: bool = True
+    # A transformer's layout: tensor-parallel workers inside a node, micro-batches of
+    # `batch` per step, and which of a block's forward runs again in backward.
+    tp: int = 1
+    grad_accum: int = 1
+    activation_checkpoint: str = "none"
 
     @property
     def transformer(self) -> bool:
@@ -218,7 +223,28 @@ def plan(
         gloo=transformer and gloo,
         timeline=timeline,
         compression=0.5 if job.fp16_allreduce else 1.0,
+        tp=job.tp,
+        grad_accum=job.grad_accum,
+        checkpoint=job.activation_checkpoint,
+        act_bytes=2 if job.bf16 else 4,
     )
+
+
+# What activation checkpointing adds to one worker's step (bench/layout.py): full
+# recomputes each block's forward in backward, a third of a step more (the forward's
+# share, allreduce_model.BACKWARD_SHARE; Korthikanti et al. 2022, arXiv:2205.05198,
+# section 5: "about 33%"); selective recomputes the elementwise operations only
+# (torchtitan's op policy keeps every matrix product and the attention), whose FLOPs are
+# taken as nothing beside the matmuls.
+RECOMPUTE = {"none": 0.0, "selective": 0.0, "full": 1.0 - allreduce_model.BACKWARD_SHARE}
+
+
+def step_in_layout(micro_step_s: float, job: Job) -> float:
+    """One worker's whole step in the job's layout, from its plain step of one
+    micro-batch (a figure measured or given without checkpointing): K micro-batches,
+    each with what checkpointing recomputes. A baseline the workload measured in the
+    layout is that step already."""
+    return micro_step_s * job.grad_accum * (1.0 + RECOMPUTE[job.activation_checkpoint])
 
 
 def _rate(bits: float) -> str:

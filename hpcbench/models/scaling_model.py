@@ -236,6 +236,13 @@ class Plan:
     # the wire per gradient byte (0.5: compressed to fp16).
     timeline: tuple[tuple[float, float], ...] = ()
     compression: float = 1.0
+    # A transformer's layout (bench/layout.py): tensor-parallel workers inside a node,
+    # micro-batches per step (batch is one's), activation checkpointing, and the bytes
+    # of an activation its TP collectives move.
+    tp: int = 1
+    grad_accum: int = 1
+    checkpoint: str = "none"
+    act_bytes: int = 4
 
     @property
     def transformer(self) -> bool:
@@ -407,51 +414,80 @@ def _assumed(plan: Plan, n: int) -> list[dict[str, Any]]:
 
 def _transformer_row(plan: Plan, n: int) -> dict[str, Any]:
     """One worker count of a transformer's plan: DDP's step replayed as the CNNs' is
-    (the blocks as layers), FSDP2's and HSDP's by hpcbench.models.sharded_model."""
+    (the blocks as layers), FSDP2's and HSDP's by hpcbench.models.sharded_model; in its
+    layout (docs/method.md, "Layouts"): a step of K micro-batches, the gradients reduced
+    on the last (the others only gather, under FSDP2), each micro-batch's compute a
+    tp-th of one worker's on the tp workers of a TP group, its tensor-parallel
+    collectives on the node's link beside it. plan.step_time_s is one worker's whole
+    step (K micro-batches, in the plan's checkpointing), which E is against."""
     config = sharded_model.shape(plan.model)
     assert config is not None
     link = link_for(plan, n)
+    tp, k = plan.tp, plan.grad_accum
+    micro = plan.step_time_s / (k * tp)  # one rank's compute for one micro-batch
+    inside = sharded_model.Hop(plan.intra_latency_s, plan.intra_busbw)
     if plan.parallel == "ddp":
         layers = sharded_model.ddp_layers(config, plan.seq_len, plan.reduce_bytes)
-        p = allreduce_model.predict_point(
-            plan.step_time_s, layers, link, plan.grouping, plan.interference, plan.cpu
+        last = allreduce_model.predict_point(
+            micro, layers, link, plan.grouping, plan.interference, plan.cpu
+        )
+        quiet = replace(link, workers=1)  # no_sync: nothing reduced before the last
+        rest = allreduce_model.predict_point(
+            micro, layers, quiet, plan.grouping, plan.interference, plan.cpu
         )
         group = 1
     else:
         group = sharded_model.check_group(plan.parallel, plan.shard_group, n, plan.gpus_per_node)
-        blocks, root = sharded_model.units(config, plan.seq_len)
+        blocks, root = sharded_model.tp_units(*sharded_model.units(config, plan.seq_len), tp)
         across = {"all_reduce": sharded_model.Hop(plan.latency_s, plan.busbw)}
         across |= {
             name: sharded_model.Hop(latency, busbw)
             for name, latency, busbw in plan.collective_links
         }
-        links = sharded_model.Links(
-            across, sharded_model.Hop(plan.intra_latency_s, plan.intra_busbw)
-        )
+        links = sharded_model.Links(across, inside)
         sharding = sharded_model.Sharding(
-            group,
+            group // tp,
             plan.param_bytes,
             plan.reduce_bytes,
             plan.reshard_after_forward,
             plan.gloo,
             any(name == "reduce_scatter" for name, _, _ in plan.collective_links),
         )
-        p = sharded_model.sharded_point(
-            plan.step_time_s,
-            blocks,
-            root,
-            sharded_model.rings(n, plan.gpus_per_node, group, links),
-            sharding,
-            plan.interference,
+        # The data-parallel ranks: one of each TP group, per_node / tp on a node.
+        ring = sharded_model.rings(n // tp, plan.gpus_per_node // tp, group // tp, links)
+        last = sharded_model.sharded_point(
+            micro, blocks, root, ring, sharding, plan.interference, plan.cpu
+        )
+        rest = sharded_model.sharded_point(
+            micro, blocks, root, ring, replace(sharding, reduce=False), plan.interference,
             plan.cpu,
         )
+    tp_s = sharded_model.tp_seconds(
+        config, plan.seq_len, plan.batch, tp, plan.act_bytes, inside, plan.checkpoint
+    )
+
+    def step(of: Callable[[allreduce_model.Point], float]) -> float:
+        return (k - 1) * of(rest) + of(last) + k * tp_s
+
+    total = step(lambda p: p.step_s)
+    slowest = step(lambda p: micro / p.efficiency_low)
+    fastest = step(lambda p: micro / p.efficiency_high)
     row: dict[str, Any] = {
         "workers": n,
         "nodes": link.nodes,
-        **{k: v for k, v in asdict(p).items() if k != "workers"},
+        **{f: v for f, v in asdict(last).items() if f != "workers"},
     }
-    row["shard_group"] = group
-    row["tokens_per_s"] = sharded_model.tokens_per_s(n, plan.batch, plan.seq_len, p.step_s)
+    row.update(
+        step_s=total,
+        efficiency=plan.step_time_s / (tp * total),
+        efficiency_low=plan.step_time_s / (tp * slowest),
+        efficiency_high=plan.step_time_s / (tp * fastest),
+        allreduce_s=(k - 1) * rest.allreduce_s + last.allreduce_s + k * tp_s,
+        exposed_s=total - plan.step_time_s / tp,
+        tp_s=k * tp_s,
+        shard_group=group,
+        tokens_per_s=sharded_model.tokens_per_s(n // tp, plan.batch * k, plan.seq_len, total),
+    )
     return row
 
 

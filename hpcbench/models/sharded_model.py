@@ -264,6 +264,10 @@ class Sharding:
     reshard_after_forward: bool = True
     gloo: bool = False
     reduce_scatter_timed: bool = False
+    # Whether this micro-batch reduces the gradients: gradient accumulation defers the
+    # reduce-scatter (and HSDP's all-reduce) to the last of K (bench/layout.py, FSDP2's
+    # set_requires_gradient_sync); the all-gathers run for every one.
+    reduce: bool = True
 
 
 class _Link:
@@ -319,11 +323,15 @@ def sharded_point(
         return ring["all_gather"].gather(u.params * sharding.param_bytes)
 
     def rs(u: Unit) -> float:
+        if not sharding.reduce:
+            return 0.0
         nbytes = u.params * sharding.reduce_bytes
         r = ring["reduce_scatter"]
         return r.allreduce(nbytes) if gloo_rs else r.gather(nbytes)
 
     def ar(u: Unit) -> float:  # the unit's shard across the replicas
+        if not sharding.reduce:
+            return 0.0
         return ring["all_reduce"].allreduce(u.params * sharding.reduce_bytes / sharding.group)
 
     resharded = sharding.reshard_after_forward
@@ -424,6 +432,46 @@ def _overlapped(
     last = replicas.put(net.put(clock, rs(root)), ar(root))
     end = max(clock, net.free, replicas.free, last)
     return end, _overlap(net.busy, compute) + (_overlap(replicas.busy, compute) if apart else 0.0)
+
+
+# ------------------------------------------------------------------ tensor parallelism
+# Tensor parallelism inside a node (Megatron-LM, Shoeybi et al. 2019, arXiv:1909.08053,
+# section 3): each block's attention and MLP split by columns then rows, two all-reduces
+# of the block's b s h activations in forward and two in backward; with sequence
+# parallelism (Korthikanti et al. 2022, arXiv:2205.05198, section 4.2.2), as
+# bench/layout.py applies it, each becomes an all-gather and a reduce-scatter of the same
+# volume, which a ring moves as it does the all-reduce. The token embedding (row-wise)
+# and the output (column-wise) add one of each in forward and in backward. Nothing
+# overlaps them (each waits on the matmul before it): they lie on the step's path. Full
+# activation checkpointing runs each block's forward, and its two, again in backward.
+TP_PER_BLOCK = {"none": 4, "selective": 4, "full": 6}
+TP_OUTSIDE_BLOCKS = 4
+
+
+def tp_seconds(
+    config: Config, seq_len: int, micro_batch: int, tp: int, act_bytes: int, inside: Hop,
+    checkpoint: str,
+) -> float:
+    """One micro-batch's tensor-parallel collectives over the node's link: each moves the
+    micro-batch's activations, micro_batch x seq_len x dim elements of act_bytes."""
+    if tp <= 1:
+        return 0.0
+    volume = micro_batch * seq_len * config.dim * act_bytes
+    count = config.layers * TP_PER_BLOCK[checkpoint] + TP_OUTSIDE_BLOCKS
+    return count * Ring(tp, inside).allreduce(volume)
+
+
+def tp_units(blocks: list[Unit], root: Unit, tp: int) -> tuple[list[Unit], Unit]:
+    """What one rank of a TP group holds and computes of each unit: a tp-th of its
+    parameters (the norms, a small share, are replicated: counted split too) and of its
+    FLOPs."""
+    if tp <= 1:
+        return blocks, root
+
+    def part(u: Unit) -> Unit:
+        return Unit(math.ceil(u.params / tp), u.flops_per_token / tp)
+
+    return [part(b) for b in blocks], part(root)
 
 
 def describe(sharding: Sharding, parallel: str) -> str:

@@ -29,18 +29,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hpcbench.core.bench import transformer_configs, units, workload_options
+from hpcbench.core.bench import peak_flops, transformer_configs, units, workload_options
 from hpcbench.core.errors import UsageError
 from hpcbench.launchers.specs import count_type, parse_int_list
 from hpcbench.measure import analysis, scale_options
 from hpcbench.measure.store import Store
-from hpcbench.models import allreduce_model, plans, sharded_model
+from hpcbench.models import allreduce_model, memory, plans, sharded_model
 from hpcbench.models.scaling_model import (
     ASSUMPTION_MIN,
     DEFAULT_INTERFERENCE,
@@ -73,6 +74,9 @@ WORKLOAD_OPTIONS = (
     "--shard-group",
     "--bucket-cap-mb",
     "--fusion-threshold-mb",
+    "--tp",
+    "--grad-accum",
+    "--activation-checkpoint",
 )
 # The transport across nodes where none is given (plans.DEFAULTS), said to be assumed.
 DEFAULT_TRANSPORT = plans.DEFAULTS["transport"][0]
@@ -215,6 +219,11 @@ def _transformer_options(args: argparse.Namespace, transformer: bool) -> None:
             (args.seq_len, "--seq-len"),
             (args.parallel != "ddp", f"--parallel {args.parallel}"),
             (args.reduce_dtype is not None, "--reduce-dtype"),
+            (args.tp > 1, "--tp"),
+            (args.grad_accum > 1, "--grad-accum"),
+            (args.activation_checkpoint != "none", "--activation-checkpoint"),
+            (args.master_dtype != "fp32" or args.optimizer_dtype != "fp32", "--master-dtype"),
+            (args.accelerator is not None, "--accelerator"),
         ):
             if given:
                 names = ", ".join([*transformer_configs.CONFIGS, *sharded_model.PUBLISHED_SHAPES])
@@ -286,11 +295,11 @@ def plan_from(args: argparse.Namespace) -> Plan:
         )
     seq_len = sharded_model.resolve_seq_len(args.model, args.seq_len) if transformer else 0
     if args.step_time is not None:
-        step = args.step_time
+        micro_step = args.step_time
     elif transformer:
-        step = args.batch * seq_len / args.single_worker_tps
+        micro_step = args.batch * seq_len / args.single_worker_tps
     else:
-        step = args.batch / args.single_worker_ips
+        micro_step = args.batch / args.single_worker_ips
     transport = args.transport or DEFAULT_TRANSPORT
     if args.busbw is not None:
         busbw, note = args.busbw * 1e9, f"bus bandwidth {args.busbw:g} GB/s (measured, --busbw)"
@@ -316,9 +325,8 @@ def plan_from(args: argparse.Namespace) -> Plan:
     if args.intra_busbw is not None:
         network = replace(network, intra_busbw=args.intra_busbw * 1e9, intra_assumed=False)
     workers = parse_int_list(args.workers, "--workers", MAX_WORKERS)
-    if transformer and args.parallel != "ddp":
-        for n in workers:  # a shard group that does not divide a count: one line, now
-            sharded_model.check_group(args.parallel, args.shard_group, n, args.gpus_per_node)
+    if transformer:
+        _check_layout(args, seq_len, workers)
     job = plans.Job(
         model=args.model,
         batch=args.batch,
@@ -335,8 +343,98 @@ def plan_from(args: argparse.Namespace) -> Plan:
         param_dtype=args.param_dtype,
         reduce_dtype=args.reduce_dtype,
         reshard_after_forward=args.reshard_after_forward != "off",
+        tp=args.tp,
+        grad_accum=args.grad_accum,
+        activation_checkpoint=args.activation_checkpoint,
     )
+    step = plans.step_in_layout(micro_step, job)
     return plans.plan(job, network, workers, args.gpus_per_node, step)
+
+
+# An accelerator's name as a device reports it ("NVIDIA H100 80GB HBM3").
+ACCELERATOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,79}", re.ASCII)
+
+
+def _check_layout(args: argparse.Namespace, seq_len: int, workers: list[int]) -> None:
+    """A transformer's layout at every worker count, one line where it does not fit: the
+    shard group, and a TP group of whole heads inside a node (memory.check's rules)."""
+    config = sharded_model.shape(args.model)
+    assert config is not None
+    if args.accelerator is not None and not ACCELERATOR.fullmatch(args.accelerator):
+        raise UsageError(
+            f"--accelerator {args.accelerator[:60]!r}: give a GPU's name as it reads, "
+            "such as 'A100-SXM4-80GB'"
+        )
+    if args.tp > 1 and args.parallel == "ddp":
+        raise UsageError(
+            f"--tp {args.tp} with --parallel ddp: torch's DDP does not train tensor-parallel "
+            "modules; use --parallel fsdp2 or hsdp"
+        )
+    for n in workers:
+        group = sharded_model.check_group(args.parallel, args.shard_group, n, args.gpus_per_node)
+        try:
+            transformer_configs.check_tp_workers(
+                args.tp if n > 1 else 1, n, args.gpus_per_node, args.parallel, group
+            )
+            memory.check(config, seq_len, args.batch, _memory_layout(args, n))
+        except ValueError as err:
+            raise UsageError(f"{err} (--workers {n})") from None
+
+
+def _memory_layout(args: argparse.Namespace, workers: int) -> memory.Layout:
+    """The layout memory.py forecasts a worker's bytes in, at `workers` workers."""
+    tp = args.tp if workers > 1 else 1
+    group = sharded_model.check_group(args.parallel, args.shard_group, workers, args.gpus_per_node)
+    gloo = args.collectives == "gloo"
+    return memory.Layout(
+        parallel=args.parallel,
+        dp=max(1, workers // tp),
+        shard_group=max(1, group // tp) if args.parallel == "hsdp" else 0,
+        tp=tp,
+        grad_accum=args.grad_accum,
+        # The workload defers the reduction to the last micro-batch (bench/layout.py).
+        defer_reduction=args.grad_accum > 1,
+        checkpoint=args.activation_checkpoint,
+        compute_dtype="fp32" if gloo else "bf16",
+        master_dtype=args.master_dtype,
+        optimizer_dtype=args.optimizer_dtype,
+        reduce_dtype=args.reduce_dtype or plans.DEFAULTS["reduce_dtype"][0],
+    )
+
+
+def memory_rows(args: argparse.Namespace, plan: Plan, rows: list[dict[str, Any]]) -> None:
+    """Each row's bytes per GPU (memory.py), and beside the accelerator's memory
+    (--accelerator) whether it fits, else the smallest layout that would; the MFU the
+    row's tokens/s make of the accelerator's peak."""
+    config = sharded_model.shape(plan.model)
+    assert config is not None
+    gpu = args.accelerator
+    size, size_source = peak_flops.memory(gpu) if gpu else (None, "no --accelerator")
+    precision = "fp32" if args.collectives == "gloo" else "bf16"
+    peak, peak_source = peak_flops.lookup(gpu, precision) if gpu else (None, "no --accelerator")
+    flops = transformer_configs.flops_per_token(config, plan.seq_len)
+    for r in rows:
+        layout = _memory_layout(args, r["workers"])
+        total = memory.breakdown(config, plan.seq_len, plan.batch, layout).total
+        r["memory_bytes"] = total
+        r["memory_of"] = size
+        r["memory_source"] = size_source
+        if size is not None:
+            found = memory.smallest_layout(
+                config,
+                plan.seq_len,
+                plan.batch,
+                layout,
+                size,
+                max(r["workers"], max(plan.workers)),
+                plan.gpus_per_node,
+            )
+            r["memory_fits"] = memory.fit(total, size).fits
+            r["memory_verdict"] = memory.verdict(
+                total, size, layout, found, max(r["workers"], max(plan.workers))
+            )
+        per_gpu = r["tokens_per_s"] / r["workers"]
+        r["mfu"], r["mfu_unknown"] = peak_flops.mfu(per_gpu * flops, peak, peak_source)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -486,7 +584,8 @@ def _transformer_sources(args: argparse.Namespace, plan: Plan) -> dict[str, str]
     )
     return {
         "single": f"one worker: {single} = a step of {plan.step_time_s * 1e3:.1f} ms for "
-        f"{tokens} tokens ({plan.batch} x {plan.seq_len})",
+        f"{tokens * plan.grad_accum} tokens ({plan.grad_accum} x {plan.batch} x "
+        f"{plan.seq_len}, its checkpointing's recompute included)",
         "flops": f"compute per layer: {flops / 1e9:.3g} GFLOP per token split by each FSDP "
         f"unit's FLOPs ({where}: 6N + 12 L d T), backward 2/3 of the step",
         "parallel": how,
@@ -495,33 +594,65 @@ def _transformer_sources(args: argparse.Namespace, plan: Plan) -> dict[str, str]
         "inside": f"inside a node: {plan.intra_busbw / 1e9:g} GB/s ({intra}), latency "
         f"{plan.intra_latency_s * 1e6:g} us (assumed)",
         "interference": f"interference {plan.interference:.2f} ({fitted})",
+        "layout": f"layout: {plan.grad_accum} micro-batch(es) a step, the gradients reduced "
+        f"on the last; {plan.tp} tensor-parallel worker(s) inside a node, "
+        f"{sharded_model.TP_PER_BLOCK[plan.checkpoint]} activation collectives a block and "
+        f"{sharded_model.TP_OUTSIDE_BLOCKS} beside the blocks on the node's link, on the "
+        "step's path (Megatron-LM's split, sequence parallel); each worker computes a "
+        "tp-th of the step at one worker's rate (assumed: narrower matmuls may run slower); "
+        f"checkpointing {plan.checkpoint}: "
+        f"+{plans.RECOMPUTE[plan.checkpoint]:.0%} of the step recomputed "
+        '(docs/method.md, "Layouts: tensor parallelism, accumulation, checkpointing")',
+        "memory": "memory per GPU: parameters, gradients and AdamW's moments by their shards "
+        f"and dtypes ({args.master_dtype} master, {args.optimizer_dtype} moments), "
+        "activations per block (Korthikanti et al. 2022) under the checkpointing, the logits "
+        "and the collectives' buffers, at the fullest phase of the step (docs/method.md, "
+        '"Memory per GPU")',
     }
 
 
 def _transformer_main(args: argparse.Namespace, plan: Plan, rows: list[dict[str, Any]]) -> int:
     said = _transformer_sources(args, plan)
+    memory_rows(args, plan, rows)
     for r in rows:
         r.update(unit="tokens", sources=said)
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
+    layout = (
+        f", --tp {plan.tp}"
+        * (plan.tp > 1)
+        + f", --grad-accum {plan.grad_accum} (global batch {plan.batch * plan.grad_accum} "
+        "x data-parallel workers)"
+        * (plan.grad_accum > 1)
+        + f", --activation-checkpoint {plan.checkpoint}" * (plan.checkpoint != "none")
+    )
     print(
         f"{plan.model}, sequences of {plan.seq_len} tokens, batch {plan.batch}/worker, "
-        f"--parallel {plan.parallel}"
+        f"--parallel {plan.parallel}{layout}"
     )
     for line in said.values():
         print(f"  {line}")
     print(
         f"{'workers':>7} {'nodes':>5} {'E (point)':>9} {'E band':>11} {'comm':>10} "
-        f"{'exposed':>9} {'tokens/s':>11}"
+        f"{'exposed':>9} {'tokens/s':>11} {'per GPU':>9} {'MFU':>6} {'GB/GPU':>7}"
     )
     for r in rows:
+        mfu = "-" if r["mfu"] is None else f"{r['mfu']:.1%}"
         print(
             f"{r['workers']:>7} {r['nodes']:>5} {r['efficiency']:>9.2f} "
             f"{r['efficiency_low']:>5.2f}-{r['efficiency_high']:<5.2f} "
             f"{r['allreduce_s'] * 1e3:>8.1f}ms {r['exposed_s'] * 1e3:>7.1f}ms "
-            f"{r['tokens_per_s']:>11.0f}"
+            f"{r['tokens_per_s']:>11.0f} {r['tokens_per_s'] / r['workers']:>9.0f} {mfu:>6} "
+            f"{r['memory_bytes'] / 1e9:>7.1f}"
         )
+    verdicts = {r["memory_verdict"]: r["workers"] for r in rows if r.get("memory_verdict")}
+    for verdict, workers in verdicts.items():
+        print(f"memory at {workers} workers: {verdict} ({rows[0]['memory_source']})")
+    if rows and rows[0]["memory_of"] is None and args.accelerator:
+        print(f"whether it fits: unknown, {rows[0]['memory_source']}")
+    if rows and rows[0]["mfu"] is None:
+        print(f"MFU unknown: {rows[0]['mfu_unknown']}")
     print(
         "point: one step replayed (docs/method.md, transformers under FSDP2 and HSDP): "
         "comm is every collective's time, exposed what of the step it and the waits for "
@@ -552,6 +683,25 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         default=None,
         choices=list(sharded_model.DTYPE_BYTES),
         help="fsdp2/hsdp: parameters all-gathered in (default bf16 with nccl, fp32 with gloo)",
+    )
+    for flag, held in (
+        ("--master-dtype", "parameters and their gradients"),
+        ("--optimizer-dtype", "AdamW's two moments"),
+    ):
+        p.add_argument(
+            flag,
+            default="fp32",
+            choices=list(memory.STATE_DTYPES),
+            help=f"a transformer's {held} held in (default fp32, as torchtitan keeps them; "
+            "bf16 where a trainer does): memory per GPU",
+        )
+    p.add_argument(
+        "--accelerator",
+        default=None,
+        metavar="NAME",
+        help="a transformer's GPU as its name reads (H100, 'A100-SXM4-80GB', V100-SXM2-32GB): "
+        "its memory, whether each worker count fits, and its peak for the MFU "
+        "(bench/peak_flops.py)",
     )
     p.add_argument(
         "--reduce-dtype",

@@ -16,7 +16,7 @@ from hpcbench import cli
 from hpcbench.campaign import campaign_file, forecast
 from hpcbench.measure import analysis
 from hpcbench.measure.store import Store
-from hpcbench.models import allreduce_model
+from hpcbench.models import allreduce_model, plans
 
 LATENCY_S, BUSBW = 1e-4, 1.2e8  # the probe's link: 100 us, 120 MB/s
 
@@ -60,15 +60,17 @@ def _run(env: str, model: str, workers: int, per_node: int, window: float, **ext
 
 
 CASES = [
-    # model, parallel, workers per node, shard group
-    ("resnet18", "ddp", 1, 0),
-    ("gpt-tiny", "ddp", 1, 0),
-    ("gpt-tiny", "fsdp2", 1, 0),
-    ("gpt-tiny", "hsdp", 2, 2),
+    # model, parallel, workers per node, shard group, layout (tp, K, checkpointing)
+    ("resnet18", "ddp", 1, 0, (1, 1, "none")),
+    ("gpt-tiny", "ddp", 1, 0, (1, 1, "none")),
+    ("gpt-tiny", "fsdp2", 1, 0, (1, 1, "none")),
+    ("gpt-tiny", "hsdp", 2, 2, (1, 1, "none")),
+    ("gpt-tiny", "fsdp2", 2, 0, (2, 2, "none")),
+    ("gpt-tiny", "ddp", 1, 0, (1, 3, "full")),
 ]
 
 
-@pytest.mark.parametrize(("model", "parallel", "per_node", "group"), CASES)
+@pytest.mark.parametrize(("model", "parallel", "per_node", "group", "layout"), CASES)
 def test_predict_the_campaign_and_the_report_give_one_cell_one_point_and_band(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -77,7 +79,9 @@ def test_predict_the_campaign_and_the_report_give_one_cell_one_point_and_band(
     parallel: str,
     per_node: int,
     group: int,
+    layout: tuple[int, int, str],
 ) -> None:
+    tp, k, checkpoint = layout
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
     transformer = model != "resnet18"
     sweep = {"model": model, "backend": "ddp", "batch": [2], "nodes": [1, 2], "repeats": 1}
@@ -88,6 +92,8 @@ def test_predict_the_campaign_and_the_report_give_one_cell_one_point_and_band(
         sweep |= {"image_size": 32}
     if group:
         sweep["shard_group"] = group
+    if layout != (1, 1, "none"):
+        sweep |= {"tp": tp, "grad_accum": k, "activation_checkpoint": checkpoint}
     path = tmp_path / "c.yaml"
     hosts = [f"h1:{per_node}", f"h2:{per_node}"]
     path.write_text(
@@ -105,11 +111,13 @@ def test_predict_the_campaign_and_the_report_give_one_cell_one_point_and_band(
     [tb] = campaign.testbeds
     workers = 2 * per_node
     seq = {"seq_len": 64, "parallel": parallel, "shard_group": group} if transformer else {}
+    if layout != (1, 1, "none"):  # as the workload records them (the baseline without TP)
+        seq |= {"grad_accum": k, "activation_checkpoint": checkpoint}
     store = campaign.testbed_store(tb)
     for record in (
         _probe(tb.env, workers),
         _run(tb.env, model, 1, per_node, 1.0, **seq),
-        _run(tb.env, model, workers, per_node, 1.6, **seq),
+        _run(tb.env, model, workers, per_node, 1.6, **seq, tp=tp),
     ):
         store.append(record)
 
@@ -126,8 +134,9 @@ def test_predict_the_campaign_and_the_report_give_one_cell_one_point_and_band(
         measured.predicted_efficiency_high,
     )
 
-    # predict, told the same: the baseline's step, the probe's link, CPU nodes.
-    step = 1.0 / 10
+    # predict, told the same: the baseline's step (as one plain micro-batch's: predict
+    # takes that and adds the layout, plans.step_in_layout), the probe's link, CPU nodes.
+    step = 1.0 / 10 / k / (1 + plans.RECOMPUTE[checkpoint])
     argv = [
         "predict",
         "--model",
@@ -139,7 +148,7 @@ def test_predict_the_campaign_and_the_report_give_one_cell_one_point_and_band(
         "--gpus-per-node",
         str(per_node),
         "--step-time",
-        str(step),
+        f"{step:.15g}",
         "--busbw",
         repr(BUSBW / 1e9),
         "--latency-us",
@@ -152,6 +161,7 @@ def test_predict_the_campaign_and_the_report_give_one_cell_one_point_and_band(
         argv += ["--parallel", parallel, "--seq-len", "64"]
         if group:
             argv += ["--shard-group", str(group)]
+        argv += ["--tp", str(tp), "--grad-accum", str(k), "--activation-checkpoint", checkpoint]
     else:
         argv += ["--image-size", "32"]
     capsys.readouterr()

@@ -1,0 +1,125 @@
+"""A transformer's layout in the forecast (hpcbench/models/scaling_model.py,
+sharded_model.py): K micro-batches that reduce on the last, a TP group's collectives on
+the node's link, the recompute of checkpointing; memory per GPU beside the accelerator's;
+and the layouts `predict` refuses in one line."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hpcbench import cli
+from hpcbench.models import plans, scaling_model, sharded_model
+
+BASE = [
+    "predict", "--model", "llama3.1-8b", "--batch", "1", "--gpus-per-node", "8",
+    "--single-worker-tps", "7000", "--link", "100gbit", "--transport", "rdma",
+    "--intra-node", "nvlink4", "--json",
+]  # fmt: skip
+
+
+def rows(capsys: pytest.CaptureFixture[str], *extra: str) -> list[dict]:
+    assert cli.main([*BASE, *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_accumulation_reduces_once_a_step_and_gathers_every_micro_batch(capsys):
+    for parallel in ("ddp", "fsdp2"):
+        [one] = rows(capsys, "--workers", "32", "--parallel", parallel)
+        [four] = rows(capsys, "--workers", "32", "--parallel", parallel, "--grad-accum", "4")
+        # The gradients cross the nodes once for four micro-batches: less of the step waits.
+        assert four["efficiency"] > one["efficiency"], parallel
+        assert four["tokens_per_s"] > one["tokens_per_s"]
+        if parallel == "fsdp2":  # but every micro-batch gathers its parameters again
+            assert one["allreduce_s"] < four["allreduce_s"] < 4 * one["allreduce_s"]
+
+
+def test_a_tp_groups_collectives_are_the_blocks_activations_on_the_nodes_link():
+    config = sharded_model.shape("llama3.1-8b")
+    assert config is not None
+    inside = sharded_model.Hop(5e-6, 450e9)
+    for checkpoint, per_block in (("none", 4), ("full", 6)):
+        seconds = sharded_model.tp_seconds(config, 8192, 1, 4, 2, inside, checkpoint)
+        volume = 8192 * config.dim * 2  # one micro-batch's activations, bf16
+        one = 2 * 3 * 5e-6 + 2 * 3 / 4 * volume / 450e9  # a ring all-reduce over 4
+        assert seconds == pytest.approx((config.layers * per_block + 4) * one)
+    assert sharded_model.tp_seconds(config, 8192, 1, 1, 2, inside, "full") == 0
+
+
+def test_full_checkpointing_recomputes_a_third_of_a_step_selective_nothing_counted():
+    job = plans.Job("llama3.1-8b", 1, grad_accum=2)
+    assert plans.step_in_layout(3.0, job) == 6.0
+    full = replace(job, activation_checkpoint="full")
+    assert plans.step_in_layout(3.0, full) == pytest.approx(8.0)
+    assert plans.step_in_layout(3.0, replace(job, activation_checkpoint="selective")) == 6.0
+
+
+def test_one_tp_group_per_node_trains_a_tp_th_of_the_tokens_at_the_rate_of_its_compute(capsys):
+    [plain] = rows(capsys, "--workers", "8", "--parallel", "fsdp2")
+    [tp] = rows(capsys, "--workers", "8", "--parallel", "fsdp2", "--tp", "2")
+    # Each worker computes half a step; the node's link carries the TP collectives.
+    assert tp["tp_s"] > 0 and plain["tp_s"] == 0
+    assert 0 < tp["efficiency"] < 1 and tp["tokens_per_s"] > 0
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.sampled_from(["ddp", "fsdp2", "hsdp"]),
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from([1, 2, 8]),
+    st.sampled_from(["none", "selective", "full"]),
+    st.integers(1, 8),
+    st.floats(1e8, 1e11),
+)
+def test_every_layouts_point_lies_in_its_band(parallel, tp, k, checkpoint, nodes, busbw):
+    per_node = 8
+    if parallel == "ddp":
+        tp = 1
+    workers = nodes * per_node
+    plan = scaling_model.Plan(
+        model="llama3.1-8b", image_size=0, batch=1, workers=[workers], gpus_per_node=per_node,
+        step_time_s=1.0 * k, busbw=busbw, latency_s=5e-6, backend="ddp",
+        grouping=plans.Job("llama3.1-8b", 1).grouping(), seq_len=8192, parallel=parallel,
+        shard_group=per_node if parallel == "hsdp" else 0, param_bytes=2, nccl=True, tp=tp,
+        grad_accum=k, checkpoint=checkpoint, act_bytes=2,
+    )  # fmt: skip
+    [row] = scaling_model.predictions(plan)
+    low, point, high = row["efficiency_low"], row["efficiency"], row["efficiency_high"]
+    assert low <= point * (1 + 1e-9) and point <= high * (1 + 1e-9), (low, point, high)
+    assert high <= 1 + 1e-9
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--workers", "8", "--parallel", "fsdp2", "--tp", "3"], "--tp 3"),
+        (["--workers", "8", "--parallel", "ddp", "--tp", "2"], "--parallel ddp"),
+        (["--workers", "16", "--parallel", "fsdp2", "--tp", "16"], "--tp 16"),
+        (["--workers", "8", "--parallel", "fsdp2", "--accelerator", "x\ny"], "--accelerator"),
+    ],
+)
+def test_a_layout_that_cannot_run_is_one_line(capsys, extra, says):
+    assert cli.main([*BASE, *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and "\n" not in err and "Traceback" not in err
+
+
+def test_a_cnns_layout_options_are_refused():
+    argv = ["predict", "--model", "resnet50", "--single-worker-ips", "400", "--link", "10gbit"]
+    for extra in (["--tp", "2"], ["--grad-accum", "2"], ["--accelerator", "H100"]):
+        assert cli.main([*argv, *extra]) == 2
+
+
+def test_a_model_too_large_for_its_gpus_is_said_so_with_the_layout_that_fits(capsys):
+    [row] = rows(
+        capsys, "--workers", "8", "--parallel", "fsdp2", "--batch", "2",
+        "--accelerator", "NVIDIA H100 80GB HBM3",
+    )  # fmt: skip
+    assert row["memory_bytes"] > 80e9 and row["memory_fits"] is False
+    assert row["memory_verdict"].startswith("does not fit in 80 GB; fits with ")
+    assert "--tp" in row["memory_verdict"] or "--activation-checkpoint" in row["memory_verdict"]
+    assert row["mfu"] is not None and 0 < row["mfu"] < 1
