@@ -515,9 +515,7 @@ def _add_scaling(
             s.efficiency_ci95 = (
                 0.0
                 if s is base
-                else ratio_ci(
-                    s.throughput, s.ci95 or 0.0, base.throughput, base.ci95 or 0.0
-                )
+                else ratio_ci(s.throughput, s.ci95 or 0.0, base.throughput, base.ci95 or 0.0)
                 / s.workers
             )
         if full_node is not None and full_node.throughput:

@@ -459,7 +459,12 @@ def _transformer_row(plan: Plan, n: int) -> dict[str, Any]:
             micro, blocks, root, ring, sharding, plan.interference, plan.cpu
         )
         rest = sharded_model.sharded_point(
-            micro, blocks, root, ring, replace(sharding, reduce=False), plan.interference,
+            micro,
+            blocks,
+            root,
+            ring,
+            replace(sharding, reduce=False),
+            plan.interference,
             plan.cpu,
         )
     tp_s = sharded_model.tp_seconds(

@@ -449,7 +449,12 @@ TP_OUTSIDE_BLOCKS = 4
 
 
 def tp_seconds(
-    config: Config, seq_len: int, micro_batch: int, tp: int, act_bytes: int, inside: Hop,
+    config: Config,
+    seq_len: int,
+    micro_batch: int,
+    tp: int,
+    act_bytes: int,
+    inside: Hop,
     checkpoint: str,
 ) -> float:
     """One micro-batch's tensor-parallel collectives over the node's link: each moves the

@@ -606,11 +606,7 @@ def comparison(dir_a: str, dir_b: str) -> str:
     rows = []
     for key in sorted(set(a) & set(b), key=str):
         sa, sb = a[key], b[key]
-        ratio = (
-            sb.throughput / sa.throughput
-            if sa.throughput and sb.throughput
-            else None
-        )
+        ratio = sb.throughput / sa.throughput if sa.throughput and sb.throughput else None
         rows.append(
             [
                 analysis.workload_label(sa),
