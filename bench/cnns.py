@@ -2,7 +2,7 @@
 its torchvision constructor's arguments as the workload trains it, stated once.
 
 Runs on the nodes and in the harness: no torch, no hpcbench (the harness loads this file
-from bench/, hpcbench.launchers.specs, to build the same models on the meta device)."""
+from bench/, hpcbench/core/bench.py, to build the same models on the meta device)."""
 
 from __future__ import annotations
 

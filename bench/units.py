@@ -1,7 +1,7 @@
 """Parsers of the values that both the harness and the workload read.
 
 bench/ runs on the nodes with only torch installed and never imports
-hpcbench; hpcbench loads this file from bench/ (hpcbench.launchers.specs), so a size
+hpcbench; hpcbench loads this file from bench/ (hpcbench/core/bench.py), so a size
 that passes the harness's checks is the size the workload measures.
 """
 

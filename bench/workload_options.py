@@ -6,7 +6,7 @@ values back into train.py's command line (hpcbench/measure/sweep.py, workload_ar
 Each side parses the values with its own bench/units.py checks (the harness's
 refuse with one line and exit 2 before anything launches), so `kind` names the
 parser instead of holding one. Runs on the nodes: no torch, no hpcbench; the
-harness loads this file from bench/ (hpcbench.launchers.specs).
+harness loads this file from bench/ (hpcbench/core/bench.py).
 """
 
 from __future__ import annotations

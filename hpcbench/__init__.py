@@ -11,7 +11,8 @@ never from one above (tests/unit/test_layers.py checks every import):
     schedulers   start a launcher's command lines, watch them, collect the records
     models       all-reduce, sharded and scaling models, published figures, energy
     launchers    what a run is asked to do (specs) and the command lines that start it
-    core         errors, paths, bounded files and processes, locks, ssh, progress
+    core         errors, paths, bounded files and processes, locks, ssh, progress, and
+                 the workload's own modules (bench/) both sides read
 """
 
 __version__ = "0.1.0"
