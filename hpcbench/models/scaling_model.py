@@ -475,6 +475,7 @@ def _transformer_row(plan: Plan, n: int) -> dict[str, Any]:
         return (k - 1) * of(rest) + of(last) + k * tp_s
 
     total = step(lambda p: p.step_s)
+    slowdown = (k - 1) * rest.slowdown_s + last.slowdown_s
     slowest = step(lambda p: micro / p.efficiency_low)
     fastest = step(lambda p: micro / p.efficiency_high)
     row: dict[str, Any] = {
@@ -488,7 +489,10 @@ def _transformer_row(plan: Plan, n: int) -> dict[str, Any]:
         efficiency_low=plan.step_time_s / (tp * slowest),
         efficiency_high=plan.step_time_s / (tp * fastest),
         allreduce_s=(k - 1) * rest.allreduce_s + last.allreduce_s + k * tp_s,
-        exposed_s=total - plan.step_time_s / tp,
+        # Beyond one rank's compute, less what overlap cost it (slowdown_s): _Parts
+        # takes a step as compute + exposed + interference x the hidden time.
+        exposed_s=total - slowdown - plan.step_time_s / tp,
+        slowdown_s=slowdown,
         tp_s=k * tp_s,
         shard_group=group,
         tokens_per_s=sharded_model.tokens_per_s(n // tp, plan.batch * k, plan.seq_len, total),
@@ -576,7 +580,7 @@ def _replay_parts(plan: Plan, workers: int) -> _Parts:
     row = predictions(
         replace(plan, workers=[workers], interference=1.0, node_loss=0.0), assumptions=False
     )[0]
-    t1 = plan.step_time_s
+    t1 = plan.step_time_s / plan.tp  # one rank's compute: E = t1 / step
     return _Parts(
         t1,
         row["exposed_s"],

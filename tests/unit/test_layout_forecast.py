@@ -123,3 +123,20 @@ def test_a_model_too_large_for_its_gpus_is_said_so_with_the_layout_that_fits(cap
     assert row["memory_verdict"].startswith("does not fit in 80 GB; fits with ")
     assert "--tp" in row["memory_verdict"] or "--activation-checkpoint" in row["memory_verdict"]
     assert row["mfu"] is not None and 0 < row["mfu"] < 1
+
+
+@pytest.mark.parametrize("layout", [(1, 1), (2, 1), (1, 4), (2, 4)])
+def test_a_layouts_replay_taken_apart_gives_its_point_at_any_interference(layout):
+    # The fit tries interferences without replaying (scaling_model._Parts): step = compute
+    # + exposed + interference x hidden must give the row's own point.
+    tp, k = layout
+    plan = scaling_model.Plan(
+        model="llama3.1-8b", image_size=0, batch=1, workers=[32], gpus_per_node=8,
+        step_time_s=2.0 * k, busbw=5e9, latency_s=5e-6, backend="ddp",
+        grouping=plans.Job("llama3.1-8b", 1).grouping(), seq_len=8192, parallel="fsdp2",
+        param_bytes=2, nccl=True, tp=tp, grad_accum=k, act_bytes=2,
+    )  # fmt: skip
+    for interference in (0.0, 0.3, 1.0):
+        [row] = scaling_model.predictions(replace(plan, interference=interference), False)
+        parts = scaling_model._replay_parts(plan, 32)
+        assert parts.point(interference) == pytest.approx(row["efficiency"], rel=1e-9)
