@@ -34,7 +34,6 @@ from hpcbench.core.errors import UsageError
 from hpcbench.models import sharded_model
 from hpcbench.models.sharded_model import DTYPE_BYTES
 
-PARALLEL = workload_options.PARALLEL
 CHECKPOINT = ("none", "selective", "full")  # least recompute first
 COMPUTE_DTYPES = ("bf16", "fp32")
 STATE_DTYPES = ("bf16", "fp32")
@@ -140,7 +139,7 @@ class Breakdown:
 def check(config: Any, seq_len: int, micro_batch: int, layout: Layout) -> None:
     """One line (UsageError) naming the first value to fix."""
     for key, value, allowed in (
-        ("parallel", layout.parallel, PARALLEL),
+        ("parallel", layout.parallel, workload_options.PARALLEL),
         ("activation checkpoint", layout.checkpoint, CHECKPOINT),
         ("compute dtype", layout.compute_dtype, COMPUTE_DTYPES),
         ("master dtype", layout.master_dtype, STATE_DTYPES),

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hpcbench import cli
 from hpcbench.campaign import campaign_file, scoring
 from hpcbench.campaign.journal import Journal
-from hpcbench.core.bench import transformer_configs
+from hpcbench.core.bench import transformer_configs, workload_options
 from hpcbench.measure import analysis
 from tests.unit.test_campaign_inputs import VALUES, outcome
 
@@ -206,7 +206,7 @@ TRANSFORMER_SPOTS = [
     ("testbeds", 0, "exclude"),
     ("testbeds", 0, "sweep"),
 ]
-PARALLEL = st.sampled_from(["ddp", "fsdp2", "hsdp"])
+PARALLELS = st.sampled_from(workload_options.PARALLEL)
 
 
 @settings(
@@ -215,7 +215,7 @@ PARALLEL = st.sampled_from(["ddp", "fsdp2", "hsdp"])
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-@given(st.sampled_from(TRANSFORMER_SPOTS), VALUES | PARALLEL | st.lists(PARALLEL, max_size=3))
+@given(st.sampled_from(TRANSFORMER_SPOTS), VALUES | PARALLELS | st.lists(PARALLELS, max_size=3))
 def test_any_value_at_a_transformer_key_gives_a_plan_or_one_line(
     tmp_path, capsys, monkeypatch, where, value
 ):
@@ -253,7 +253,7 @@ def refused(model: str, backend: str, parallels: list[str], seq_len: int, shard:
 @given(
     model=st.sampled_from(["gpt-tiny", "gpt2-small", "resnet18"]),
     backend=st.sampled_from(["ddp", "horovod"]),
-    parallels=st.lists(PARALLEL, min_size=1, max_size=3, unique=True),
+    parallels=st.lists(PARALLELS, min_size=1, max_size=3, unique=True),
     seq_len=st.sampled_from([0, 1, 64, 256, 257, 1024, 1025]),
     shard=st.sampled_from([0, 1, 2, 3]),
 )

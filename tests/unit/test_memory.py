@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpcbench.core.bench import transformer_configs as tc
+from hpcbench.core.bench import workload_options
 from hpcbench.core.errors import UsageError
 from hpcbench.models import memory, sharded_model
 from hpcbench.models.memory import Layout
@@ -257,7 +258,7 @@ def shapes(draw):
 
 @st.composite
 def layouts(draw):
-    parallel = draw(st.sampled_from(memory.PARALLEL))
+    parallel = draw(st.sampled_from(workload_options.PARALLEL))
     dp = draw(st.integers(1, 64))
     group = draw(st.sampled_from([g for g in range(1, dp + 1) if dp % g == 0]))
     return Layout(
