@@ -197,7 +197,8 @@ def refuse(message: str) -> SystemExit:
 
 
 def build(args: argparse.Namespace, comm: runtime.Comm, device: torch.device) -> steps.Workload:
-    c = transformer_configs.CONFIGS[args.model]
+    c = transformer_configs.resolve(args.model)  # train.py read it, or knows it by name
+    assert c is not None
     try:
         group = transformer_configs.shard_group(
             args.parallel, args.shard_group, comm.size, comm.local_size
@@ -313,6 +314,7 @@ def build(args: argparse.Namespace, comm: runtime.Comm, device: torch.device) ->
             "bucket_cap_mb": args.bucket_cap_mb if args.parallel == "ddp" else None,
             "token_file": info,
             "config_source": c.source,
+            "model_shape": transformer_configs.shape_of(c),
             "peak_flops_per_worker": peaks,
             "peak_source": source if peaks else None,
             **held,

@@ -3,10 +3,12 @@
     horovodrun -np 2 -H localhost:2 --gloo python bench/train.py --backend horovod
     torchrun --nproc-per-node 2 bench/train.py --backend ddp --model resnet18 --image-size 32
     torchrun --nproc-per-node 2 bench/train.py --model gpt-tiny --parallel fsdp2
+    torchrun --nproc-per-node 2 bench/train.py --model my-model/config.json --seq-len 256
 
 The CNNs (bench/models.json) train under DDP or Horovod; the transformers
-(bench/transformer_configs.py) under DDP, FSDP2 or HSDP (bench/lm.py). Both are
-timed the same way (measure).
+(bench/transformer_configs.py: its configurations, or a Hugging Face config.json's,
+given by its path or, as the harness passes it, by its name and --model-shape) under
+DDP, FSDP2 or HSDP (bench/lm.py). Both are timed the same way (measure).
 
 Timing (docs/method.md, "Measurement method"): warm-up steps are discarded; then
 K windows of B steps, each started at a barrier and ended after the device
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import math
 import os
 import sys
@@ -91,9 +94,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=None, help="default: 0.01 (SGD), 3e-4 (AdamW)")
     p.add_argument("--seed", type=_count("seed"), default=0)
     p.add_argument("--out", default=None, help="also write the JSON record here (rank 0)")
+    p.add_argument(
+        "--model-shape",
+        default=None,
+        help="the shape of the model --model names, read from a config.json by the "
+        "harness (JSON of transformer_configs.shape_of): the nodes need not see the file",
+    )
     args = p.parse_args(argv)
-    if args.model not in MODEL_NAMES:
-        p.error(f"--model {args.model[:40]!r}: choose one of {', '.join(MODEL_NAMES)}")
+    try:
+        args.model = known_model(args.model, args.model_shape)
+    except ValueError as err:
+        p.error(str(err))
     if min(args.batch, args.windows, args.steps) < 1 or args.warmup < 0:
         p.error("--batch, --windows and --steps must be >= 1, --warmup >= 0")
     why = transformer_configs.problem_of(args) or workload_options.grouping_problem(
@@ -101,12 +112,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     if why:
         p.error(why)
-    if transformer_configs.is_transformer(args.model):
-        config = transformer_configs.CONFIGS[args.model]
+    config = transformer_configs.resolve(args.model)
+    if config is not None:
         args.seq_len = transformer_configs.resolve_seq_len(config, args.seq_len)
     else:
         args.image_size = args.image_size or MODELS[args.model]["image_size"]
     return args
+
+
+def known_model(model: str, shape: str | None) -> str:
+    """The name of the model --model gives: a CNN's or a configuration's name, a
+    config.json's path (read here), or a read config's name beside its shape
+    (--model-shape, as the harness passes it); each config known by its name from then
+    on. ValueError (one line) for anything else."""
+    if shape is not None:
+        try:
+            given = json.loads(shape)
+        except ValueError:
+            raise ValueError("--model-shape: not JSON") from None
+        return transformer_configs.remember(
+            transformer_configs.from_shape(model, given, "--model-shape")
+        ).name
+    if transformer_configs.is_config_path(model):
+        return transformer_configs.remember(transformer_configs.read_config(model)).name
+    if transformer_configs.READ_NAME.fullmatch(model):
+        raise ValueError(f"--model {model}: a config.json's model: give --model-shape beside it")
+    if model not in MODEL_NAMES:
+        raise ValueError(
+            f"--model {model[:60]!r}: choose one of {', '.join(MODEL_NAMES)}, or give a "
+            "config.json's path"
+        )
+    return model
 
 
 def precision(args: argparse.Namespace, cuda: bool) -> tuple[bool, bool]:

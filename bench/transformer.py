@@ -1,10 +1,11 @@
 """A decoder-only transformer with random weights, in the two layouts of
-bench/transformer_configs.py (nothing is downloaded).
+bench/transformer_configs.py (nothing is downloaded), of the shape a configuration
+gives: its own, or a Hugging Face config.json's.
 
 gpt2   LayerNorm, GELU MLP (4x), learned positions, biases; the output
        projection is the token table (openai/gpt-2 src/model.py).
 llama  RMSNorm, SwiGLU MLP, rotary positions, grouped-query attention, no
-       biases (Llama 3).
+       biases (Llama 3, Mistral), or biases on q, k and v alone (Qwen2: qkv_bias).
 
 Written after torchtitan's model code (pytorch/torchtitan, models/llama3): one
 module per part, the blocks in `layers` so that FSDP2 can shard each
@@ -43,11 +44,13 @@ class Attention(nn.Module):
     def __init__(self, c: TransformerConfig) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = c.heads, c.kv_heads, c.head_dim
-        kv = c.kv_heads * c.head_dim
-        self.wq = nn.Linear(c.dim, c.dim, bias=c.bias)
-        self.wk = nn.Linear(c.dim, kv, bias=c.bias)
-        self.wv = nn.Linear(c.dim, kv, bias=c.bias)
-        self.wo = nn.Linear(c.dim, c.dim, bias=c.bias)
+        # A head's width is the config's (head_dim), not always dim / heads: q and the
+        # output projection are heads x head_dim wide.
+        q, kv = c.heads * c.head_dim, c.kv_heads * c.head_dim
+        self.wq = nn.Linear(c.dim, q, bias=c.bias or c.qkv_bias)
+        self.wk = nn.Linear(c.dim, kv, bias=c.bias or c.qkv_bias)
+        self.wv = nn.Linear(c.dim, kv, bias=c.bias or c.qkv_bias)
+        self.wo = nn.Linear(q, c.dim, bias=c.bias)
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None):
         b, t, _ = x.shape

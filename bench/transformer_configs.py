@@ -1,7 +1,9 @@
-"""The transformer workload's named configurations, their sizes, and FLOPs per token.
+"""The transformer workload's configurations: its named ones, and a Hugging Face
+config.json's (from_hf), read into the same TransformerConfig and known by one name
+(resolve); their sizes, FLOPs per token, and the options they refuse.
 
 Runs on the nodes and in the harness: no torch, no hpcbench (the harness loads
-this file from bench/, hpcbench.launchers.specs), so that a configuration the harness
+this file from bench/, hpcbench/core/bench.py), so that a configuration the harness
 accepts is the one the workload builds, and the FLOPs the forecast will use are
 the ones the workload's MFU uses.
 
@@ -22,12 +24,18 @@ FLOPs per multiply-add, once in forward and twice in backward. The attention
 term counts QK^T and AV of every query head against T keys, forward and
 backward, without halving for the causal mask (torchtitan's convention); T is
 the training sequence length, L the layers, H the query heads, d_qk = d_v the
-head dimension, so H (d_qk + d_v) = 2 d.
+head dimension (head_dim), so H (d_qk + d_v) = 2 d where heads x head_dim = d.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+import math
+import os
+import re
+import stat
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 
@@ -46,14 +54,20 @@ class TransformerConfig:
     tied: bool  # the output projection is the token table
     norm_eps: float = 1e-5
     rope_theta: float = 0.0  # llama: the rotary base
-    source: str = ""
+    source: str = field(default="", compare=False)  # where it comes from, not what it is
+    # A config's head_dim where it is not dim // heads (a head then narrower or wider
+    # than dim / heads: q and the output projection heads x head_dim wide); 0: it is.
+    explicit_head_dim: int = 0
+    qkv_bias: bool = False  # biases on q, k and v alone (Qwen2); gpt2 has them everywhere
+    sliding_window: int = 0  # a query attends to the last this many keys; 0: all before it
 
     @property
     def head_dim(self) -> int:
-        return self.dim // self.heads
+        return self.explicit_head_dim or self.dim // self.heads
 
     @property
     def bias(self) -> bool:
+        """Biases on every linear layer but the output projection (GPT-2's)."""
         return self.family == "gpt2"
 
 
@@ -132,20 +146,131 @@ CONFIGS = {
 }
 
 
+# ------------------------------------------------------------------ names
+# A --model names one of CONFIGS, or gives the path of a Hugging Face config.json
+# (from_json, below), whose model is named by its folder and a hash of its shape
+# ("qwen2-7b@3f2a91c0"): one name, one shape, so that the runs of a config pool wherever
+# its file lies and those of two configs never do. A config once read is known by its
+# name in that process (resolve): read from its file, passed to train.py beside its name
+# (--model-shape), or kept by a run record (model_shape) for a report that reads only
+# the store.
+SHAPE_FIELDS = tuple(f.name for f in fields(TransformerConfig) if f.name not in ("name", "source"))
+ZERO_IS_NONE = ("explicit_head_dim", "sliding_window")  # the counts whose 0 means none
+READ_NAME = re.compile(r"[A-Za-z0-9._-]{1,40}@[0-9a-f]{8}")
+_READ: dict[str, TransformerConfig] = {}  # the configs read in this process, by name
+
+
+def is_config_path(model: str) -> bool:
+    """Whether a --model gives a config.json's path rather than a name."""
+    return model.endswith(".json") or "/" in model
+
+
 def is_transformer(model: str) -> bool:
-    return model in CONFIGS
+    """A configuration's name, or a read config's, whether its shape is at hand or not (a
+    failed run's record, read by the report, may be all there is of it)."""
+    return model in CONFIGS or bool(READ_NAME.fullmatch(model))
+
+
+def resolve(model: str) -> TransformerConfig | None:
+    """The configuration a name stands for: one of CONFIGS, or a config read in this
+    process; None for anything else (a CNN, an unknown name)."""
+    return CONFIGS.get(model) or _READ.get(model)
+
+
+def remember(c: TransformerConfig) -> TransformerConfig:
+    """c, known by its name from here on (resolve). ValueError where the name is another
+    shape's already: two shapes whose hashes meet, which a longer name would tell apart."""
+    known = _READ.setdefault(c.name, c)
+    if shape_of(known) != shape_of(c):
+        raise ValueError(f"{c.name} names two shapes: rename one config's folder")
+    return known
+
+
+def shape_of(c: TransformerConfig) -> dict[str, Any]:
+    """What a configuration is, less its name and source: a run record's model_shape, and
+    what train.py's --model-shape takes."""
+    return {f: getattr(c, f) for f in SHAPE_FIELDS}
+
+
+def _digest(shape: dict[str, Any]) -> str:
+    text = json.dumps(shape, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def read_shape(model: str) -> dict[str, Any] | None:
+    """The shape of a model read from a config.json; None for one of CONFIGS, or a name of
+    no config read here."""
+    c = _READ.get(model)
+    return None if c is None else shape_of(c)
+
+
+def shape_argv(model: str) -> list[str]:
+    """train.py's --model-shape for a model read from a config.json, as compact JSON
+    (the nodes need not see the file); nothing for one of CONFIGS."""
+    shape = read_shape(model)
+    if shape is None:
+        return []
+    return ["--model-shape", json.dumps(shape, sort_keys=True, separators=(",", ":"))]
+
+
+def recorded(model: Any, shape: Any) -> TransformerConfig | None:
+    """The configuration a run record names, with the shape it keeps (model_shape): one of
+    CONFIGS, a config read here, or one read from the record, known by its name from then
+    on (so that a forecast of the run finds it by name); None where the record's shape is
+    missing or not its name's, or the model is no transformer."""
+    if not isinstance(model, str) or not is_transformer(model):
+        return None
+    known = resolve(model)
+    if known is not None:
+        return known
+    try:
+        return remember(from_shape(model, shape, f"{model}'s recorded shape"))
+    except ValueError:
+        return None
+
+
+def from_shape(name: str, shape: Any, where: str) -> TransformerConfig:
+    """The configuration of a shape as shape_of gives it (train.py's --model-shape, a run
+    record's model_shape), under its name; ValueError (one line) where it is no such
+    shape, or not the one its name's hash says."""
+    if not READ_NAME.fullmatch(name):
+        raise ValueError(f"{where}: {name[:60]!r} is no read config's name (folder@hash)")
+    if not isinstance(shape, dict) or set(shape) != set(SHAPE_FIELDS):
+        raise ValueError(f"{where}: a shape holds exactly {', '.join(SHAPE_FIELDS)}")
+    if shape["family"] not in LAYOUTS:
+        raise ValueError(
+            f"{where}: family: {str(shape['family'])[:20]!r} is not one of {', '.join(LAYOUTS)}"
+        )
+    kinds = {f.name: f.type for f in fields(TransformerConfig)}
+    values = {}
+    for key in SHAPE_FIELDS:
+        if kinds[key] == "int":
+            values[key] = _count(shape, key, where, low=0 if key in ZERO_IS_NONE else 1)
+        elif kinds[key] == "float":
+            values[key] = _real(shape, key, where, low=0.0 if key == "rope_theta" else None)
+        elif kinds[key] == "bool":
+            values[key] = _flag(shape, key, where)
+    c = _checked(TransformerConfig(name, shape["family"], source=where, **values), {}, where)
+    if name.rsplit("@", 1)[1] != _digest(shape_of(c)):
+        raise ValueError(
+            f"{where}: the name {name} does not carry this shape's hash {_digest(shape_of(c))}"
+        )
+    return c
 
 
 # ------------------------------------------------------------------ sizes
 def block_params(c: TransformerConfig) -> int:
     """One block's parameters: attention, MLP and the two norms."""
+    q = c.heads * c.head_dim
     kv = c.kv_heads * c.head_dim
-    attention = c.dim * c.dim * 2 + c.dim * kv * 2  # q and output; k and v
+    attention = c.dim * q * 2 + c.dim * kv * 2  # q and output; k and v
     mlp = c.dim * c.ffn * (3 if c.family == "llama" else 2)  # SwiGLU has a gate
     norms = 2 * c.dim * (2 if c.family == "gpt2" else 1)  # LayerNorm has a bias
     if c.bias:
-        attention += c.dim * 2 + kv * 2
+        attention += q + c.dim + kv * 2
         mlp += c.ffn + c.dim
+    elif c.qkv_bias:
+        attention += q + kv * 2
     return attention + mlp + norms
 
 
@@ -182,6 +307,16 @@ def resolve_seq_len(c: TransformerConfig, asked: int) -> int:
         raise ValueError(
             f"--seq-len {seq_len}: {c.name} takes at most {c.context} tokens (its context)"
         )
+    # A query attends to the keys within sliding_window of it (transformers 5.24.0,
+    # masking_utils.py:96-97: kv_idx > q_idx - sliding_window): a window at or above the
+    # sequence holds every key before each query, as the full causal attention the
+    # workload builds does; a shorter one would not.
+    if c.sliding_window and seq_len > c.sliding_window:
+        raise ValueError(
+            f"--seq-len {seq_len}: {c.name} attends within sliding_window {c.sliding_window}, "
+            f"and the workload builds full causal attention: use a --seq-len of at most "
+            f"{c.sliding_window}"
+        )
     return seq_len
 
 
@@ -202,6 +337,9 @@ def problem(
     """Why these options cannot run together (one line), or None. parallel is one of
     bench/workload_options.py's PARALLEL (its parsers check that)."""
     transformer = is_transformer(model)
+    config = resolve(model)
+    if transformer and config is None:
+        return f"{model}: no shape of this name is known here: give --model its config.json's path"
     if backend == "horovod" and parallel != "ddp":
         return (
             f"--parallel {parallel} shards with torch.distributed (FSDP2): use --backend ddp; "
@@ -212,7 +350,7 @@ def problem(
     if parallel != "ddp" and not transformer:
         return (
             f"--parallel {parallel} is for the transformer models "
-            f"({', '.join(sorted(CONFIGS))}); {model} trains under ddp or horovod"
+            f"({', '.join(sorted(CONFIGS))}, or a config.json); {model} trains under ddp or horovod"
         )
     if shard and parallel != "hsdp":
         return f"--shard-group {shard} is HSDP's: give it with --parallel hsdp"
@@ -227,9 +365,9 @@ def problem(
         return why
     if not transformer and seq_len:
         return f"--seq-len is for the transformer models; {model} takes --image-size"
-    if transformer:
+    if config is not None:
         try:
-            resolve_seq_len(CONFIGS[model], seq_len)
+            resolve_seq_len(config, seq_len)
         except ValueError as err:
             return str(err)
     return layout_problem(model, parallel, seq_len, tp, grad_accum, activation_checkpoint)
@@ -279,9 +417,9 @@ def layout_problem(
         asked["--activation-checkpoint"] = checkpoint != "none"
         flag = next((f for f, given in asked.items() if given), None)
         return f"{flag} is for the transformer models; {model} takes none" if flag else None
-    if tp == 1:
+    c = resolve(model)
+    if tp == 1 or c is None:
         return None
-    c = CONFIGS[model]
     if parallel == "ddp":  # bench/layout.py's text: DDP + TP in torch 2.15
         return (
             f"--tp {tp} with --parallel ddp: torch's DDP does not train tensor-parallel "
@@ -336,3 +474,300 @@ def shard_group(parallel: str, asked: int, workers: int, per_node: int) -> int:
             f"--shard-group {group}: HSDP's shard group must divide the {workers} workers"
         )
     return group
+
+
+# ------------------------------------------------------------------ a Hugging Face config.json
+# The dense decoder-only families the workload builds, by config.json's model_type, and the
+# layout each is built in (bench/transformer.py): Llama, Mistral and Qwen2 are RMSNorm,
+# SwiGLU, rotary positions and grouped-query attention, Qwen2 with biases on q, k and v
+# (modeling_qwen2.py:181-184); GPT-2 is LayerNorm, a GELU MLP, learned positions and biases
+# on every layer. What each field means, and what it is when a file leaves it out, is
+# transformers 5.24.0's configuration class of the family (models/<type>/configuration_
+# <type>.py, cited by line; modeling_*.py where the model reads a field the class lacks).
+FAMILIES = {"llama": "llama", "mistral": "llama", "qwen2": "llama", "gpt2": "gpt2"}
+LAYOUTS = ("gpt2", "llama")
+# Fields that give a model experts (Mixtral's, Qwen2-MoE's and OLMoE's, DeepSeek-V3's:
+# configuration_mixtral.py:85, configuration_qwen2_moe.py:99, configuration_deepseek_v3.py:89):
+# a mixture of experts is no dense model, whatever its model_type says.
+EXPERT_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts")
+MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few kB; a model's whole card is not
+MAX_COUNT = 1 << 24  # any width, depth, head count or vocabulary above this is a typo
+# The training sequence when --seq-len is not given: the context, at most this (a
+# context of 131072 tokens is what a model takes, not what a benchmark trains on).
+DEFAULT_SEQ_LEN = 2048
+_MISSING = object()
+
+# The shape's fields by the names each family's config.json gives them: these the file must
+# give; the rest take the family's defaults (_hf_defaults).
+_NAMES = {
+    "llama": {
+        "dim": "hidden_size",
+        "layers": "num_hidden_layers",
+        "heads": "num_attention_heads",
+        "ffn": "intermediate_size",
+        "vocab": "vocab_size",
+        "context": "max_position_embeddings",
+    },
+    "gpt2": {  # configuration_gpt2.py:70-82 (its attribute_map names them so)
+        "dim": "n_embd",
+        "layers": "n_layer",
+        "heads": "n_head",
+        "vocab": "vocab_size",
+        "context": "n_positions",
+    },
+}
+
+
+def from_json(data: bytes, where: str) -> TransformerConfig:
+    """The model of a config.json's bytes (read bounded by whoever read them), named by the
+    file's folder (from_hf); ValueError (one line naming what to fix) where it is no JSON
+    object or no dense decoder-only model the workload builds."""
+    try:
+        # NaN and Infinity are no JSON (RFC 8259); json would take them.
+        config = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        why = str(err).splitlines()[0][:80] if str(err) else type(err).__name__
+        raise ValueError(f"{_shown(where)}: not JSON ({why})") from None
+    return from_hf(config, where)
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is no JSON number")
+
+
+def from_hf(config: Any, where: str) -> TransformerConfig:
+    """A config.json's object as a configuration, named by its folder and its shape's hash;
+    ValueError (one line naming the field) where it is a mixture of experts, of a family
+    the workload does not build, or a field is missing or of the wrong type or size."""
+    shown = _shown(where)
+    if not isinstance(config, dict):
+        raise ValueError(
+            f"{shown}: a config.json holds one JSON object, not {type(config).__name__}"
+        )
+    for key in EXPERT_FIELDS:
+        if config.get(key) not in (None, 0):
+            raise ValueError(
+                f"{shown}: {key}: a mixture of experts (MoE); the workload builds dense models"
+            )
+    model_type = config.get("model_type", _MISSING)
+    if model_type is _MISSING:
+        raise ValueError(f"{shown}: model_type: missing; give one of {', '.join(FAMILIES)}")
+    if not isinstance(model_type, str) or model_type not in FAMILIES:
+        what = "a mixture of experts (MoE)" if "moe" in str(model_type).lower() else "not built"
+        raise ValueError(
+            f"{shown}: model_type {str(model_type)[:30]!r}: {what}; the workload builds "
+            f"the dense decoder-only {', '.join(FAMILIES)}"
+        )
+    family = FAMILIES[model_type]
+    names = _NAMES[family]
+    values = {key: _count(config, name, shown) for key, name in names.items()}
+    values.update(_hf_defaults(model_type, config, values, shown))
+    source = f"{shown}: a Hugging Face config.json ({model_type})"
+    # seq_len 0: the workload's default for the file's context, set by _checked.
+    c = TransformerConfig("", family, seq_len=0, source=source, **values)
+    llama = family == "llama"
+    labels = {
+        **names,
+        "kv_heads": "num_key_value_heads" if llama else "n_head",
+        "ffn": "intermediate_size" if llama else "n_inner",
+    }
+    c = _checked(c, labels, shown)
+    return replace(c, name=f"{_stem(where)}@{_digest(shape_of(c))}")
+
+
+def _hf_defaults(
+    model_type: str, config: dict[str, Any], given: dict[str, int], shown: str
+) -> dict[str, Any]:
+    """The shape's fields a config.json may leave out, each as the family's class has it."""
+    heads, dim = given["heads"], given["dim"]
+    if model_type == "gpt2":
+        inner = config.get("n_inner")  # None: 4 x n_embd (modeling_gpt2.py:252)
+        return {
+            "kv_heads": heads,
+            "ffn": 4 * dim if inner is None else _count(config, "n_inner", shown),
+            "norm_eps": _real(config, "layer_norm_epsilon", shown, 1e-5),  # :87
+            "tied": _flag(config, "tie_word_embeddings", shown, True),  # :102
+        }
+    # num_key_value_heads: null is the heads (configuration_llama.py:88-89,
+    # configuration_mistral.py:84-85, configuration_qwen2.py:84-85); absent, the class's
+    # default: none for Llama (:68), so the heads; 8 for Mistral (:67), 32 for Qwen2 (:65).
+    kv: Any = {"llama": None, "mistral": 8, "qwen2": 32}[model_type]
+    if config.get("num_key_value_heads", kv) is not None:
+        kv = _count(config, "num_key_value_heads", shown, kv)
+    # head_dim: null or absent, hidden_size // num_attention_heads (configuration_llama.py:
+    # 86-87, configuration_mistral.py:83; Qwen2's class has none: modeling_qwen2.py:176).
+    head_dim = None if config.get("head_dim") is None else _count(config, "head_dim", shown)
+    if model_type == "llama":  # its class refuses the rest (configuration_llama.py:95-99)
+        if dim % heads:
+            raise ValueError(
+                f"{shown}: hidden_size {dim} is no multiple of num_attention_heads {heads}"
+            )
+        for key in ("attention_bias", "mlp_bias"):  # :80, :82; q, k, v and o, or the MLP
+            if _flag(config, key, shown, False):
+                raise ValueError(
+                    f"{shown}: {key}: true is not built; the workload's Llama has no biases"
+                )
+    # The rotary base: rope_parameters' (rope_scaling's, in older files), then the file's
+    # rope_theta, then 10000 (modeling_rope_utils.py:760, 779-785, 794).
+    rope = config.get("rope_parameters") or config.get("rope_scaling")
+    theta = _real(config, "rope_theta", shown, 10_000.0)
+    if isinstance(rope, dict) and "rope_theta" in rope:
+        theta = _real(rope, "rope_theta", f"{shown}: rope_parameters")
+    return {
+        "kv_heads": heads if kv is None else kv,
+        "ffn": _count(config, "intermediate_size", shown),
+        "norm_eps": _real(config, "rms_norm_eps", shown, 1e-6),  # llama :72, mistral :72, qwen2 :69
+        "rope_theta": theta,
+        "tied": _flag(config, "tie_word_embeddings", shown, False),  # :78, :77, :71
+        "explicit_head_dim": 0 if head_dim in (None, dim // heads) else head_dim,
+        "qkv_bias": model_type == "qwen2",
+        "sliding_window": _window(model_type, config, given["layers"], shown),
+    }
+
+
+def _window(model_type: str, config: dict[str, Any], layers: int, shown: str) -> int:
+    """The sliding window the model's attention keeps (0: none). Mistral: sliding_window,
+    4096 where absent, none where null (configuration_mistral.py:79). Qwen2: only with
+    use_sliding_window, and only if a layer slides: those from max_window_layers on, or
+    those layer_types names "sliding_attention" (configuration_qwen2.py:73-76, 83, 87-93).
+    Llama has none."""
+    if model_type == "mistral":
+        if config.get("sliding_window", 4096) is None:
+            return 0
+        return _count(config, "sliding_window", shown, 4096)
+    if model_type != "qwen2" or not _flag(config, "use_sliding_window", shown, False):
+        return 0
+    if config.get("sliding_window", 4096) is None:
+        return 0
+    kinds = config.get("layer_types")
+    if kinds is not None:
+        if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
+            raise ValueError(f"{shown}: layer_types: a list of attention kinds, one per layer")
+        sliding = "sliding_attention" in kinds
+    else:
+        sliding = _count(config, "max_window_layers", shown, 28, low=0) < layers
+    return _count(config, "sliding_window", shown, 4096) if sliding else 0
+
+
+def _checked(c: TransformerConfig, names: dict[str, str], shown: str) -> TransformerConfig:
+    """c, where its parts fit together and the workload can build it; ValueError naming
+    the field (by `names`, the file's name of each, else the shape's)."""
+
+    def name(key: str) -> str:
+        return names.get(key, key)
+
+    if c.heads % c.kv_heads:  # each key-value head serves a whole group of query heads
+        raise ValueError(
+            f"{shown}: {name('kv_heads')} {c.kv_heads} does not divide "
+            f"{name('heads')} {c.heads} (grouped-query attention)"
+        )
+    if c.family == "gpt2" and c.dim % c.heads:  # modeling_gpt2.py:84-88
+        raise ValueError(
+            f"{shown}: {name('dim')} {c.dim} is no multiple of {name('heads')} {c.heads}"
+        )
+    if c.head_dim < 1:
+        raise ValueError(
+            f"{shown}: {name('dim')} {c.dim} is narrower than {name('heads')} {c.heads}"
+        )
+    if c.family == "llama" and c.head_dim % 2:  # rotary positions turn pairs of features
+        raise ValueError(
+            f"{shown}: head_dim {c.head_dim}: rotary positions turn pairs of a head's "
+            "features, so a head's width must be even"
+        )
+    if c.family == "gpt2" and (c.qkv_bias or c.rope_theta or c.sliding_window):
+        raise ValueError(f"{shown}: a gpt2 layout takes no qkv_bias, rope_theta or sliding_window")
+    if not c.seq_len:  # read from a file: the training sequence it leaves to the workload
+        seq_len = min(c.context, c.sliding_window or c.context, DEFAULT_SEQ_LEN)
+        c = replace(c, seq_len=seq_len)
+    try:
+        resolve_seq_len(c, 0)
+    except ValueError as err:
+        raise ValueError(f"{shown}: seq_len: {err}") from None
+    return c
+
+
+def _count(
+    config: dict[str, Any], key: str, shown: str, default: Any = _MISSING, low: int = 1
+) -> int:
+    value = config.get(key, default)
+    if value is _MISSING:
+        raise ValueError(f"{shown}: {key}: missing")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{shown}: {key}: {_value(value)} is not a whole number")
+    if not low <= value <= MAX_COUNT:
+        raise ValueError(f"{shown}: {key}: {value} is out of range; use {low} to {MAX_COUNT}")
+    return value
+
+
+def _real(
+    config: dict[str, Any], key: str, shown: str, default: Any = _MISSING, low: float | None = None
+) -> float:
+    """A positive finite number (at least `low` where given), below 1 for an epsilon."""
+    value = config.get(key, default)
+    if value is _MISSING:
+        raise ValueError(f"{shown}: {key}: missing")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{shown}: {key}: {_value(value)} is not a number")
+    number = float(value) if abs(value) < 1e300 else math.inf
+    small = number >= low if low is not None else number > 0
+    if not (math.isfinite(number) and small and (number < 1 or "eps" not in key)):
+        bounds = "a positive number below 1" if "eps" in key else "a positive finite number"
+        raise ValueError(f"{shown}: {key}: {_value(value)} is out of range; use {bounds}")
+    return number
+
+
+def _flag(config: dict[str, Any], key: str, shown: str, default: Any = _MISSING) -> bool:
+    value = config.get(key, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"{shown}: {key}: {_value(value)} is not true or false")
+    return value
+
+
+def _value(value: Any) -> str:
+    text = "missing" if value is _MISSING else json.dumps(value) if _plain(value) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _plain(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool | type(None))
+
+
+def _shown(where: str) -> str:
+    """A path as one short line names it."""
+    text = where if where.isprintable() else repr(where)
+    return text if len(text) <= 80 else "..." + text[-77:]
+
+
+def _stem(where: str) -> str:
+    """The name a config's model goes by: its folder's (a file named config.json), else
+    the file's less .json; in Hugging Face's cache, models--ORG--NAME/snapshots/REV/
+    (huggingface.co/docs/hub/local-cache), NAME. Letters, digits, '.', '_' and '-' only."""
+    path = os.path.abspath(where)
+    folder, file = os.path.split(path)
+    stem = file.removesuffix(".json")
+    if file == "config.json":
+        stem = os.path.basename(folder)
+        repo = os.path.basename(os.path.dirname(os.path.dirname(folder)))
+        if os.path.basename(os.path.dirname(folder)) == "snapshots" and repo.startswith("models--"):
+            stem = repo.rsplit("--", 1)[-1]
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-.")[:40].strip("-.")
+    return stem or "model"
+
+
+def read_config(path: str) -> TransformerConfig:
+    """The workload's own read of --model PATH (the harness reads it with
+    hpcbench/core/files.py): a regular file, a link at its name followed (the user named
+    it; Hugging Face's cache links each file), a FIFO or device never waited on
+    (O_NONBLOCK, then fstat), at most MAX_CONFIG_BYTES; ValueError in one line."""
+    shown = _shown(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{shown}: {getattr(err, 'strerror', None) or err}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{shown} is not a regular file (a FIFO, socket, device or folder)")
+        data = f.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ValueError(f"{shown}: over {MAX_CONFIG_BYTES >> 20} MiB; a config.json is a few kB")
+    return from_json(data, path)

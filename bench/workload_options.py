@@ -40,9 +40,9 @@ OPTIONS = (
         "--model",
         "text",
         "resnet50",
-        "a CNN of bench/models.json or a transformer of bench/transformer_configs.py "
-        "(predict: also any torchvision model, and the published shapes of "
-        "hpcbench/models/sharded_model.py)",
+        "a CNN of bench/models.json, a transformer of bench/transformer_configs.py, or "
+        "a Hugging Face config.json's path (predict: also any torchvision model, and the "
+        "published shapes of hpcbench/models/sharded_model.py)",
     ),
     Option("--image-size", "count", 0, "CNNs; default: the model's own"),
     Option(

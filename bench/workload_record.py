@@ -96,6 +96,7 @@ TOKENS = (
     "param_bytes",
     "token_file",
     "config_source",
+    "model_shape",
     "peak_flops_per_worker",
     "peak_source",
     "tokens_per_sec",

@@ -146,7 +146,7 @@ def _campaign(path: Path, data: Any) -> Campaign:
         raise Problem("testbeds", f"{len(raw_testbeds)} testbeds; at most {MAX_TESTBEDS}")
     testbeds: list[TestbedPlan] = []
     for i, raw in enumerate(raw_testbeds):
-        tb = testbed(i + 1, raw, f"testbeds[{i}]", sweep, keep, Path(out_text))
+        tb = testbed(i + 1, raw, f"testbeds[{i}]", sweep, keep, Path(out_text), path.parent)
         tb = _local_name(tb, name, Path(out_text))
         if any(t.name == tb.name for t in testbeds):
             raise Problem(

@@ -77,9 +77,16 @@ def digest(value: Any, size: int) -> str:
 
 
 def testbed(
-    index: int, raw: Any, path: str, sweep: dict[str, Any], keep_default: bool, out: Path
+    index: int,
+    raw: Any,
+    path: str,
+    sweep: dict[str, Any],
+    keep_default: bool,
+    out: Path,
+    folder: Path,
 ) -> TestbedPlan:
-    """testbeds[index - 1] of the file, checked in the order its errors are named."""
+    """testbeds[index - 1] of the file, checked in the order its errors are named; folder:
+    the campaign file's, which a relative config.json path in a sweep is relative to."""
     raw = checks.mapping(raw, path, ("name", *testbed_kinds.by_key(), *TESTBED_KEYS[1:]))
     name = checks.text(
         raw.get("name"),
@@ -92,7 +99,7 @@ def testbed(
     place = testbed_kinds.resolve(key, raw, path)
     keep = raw.get("keep_on_failure", keep_default)
     checks.flag(keep, f"{path}.keep_on_failure")
-    own = _sweep(raw, path, sweep, place)
+    own = _sweep(raw, path, sweep, place, folder)
     rules = _exclusions(raw.get("exclude"), f"{path}.exclude")
     fingerprint = digest(place.identity, 16)
     parts = _parts(name, path, own, place, rules, fingerprint, out)
@@ -116,10 +123,13 @@ def testbed(
     )
 
 
-def _sweep(raw: dict[str, Any], path: str, sweep: dict[str, Any], place: Place) -> _Sweep:
+def _sweep(
+    raw: dict[str, Any], path: str, sweep: dict[str, Any], place: Place, folder: Path
+) -> _Sweep:
     """The testbed's sweep: the campaign's and its own checked key by key (an error
     names the file's key), merged, parsed, and within the testbed's nodes and GPUs."""
-    own = checks.mapping(raw.get("sweep"), f"{path}.sweep")
+    own = anchored(checks.mapping(raw.get("sweep"), f"{path}.sweep"), folder)
+    sweep = anchored(sweep, folder)
     base = sweep_keys.sweep_argv(sweep, "sweep")
     mine = sweep_keys.sweep_argv(own, f"{path}.sweep", under=sweep)
     merged = {
@@ -141,6 +151,16 @@ def _sweep(raw: dict[str, Any], path: str, sweep: dict[str, Any], place: Place) 
     node_counts = list(target.node_counts)
     _fits(path, place, gpus, node_counts)
     return _Sweep(variants, spec.batches, node_counts, gpus)
+
+
+def anchored(sweep: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """The sweep with a `model:` that is a relative config.json path made a path from
+    here through `folder`, the campaign file's: the file beside the campaign, wherever
+    it is run from."""
+    model = sweep.get("model")
+    if not isinstance(model, str) or not transformer_configs.is_config_path(model):
+        return sweep
+    return sweep if Path(model).is_absolute() else {**sweep, "model": str(folder / model)}
 
 
 def _fits(path: str, place: Place, gpus: list[int], node_counts: list[int]) -> None:

@@ -152,11 +152,12 @@ def unit_of(model: Any) -> str:
 
 def seq_len_of(record: dict[str, Any]) -> int | None:
     """A transformer run's tokens per sequence (the record's, else its configuration's
-    default); None for a CNN."""
+    default); None for a CNN, or a read config's run that recorded neither."""
     model = record.get("model")
     if unit_of(model) != TOKENS:
         return None
-    return record.get("seq_len") or transformer_configs.CONFIGS[model].seq_len
+    config = transformer_configs.recorded(model, record.get("model_shape"))
+    return record.get("seq_len") or (config.seq_len if config is not None else None)
 
 
 def work_per_step(run: dict[str, Any]) -> float:
@@ -573,6 +574,9 @@ def job_of(run: dict[str, Any]) -> plans.Job:
     its backend's grouping and compression, a transformer's parallelism, and the device
     and precision it ran with."""
     device = (run.get("fingerprint") or {}).get("device")
+    # A model read from a config.json: its recorded shape, known by its name from here
+    # on, so that the forecast finds it (plans.Job -> sharded_model.shape).
+    transformer_configs.recorded(run.get("model"), run.get("model_shape"))
 
     def number(key: str) -> float | None:
         value = run.get(key)

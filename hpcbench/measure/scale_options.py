@@ -47,6 +47,7 @@ from hpcbench.launchers.specs import (
     target_ci_type,
 )
 from hpcbench.measure import identity, probe, sweep
+from hpcbench.models import sharded_model
 from hpcbench.testbeds import kinds
 
 # Where --slurm-login keeps bench/ and the jobs' output on the cluster, below the login
@@ -403,10 +404,20 @@ def probe_spec(
 
 def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
     models = known_models()
+    if transformer_configs.is_config_path(args.model):
+        # A config.json: the model it describes by its name (folder@hash), in the options
+        # too, so that a run's record and a campaign cell's identity name the model alike
+        # wherever its file lies.
+        config = sharded_model.shape(args.model)
+        assert config is not None  # a path's model is read, or refused in one line
+        args.model = config.name
     transformer = transformer_configs.is_transformer(args.model)
     if args.model not in models and not transformer:
         names = sorted([*models, *transformer_configs.CONFIGS])
-        raise UsageError(f"unknown model {args.model!r}: choose one of {', '.join(names)}")
+        raise UsageError(
+            f"unknown model {args.model!r}: choose one of {', '.join(names)}, or give a "
+            "Hugging Face config.json's path"
+        )
     why = transformer_configs.problem_of(args) or workload_options.grouping_problem(
         args.backend, args.bucket_cap_mb, args.fusion_threshold_mb
     )
@@ -428,8 +439,8 @@ def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
         )
     seq_len, image_size = 0, 0
     if transformer:
-        config = transformer_configs.CONFIGS[args.model]
-        seq_len = transformer_configs.resolve_seq_len(config, args.seq_len)  # checked above
+        config = transformer_configs.resolve(args.model)  # known: checked above
+        seq_len = transformer_configs.resolve_seq_len(config, args.seq_len)
     else:
         image_size = args.image_size or models[args.model]["image_size"]  # bounded by its type
     return WorkloadSpec(

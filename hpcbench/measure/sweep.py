@@ -117,6 +117,8 @@ def workload_args(workload: WorkloadSpec, backend: str, batch: int) -> list[str]
         "--backend",
         backend,
         *workload_options.argv(dataclasses.asdict(workload)),
+        # A model read from a config.json: its shape too, as the nodes may not see the file.
+        *transformer_configs.shape_argv(workload.model),
     ]
 
 
@@ -143,6 +145,9 @@ def base_record(
         "launcher": target.launcher.name,
         "seed": seed,
     }
+    shape = transformer_configs.read_shape(workload.model)
+    if shape is not None:  # read from a config.json: for a report that reads the store
+        record["model_shape"] = shape  # alone (a failed run's record too)
     # How it is measured (identity.method_label): the workload's options as asked (its
     # sequence resolved), the target's that decide it, the record's link and launcher.
     asked = dataclasses.asdict(workload)
@@ -315,7 +320,7 @@ def check_data(target: Target, workload: WorkloadSpec, ask_login: bool = True) -
 def check_token_file(workload: WorkloadSpec, path: Path) -> None:
     """A transformer's --data: a token file whose header fits the model (its ids are
     checked on the nodes, bench/tokens.py)."""
-    config = transformer_configs.CONFIGS[workload.model]
+    config = transformer_configs.resolve(workload.model)
     try:  # the file the user named: a FIFO, device or folder there is one line
         fd = files.open_regular(path, os.O_RDONLY, root=path)
     except OSError as err:

@@ -47,8 +47,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from hpcbench.core import files
 from hpcbench.core.bench import transformer_configs
 from hpcbench.core.errors import UsageError
 from hpcbench.models import allreduce_model
@@ -119,10 +121,27 @@ PUBLISHED_SHAPES = {
 }
 
 
+# A Hugging Face config.json, as the harness reads one (the workload's bound).
+CONFIG_FILE = files.Bound(transformer_configs.MAX_CONFIG_BYTES, "a config.json is a few kB")
+
+
 def shape(model: str) -> Config | None:
-    """A transformer's configuration: the workload's own, or a published model's shape;
-    None for anything else (a CNN)."""
-    return transformer_configs.CONFIGS.get(model) or PUBLISHED_SHAPES.get(model)
+    """A transformer's configuration: the workload's own, one read from a config.json or
+    kept by a run record (known by its name: transformer_configs.resolve), a published
+    model's shape, or the model of the config.json at the path `model`, read here and
+    known by its name from then on; None for anything else (a CNN). A config.json that
+    cannot be read or built is a UsageError naming what to fix."""
+    if not transformer_configs.is_config_path(model):
+        return transformer_configs.resolve(model) or PUBLISHED_SHAPES.get(model)
+    path = Path(model)
+    try:  # the file the user named: a link at its name is theirs, a FIFO is not waited on
+        data = files.read_bounded(path, CONFIG_FILE, root=path)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--model {model[:80]}: {getattr(err, 'strerror', None) or err}") from None
+    try:
+        return transformer_configs.remember(transformer_configs.from_json(data, model))
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 def resolve_seq_len(model: str, asked: int) -> int:

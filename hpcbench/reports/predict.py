@@ -267,7 +267,10 @@ def _transformer_options(args: argparse.Namespace, transformer: bool) -> None:
 
 def plan_from(args: argparse.Namespace) -> Plan:
     """The one place the command line becomes a checked Plan."""
-    transformer = sharded_model.shape(args.model) is not None
+    config = sharded_model.shape(args.model)
+    if config is not None and transformer_configs.is_config_path(args.model):
+        args.model = config.name  # a config.json's model, by its name from here on
+    transformer = config is not None
     _transformer_options(args, transformer)
     rate_given = args.single_worker_tps if transformer else args.single_worker_ips
     if (rate_given is None) == (args.step_time is None):
