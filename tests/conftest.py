@@ -29,6 +29,7 @@ GROUPS = {
         "tests/integration/test_scale_local.py",
         "tests/integration/test_transformer_local.py",
         "tests/integration/test_mlperf_local.py",
+        "tests/integration/test_hf_config_local.py",
     ),
 }
 
