@@ -4,7 +4,7 @@ bench/train.py writes the record (measure(): every workload's fields, then the
 workload's own: train.py's CNNs, bench/lm.py's transformers); the harness keeps
 the fields in KEPT as written (hpcbench/measure/sweep.py, complete). A test runs train.py
 and checks its record against these names both ways. Runs on the nodes: no torch,
-no hpcbench; the harness loads this file from bench/ (hpcbench.launchers.specs).
+no hpcbench; the harness loads this file from bench/ (hpcbench/core/bench.py).
 """
 
 from __future__ import annotations

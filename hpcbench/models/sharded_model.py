@@ -168,7 +168,10 @@ def units(config: Config, seq_len: int) -> tuple[list[Unit], Unit]:
     transformer_configs.flops_per_token; their parameters to the model's."""
     counts = transformer_configs.param_counts(config)
     per_block = transformer_configs.block_params(config)
-    block = Unit(per_block, 6.0 * per_block + 12.0 * config.dim * seq_len)
+    # Its share of the attention term, 6 H (d_qk + d_v) T (flops_per_token): 12 d T where
+    # the heads' width is the model's, as a config.json's head_dim need not be.
+    attention = 6.0 * config.heads * 2 * config.head_dim * seq_len
+    block = Unit(per_block, 6.0 * per_block + attention)
     root_matmul = counts["matmul"] - config.layers * per_block  # final norm, output
     root = Unit(counts["total"] - config.layers * per_block, 6.0 * root_matmul)
     return [block] * config.layers, root

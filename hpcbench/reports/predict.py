@@ -557,11 +557,12 @@ def _transformer_sources(args: argparse.Namespace, plan: Plan) -> dict[str, str]
         if args.step_time is None
         else f"a {args.step_time:g} s step (--step-time)"
     )
-    where = (
-        "bench/transformer_configs.py"
-        if plan.model in transformer_configs.CONFIGS
-        else ("hpcbench/models/sharded_model.py, a published shape")
-    )
+    if plan.model in transformer_configs.CONFIGS:
+        where = "bench/transformer_configs.py"
+    elif plan.model in sharded_model.PUBLISHED_SHAPES:
+        where = "hpcbench/models/sharded_model.py, a published shape"
+    else:
+        where = "a config.json read by bench/transformer_configs.py"
     if args.parallel == "ddp":
         how = (
             f"DDP: gradients all-reduced in {plan.reduce_bytes * 8}-bit, {plan.grouping.describe()}"

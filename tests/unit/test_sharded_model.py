@@ -323,3 +323,15 @@ def test_calibrate_leaves_transformer_runs_out(tmp_path, capsys):
     assert cli.main(["predict", "--calibrate", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "two node counts or more" in err and "\n" not in err
+
+
+def test_the_units_flops_add_up_to_the_models_where_the_heads_are_narrower_than_it():
+    # A config.json's head_dim need not be dim / heads (Mistral-Nemo's 128 of 5120 / 32).
+    import dataclasses
+
+    config = dataclasses.replace(
+        sharded_model.shape("llama3.1-8b"), explicit_head_dim=96, name="narrow"
+    )
+    blocks, root = sharded_model.units(config, 512)
+    total = sum(u.flops_per_token for u in (*blocks, root))
+    assert total == pytest.approx(tc.flops_per_token(config, 512))
