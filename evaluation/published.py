@@ -422,6 +422,14 @@ class PlainFolds:
         return point_at(k, e, found.interference, plain.node_loss, self.plain_cache)
 
 
+def fit_without(folds: PlainFolds, held: set[str]) -> scaling_model.Fit:
+    """predict's link efficiency and interference fitted on every row of the groups but
+    `held`, CNN and transformer: the constants a transformer group is scored with (the
+    link and the computation they describe are both kinds')."""
+    every = [True] * len(folds.cases)
+    return fit_constants(_fold(folds.cases, folds.groups, held, every), folds.cache)
+
+
 def point_at(
     k: scaling_model.Case, efficiency: float, interference: float, loss: float, cache: dict
 ) -> float:
@@ -459,8 +467,7 @@ def leave_one_source_out(
                     if h == g
                 ]
         else:
-            every = [True] * len(rows)
-            fits[g] = found = fit_constants(_fold(folds.cases, groups, {g}, every), folds.cache)
+            fits[g] = found = fit_without(folds, {g})
         out += [
             scored(k, found, r, h, defaults)
             for k, r, h in zip(folds.cases, rows, groups, strict=True)
