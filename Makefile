@@ -176,8 +176,9 @@ bench-links: venv ## efficiency against the prediction at RATES on ENV
 	   --reshape "$(MAKE) deploy ENV=$(ENV) NODES=4 LINK_RATE={rate}"
 
 # `hpcbench predict` against published multi-node results (evaluation/published.json).
-bench-published: venv ## predict against published multi-node results
+bench-published: venv ## predict against published multi-node results and layouts
 	@$(PY) evaluation/published.py --markdown
+	@$(PY) evaluation/layouts_score.py --markdown
 
 ## --- checks --------------------------------------------------------------
 # Everything, the local testbed end to end included: first the tests that time this
