@@ -172,7 +172,9 @@ SETUPS = {
         "off",
         {"": "bf16"},
         False,
-        DIST_OPT + " ('--overlap-param-gather' runs only with it); the micro-batch is not "
+        "the distributed optimizer ('--overlap-param-gather' runs only with it): "
+        + DIST_OPT
+        + "; the micro-batch is not "
         "stated: each replica's 4 sequences a step taken as one micro-batch (TP's "
         "collectives move b x K micro-batches alike; one gather a step, as Megatron's); "
         "precision not stated: bf16; checkpointing not stated: none",
@@ -683,51 +685,56 @@ def _header(*names: str) -> None:
     print("|" + " --- |" * len(names))
 
 
+def _grouped(rows: list[tuple[dict, str]]) -> None:
+    """One line per source and reason: its runs."""
+    runs: dict[tuple[str, str], list[str]] = {}
+    for row, why in rows:
+        runs.setdefault((row["source"], why), []).append(row["run"])
+    for (source, why), names in runs.items():
+        print(f"- {source} ({len(names)}: {'; '.join(names)}): {why}")
+
+
 def markdown(data: dict, scores: Scores) -> None:
-    """The tables of docs/benchmarks.md, "Published layouts: the score"."""
-    print("How each source is forecast:")
-    print()
-    for source, setup in SETUPS.items():
-        print(f"- {source}: {setup.why}")
-    for kind, net in ASSUMED_NETWORK.items():
-        said = ", ".join(f"{k} {v}" for k, v in net.items())
-        print(f"- where a row of an {kind} states none: {said} (assumed)")
-    print()
+    """The tables of docs/benchmarks.md, "Published layouts: the score": E, with the
+    tokens/s per GPU its base gives; tokens/s from another run; memory; what is not
+    scored and why."""
+    rows = data["rows"]
+    tokens = {id(t.row): t for t in scores.tokens}
     _header(
-        *("source", "run", "model", "layout", "GPUs (base)", "network", "E published"),
-        *("E point", "band", "point - published"),
+        *("source", "run", "layout", "GPUs (base)", "network", "E published", "E point"),
+        *("band", "point - published", "tokens/s per GPU, forecast / published - 1"),
     )
-    bases = {id(s.row): base_of(s.row, data["rows"]) for s in scores.efficiency}
     for s in scores.efficiency:
-        r, b = s.row, bases[id(s.row)]
+        r, b = s.row, base_of(s.row, rows)
         assert b is not None
         print(
-            f"| {r['source']} | {r['run']} | {r['model']} | {_layout(r)} | {r['gpus']} "
-            f"({b.row['gpus']}) | {_net(r)} | {s.measured:.3f} | {s.point:.3f} | "
-            f"{s.low:.2f}-{s.high:.2f} | {s.error:+.3f} |"
+            f"| {r['source']} | {r['run']} | {_layout(r)} | {r['gpus']} ({b.row['gpus']}) | "
+            f"{_net(r)} | {s.measured:.3f} | {s.point:.3f} | {s.low:.2f}-{s.high:.2f} | "
+            f"{s.error:+.3f} | {tokens[id(r)].error:+.1%} |"
         )
     print()
     _header(
-        *("source", "run", "layout", "GPUs", "one worker from", "tokens/s per GPU published"),
-        *("forecast", "forecast / published - 1"),
+        *("source", "run", "layout", "GPUs", "network", "one worker from"),
+        *("tokens/s per GPU published", "forecast", "forecast / published - 1"),
     )
-    for t in scores.tokens:
+    for t in (t for t in scores.tokens if t.kind != "base"):
         r = t.row
         print(
-            f"| {r['source']} | {r['run']} | {_layout(r)} | {r['gpus']} | {t.said} | "
-            f"{t.published:,.0f} | {t.forecast:,.0f} | {t.error:+.1%} |"
+            f"| {r['source']} | {r['run']} | {_layout(r)} | {r['gpus']} | {_net(r)} | "
+            f"{t.said} | {t.published:,.0f} | {t.forecast:,.0f} | {t.error:+.1%} |"
         )
     print()
     _header(
-        *("source", "run", "GPUs", "statistic", "published GiB", "forecast GiB (allocated)"),
-        *("compared as", "forecast / published - 1"),
+        *("source", "run", "layout", "GPUs", "statistic", "published GiB"),
+        *("forecast GiB (allocated)", "compared as", "forecast / published - 1"),
     )
     for m in scores.memory:
         r = m.row
         allocated = m.forecast * (1 - memory.FRAGMENTATION) if m.kind == "reserved" else m.forecast
         print(
-            f"| {r['source']} | {r['run']} | {r['gpus']} | {m.kind} | {m.published / GIB:.1f} | "
-            f"{allocated / GIB:.1f} | {m.forecast / GIB:.1f} | {m.error:+.1%} |"
+            f"| {r['source']} | {r['run']} | {_layout(r)} | {r['gpus']} | {m.kind} | "
+            f"{m.published / GIB:.1f} | {allocated / GIB:.1f} | {m.forecast / GIB:.1f} | "
+            f"{m.error:+.1%} |"
         )
     print()
     print("Memory figures not scored:")
@@ -735,20 +742,14 @@ def markdown(data: dict, scores: Scores) -> None:
     for row, why in scores.unscored_memory:
         print(f"- {row['source']}, {row['run']}: {row['peak_memory_gib']:.1f} GiB; {why}")
     print()
-    print("Scored rows with no score of tokens/s:")
+    print("Scored rows without a tokens/s score:")
     print()
-    scored = [r for r in data["rows"] if r["scored"]]
-    for row in scored:
-        if base_of(row, data["rows"]) is None:
-            print(f"- {row['source']}, {row['run']}: {why_no_base(row, data['rows'])}")
+    scored = [r for r in rows if r["scored"]]
+    _grouped([(r, why_no_base(r, rows)) for r in scored if base_of(r, rows) is None])
     print()
-    print("Rows not scored (pipeline or context parallelism):")
+    print("Rows not scored:")
     print()
-    runs: dict[tuple[str, str], list[str]] = {}
-    for row in (r for r in data["rows"] if not r["scored"]):
-        runs.setdefault((row["source"], row["not_scored"]), []).append(row["run"])
-    for (source, why), names in runs.items():
-        print(f"- {source} ({len(names)}: {'; '.join(names)}): {why}")
+    _grouped([(r, r["not_scored"]) for r in rows if not r["scored"]])
 
 
 def details(scores: Scores) -> None:
