@@ -138,8 +138,10 @@ class Setup:
 
 
 # Megatron-core reduces gradients in bf16 unless told otherwise (NVIDIA/Megatron-LM@
-# 001199898c4b megatron/core/distributed/distributed_data_parallel_config.py:11,
-# 'grad_reduce_in_fp32: bool = False'), which no source here says it changed.
+# f2e5db402c44, the README's commit, megatron/core/distributed/
+# distributed_data_parallel_config.py:11, 'grad_reduce_in_fp32: bool = False'), which no
+# source here says it changed; '--overlap-param-gather' runs only with the distributed
+# optimizer (megatron/training/arguments.py:279-281 at that commit).
 DIST_OPT = (
     "Megatron's distributed optimizer reduce-scatters the gradients and gathers the "
     "parameters once a step: forecast as FSDP2 without reshard after forward, as "
