@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hpcbench.models import allreduce_model, sharded_model
+from hpcbench.models import allreduce_model, memory, sharded_model
 from hpcbench.models.scaling_model import (
     DEFAULT_INTERFERENCE,
     DEFAULT_INTRA_NODE,
@@ -245,6 +245,36 @@ def step_in_layout(micro_step_s: float, job: Job) -> float:
     each with what checkpointing recomputes. A baseline the workload measured in the
     layout is that step already."""
     return micro_step_s * job.grad_accum * (1.0 + RECOMPUTE[job.activation_checkpoint])
+
+
+def memory_layout(
+    job: Job,
+    workers: int,
+    gpus_per_node: int,
+    master_dtype: str = "fp32",
+    optimizer_dtype: str = "fp32",
+) -> memory.Layout:
+    """The layout memory.py forecasts one worker's bytes in, at `workers` workers of
+    `gpus_per_node` a node: the job's parallelism, its TP group (none on one worker),
+    HSDP's shard group less TP, its micro-batches and checkpointing; computing in bf16
+    where the job does (Job.bf16), the states in the dtypes given (fp32 by default, as
+    torchtitan keeps them). `predict` and a campaign's cells take it from here."""
+    tp = job.tp if workers > 1 else 1
+    group = sharded_model.check_group(job.parallel, job.shard_group, workers, gpus_per_node)
+    return memory.Layout(
+        parallel=job.parallel,
+        dp=max(1, workers // tp),
+        shard_group=max(1, group // tp) if job.parallel == "hsdp" else 0,
+        tp=tp,
+        grad_accum=job.grad_accum,
+        # The workload defers the reduction to the last micro-batch (bench/layout.py).
+        defer_reduction=job.grad_accum > 1,
+        checkpoint=job.activation_checkpoint,
+        compute_dtype="bf16" if job.bf16 else "fp32",
+        master_dtype=master_dtype,
+        optimizer_dtype=optimizer_dtype,
+        reduce_dtype=job.reduce_dtype or DEFAULTS["reduce_dtype"][0],
+    )
 
 
 def _rate(bits: float) -> str:

@@ -328,9 +328,18 @@ def plan_from(args: argparse.Namespace) -> Plan:
     if args.intra_busbw is not None:
         network = replace(network, intra_busbw=args.intra_busbw * 1e9, intra_assumed=False)
     workers = parse_int_list(args.workers, "--workers", MAX_WORKERS)
+    job = job_from(args, transformer, image_size, seq_len)
     if transformer:
-        _check_layout(args, seq_len, workers)
-    job = plans.Job(
+        _check_layout(args, job, seq_len, workers)
+    step = plans.step_in_layout(micro_step, job)
+    return plans.plan(job, network, workers, args.gpus_per_node, step)
+
+
+def job_from(
+    args: argparse.Namespace, transformer: bool, image_size: int, seq_len: int
+) -> plans.Job:
+    """What the runs train and how, as the command line gives it."""
+    return plans.Job(
         model=args.model,
         batch=args.batch,
         backend=args.backend,
@@ -350,15 +359,15 @@ def plan_from(args: argparse.Namespace) -> Plan:
         grad_accum=args.grad_accum,
         activation_checkpoint=args.activation_checkpoint,
     )
-    step = plans.step_in_layout(micro_step, job)
-    return plans.plan(job, network, workers, args.gpus_per_node, step)
 
 
 # An accelerator's name as a device reports it ("NVIDIA H100 80GB HBM3").
 ACCELERATOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,79}", re.ASCII)
 
 
-def _check_layout(args: argparse.Namespace, seq_len: int, workers: list[int]) -> None:
+def _check_layout(
+    args: argparse.Namespace, job: plans.Job, seq_len: int, workers: list[int]
+) -> None:
     """A transformer's layout at every worker count, one line where it does not fit: the
     shard group, and a TP group of whole heads inside a node (memory.check's rules)."""
     config = sharded_model.shape(args.model)
@@ -379,29 +388,16 @@ def _check_layout(args: argparse.Namespace, seq_len: int, workers: list[int]) ->
             transformer_configs.check_tp_workers(
                 args.tp if n > 1 else 1, n, args.gpus_per_node, args.parallel, group
             )
-            memory.check(config, seq_len, args.batch, _memory_layout(args, n))
+            memory.check(config, seq_len, args.batch, _memory_layout(args, job, n))
         except ValueError as err:
             raise UsageError(f"{err} (--workers {n})") from None
 
 
-def _memory_layout(args: argparse.Namespace, workers: int) -> memory.Layout:
-    """The layout memory.py forecasts a worker's bytes in, at `workers` workers."""
-    tp = args.tp if workers > 1 else 1
-    group = sharded_model.check_group(args.parallel, args.shard_group, workers, args.gpus_per_node)
-    gloo = args.collectives == "gloo"
-    return memory.Layout(
-        parallel=args.parallel,
-        dp=max(1, workers // tp),
-        shard_group=max(1, group // tp) if args.parallel == "hsdp" else 0,
-        tp=tp,
-        grad_accum=args.grad_accum,
-        # The workload defers the reduction to the last micro-batch (bench/layout.py).
-        defer_reduction=args.grad_accum > 1,
-        checkpoint=args.activation_checkpoint,
-        compute_dtype="fp32" if gloo else "bf16",
-        master_dtype=args.master_dtype,
-        optimizer_dtype=args.optimizer_dtype,
-        reduce_dtype=args.reduce_dtype or plans.DEFAULTS["reduce_dtype"][0],
+def _memory_layout(args: argparse.Namespace, job: plans.Job, workers: int) -> memory.Layout:
+    """The layout memory.py forecasts a worker's bytes in, at `workers` workers, as a
+    campaign's cell gets it (plans.memory_layout), with the states' dtypes asked."""
+    return plans.memory_layout(
+        job, workers, args.gpus_per_node, args.master_dtype, args.optimizer_dtype
     )
 
 
@@ -416,8 +412,9 @@ def memory_rows(args: argparse.Namespace, plan: Plan, rows: list[dict[str, Any]]
     precision = "fp32" if args.collectives == "gloo" else "bf16"
     peak, peak_source = peak_flops.lookup(gpu, precision) if gpu else (None, "no --accelerator")
     flops = transformer_configs.flops_per_token(config, plan.seq_len)
+    job = job_from(args, True, 0, plan.seq_len)
     for r in rows:
-        layout = _memory_layout(args, r["workers"])
+        layout = _memory_layout(args, job, r["workers"])
         total = memory.breakdown(config, plan.seq_len, plan.batch, layout).total
         r["memory_bytes"] = total
         r["memory_of"] = size
