@@ -46,12 +46,13 @@ def plan_lines(campaign: campaign_file.Campaign) -> list[str]:
             f"{booked_line(est, device)}",
         ]
         pieces = {**est.phases, **({"probe": est.probe} if est.probe else {})}
-        lines.append(
-            "  "
-            + " · ".join(
-                f"{name} {_duration(e.seconds)} ({e.source})" for name, e in pieces.items()
+        if pieces:  # none where no cell runs: nothing is booked
+            lines.append(
+                "  "
+                + " · ".join(
+                    f"{name} {_duration(e.seconds)} ({e.source})" for name, e in pieces.items()
+                )
             )
-        )
         if est.queue is not None:
             lines.append(
                 f"  queue wait per job {_duration(est.queue.seconds)} ({est.queue.source})"
@@ -60,32 +61,49 @@ def plan_lines(campaign: campaign_file.Campaign) -> list[str]:
         if lease is not None:
             lines.append(f"  lease: {lease.variable} {lease.value or '(default)'} ({lease.source})")
         lines += [f"  {line}" for line in forecast.sources(forecasts)]
+        memory = est.memory.source_line() if est.memory else None
+        if memory:
+            lines.append(f"  {memory}")
         unit = "tokens/s" if any(f.unit == "tokens" for f in forecasts) else "images/s"
         lines.append(
             f"  {'cell':<12}  {'configuration':<40} {'status':<9} {unit:>9}  "
             f"{'E (band)':<17} estimate"
         )
         by_cell = {f.cell.id: f for f in forecasts}
+        skipped = est.skipped
         for cell, e in est.cells:
             state = states.get(cell.id)
             status = state.status if state else "pending"
             config = f"{cell.label}" + (f", {cell.gpus_per_node}/node" if len(tb.parts) > 1 else "")
             fc = by_cell[cell.id]
+            took = e.source if cell.id in skipped else f"{_duration(e.seconds)} ({e.source})"
             lines.append(
                 f"  {cell.id:<12}  {config:<40} {status:<9} {_figure(fc.per_s):>9}  "
-                f"{_band(fc):<17} {_duration(e.seconds)} ({e.source})"
+                f"{_band(fc):<17} {took}"
             )
+            if est.memory and cell.id in est.memory.cells:
+                lines.append(f"  {'':<12}  {est.memory.cells[cell.id].line()}")
         wall, most = est.wall_s(), est.wall_max_s()
         unknown_cells |= not est.known
         unknown_queue |= est.queue is not None and est.queue.seconds is None
         nodes_h, gpus_h = est.node_hours(), est.gpu_hours(device)
         gpu_text = "GPU-hours unknown" if gpus_h is None else f"{gpus_h:.1f} GPU-hours"
         budget = f" within --budget {_duration(est.budget_s)}" if est.budget_s else ""
-        lines.append(
-            f"  wall about {_duration(wall)} (up to {_duration(most)} if cells take "
-            f"up to --max-repeats {est.most_repeats}{budget}), "
-            f"{nodes_h:.1f} node-hours, {gpu_text}"
-        )
+        if len(skipped) == len(est.cells):
+            lines.append("  nothing is booked: no cell of it fits")
+        else:
+            lines.append(
+                f"  wall about {_duration(wall)} (up to {_duration(most)} if cells take "
+                f"up to --max-repeats {est.most_repeats}{budget}), "
+                f"{nodes_h:.1f} node-hours, {gpu_text}"
+            )
+        if skipped:
+            n = len(skipped)
+            lines.append(
+                f"  `campaign run` skips {n} cell{'s' * (n > 1)} that "
+                f"{'do' if n > 1 else 'does'} not fit, and books nothing for "
+                f"{'them' if n > 1 else 'it'}"
+            )
         priced = cost.plan_line(tb.price, nodes_h, gpus_h)
         if priced:
             lines.append(f"  {priced}")

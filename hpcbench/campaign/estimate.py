@@ -21,6 +21,14 @@ sweep's probe is a piece of its own; where the campaign gives probe_budget, each
 takes at most that plus the grace after which the harness kills it (probe.GRACE_S).
 A lease (a GPULab job's max_duration, a Virtual Wall slice's expiry) is sized from
 the bound (lease_minutes).
+
+Before anything is booked, each transformer cell that trains on GPUs gets its memory
+per GPU (hpcbench.models.memory, in the layout plans.memory_layout gives it, as
+`predict` does) beside the testbed's accelerator memory (`hardware: accelerator`,
+bench/peak_flops.py): a cell that does not fit is not run, books nothing and says
+what would fit (memory.verdict); a testbed none of whose cells runs books nothing at
+all. Where the accelerator's memory is not known, every cell runs and the plan says
+so once, with the key that would give it.
 """
 
 from __future__ import annotations
@@ -33,9 +41,11 @@ from typing import Any
 from hpcbench.campaign import forecast
 from hpcbench.campaign.campaign_file import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.campaign.forecast import CellForecast
+from hpcbench.core.bench import peak_flops
 from hpcbench.core.errors import UsageError
 from hpcbench.launchers.specs import WorkloadSpec
 from hpcbench.measure.probe import GRACE_S
+from hpcbench.models import memory, plans, sharded_model
 
 # Stated defaults where nothing was measured or given (expect: in the campaign file).
 # They are planning figures, not measurements: real testbeds differ widely (a
@@ -111,10 +121,14 @@ def phases(tb: TestbedPlan, phase_records: list[dict[str, Any]]) -> dict[str, Es
     return out
 
 
-def probe_seconds(campaign: Campaign, tb: TestbedPlan) -> Estimate | None:
-    """The sweep's all-reduce probes (None: the sweep runs none): the testbed's earlier
-    probes, else a stated default, bounded by each probe's budget where it is given."""
-    if all(part.sweep.probe is None for part in tb.parts):
+def probe_seconds(
+    campaign: Campaign, tb: TestbedPlan, runs: list[Cell] | None = None
+) -> Estimate | None:
+    """The sweep's all-reduce probes before the cells that run (runs; None: every cell of
+    the testbed), or None where it runs none: the testbed's earlier probes, else a
+    stated default, bounded by each probe's budget where it is given."""
+    runs = tb.cells if runs is None else runs
+    if all(part.sweep.probe is None for part in tb.parts) or not runs:
         return None
     store = campaign.testbed_store(tb)
     took = [
@@ -127,7 +141,7 @@ def probe_seconds(campaign: Campaign, tb: TestbedPlan) -> Estimate | None:
     # One probe per count of several workers among the cells (the sweeps of a testbed's
     # parts share a store, and none probes a count of workers already probed), each
     # killed GRACE_S after its budget where the campaign gives one.
-    probes = len({c.workers for c in tb.cells if c.workers > 1})
+    probes = len({c.workers for c in runs if c.workers > 1})
     budgets = [part.sweep.probe.budget_s for part in tb.parts if part.sweep.probe is not None]
     known = [b for b in budgets if b is not None]
     if probes and len(known) == len(budgets):
@@ -137,6 +151,110 @@ def probe_seconds(campaign: Campaign, tb: TestbedPlan) -> Estimate | None:
             probes * (max(known) + GRACE_S),
         )
     return Estimate(DEFAULT_PROBE_S, "assumed", DEFAULT_PROBE_MOST_S)
+
+
+# ------------------------------------------------------------------ memory
+NOT_RUN = "not run: it does not fit"
+
+
+@dataclass(frozen=True)
+class CellMemory:
+    """A transformer cell's bytes per GPU in its layout beside its testbed's accelerator
+    memory (size; None: not known), and memory.verdict where that is known."""
+
+    need: int
+    size: int | None = None
+    verdict: str = ""
+
+    @property
+    def fits(self) -> bool:
+        """Only a known size stops a cell: where it is not known the cell runs."""
+        return self.size is None or memory.fit(self.need, self.size).fits
+
+    def line(self) -> str:
+        said = f"memory {self.need / 1e9:.1f} GB per GPU"
+        if self.size is None:
+            return said
+        return f"{said} of {self.size / 1e9:.0f} GB" if self.fits else f"{said}: {self.verdict}"
+
+
+@dataclass(frozen=True)
+class TestbedMemory:
+    """A testbed's transformer cells on GPUs (by cell id), beside its accelerator's
+    memory; source: where that figure comes from, or why there is none."""
+
+    accelerator: str | None
+    size: int | None
+    source: str
+    cells: dict[str, CellMemory]
+
+    def skipped(self) -> dict[str, str]:
+        """The cells that do not fit, by id, each with its memory line."""
+        return {cid: m.line() for cid, m in self.cells.items() if not m.fits}
+
+    def source_line(self) -> str | None:
+        """Where the cells' memory lines stand, once for the testbed (None: it has none)."""
+        if not self.cells:
+            return None
+        if self.size is None:
+            return (
+                f"whether each cell fits: unknown, {self.source}: give `hardware: "
+                "{accelerator: NAME}` as the GPU's name reads, with its size "
+                "(A100-SXM4-80GB, V100-SXM2-16GB)"
+            )
+        return (
+            f"memory per GPU beside {self.accelerator}'s {self.size / 1e9:.0f} GB "
+            f'({self.source}), each cell\'s forecast as docs/method.md says ("Memory per GPU")'
+        )
+
+
+def testbed_memory(tb: TestbedPlan) -> TestbedMemory:
+    """Each transformer cell's memory per GPU that trains on GPUs (a CNN's, or a run on
+    CPUs, is not forecast), beside the testbed's accelerator memory."""
+    name = tb.hardware.accelerator
+    size, source = peak_flops.memory(name) if name else (None, "no accelerator named")
+    cells = {}
+    for part in tb.parts:
+        for cell in part.cells:
+            found = cell_memory(tb, part, cell, size)
+            if found is not None:
+                cells[cell.id] = found
+    return TestbedMemory(name, size, source, cells)
+
+
+def cell_memory(
+    tb: TestbedPlan, part: SweepPart, cell: Cell, size: int | None
+) -> CellMemory | None:
+    """The cell's bytes per GPU at its workers in the part's layout (plans.memory_layout),
+    and where `size` is known, whether they fit it and else the smallest layout that would
+    on the testbed's GPUs (memory.smallest_layout: TP inside a node); None for a CNN or a
+    run on CPUs."""
+    job = forecast.job_of(tb, part, cell.batch)
+    config = sharded_model.shape(job.model)
+    if config is None or not job.cuda:
+        return None
+    try:
+        layout = plans.memory_layout(job, cell.workers, cell.gpus_per_node)
+        need = memory.breakdown(config, job.seq_len, cell.batch, layout).total
+    except UsageError as err:
+        raise UsageError(f"testbeds[{tb.index - 1}] ({tb.name}): {err} ({cell.label})") from None
+    if size is None:
+        return CellMemory(need)
+    most = max(cell.workers, _gpus(tb))
+    found = None
+    if not memory.fit(need, size).fits:
+        per_node = tb.gpus_per_node or max(p.gpus_per_node for p in tb.parts)
+        found = memory.smallest_layout(
+            config, job.seq_len, cell.batch, layout, size, most, per_node
+        )
+    return CellMemory(need, size, memory.verdict(need, size, layout, found, most))
+
+
+def _gpus(tb: TestbedPlan) -> int:
+    """The GPUs a testbed has as far as the file says: its nodes (else its cells' most)
+    of its GPUs per node (else its sweep's most)."""
+    per_node = tb.gpus_per_node or max(p.gpus_per_node for p in tb.parts)
+    return (tb.nodes_available or max(c.nodes for c in tb.cells)) * per_node
 
 
 # ------------------------------------------------------------------- cells
@@ -253,6 +371,12 @@ class TestbedEstimate:
     budget_s: float | None = None
     queue: Estimate | None = None  # a partition's queue wait per job (queue_wait)
     probe: Estimate | None = None  # the sweep's all-reduce probe (probe_seconds)
+    memory: TestbedMemory | None = None  # its transformer cells' memory (testbed_memory)
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        """The cells that do not fit, each with its memory line: none of them runs."""
+        return self.memory.skipped() if self.memory is not None else {}
 
     @property
     def known(self) -> bool:
@@ -330,21 +454,27 @@ def testbed(
     if forecasts is None:
         forecasts = forecast.testbed_forecast(campaign, tb)
     by_cell = {f.cell.id: f for f in forecasts}
-    cells = [
-        (c, cell_seconds(campaign, tb, part, c, by_cell[c.id]))
-        for part in tb.parts
-        for c in part.cells
-    ]
+    fit = testbed_memory(tb)
+    skipped = fit.skipped()
+    cells = []
+    for part in tb.parts:
+        for c in part.cells:
+            if c.id in skipped:
+                cells.append((c, Estimate(0.0, NOT_RUN)))
+            else:
+                cells.append((c, cell_seconds(campaign, tb, part, c, by_cell[c.id])))
+    runs = [c for c in tb.cells if c.id not in skipped]
     first = tb.parts[0].sweep  # the parts differ in gpus_per_node only
     return TestbedEstimate(
         tb,
-        phases(tb, phase_records),
+        phases(tb, phase_records) if runs else {},  # nothing to run: nothing booked
         cells,
         first.max_repeats,
         first.repeats,
         first.budget_s,
-        queue_wait(campaign, tb),
-        probe_seconds(campaign, tb),
+        queue_wait(campaign, tb) if runs else None,
+        probe_seconds(campaign, tb, runs),
+        fit,
     )
 
 
@@ -355,15 +485,15 @@ def remaining(
     todo: list[TestbedPlan],
 ) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
     """What the testbeds left will take, for the Clock: per testbed, each phase
-    ('deploy', 'verify', 'destroy') and each unmeasured cell (by its id) in seconds,
-    and how much longer the testbed may take at most (cells at --max-repeats within
-    --budget)."""
+    ('deploy', 'verify', 'destroy') and each unmeasured cell that fits (by its id) in
+    seconds, and how much longer the testbed may take at most (cells at --max-repeats
+    within --budget)."""
     phase_records = [r for r in records if r["kind"] == "phase"]
     pieces: dict[str, dict[str, float]] = {}
     extra: dict[str, float] = {}
     for tb in todo:
         est = testbed(campaign, tb, phase_records)
-        left = [c for c in tb.cells if c.id not in measured]
+        left = [c for c in tb.cells if c.id not in measured and c.id not in est.skipped]
         ids = {c.id for c in left}
         own = {name: e.seconds or 0.0 for name, e in est.phases.items()}
         if est.probe is not None and left:

@@ -4,7 +4,8 @@ It is a results store (hpcbench.measure.store: one fsync'd line per record, a to
 line skipped) at the campaign's folder, holding four kinds of record:
 
     {"kind": "cell", "campaign", "testbed", "cell", "batch", "nodes", "workers",
-     "gpus_per_node", "status": pending|deployed|verified|measured|failed, "why", "at", ...}
+     "gpus_per_node", "status": pending|deployed|verified|measured|failed|skipped, "why",
+     "at", ...} (skipped: never launched, as it does not fit its GPUs; why says so)
     {"kind": "phase", "campaign", "testbed", "fingerprint", "phase": deploy|verify|sweep|
      destroy|keep, "status": ok|failed|interrupted, "seconds", "why", "at",
      "jobs_left": [{"job", "scancel", "where", "why"}, ...] (Slurm jobs not confirmed gone),
@@ -42,7 +43,7 @@ from hpcbench.core.errors import UsageError, one_line
 from hpcbench.measure.store import MAX_SECONDS, RECORD_KINDS, Store, validator
 from hpcbench.schedulers.slurm import JOB_STATUSES, JobNote
 
-CELL_STATUSES = ("pending", "deployed", "verified", "measured", "failed")
+CELL_STATUSES = ("pending", "deployed", "verified", "measured", "failed", "skipped")
 PHASES = ("deploy", "verify", "sweep", "destroy", "keep")
 PHASE_STATUSES = ("ok", "failed", "interrupted")
 # A forecast made by `campaign run` before anything was booked (plan), and the one made

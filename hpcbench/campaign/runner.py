@@ -12,7 +12,10 @@ the guarantees of `hpcbench destroy` (leases cancelled; a lease that cannot
 be is printed with the command that releases it) and `--resume` continues.
 Every Slurm job is in the journal from submission to its end (slurm.booked), so
 a run killed outright leaves it named, and the next run cancels it before it
-submits anything (cancel_open_jobs).
+submits anything (cancel_open_jobs). A transformer cell that does not fit its GPUs
+(campaign/estimate.py, testbed_memory) is never launched: it is journaled skipped
+with its memory line before anything is booked, and a testbed left with no cell to
+run is neither checked nor booked.
 """
 
 from __future__ import annotations
@@ -27,9 +30,9 @@ from pathlib import Path
 from typing import TextIO
 
 from hpcbench.campaign import comparison, estimate, forecast
-from hpcbench.campaign.campaign_file import Campaign, SweepPart, TestbedPlan
+from hpcbench.campaign.campaign_file import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.campaign.console import Console, Stopped, logged
-from hpcbench.campaign.journal import Journal, left_line
+from hpcbench.campaign.journal import CellState, Journal, left_line, why_line
 from hpcbench.campaign.lifecycle import TestbedLife, widest
 from hpcbench.campaign.state import (
     campaign_folder,
@@ -63,6 +66,8 @@ class Runner:
         self.leases: dict[str, estimate.Lease | None] = {}  # sized from the plan, by testbed
         # Each testbed's forecast before anything is booked: what sized its lease.
         self.plan_forecasts: dict[str, list[forecast.CellForecast]] = {}
+        # The cells that do not fit their GPUs, each with its memory line: never run.
+        self.skipped: dict[str, str] = {}
 
     def say(self, text: str) -> None:
         self.console.say(text)
@@ -96,11 +101,11 @@ class Runner:
             cells = forecast.testbed_forecast(self.campaign, tb)
             self.plan_forecasts[tb.name] = cells
             try:
-                self.leases[tb.name] = estimate.lease(
-                    estimate.testbed(self.campaign, tb, phase_records, cells)
-                )
+                est = estimate.testbed(self.campaign, tb, phase_records, cells)
+                self.leases[tb.name] = estimate.lease(est)
             except UsageError as err:
                 raise UsageError(f"{self.campaign.path}: {err}") from None
+            self.skipped.update(est.skipped)
 
     def _run(self) -> int:
         campaign, console = self.campaign, self.console
@@ -109,17 +114,20 @@ class Runner:
         states = self.journal.cell_states(records)
         journaled = {cid for cid, state in states.items() if state.status == "measured"}
         measured = self.still_measured(journaled)
+        self.journal_skipped(states, measured)
+        done = measured | set(self.skipped)
         todo = []
         for tb in campaign.testbeds:
             holding: list[str] = []
             if tb.deployed:
                 with testbed_state(state_root(campaign, tb, self.base)):
                     holding = held(tb.env)
-            if holding or any(c.id not in measured for c in tb.cells):
+            if holding or any(c.id not in done for c in tb.cells):
                 todo.append(tb)
-        console.cells_done = sum(1 for c in campaign.cells if c.id in measured)
+        console.cells_done = sum(1 for c in campaign.cells if c.id in done)
         if not todo:
-            self.say(f"nothing to do: every cell of {campaign.name} is measured")
+            also = " or does not fit" if self.skipped else ""
+            self.say(f"nothing to do: every cell of {campaign.name} is measured{also}")
             return self._finish()
         console.clock.plan(*estimate.remaining(campaign, records, measured, todo))
         self.preflight(todo)
@@ -139,7 +147,7 @@ class Runner:
                     )
                     continue
                 self.reforecast(tb)
-                self.run_testbed(tb, measured)
+                self.run_testbed(tb, done)
             except KeyboardInterrupt as err:
                 self.not_started(todo[k - 1 :], f"interrupted by {bounded.stop_name(err)}")
                 raise
@@ -147,6 +155,20 @@ class Runner:
                 console.tb = None
                 console.clock.settled(tb.name)
         return self._finish()
+
+    def journal_skipped(self, states: dict[str, CellState], measured: set[str]) -> None:
+        """The cells that do not fit, journaled skipped with their memory line and said,
+        before anything is booked; one journaled so already is left as it is, and so is
+        one measured (on GPUs the file named otherwise then): its runs stand."""
+        for tb in self.campaign.testbeds:
+            for cell in tb.cells:
+                why = self.skipped.get(cell.id)
+                if why is None or cell.id in measured:
+                    continue
+                state = states.get(cell.id)
+                if state is None or (state.status, state.why) != ("skipped", why_line(why)):
+                    self.journal.cell(cell, "skipped", why)
+                    self.say(f"{tb.name}: {cell.label}: not run, {why}")
 
     def not_started(self, testbeds: list[TestbedPlan], why: str) -> None:
         """After a stop: the cells of these testbeds that the journal holds nothing of
@@ -228,22 +250,27 @@ class Runner:
     def _finish(self) -> int:
         states = self.journal.cell_states()
         cells = self.campaign.cells
-        failed = [c for c in cells if states.get(c.id) and states[c.id].status == "failed"]
+
+        def now(status: str) -> list[Cell]:
+            return [c for c in cells if states.get(c.id) and states[c.id].status == status]
+
+        failed, skipped = now("failed"), now("skipped")
         left = [
             c
             for c in cells
-            if not states.get(c.id) or states[c.id].status not in ("measured", "failed")
+            if not states.get(c.id) or states[c.id].status not in ("measured", "failed", "skipped")
         ]
         try:
             written = comparison.build(self.campaign)
             self.say(f"report: {written[0]}")
         except UsageError as err:  # nothing measured yet: no report to make
             self.say(f"no report: {err}")
-        measured = len(cells) - len(failed) - len(left)
+        measured = len(cells) - len(failed) - len(skipped) - len(left)
         took = format_duration(time.monotonic() - self.console.started)
+        too_big = f"{len(skipped)} skipped (they do not fit), " if skipped else ""
         self.say(
             f"{measured} of {len(cells)} cells measured, {len(failed)} failed, "
-            f"{len(left)} not run; {took}"
+            f"{too_big}{len(left)} not run; {took}"
         )
         for name in self.still_held:
             self.say(
@@ -291,11 +318,12 @@ class Runner:
     def life(self, tb: TestbedPlan) -> TestbedLife:
         return TestbedLife(self.campaign, self.journal, self.console, self.base, self.leases, tb)
 
-    def run_testbed(self, tb: TestbedPlan, measured: set[str]) -> None:
+    def run_testbed(self, tb: TestbedPlan, done: set[str]) -> None:
+        """The testbed's cells not done (measured, or skipped as too big for its GPUs)."""
         claim(self.campaign, self.base)  # marked as this campaign's before it holds state
         life = self.life(tb)
         with slurm.booked(self.book(tb)):
-            life.run([c for c in tb.cells if c.id not in measured])
+            life.run([c for c in tb.cells if c.id not in done])
         if life.still_held:
             self.still_held.append(tb.name)
 
@@ -372,16 +400,24 @@ def planned_targets(
 
 
 def dry_run(campaign: Campaign) -> int:
-    """`campaign run --dry-run`: what each testbed would do, and every job script or
-    command line a partition's or host list's runs would launch; nothing is checked
-    against a cluster, created, submitted or written."""
+    """`campaign run --dry-run`: what each testbed would do, the cells it would skip as
+    too big for its GPUs and why, and every job script or command line a partition's or
+    host list's runs would launch; nothing is checked against a cluster, created,
+    submitted or written."""
     for tb in campaign.testbeds:
         print(f"## testbed {tb.index}/{len(campaign.testbeds)} {tb.name} ({tb.title})")
+        skipped = estimate.testbed_memory(tb).skipped()
+        for cell in (c for c in tb.cells if c.id in skipped):
+            print(f"# not run: {cell.label} ({cell.id}): {skipped[cell.id]}")
+        runs = [c for c in tb.cells if c.id not in skipped]
+        if not runs:
+            print("nothing is booked: no cell of it fits\n")
+            continue
         if tb.deployed:
             settings = " ".join(f"{k}={v}" for k, v in tb.settings)
             print(
                 f"deploy {tb.env} ({settings or 'its defaults'}), verify, measure "
-                f"{len(tb.cells)} cell(s), destroy; its runs' command lines depend on the "
+                f"{len(runs)} cell(s), destroy; its runs' command lines depend on the "
                 "deployed nodes (`scale --dry-run` shows them once it is deployed)\n"
             )
             continue
@@ -392,9 +428,10 @@ def dry_run(campaign: Campaign) -> int:
             f"{target.describe(readiness.check_spec(target, part.workload))}\n"
         )
         for part in tb.parts:
-            only = frozenset(c.config.key for c in part.cells)
-            spec = dataclasses.replace(part.sweep, dry_run=True, only=only)
-            sweep.run(part.workload, part.target, spec)
+            only = frozenset(c.config.key for c in part.cells if c.id not in skipped)
+            if only:
+                spec = dataclasses.replace(part.sweep, dry_run=True, only=only)
+                sweep.run(part.workload, part.target, spec)
     print("nothing was checked, created or submitted; `campaign run` runs it")
     return 0
 
