@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.core.bench import peak_flops, transformer_configs
+from hpcbench.models import sharded_model
 
 TABLE = Path(__file__).resolve().parents[1] / "data" / "single_worker.json"
 PRECISIONS = ("fp32", "tf32", "amp")
@@ -116,7 +117,7 @@ def assumed_tokens_per_s(
     fp32) x DEFAULT_MFU over the model's FLOPs per token, and how it was made; None where
     the peak table has no row for the accelerator at that precision, or the model is not
     a transformer."""
-    config = transformer_configs.CONFIGS.get(model)
+    config = sharded_model.shape(model)  # the workload's own, or one read from a config.json
     if config is None:
         return None
     peak, why = peak_flops.lookup(accelerator, precision)

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from hpcbench import cli
-from hpcbench.campaign import campaign_file, comparison, lifecycle, runner
+from hpcbench.campaign import campaign_file, comparison, estimate, lifecycle, runner
 from hpcbench.core.errors import UsageError
 from hpcbench.measure import sweep
 from hpcbench.measure.store import Store
@@ -191,25 +191,44 @@ def test_the_plan_books_a_partitions_jobs_and_learns_its_queue_wait(tmp_path, ca
     assert "+ 1 x 60 s queue wait" in out
 
 
+def shipped(name: str, tmp_path: Path) -> Path:
+    """A shipped campaign file with its `out:` under tmp_path, written there; a model it
+    gives as a config.json path beside it (relative: campaigns/) is named from there."""
+    data = yaml.safe_load((REPO / "campaigns" / name).read_text())
+    data["out"] = str(tmp_path / "out")
+    for keys in [data["sweep"], *(tb.get("sweep") or {} for tb in data["testbeds"])]:
+        model = keys.get("model")
+        if isinstance(model, str) and model.endswith(".json"):
+            keys["model"] = str((REPO / "campaigns" / model).resolve())
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def skipped_cells(campaign: campaign_file.Campaign) -> set[str]:
+    """The cells `campaign run` skips: too big for their testbed's GPUs."""
+    return {cid for tb in campaign.testbeds for cid in estimate.testbed_memory(tb).skipped()}
+
+
 @pytest.mark.parametrize("name", ["lrz.yaml", "gwdg.yaml", "lrz-lm.yaml", "gwdg-lm.yaml"])
 def test_the_shipped_cluster_campaigns_dry_run_without_a_cluster(
     name, tmp_path, capsys, monkeypatch
 ):
-    data = yaml.safe_load((REPO / "campaigns" / name).read_text())
-    data["out"] = str(tmp_path / "out")
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(data))
+    path = shipped(name, tmp_path)
     assert cli.main(["campaign", "plan", str(path)]) == 0
     capsys.readouterr()
     assert cli.main(["campaign", "run", "--dry-run", str(path)]) == 0
     out = capsys.readouterr().out
     campaign = campaign_file.load(path)
     repeats = campaign.testbeds[0].parts[0].sweep.repeats
-    checks = len(campaign.testbeds)
+    skipped = skipped_cells(campaign)  # none but the transformers' too big for their GPUs
+    runs = [c for c in campaign.cells if c.id not in skipped]
+    booked = [tb for tb in campaign.testbeds if any(c.id not in skipped for c in tb.cells)]
+    checks = len(booked)
     probes = out.count("\n# all-reduce probe on ")  # each node count of several workers
     assert probes > 0
-    assert out.count("#!/bin/bash\n") == checks + probes + repeats * len(campaign.cells)
-    for tb in campaign.testbeds:
+    assert out.count("#!/bin/bash\n") == checks + probes + repeats * len(runs)
+    for tb in booked:
         assert f"#SBATCH --partition={tb.parts[0].target.slurm.partition}\n" in out
     assert out.rstrip().endswith(
         "nothing was checked, created or submitted; `campaign run` runs it"
@@ -229,11 +248,9 @@ def test_the_shipped_cluster_campaigns_dry_run_without_a_cluster(
 def test_the_cluster_transformer_campaigns_forecast_every_cell_and_print_its_scripts(
     name, parallel, launch, tmp_path, capsys
 ):
-    data = yaml.safe_load((REPO / "campaigns" / name).read_text())
-    data["out"] = str(tmp_path / "out")
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(data))
+    path = shipped(name, tmp_path)
     campaign = campaign_file.load(path)
+    skipped = skipped_cells(campaign)
     assert {p.workload.parallel for tb in campaign.testbeds for p in tb.parts} == parallel
     assert cli.main(["campaign", "plan", str(path)]) == 0
     out = capsys.readouterr().out
@@ -241,7 +258,7 @@ def test_the_cluster_transformer_campaigns_forecast_every_cell_and_print_its_scr
     assert len(rows) == len(campaign.cells)
     for cell in campaign.cells:  # a figure, an E and a length, each from a named source
         [row] = [r for r in rows if r.lstrip().startswith(cell.id)]
-        assert "unknown" not in row and "tokens/s" in row, row
+        assert "unknown" not in row and ("tokens/s" in row or cell.id in skipped), row
         assert cell.label in row, row
     # The sources: the accelerator's peak and the stated MFU, FLOPs per token, the links.
     assert "% MFU x 312 TFLOPS bf16 (A100: https://" in out
@@ -250,12 +267,76 @@ def test_the_cluster_transformer_campaigns_forecast_every_cell_and_print_its_scr
     assert cli.main(["campaign", "run", "--dry-run", str(path)]) == 0
     out = capsys.readouterr().out
     trains = [line for line in out.splitlines() if " train.py " in line]
-    assert len(trains) == campaign.testbeds[0].parts[0].sweep.repeats * len(campaign.cells)
+    runs = [c for c in campaign.cells if c.id not in skipped]
+    assert len(trains) == campaign.testbeds[0].parts[0].sweep.repeats * len(runs)
     for p in parallel:
         assert any(f"--parallel {p}" in t and "--backend ddp" in t for t in trains), p
     if name.startswith("lrz"):
         assert all(launch in t for t in trains)
     assert launch in out
+    assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
+
+
+# What the plan may not know before a job has run: a partition's queue wait.
+QUEUE_UNKNOWN = (
+    "queue wait per job unknown (unknown until a job has run)",
+    "queue waits are unknown until a job has run, and left out",
+)
+
+
+@pytest.mark.parametrize(
+    "name, fits, too_big",
+    [
+        # The 70B fits 4 DGX A100 nodes, checkpointed or split by TP, not 2; the 13B
+        # fits 8 A100 80GB, no V100 partition.
+        (
+            "lrz-lm.yaml",
+            {"dgx-a100x8-70b": {32}, "dgx-a100x8-70b-tp8": {32}, "dgx-a100x8-13b": {8}},
+            {"dgx-a100x8-70b": {1, 16}, "dgx1-v100x8-13b": {1, 8}, "v100x2-13b": {1, 2}},
+        ),
+        # GPT-2 medium fits each of Grete's layouts, the 70B none up to 2 nodes.
+        ("gwdg-lm.yaml", {"grete": {1, 2, 4, 8}}, {"grete-70b": {1, 4, 8}}),
+    ],
+)
+def test_the_lm_cluster_campaigns_name_the_layouts_that_fit_each_partition_and_run_those_alone(
+    name, fits, too_big, tmp_path, capsys
+):
+    path = shipped(name, tmp_path)
+    campaign = campaign_file.load(path)
+    assert cli.main(["campaign", "plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    known = [line for line in out.splitlines() if line.strip() not in QUEUE_UNKNOWN]
+    assert not [line for line in known if "unknown" in line]
+    lines = out.splitlines()
+    memory: dict[tuple[str, int], list[str]] = {}  # (testbed, workers): each cell's line
+    for tb in campaign.testbeds:
+        size = estimate.testbed_memory(tb).size
+        assert size is not None, tb.name  # every accelerator named gives its memory
+        assert f"  memory per GPU beside {tb.hardware.accelerator}'s {size // 10**9} GB (" in out
+        for cell in tb.cells:  # each row, then its memory line
+            row = next(i for i, line in enumerate(lines) if line.startswith(f"  {cell.id}  "))
+            line = lines[row + 1].strip()
+            assert line.startswith("memory ") and " GB per GPU" in line, line
+            memory.setdefault((tb.name, cell.workers), []).append(line)
+    for tb_name, workers in fits.items():
+        for w in workers:
+            assert all(" GB per GPU of " in m for m in memory[(tb_name, w)]), (tb_name, w)
+    for tb_name, workers in too_big.items():
+        for w in workers:
+            assert all(": does not fit in " in m for m in memory[(tb_name, w)]), (tb_name, w)
+    # The dry run: the skipped ones named with why, the scripts of the others alone.
+    assert cli.main(["campaign", "run", "--dry-run", str(path)]) == 0
+    out = capsys.readouterr().out
+    skipped = skipped_cells(campaign)
+    said = [line for line in out.splitlines() if line.startswith("# not run: ")]
+    assert len(said) == len(skipped) and all(": does not fit in " in line for line in said)
+    trains = [line for line in out.splitlines() if " train.py " in line]
+    repeats = campaign.testbeds[0].parts[0].sweep.repeats
+    assert len(trains) == repeats * (len(campaign.cells) - len(skipped))
+    sections = out.split("## testbed ")[1:]  # each testbed's part, in the file's order
+    for tb, section in zip(campaign.testbeds, sections, strict=True):
+        booked = f"#SBATCH --partition={tb.parts[0].target.slurm.partition}\n" in section
+        assert booked == any(c.id not in skipped for c in tb.cells), tb.name
     assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
 
 
