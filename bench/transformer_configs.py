@@ -425,16 +425,28 @@ def layout_problem(
             f"--tp {tp} with --parallel ddp: torch's DDP does not train tensor-parallel "
             f"modules; use --parallel fsdp2, or hsdp --shard-group {tp} (replicas of one TP group)"
         )
-    for what, count in (("attention heads", c.heads), ("key-value heads", c.kv_heads)):
+    return tp_split_problem(c, tp, seq_len or c.seq_len)
+
+
+def tp_split_problem(c: TransformerConfig, tp: int, seq_len: int) -> str | None:
+    """Why tensor parallelism over tp GPUs cannot split this shape, or None: Megatron's
+    split (bench/layout.py) gives each rank whole heads (query and key/value) and an
+    equal part of the MLP, and sequence parallelism an equal part of the sequence. The
+    one rule: the workload refuses what the memory forecast (hpcbench/models/memory.py)
+    refuses."""
+    for what, count in (
+        ("attention heads", c.heads),
+        ("key-value heads", c.kv_heads),
+        ("MLP width", c.ffn),
+    ):
         if count % tp:
             return (
-                f"--tp {tp}: {model}'s {count} {what} do not split {tp} ways; "
+                f"--tp {tp}: {c.name}'s {count} {what} do not split {tp} ways; "
                 f"use a --tp that divides {count}"
             )
-    length = seq_len or c.seq_len
-    if length % tp:
+    if seq_len % tp:
         return (
-            f"--tp {tp}: sequence parallelism splits --seq-len {length} {tp} ways; "
+            f"--tp {tp}: sequence parallelism splits --seq-len {seq_len} {tp} ways; "
             f"use a --seq-len that {tp} divides"
         )
     return None

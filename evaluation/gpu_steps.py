@@ -312,7 +312,7 @@ def scale_rows(
         rows.append(
             {
                 **row,
-                "images_per_sec": stats["images_per_sec"],
+                "images_per_sec": stats["throughput"],
                 "ci95": stats["ci95"],
                 "gpu_util": gpu.get("util_mean"),
                 "mem_mib": gpu.get("mem_used_max_mib"),

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hpcbench.core.bench import workload_options
+from hpcbench.core.bench import transformer_configs, workload_options
 from hpcbench.core.errors import UsageError
 from hpcbench.models import sharded_model
 from hpcbench.models.sharded_model import DTYPE_BYTES
@@ -163,25 +163,9 @@ def check(config: Any, seq_len: int, micro_batch: int, layout: Layout) -> None:
             f"shard group {layout.shard_group}: HSDP's shard group must divide the "
             f"{layout.dp} data-parallel GPUs"
         )
-    why = tp_problem(config, layout.tp)
+    why = transformer_configs.tp_split_problem(config, layout.tp, seq_len)
     if why:
         raise UsageError(why)
-    if seq_len % layout.tp:
-        raise UsageError(
-            f"sequence length {seq_len}: sequence parallelism splits it {layout.tp} ways; "
-            f"give one that {layout.tp} divides"
-        )
-
-
-def tp_problem(config: Any, tp: int) -> str | None:
-    """Why tensor parallelism over tp GPUs cannot split this shape, or None: Megatron's
-    split gives each rank whole heads (query and key/value) and an equal part of the MLP."""
-    for what, count in (("heads", config.heads), ("KV heads", config.kv_heads)):
-        if count % tp:
-            return f"tp {tp}: {config.name}'s {count} {what} do not split over {tp} GPUs"
-    if config.ffn % tp:
-        return f"tp {tp}: {config.name}'s MLP width {config.ffn} does not split over {tp} GPUs"
-    return None
 
 
 # ------------------------------------------------------------------ activations
@@ -454,7 +438,7 @@ def smallest_layout(
     per_node GPUs. None where nothing up to max_gpus fits."""
     check(config, seq_len, micro_batch, layout)
     for candidate in _candidates(layout, max_gpus, per_node):
-        if tp_problem(config, candidate.tp) or seq_len % candidate.tp:
+        if transformer_configs.tp_split_problem(config, candidate.tp, seq_len):
             continue
         if fit(breakdown(config, seq_len, micro_batch, candidate).total, memory).fits:
             return candidate

@@ -86,7 +86,7 @@ def test_horovodrun_sweep_makes_results_and_report(tmp_path):
         # The slowest rank's time counts.
         assert r["window_times"] == [max(col) for col in zip(*r["rank_window_times"], strict=True)]
         stats = analysis.run_stats(r)
-        assert stats["images_per_sec"] > 0 and summaries[r["workers"]].efficiency > 0
+        assert stats["throughput"] > 0 and summaries[r["workers"]].efficiency > 0
         assert 0 < r["overhead_s"] < r["duration_s"]
         fp = r["fingerprint"]
         assert fp["horovod"] == "0.28.1" and fp["horovod_controller"] == "gloo"
