@@ -231,9 +231,7 @@ def test_layouts_that_can_run_pass():
     tp=st.integers(min_value=1, max_value=64),
     seq_len=st.integers(min_value=0, max_value=1024),
 )
-def test_a_tp_passes_exactly_where_it_divides_heads_kv_heads_mlp_and_sequence(
-    model, tp, seq_len
-):
+def test_a_tp_passes_exactly_where_it_divides_heads_kv_heads_mlp_and_sequence(model, tp, seq_len):
     c = CONFIGS[model]
     seq_len = min(seq_len, c.context)
     divides = all(n % tp == 0 for n in (c.heads, c.kv_heads, c.ffn, seq_len or c.seq_len))
