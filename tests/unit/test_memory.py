@@ -26,21 +26,8 @@ from hpcbench.models.memory import Layout
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 GiB = 2**30
 TINY = tc.CONFIGS["gpt-tiny"]  # dim 192, 4 layers, 4 heads, ffn 768, vocab 4096, tied
-LLAMA3_70B = tc.TransformerConfig(
-    "llama3-70b",
-    "llama",
-    dim=8192,
-    layers=80,
-    heads=64,
-    kv_heads=8,
-    ffn=28672,
-    vocab=128256,
-    context=8192,
-    seq_len=8192,
-    tied=False,
-    source="Llama 3 70B: hidden 8192, 80 layers, 64 heads, 8 KV heads, intermediate 28672, "
-    "vocab 128256, untied",
-)
+# The shape as its config.json gives it (tests/fixtures/README.md).
+LLAMA3_70B = tc.read_config(str(BENCH.parent / "tests/fixtures/llama-3-70b/config.json"))
 LLAMA3_8B = sharded_model.PUBLISHED_SHAPES["llama3.1-8b"]
 
 
