@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import importlib
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -33,3 +36,17 @@ def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fakes:
     with the testbeds' state in this test's folder."""
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
     return Fakes(monkeypatch)
+
+
+EVALUATION = Path(__file__).parents[2] / "evaluation"
+
+
+@pytest.fixture
+def evaluation(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], ModuleType]]:
+    """A script of evaluation/ imported by its name. Its modules (published, cli, ...:
+    evaluation's, not hpcbench's) are forgotten after the test, passed or failed."""
+    monkeypatch.syspath_prepend(str(EVALUATION))
+    yield importlib.import_module
+    for name, module in list(sys.modules.items()):
+        if Path(getattr(module, "__file__", None) or "/").parent == EVALUATION:
+            del sys.modules[name]

@@ -8,7 +8,6 @@ import copy
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,13 +21,8 @@ FIT = scaling_model.Fit({"tcp": 0.6, "rdma": 0.9}, 0.2, 0.0)
 
 
 @pytest.fixture
-def score(monkeypatch):
-    monkeypatch.syspath_prepend(str(EVALUATION))
-    import layouts_score
-
-    yield layouts_score
-    for name in ("layouts_score", "published", "cli"):  # evaluation's, not hpcbench's
-        sys.modules.pop(name, None)
+def score(evaluation):
+    return evaluation("layouts_score")  # beside it, on the path: published
 
 
 def _subset(ls, runs: dict[str, set[str]]) -> dict:

@@ -3,7 +3,6 @@ defaults as `published.py --fit` fits them, their band from sources held out, `-
 (the least median any of predict's constants reach on a set of rows fitted to those rows
 themselves) and the intervals of the scores."""
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,13 +15,8 @@ EVALUATION = Path(__file__).parents[2] / "evaluation"
 
 
 @pytest.fixture
-def published(monkeypatch):
-    monkeypatch.syspath_prepend(str(EVALUATION))
-    import published
-
-    yield published
-    for name in ("published", "node_sharing", "cli"):  # evaluation's, not hpcbench's
-        sys.modules.pop(name, None)
+def published(evaluation):
+    return evaluation("published")
 
 
 def _cases(truth: dict[str, float], interference: float, loss: float):

@@ -2,7 +2,6 @@
 
 import json
 import re
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -271,11 +270,10 @@ def test_unseen_rows_are_quoted_pinned_and_none_is_a_published_row():
     }
 
 
-def test_unseen_summary_gives_the_standard_rows_and_each_group_apart(monkeypatch):
+def test_unseen_summary_gives_the_standard_rows_and_each_group_apart(evaluation):
     """`published.py --unseen`: beside all rows, the figures of the rows whose set-up a user
     would plan, and of each source group."""
-    monkeypatch.syspath_prepend(str(EVALUATION))
-    import published
+    published = evaluation("published")
 
     sources = {
         "a": {"group": "one", "standard": True},
@@ -295,8 +293,6 @@ def test_unseen_summary_gives_the_standard_rows_and_each_group_apart(monkeypatch
     assert [line.split(" (")[0] for line in lines[2:]] == ["  run: one", "  run: two"]
     # One group, every row standard: the summary is the one line.
     assert len(published.unseen_figures("run", results[2:], sources)) == 1
-    for name in ("published", "cli"):  # evaluation's, not hpcbench's
-        sys.modules.pop(name, None)
 
 
 def test_two_level_link_charges_each_level_its_own_alpha_and_beta():
@@ -428,13 +424,11 @@ def test_calibrate_needs_two_node_counts_and_a_store(tmp_path, capsys):
         assert message in err and "\n" not in err
 
 
-def test_each_published_source_is_scored_with_constants_fitted_without_it(monkeypatch):
+def test_each_published_source_is_scored_with_constants_fitted_without_it(evaluation, monkeypatch):
     """published.py leaves one source group out at a time: a CNN group's fit sees all the
     other CNN groups' rows, a transformer group's all the other groups' rows, none sees
     the held-out group's, and every row is scored once."""
-    evaluation = Path(__file__).parents[2] / "evaluation"
-    monkeypatch.syspath_prepend(str(evaluation))
-    import published
+    published = evaluation("published")
 
     data = published.load()
     key = {id(r): (r["source"], r["model"], r["workers"], r["network"]) for r in data["rows"]}
@@ -506,8 +500,6 @@ def test_each_published_source_is_scored_with_constants_fitted_without_it(monkey
     assert sorted(key[id(s.row)] for s in users) == sorted(
         k for k, g in group.items() if g in cnn_groups
     )
-    for name in ("published", "cli"):  # evaluation's, not hpcbench's
-        sys.modules.pop(name, None)
 
 
 def _plan(workers, gpus_per_node, **kw):
@@ -560,12 +552,10 @@ def test_the_fit_scores_a_case_with_a_measured_node_as_rescaled():
     assert two["efficiency"] != node["efficiency"]
 
 
-def test_published_commands_give_the_points_the_defaults_score(monkeypatch):
+def test_published_commands_give_the_points_the_defaults_score(evaluation):
     """A row's printed predict command, with predict's defaults, gives the point that the
     in-sample figures count (rescaled to its measured node where it has one)."""
-    evaluation = Path(__file__).parents[2] / "evaluation"
-    monkeypatch.syspath_prepend(str(evaluation))
-    import published
+    published = evaluation("published")
 
     data = published.load()
     node_rows = [r for r in data["rows"] if published.node_based(r)]
@@ -580,5 +570,3 @@ def test_published_commands_give_the_points_the_defaults_score(monkeypatch):
     argv = published.predict_argv(row)
     assert argv[argv.index("--workers") + 1] == f"{row['gpus_per_node']},{row['workers']}"
     assert "gloo" in published.predict_argv(ring_rows[0])  # NCCL before trees: rings only
-    for name in ("published", "cli"):  # evaluation's, not hpcbench's
-        sys.modules.pop(name, None)
