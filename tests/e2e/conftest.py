@@ -230,14 +230,38 @@ def partition(bed: DeployedTestbed, name: str) -> dict:
     }
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """One testbed for the e2e tests, in this order (pytest sorts the modules by name):
-    test_faults.py's Ctrl-C tests are its first deploys, interrupted, just before the
-    deploy test (after the bad-input tests, which need none), which converges what they
-    left; test_kill.py, then the rest of test_faults.py (its faults, the node removed by
-    hand and the destroy after it), run after the sweeps and before the destroy test
-    rather than on testbeds of their own."""
+# The shared local testbed's life, in the order its tests run. Each test of the
+# testbed group (tests/conftest.py GROUPS) declares its stage, @pytest.mark.stage(NAME)
+# (a module's pytestmark for all of its tests); within a stage, tests keep the order
+# pytest collects them in (modules by name, tests as defined). A test that declares
+# none, or one not here, stops the run at collection, so that no rename moves a test.
+STAGES = (
+    "undeployed",  # refusals that need no testbed
+    "deploy interrupted",  # Ctrl-C in the first deploys; the deploy converges what they left
+    "deploy",
+    "slurm campaigns",  # the campaigns over the testbed's Slurm partitions (CNNs) ...
+    "lm campaign",  # ... the transformer's ...
+    "slurm jobs",  # ... and jobs stopped in every way: each needs the testbed deployed
+    "deployed",  # verify, the second deploy, the sweeps
+    "kill",  # a sweep killed, on the testbed rather than one of its own
+    "faults",  # faults on the nodes; the last removes a node by hand and destroys
+    "destroy",
+)
 
+
+def stage_of(item: pytest.Item) -> int:
+    """The index in STAGES of the stage an item of the testbed group declares."""
+    mark = item.get_closest_marker("stage")
+    name = mark.args[0] if mark and mark.args else None
+    if name not in STAGES:
+        said = f"its stage {name!r} is not one" if name else "it declares none"
+        raise pytest.UsageError(f"{item.nodeid}: {said} of STAGES in tests/e2e/conftest.py")
+    return STAGES.index(name)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The testbed group's tests in the order of their declared stages (STAGES); every
+    other test where pytest put it."""
     strays = sorted(
         {
             i.nodeid.split("::")[0]
@@ -247,32 +271,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     )
     if strays:  # it would run beside a group whose testbed it may share
         raise pytest.UsageError(f"{', '.join(strays)}: add it to GROUPS in tests/conftest.py")
-
-    def of(module: str) -> list[pytest.Item]:
-        return [i for i in items if i.nodeid.startswith(f"tests/e2e/{module}::")]
-
-    faults = of("test_faults.py")
-    first = [i for i in faults if i.name.startswith("test_ctrl_c_")]
-    last = of("test_kill.py") + [i for i in faults if i not in first]
-    # The campaigns over the testbed's Slurm partitions (CNNs, the transformer), and the
-    # jobs stopped in every way, need it deployed: after the deploy.
-    partitions = (
-        of("test_campaign_slurm.py") + of("test_campaign_lm.py") + of("test_slurm_cleanup.py")
-    )
-    rest = [i for i in items if i not in first and i not in last and i not in partitions]
-
-    def at(name: str, default: int) -> int:
-        return next((n for n, i in enumerate(rest) if i.name == name), default)
-
-    deploy = at("test_deploy_creates_and_configures_every_node", 0)
-    destroy = at("test_destroy_leaves_nothing", len(rest))
-    if first or last or partitions:
-        items[:] = (
-            rest[:deploy]
-            + first
-            + rest[deploy : deploy + 1]
-            + partitions
-            + rest[deploy + 1 : destroy]
-            + last
-            + rest[destroy:]
-        )
+    slots = [n for n, i in enumerate(items) if group_of(i.nodeid) == "testbed"]
+    ordered = sorted((items[n] for n in slots), key=stage_of)  # sorted() is stable
+    for n, item in zip(slots, ordered, strict=True):
+        items[n] = item

@@ -20,7 +20,7 @@ import yaml
 
 from tests.e2e.conftest import TINY_SWEEP, DeployedTestbed, campaign_run, partition
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.stage("lm campaign")]
 
 SWEEP = {
     **{k: v for k, v in TINY_SWEEP.items() if k not in ("model", "image_size", "batch")},

@@ -39,7 +39,7 @@ from tests.e2e.conftest import (
 )
 from tests.slurm_sites import site_slurm
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.stage("slurm campaigns")]
 
 REPO = Path(__file__).resolve().parents[2]
 # One thread a rank: the nodes' CPU quota (0.6) is not visible inside an enroot

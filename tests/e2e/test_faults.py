@@ -227,6 +227,7 @@ def assert_stopped_cleanly(
     assert len(testbed.docker_names("container")) == NODES  # half-made, for the re-deploy
 
 
+@pytest.mark.stage("deploy interrupted")
 def test_ctrl_c_while_ansible_runs_stops_the_deploy_and_leaves_nothing_running(
     testbed: DeployedTestbed,
 ) -> None:
@@ -239,6 +240,7 @@ def test_ctrl_c_while_ansible_runs_stops_the_deploy_and_leaves_nothing_running(
     assert "hpcbench: [4/4] ansible-playbook site.yml on 3 nodes" in deploy.out
 
 
+@pytest.mark.stage("deploy interrupted")
 def test_ctrl_c_twice_stops_the_deploy_at_once_and_leaves_nothing_running(
     testbed: DeployedTestbed,
 ) -> None:
@@ -309,6 +311,7 @@ def localhost_sweep(out: Path) -> list[str]:
     ]
 
 
+@pytest.mark.stage("faults")
 @pytest.mark.parametrize("fault", ["read-only", "full"])
 def test_a_results_folder_that_fails_mid_sweep_is_one_line_and_the_run_is_kept(
     testbed: DeployedTestbed, tmpfs: Path, tmp_path: Path, fault: str
@@ -338,6 +341,7 @@ def test_a_results_folder_that_fails_mid_sweep_is_one_line_and_the_run_is_kept(
     assert not (out / "results.jsonl").exists() or not (out / "results.jsonl").read_text()
 
 
+@pytest.mark.stage("faults")
 @pytest.mark.parametrize("where", ["a file", "read-only"])
 def test_an_out_no_record_could_go_to_is_refused_before_anything_is_launched(
     testbed: DeployedTestbed, tmpfs: Path, where: str
@@ -425,6 +429,7 @@ def seeded_store(
     (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
+@pytest.mark.stage("faults")
 def test_a_second_sweep_or_a_probe_on_a_busy_testbed_is_refused_and_the_first_goes_on(
     deployed: DeployedTestbed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -613,6 +618,7 @@ def docker(*args: str) -> None:
     subprocess.run(["docker", *args], check=True, capture_output=True, timeout=60)
 
 
+@pytest.mark.stage("faults")
 def test_a_paused_node_fails_its_run_in_time_and_the_sweep_goes_on(
     fault_sweep: FaultSweep,
 ) -> None:
@@ -654,6 +660,7 @@ def shape(container: str, dev: str, rate: str, burst: int, latency: str) -> None
     )
 
 
+@pytest.mark.stage("faults")
 def test_a_node_cut_to_8_kbits_fails_its_run_in_time_and_the_sweep_goes_on(
     fault_sweep: FaultSweep,
 ) -> None:
@@ -668,6 +675,7 @@ def test_a_node_cut_to_8_kbits_fails_its_run_in_time_and_the_sweep_goes_on(
     fault_sweep.goes_on()
 
 
+@pytest.mark.stage("faults")
 def test_a_killed_node_fails_its_run_in_time_and_the_sweep_ends_with_every_run_stored(
     fault_sweep: FaultSweep,
 ) -> None:
@@ -687,6 +695,7 @@ def test_a_killed_node_fails_its_run_in_time_and_the_sweep_ends_with_every_run_s
 # --- destroy ---------------------------------------------------------------------------
 
 
+@pytest.mark.stage("faults")
 def test_destroy_after_a_node_was_removed_by_hand_leaves_nothing(testbed: DeployedTestbed) -> None:
     """node3 removed with `docker rm -f` (and node2 left killed by the test above, when
     it ran): destroy removes the rest and the state, and says so. test_destroy_leaves_nothing

@@ -25,7 +25,7 @@ import pytest
 
 from tests.e2e.conftest import E2E_VARS, REPO, DeployedTestbed
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.stage("kill")]
 
 KILL_VARS = {
     "name": "hpcbench-kill",

@@ -16,6 +16,7 @@ from tests.e2e.conftest import E2E_VARS, TINY_RUN, DeployedTestbed, var_args
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.stage("undeployed")
 @pytest.mark.parametrize("count", ["0", "17"])
 def test_bad_node_count_is_refused_before_anything_exists(
     testbed: DeployedTestbed, count: str
@@ -28,12 +29,14 @@ def test_bad_node_count_is_refused_before_anything_exists(
     assert testbed.docker_names("network") == []
 
 
+@pytest.mark.stage("undeployed")
 def test_unknown_env_lists_the_known_ones(testbed: DeployedTestbed) -> None:
     proc = testbed.hpcbench("deploy", "--env", "nosuch")
     assert proc.returncode == 2
     assert "local" in proc.stderr and "nosuch" in proc.stderr
 
 
+@pytest.mark.stage("deploy")
 def test_deploy_creates_and_configures_every_node(testbed: DeployedTestbed) -> None:
     proc = testbed.hpcbench("deploy", "--env", "local", *var_args())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -45,6 +48,7 @@ def test_deploy_creates_and_configures_every_node(testbed: DeployedTestbed) -> N
     assert "TASK [slurm : Check that each partition is up and holds its nodes]" in proc.stdout
 
 
+@pytest.mark.stage("deployed")
 def test_verify_passes_on_the_deployed_testbed(testbed: DeployedTestbed) -> None:
     testbed.sqsh.wait()  # its pyxis check starts a container of the stack's .sqsh
     proc = testbed.hpcbench("verify", "--env", "local", "--", "-rs")
@@ -59,6 +63,7 @@ def test_verify_passes_on_the_deployed_testbed(testbed: DeployedTestbed) -> None
     assert not [line for line in on_the_testbed if "slurm" in line], skipped
 
 
+@pytest.mark.stage("deployed")
 def test_second_deploy_changes_nothing(testbed: DeployedTestbed) -> None:
     # No --var: the settings of the first deploy are remembered.
     proc = testbed.hpcbench("deploy", "--env", "local")
@@ -67,6 +72,7 @@ def test_second_deploy_changes_nothing(testbed: DeployedTestbed) -> None:
     assert "ansible changed=0 failed=0" in proc.stdout
 
 
+@pytest.mark.stage("deployed")
 def test_sweep_on_the_testbed_lands_in_the_store_and_the_report(testbed: DeployedTestbed) -> None:
     out = testbed.state / "results"
     proc = testbed.hpcbench(
@@ -95,6 +101,7 @@ def test_sweep_on_the_testbed_lands_in_the_store_and_the_report(testbed: Deploye
     assert "local" in report and list(out.rglob("*.png"))
 
 
+@pytest.mark.stage("deployed")
 @pytest.mark.parametrize("backend", ["horovod", "ddp"])
 def test_sweep_through_sbatch_lands_in_the_store_and_report(
     testbed: DeployedTestbed, backend: str
@@ -133,6 +140,7 @@ def test_sweep_through_sbatch_lands_in_the_store_and_report(
     assert backend in text and "local" in text
 
 
+@pytest.mark.stage("destroy")
 def test_destroy_leaves_nothing(testbed: DeployedTestbed) -> None:
     proc = testbed.hpcbench("destroy", "--env", "local", timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr

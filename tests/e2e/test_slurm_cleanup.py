@@ -24,7 +24,7 @@ import pytest
 from tests.e2e.conftest import E2E_VARS, REPO, STACK_SQSH, DeployedTestbed, head
 from tests.interrupt import as_from_a_terminal
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.stage("slurm jobs")]
 
 NODES = ("node1", "node2")  # the fast partition's
 GONE_WITHIN_S = 60
