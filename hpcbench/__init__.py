@@ -9,8 +9,9 @@ never from one above (tests/unit/test_layers.py checks every import):
     measure      sweeps and probes on one testbed, the results store, their analysis
     testbeds     deploy (Terraform, Ansible), the testbed kinds, nodes, reach, leases
     schedulers   start a launcher's command lines, watch them, collect the records
-    models       all-reduce, sharded and scaling models, published figures, energy
     launchers    what a run is asked to do (specs) and the command lines that start it
+    models       the performance models: all-reduce, sharded, scaling, memory, and the
+                 published figures they fall back on
     core         errors, paths, bounded files and processes, locks, ssh, progress, and
                  the workload's own modules (bench/) both sides read
 """
@@ -20,8 +21,8 @@ __version__ = "0.1.0"
 # The layers, bottom up: each a subpackage, save `cli`, the modules at the top.
 LAYERS = (
     "core",
-    "launchers",
     "models",
+    "launchers",
     "schedulers",
     "testbeds",
     "measure",

@@ -1,4 +1,4 @@
-"""Layer launchers (above core): what a run is asked to do (specs.py: sweeps, probes,
+"""Layer launchers (above models): what a run is asked to do (specs.py: sweeps, probes,
 targets) and small classes that turn a RunSpec into command lines.
 
 Add one by subclassing Launcher and listing it in LAUNCHERS.

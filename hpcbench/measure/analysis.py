@@ -20,8 +20,9 @@ from typing import Any
 
 from hpcbench.core.bench import peak_flops, transformer_configs
 from hpcbench.core.errors import UsageError
+from hpcbench.measure import energy_use
 from hpcbench.measure.identity import CONFIG_FIELDS
-from hpcbench.models import energy_use, plans
+from hpcbench.models import plans
 from hpcbench.models.scaling_model import predictions
 
 # Fields that name a scaling series; nodes and workers vary along it.
@@ -279,7 +280,7 @@ class ConfigSummary:
     cpu_limit: str | None = None
     net_bytes_per_s: float | None = None
     link_rate: str | None = None  # the testbed's nominal link ('1gbit'), as recorded
-    # Energy per sample over the timed windows (hpcbench.models.energy_use): the runs' mean, what
+    # Energy per sample over the timed windows (hpcbench.measure.energy_use): the runs' mean, what
     # it was read from (or "unknown: " and why), and its unit (image or token).
     joules_per_sample: float | None = None
     energy_source: str | None = None

@@ -26,7 +26,6 @@ from typing import Any
 
 from hpcbench.core.bench import cnns
 from hpcbench.core.errors import UsageError
-from hpcbench.launchers.specs import known_models
 from hpcbench.models import allreduce_model, sharded_model
 
 # The share of line rate a ring all-reduce achieves by transport, where no probe
@@ -133,7 +132,7 @@ def default_image_size(name: str) -> int:
     (bench/models.json); for another torchvision model, the crop its default weights
     are evaluated at (torchvision 0.29 transforms/_presets.py:39, ImageClassification's
     crop_size, as models/efficientnet.py:541 gives efficientnet_b3 300)."""
-    known = known_models().get(name)
+    known = cnns.MODELS.get(name)
     if known:
         return int(known["image_size"])
     _builder(name)

@@ -4,7 +4,7 @@ RDMA port), each rank's and node's step times, and a campaign's cost.
 
 `hpcbench report` appends report_sections(); `campaign report` appends
 campaign_sections(). Every figure comes from the records or the analysis's summaries
-(hpcbench.measure.analysis, hpcbench.models.energy_use); nothing is computed a second way.
+(hpcbench.measure.analysis, hpcbench.measure.energy_use); nothing is computed a second way.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Layer schedulers (above models): what starts a launcher's rendering of a run, watches
+"""Layer schedulers (above launchers): what starts a launcher's rendering of a run, watches
 it, and collects it.
 
 Processes on this machine (and over SSH) today, Slurm batch jobs, and a job

@@ -46,7 +46,6 @@ from hpcbench.launchers.slurm import (
     SlurmOptions,
     sbatch_script,
 )
-from hpcbench.models import energy_use
 from hpcbench.schedulers.base import RESULT_MARKER, TAIL_LINES, Outcome, Scheduler, parse_records
 
 CONTROL_TIMEOUT_S = 60  # one sbatch/squeue/scancel/cat call
@@ -491,7 +490,7 @@ class SlurmScheduler(Scheduler):
 
     def consumed_energy(self, job: str) -> dict[str, Any]:
         """The job's energy as Slurm's accounting gives it (sacct(1), ConsumedEnergyRaw
-        and ElapsedRaw), or why there is none (hpcbench.models.energy_use.sacct_energy)."""
+        and ElapsedRaw), or why there is none (sacct_energy)."""
         try:
             proc = self._control(
                 f"sacct --noheader --parsable2 --allocations --jobs={job} "
@@ -499,7 +498,7 @@ class SlurmScheduler(Scheduler):
             )
         except (subprocess.SubprocessError, OSError) as err:
             return {"unknown": f"sacct: {_why(err)}"}
-        return energy_use.sacct_energy(proc.stdout if proc.returncode == 0 else "", proc.stderr)
+        return sacct_energy(proc.stdout if proc.returncode == 0 else "", proc.stderr)
 
     def cancel(self, job_name: str, job: str = "") -> LeftJob | None:
         """scancel the job by its id (by its unique name only when sbatch was cut short
@@ -760,3 +759,24 @@ class SlurmScheduler(Scheduler):
             cause=result.cause,
             job_energy=result.energy,
         )
+
+
+def sacct_energy(stdout: str, stderr: str = "") -> dict[str, Any]:
+    """The job's energy from `sacct --noheader --parsable2 --allocations --jobs=ID
+    --format=ConsumedEnergyRaw,ElapsedRaw` (joules, seconds), or why there is none.
+    sacct(1): ConsumedEnergyRaw is the "total energy consumed by all tasks in a job,
+    in joules"; "only in the case of an exclusive job allocation does this value
+    reflect the job's real energy consumption". It prints 0 where no energy was
+    gathered (src/sacct/print.c, PRINT_CONSUMED_ENERGY_RAW: a job's energy TRES that is
+    missing reads as 0), i.e. where slurm.conf sets no AcctGatherEnergyType."""
+    found = re.search(r"^\s*(\d*)\|(\d*)\s*$", stdout, re.MULTILINE)
+    if found is None:
+        why = (stderr.strip().splitlines() or ["no line for the job"])[0][:200]
+        return {"unknown": f"sacct gives no ConsumedEnergy: {why}"}
+    joules, seconds = found.groups()
+    if not joules or int(joules) == 0:
+        why = "sacct's ConsumedEnergy is 0: the cluster gathers no energy (AcctGatherEnergyType)"
+        return {"unknown": why}
+    if not seconds or int(seconds) == 0:
+        return {"unknown": "sacct gives no elapsed time for the job"}
+    return {"joules": float(joules), "seconds": float(seconds), "exclusive_only": True}

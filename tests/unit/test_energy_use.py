@@ -1,4 +1,4 @@
-"""hpcbench.models.energy_use: which figure a run's joules per sample comes from, with its
+"""hpcbench.measure.energy_use: which figure a run's joules per sample comes from, with its
 source or why it is unknown; Slurm's ConsumedEnergy as sacct prints it, read by the
 Slurm scheduler after the job."""
 
@@ -8,8 +8,8 @@ import stat
 
 import pytest
 
-from hpcbench.measure import sweep
-from hpcbench.models import energy_use
+from hpcbench.measure import energy_use, sweep
+from hpcbench.schedulers import slurm
 from hpcbench.schedulers.base import Outcome
 from tests.unit.test_slurm_scheduler import _scheduler, _spec, fake_slurm  # noqa: F401
 
@@ -96,7 +96,7 @@ def test_a_configuration_averages_the_runs_with_a_figure_and_says_how_many():
     ],
 )
 def test_sacct_output_read_as_sacct_prints_it(stdout, stderr, expected):
-    assert energy_use.sacct_energy(stdout, stderr) == expected
+    assert slurm.sacct_energy(stdout, stderr) == expected
 
 
 FAKE_SACCT = """#!/bin/bash

@@ -5,7 +5,7 @@ A run's record carries what the workload read over its timed windows
 every host, each with its joules or the reason it has none, and the samples the
 windows trained. A Slurm run's record adds what the cluster's accounting gives for
 the whole job (`slurm_energy`: sacct's ConsumedEnergyRaw and ElapsedRaw, read by the
-Slurm scheduler through sacct_energy below).
+Slurm scheduler, hpcbench.schedulers.slurm.sacct_energy).
 
 Which figure a run gets, in order:
     GPU runs: NVML (the GPUs alone); CPU runs: RAPL (the CPU packages and DRAM);
@@ -17,34 +17,12 @@ Which figure a run gets, in order:
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections.abc import Iterable
 from typing import Any
 
 # A figure's unit: per image or per token, as the run's `unit` (images, tokens) says.
 UNITS = {"images": "image", "tokens": "token"}
-
-
-def sacct_energy(stdout: str, stderr: str = "") -> dict[str, Any]:
-    """The job's energy from `sacct --noheader --parsable2 --allocations --jobs=ID
-    --format=ConsumedEnergyRaw,ElapsedRaw` (joules, seconds), or why there is none.
-    sacct(1): ConsumedEnergyRaw is the "total energy consumed by all tasks in a job,
-    in joules"; "only in the case of an exclusive job allocation does this value
-    reflect the job's real energy consumption". It prints 0 where no energy was
-    gathered (src/sacct/print.c, PRINT_CONSUMED_ENERGY_RAW: a job's energy TRES that is
-    missing reads as 0), i.e. where slurm.conf sets no AcctGatherEnergyType."""
-    found = re.search(r"^\s*(\d*)\|(\d*)\s*$", stdout, re.MULTILINE)
-    if found is None:
-        why = (stderr.strip().splitlines() or ["no line for the job"])[0][:200]
-        return {"unknown": f"sacct gives no ConsumedEnergy: {why}"}
-    joules, seconds = found.groups()
-    if not joules or int(joules) == 0:
-        why = "sacct's ConsumedEnergy is 0: the cluster gathers no energy (AcctGatherEnergyType)"
-        return {"unknown": why}
-    if not seconds or int(seconds) == 0:
-        return {"unknown": "sacct gives no elapsed time for the job"}
-    return {"joules": float(joules), "seconds": float(seconds), "exclusive_only": True}
 
 
 def _number(value: Any) -> float | None:
