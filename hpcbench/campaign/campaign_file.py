@@ -54,7 +54,7 @@ from hpcbench.campaign.datatypes import (
 from hpcbench.campaign.testbeds import testbed
 from hpcbench.campaign.yaml_loader import read_yaml
 from hpcbench.core.errors import UsageError
-from hpcbench.launchers.specs import check_path
+from hpcbench.launchers.parse import check_path
 from hpcbench.measure.store import Store
 
 # What the rest of hpcbench takes from here: load(), and the types it gives.

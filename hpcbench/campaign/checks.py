@@ -14,7 +14,7 @@ from typing import Any
 
 from hpcbench.campaign.yaml_loader import TooLong
 from hpcbench.core.errors import UsageError
-from hpcbench.launchers.specs import duration_s, parse_int_list
+from hpcbench.launchers.parse import duration_s, parse_int_list
 from hpcbench.models.allreduce_model import tc_rate
 from hpcbench.models.scaling_model import parse_link
 

@@ -46,7 +46,7 @@ from hpcbench.campaign.state import (
 from hpcbench.core import bounded, files, paths
 from hpcbench.core.errors import UsageError
 from hpcbench.core.progress import format_duration
-from hpcbench.launchers.specs import HostSlots
+from hpcbench.launchers.parse import HostSlots
 from hpcbench.measure import sweep
 from hpcbench.measure.store import config_key, done_configs
 from hpcbench.schedulers import slurm

@@ -13,7 +13,8 @@ from hpcbench.campaign import checks
 from hpcbench.campaign.checks import Problem
 from hpcbench.core.bench import workload_options
 from hpcbench.core.errors import UsageError
-from hpcbench.launchers.specs import MAX_SLOTS, SweepSpec, TargetSpec, WorkloadSpec
+from hpcbench.launchers.parse import MAX_SLOTS
+from hpcbench.launchers.specs import SweepSpec, TargetSpec, WorkloadSpec
 from hpcbench.measure import scale_options
 
 # `scale` options a campaign sets itself (where each testbed's results go, resuming)

@@ -15,7 +15,7 @@ from hpcbench.campaign.checks import Problem
 from hpcbench.campaign.sweep_keys import parse, strip_prefix
 from hpcbench.core.errors import UsageError
 from hpcbench.core.secrets import looks_secret
-from hpcbench.launchers.specs import parse_hosts, parse_login
+from hpcbench.launchers.parse import parse_hosts, parse_login
 from hpcbench.testbeds import kinds
 from hpcbench.testbeds.kinds import Kind
 

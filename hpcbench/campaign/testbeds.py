@@ -25,7 +25,8 @@ from hpcbench.campaign.datatypes import Cell, Expect, Hardware, SweepPart, Testb
 from hpcbench.campaign.testbed_kinds import Place
 from hpcbench.core.bench import transformer_configs, units, workload_options
 from hpcbench.core.errors import UsageError
-from hpcbench.launchers.specs import WorkloadSpec, format_int_list
+from hpcbench.launchers.parse import format_int_list
+from hpcbench.launchers.specs import WorkloadSpec
 from hpcbench.measure.identity import cell_options
 from hpcbench.measure.sweep import as_run, configurations
 from hpcbench.models.scaling_model import INTRA_NODE, LINK_EFFICIENCY

@@ -13,7 +13,7 @@ import yaml
 
 from hpcbench.core import files
 from hpcbench.core.errors import UsageError, one_line
-from hpcbench.launchers.specs import check_path
+from hpcbench.launchers.parse import check_path
 
 MAX_NODES = 100_000  # values in a campaign file once its aliases are expanded
 

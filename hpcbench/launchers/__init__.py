@@ -1,5 +1,6 @@
 """Layer launchers (above models): what a run is asked to do (specs.py: sweeps, probes,
-targets) and small classes that turn a RunSpec into command lines.
+targets), the parsers of its options' text (parse.py), and small classes that turn a
+RunSpec into command lines.
 
 Add one by subclassing Launcher and listing it in LAUNCHERS.
 """

@@ -18,25 +18,19 @@ from pathlib import Path
 
 from hpcbench import launchers
 from hpcbench.core import paths
-from hpcbench.core.bench import transformer_configs, units, workload_options
+from hpcbench.core.bench import cnns, transformer_configs, units, workload_options
 from hpcbench.core.errors import Parser, UsageError
 from hpcbench.core.ssh import SshAccess
 from hpcbench.launchers import sbatch_options, slurm
-from hpcbench.launchers.slurm import SlurmOptions
-from hpcbench.launchers.specs import (
+from hpcbench.launchers.parse import (
     IMAGE,
     MOUNT,
     SAFE_PATH,
     WORD,
-    ProbeSpec,
-    SweepSpec,
-    TargetSpec,
-    WorkloadSpec,
     check_path,
     check_text,
     count_type,
     duration_type,
-    known_models,
     megabytes_type,
     parse_batch,
     parse_hosts,
@@ -46,6 +40,8 @@ from hpcbench.launchers.specs import (
     seconds_type,
     target_ci_type,
 )
+from hpcbench.launchers.slurm import SlurmOptions
+from hpcbench.launchers.specs import ProbeSpec, SweepSpec, TargetSpec, WorkloadSpec
 from hpcbench.measure import identity, probe, sweep
 from hpcbench.models import sharded_model
 from hpcbench.testbeds import kinds
@@ -403,7 +399,7 @@ def probe_spec(
 
 
 def workload_spec(args: argparse.Namespace) -> WorkloadSpec:
-    models = known_models()
+    models = cnns.MODELS
     if transformer_configs.is_config_path(args.model):
         # A config.json: the model it describes by its name (folder@hash), in the options
         # too, so that a run's record and a campaign cell's identity name the model alike

@@ -37,7 +37,7 @@ import jsonschema
 
 from hpcbench.core import files, locks
 from hpcbench.core.errors import UsageError, one_line
-from hpcbench.launchers.specs import MAX_BATCH, MAX_NODES, MAX_SLOTS
+from hpcbench.launchers.parse import MAX_BATCH, MAX_NODES, MAX_SLOTS
 from hpcbench.measure.identity import CONFIG_FIELDS
 
 RESULTS_FILE = "results.jsonl"

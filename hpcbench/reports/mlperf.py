@@ -34,7 +34,7 @@ from typing import Any
 from hpcbench.core import files, paths
 from hpcbench.core.bench import mllog
 from hpcbench.core.errors import UsageError, one_line
-from hpcbench.launchers.specs import check_path
+from hpcbench.launchers.parse import check_path
 from hpcbench.measure import fingerprint
 from hpcbench.measure.store import Store, config_key, run_key
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from hpcbench.core.bench import peak_flops, transformer_configs, units, workload_options
 from hpcbench.core.errors import UsageError
-from hpcbench.launchers.specs import count_type, parse_int_list
+from hpcbench.launchers.parse import count_type, parse_int_list
 from hpcbench.measure import analysis, scale_options
 from hpcbench.measure.store import Store
 from hpcbench.models import allreduce_model, memory, plans, sharded_model

@@ -15,7 +15,7 @@ from typing import Any
 
 from hpcbench.core import files
 from hpcbench.core.errors import UsageError
-from hpcbench.launchers.specs import check_path
+from hpcbench.launchers.parse import check_path
 from hpcbench.measure import analysis, identity
 from hpcbench.measure.analysis import ConfigSummary
 from hpcbench.measure.store import Store

@@ -21,7 +21,7 @@ from hpcbench.core import files, paths, ssh
 from hpcbench.core.bench import units as _units
 from hpcbench.core.errors import UsageError
 from hpcbench.core.ssh import SshAccess
-from hpcbench.launchers.specs import MAX_SLOTS
+from hpcbench.launchers.parse import MAX_SLOTS
 
 LOCALHOST = "localhost"  # the node name of this machine
 MAX_GPUS = MAX_SLOTS  # per node: bounds a typo in an inventory

@@ -23,7 +23,8 @@ from hpcbench.core import locks, paths, ssh
 from hpcbench.core.errors import UsageError
 from hpcbench.launchers import Launcher, Placement, RunSpec
 from hpcbench.launchers.base import free_port
-from hpcbench.launchers.specs import TargetSpec, check_node_counts
+from hpcbench.launchers.parse import check_node_counts
+from hpcbench.launchers.specs import TargetSpec
 from hpcbench.schedulers import Outcome, Scheduler
 from hpcbench.testbeds import kinds, manifest, nodeset, reach
 from hpcbench.testbeds.nodeset import Testbed

@@ -12,7 +12,7 @@ from hpcbench.core import paths, ssh
 from hpcbench.core.errors import UsageError
 from hpcbench.core.ssh import SshAccess
 from hpcbench.launchers import get
-from hpcbench.launchers.specs import HostSlots
+from hpcbench.launchers.parse import HostSlots
 from hpcbench.testbeds import manifest, nodeset
 from hpcbench.testbeds.kinds import hosts, localhost
 from hpcbench.testbeds.target import Target

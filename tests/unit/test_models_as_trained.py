@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hpcbench import cli
-from hpcbench.measure.scale_options import known_models
+from hpcbench.core.bench import cnns
 from hpcbench.models import scaling_model, sharded_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -21,7 +21,7 @@ import train  # noqa: E402
 import transformer  # noqa: E402
 import transformer_configs  # noqa: E402
 
-CNNS = sorted(known_models())
+CNNS = sorted(cnns.MODELS)
 
 
 def trained_parameters(model: torch.nn.Module) -> int:
@@ -32,7 +32,7 @@ def trained_parameters(model: torch.nn.Module) -> int:
 def test_each_cnns_gradient_table_holds_every_parameter_the_workload_trains(name):
     with torch.device("meta"):
         model = train.build_model(name)
-    table = scaling_model.model_layers(name, known_models()[name]["image_size"])
+    table = scaling_model.model_layers(name, cnns.MODELS[name]["image_size"])
     assert sum(grad for grad, _ in table) / 4 == trained_parameters(model)
 
 
@@ -43,7 +43,7 @@ def predicted(capsys: pytest.CaptureFixture[str], *extra: str) -> str:
 
 
 def test_predict_takes_inception_v3_at_the_299_px_the_workload_trains_it_at(capsys):
-    assert known_models()["inception_v3"]["image_size"] == 299
+    assert cnns.MODELS["inception_v3"]["image_size"] == 299
     plain = predicted(capsys, "--model", "inception_v3")
     assert "inception_v3 at 299 px" in plain
     assert plain == predicted(capsys, "--model", "inception_v3", "--image-size", "299")
@@ -52,7 +52,7 @@ def test_predict_takes_inception_v3_at_the_299_px_the_workload_trains_it_at(caps
 
 def test_a_torchvision_model_the_workload_does_not_train_takes_its_weights_crop(capsys):
     # torchvision/models/efficientnet.py, EfficientNet_B3_Weights.IMAGENET1K_V1: crop_size=300
-    assert "efficientnet_b3" not in known_models()
+    assert "efficientnet_b3" not in cnns.MODELS
     assert "efficientnet_b3 at 300 px" in predicted(capsys, "--model", "efficientnet_b3")
 
 

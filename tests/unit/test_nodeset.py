@@ -2,7 +2,8 @@ import pytest
 import yaml
 
 from hpcbench.core.errors import UsageError
-from hpcbench.launchers.specs import HostSlots, TargetSpec
+from hpcbench.launchers.parse import HostSlots
+from hpcbench.launchers.specs import TargetSpec
 from hpcbench.testbeds import kinds, nodeset
 from hpcbench.testbeds.kinds import hosts, localhost
 

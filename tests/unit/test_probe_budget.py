@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from hpcbench import cli
 from hpcbench.campaign import campaign_file
 from hpcbench.launchers.base import free_port
-from hpcbench.launchers.specs import BUDGET_S, ProbeSpec
+from hpcbench.launchers.parse import BUDGET_S
+from hpcbench.launchers.specs import ProbeSpec
 from hpcbench.measure import probe, scale_options, store, sweep
 from hpcbench.schedulers.base import Outcome
 from hpcbench.testbeds.target import Target

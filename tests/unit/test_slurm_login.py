@@ -14,8 +14,9 @@ from hpcbench import cli
 from hpcbench.core import paths, ssh
 from hpcbench.core.errors import UsageError
 from hpcbench.core.ssh import Reply, SshAccess
+from hpcbench.launchers.parse import parse_login
 from hpcbench.launchers.slurm import SlurmLauncher
-from hpcbench.launchers.specs import TargetSpec, parse_login
+from hpcbench.launchers.specs import TargetSpec
 from hpcbench.measure import scale_options
 from hpcbench.testbeds import manifest
 from hpcbench.testbeds.target import Target

@@ -6,7 +6,7 @@ from hpcbench import cli
 from hpcbench.core import paths
 from hpcbench.core.errors import UsageError
 from hpcbench.launchers import specs
-from hpcbench.launchers.specs import (
+from hpcbench.launchers.parse import (
     HostSlots,
     check_node_counts,
     parse_batch,

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from hpcbench import cli, launchers
-from hpcbench.launchers.specs import HostSlots, WorkloadSpec
+from hpcbench.launchers.parse import HostSlots
+from hpcbench.launchers.specs import WorkloadSpec
 from hpcbench.measure import scale_options, sweep
 from hpcbench.testbeds import nodeset
 from hpcbench.testbeds.kinds import hosts, localhost

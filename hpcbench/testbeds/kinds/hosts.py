@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from hpcbench.core.ssh import SshAccess
 from hpcbench.launchers.base import RunSpec
-from hpcbench.launchers.specs import HostSlots, TargetSpec
+from hpcbench.launchers.parse import HostSlots
+from hpcbench.launchers.specs import TargetSpec
 from hpcbench.testbeds.kinds.base import Kind, Target, register
 from hpcbench.testbeds.nodeset import LOCALHOST, Node, Testbed
 
