@@ -1,4 +1,4 @@
-"""`hpcbench campaign run` end to end over the GPULab and jFed stand-ins (issue 17).
+"""`hpcbench campaign run` end to end over the GPULab and jFed stand-ins.
 
 One campaign of four testbeds, each deploy -> verify -> sweep of 1-2 workers ->
 destroy, into one comparison report:
@@ -456,7 +456,7 @@ def test_resume_runs_what_is_left_past_a_failed_testbed(campaign: Campaign) -> N
 def test_gpulab_testbed_held_a_lease_for_each_running_job(
     campaign: Campaign, testbed: str, jobs: int
 ) -> None:
-    """Issue 8, points 1-4 and 8, as seen while the campaign held the testbed: the jobs
+    """As seen while the campaign held the testbed: the jobs
     ran their sshd (deploy and verify passed), the deploy waited for RUNNING with
     every job's id in a lease, no secret in the state; destroy cancelled every job."""
     seen = campaign.seen.get(testbed)
