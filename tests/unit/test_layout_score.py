@@ -8,15 +8,14 @@ import copy
 import json
 import os
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hpcbench.models import memory, scaling_model
+from tests.unit.conftest import EVALUATION
 
-EVALUATION = Path(__file__).parents[2] / "evaluation"
 FIT = scaling_model.Fit({"tcp": 0.6, "rdma": 0.9}, 0.2, 0.0)
 
 

@@ -4,14 +4,11 @@ defaults as `published.py --fit` fits them, their band from sources held out, `-
 themselves) and the intervals of the scores."""
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from hpcbench.models import scaling_model
 from tests.unit.test_predict import _plan
-
-EVALUATION = Path(__file__).parents[2] / "evaluation"
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 import json
 import re
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -11,6 +10,7 @@ from hpcbench import cli
 from hpcbench.measure.store import Store
 from hpcbench.models import allreduce_model, scaling_model
 from hpcbench.models.allreduce_model import Message
+from tests.unit.conftest import EVALUATION
 
 
 def test_gradients_are_ready_in_reverse_layer_order_by_flops():
@@ -205,9 +205,6 @@ def test_framework_settings_of_the_other_backend_are_refused(argv, message, caps
     assert cli.main([*base, *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
-
-
-EVALUATION = Path(__file__).parents[2] / "evaluation"
 
 
 def _rows_hold_their_quoted_numbers(data: dict) -> None:
