@@ -194,11 +194,21 @@ test: tools images ## every test, end to end (the full loop)
 test-unit: venv ## tests/unit only, no Docker or testbed (the quick loop)
 	@$(PY) -m pytest -ra tests/unit
 
-lint: venv ## ruff check and format, mypy, terraform fmt, ansible-lint
+# A target per tool, so that `make -j2 lint` runs two at once (each is one core's work).
+.PHONY: lint-ruff lint-mypy lint-terraform lint-ansible
+lint: lint-ruff lint-mypy lint-terraform lint-ansible ## every linter below
+
+lint-ruff: venv ## ruff check and ruff format --check
 	@$(PY) -m ruff check .
 	@$(PY) -m ruff format --check .
+
+lint-mypy: venv ## mypy over the typed packages (pyproject.toml)
 	@$(PY) -m mypy
+
+lint-terraform: terraform ## terraform fmt -check over terraform/ and environments/
 	@$$(command -v tofu || command -v terraform) fmt -check -recursive terraform environments
+
+lint-ansible: venv ## ansible-lint over ansible/ (.ansible-lint)
 	@ANSIBLE_CONFIG=ansible/ansible.cfg PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/ansible-lint
 
 # Every download and build kept between clones: the wheelhouse and Horovod's wheel,
