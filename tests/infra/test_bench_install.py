@@ -23,8 +23,8 @@ def install(tmp_path: Path, src: Path, dest: Path) -> tuple[dict[str, int], list
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     recap = re.search(r"localhost\s*: ok=(\d+)\s+changed=(\d+)", result.stdout)
     assert recap, result.stdout[-2000:]
-    copy = result.stdout.split("TASK [stack : Copy the benchmark code]")[1].split("TASK [")[0]
-    copied = re.findall(r"^(?:ok|changed): \[localhost\] => \(item=(.+?)\)", copy, re.M)
+    said = re.search(r"^ *msg: '?copied: (.*?)'?$", result.stdout, re.M)
+    copied = said[1].split() if said else []
     return {"ok": int(recap[1]), "changed": int(recap[2])}, sorted(copied)
 
 
