@@ -1,5 +1,5 @@
-"""Peak FLOPS per accelerator and precision, and memory per GPU, each row with its
-source, and MFU.
+"""Peak FLOPS per accelerator and precision, memory and board power per GPU, each row
+with its source, and MFU.
 
 Dense figures: where a data sheet gives tensor-core rates "with sparsity" (2:4
 structured), the row holds half of it, as the sheets' own footnotes say ("one-half
@@ -14,6 +14,11 @@ runs log it: "CUDA capacity: NVIDIA H100 80GB HBM3 with 79.18GiB memory"). A par
 in several sizes holds each size under the pattern its name shows ("A100-SXM4-40GB"); a
 name that shows none of them, or a row without a figure, has no memory figure, and
 memory() says so.
+
+Board power per GPU: the data sheet's maximum (TDP, "max power consumption"), the most
+a GPU draws, so energy from it is an upper bound. A part whose forms differ in power
+holds each under the pattern its name shows; a name that shows no form gets the most
+of them, said so (the bound stays an upper one).
 
 Runs on the nodes and in the harness: no torch, no hpcbench.
 """
@@ -40,6 +45,8 @@ class Peak:
     source: str
     memory: tuple[tuple[str, int], ...] = ()  # (a pattern searched in the name, bytes)
     memory_source: str = ""
+    power: tuple[tuple[str, int], ...] = ()  # (a pattern searched in the name, watts)
+    power_source: str = ""
 
 
 GB = 10**9
@@ -54,6 +61,8 @@ PEAKS = (
         f"{H100_PAGE}: H100 NVL BF16 Tensor Core 1,671 TFLOPS with sparsity, halved",
         ((r"", 94 * GB),),
         f"{H100_PAGE}: H100 NVL GPU memory 94GB",
+        ((r"", 400),),
+        f"{H100_PAGE}: H100 NVL max thermal design power 350-400W (configurable)",
     ),
     Peak(
         "H100 PCIe",
@@ -63,6 +72,8 @@ PEAKS = (
         "FP32 51 TFLOPS",
         ((r"", 80 * GB),),
         f"{H100_PAGE}: H100 PCIe GPU memory 80GB (HBM2e)",
+        ((r"", 350),),
+        f"{H100_PAGE}: H100 PCIe max thermal design power 300-350W (configurable)",
     ),
     Peak(
         "H100 SXM",
@@ -73,6 +84,8 @@ PEAKS = (
         # Not an H100 SXM of another size ("H100 96GB HBM2e"): its name says 80GB.
         ((r"80GB", 80 * GB),),
         f"{H100_PAGE}: H100 SXM GPU memory 80GB (HBM3)",
+        ((r"", 700),),
+        f"{H100_PAGE}: H100 SXM max thermal design power up to 700W (configurable)",
     ),
     # Not GH200 (a Grace Hopper superchip), nor the H200 NVL card, whose rates differ.
     Peak(
@@ -82,6 +95,8 @@ PEAKS = (
         f"{H200_PAGE}: the NVL card's rates are below the SXM part's; no row yet",
         ((r"", 141 * GB),),
         f"{H200_PAGE}: H200 NVL GPU memory 141GB (HBM3e)",
+        ((r"", 600),),
+        f"{H200_PAGE}: H200 NVL max thermal design power up to 600W (configurable)",
     ),
     Peak(
         "H200 SXM",
@@ -91,6 +106,8 @@ PEAKS = (
         "FP32 67 TFLOPS",
         ((r"", 141 * GB),),
         f"{H200_PAGE}: H200 SXM GPU memory 141GB (HBM3e)",
+        ((r"", 700),),
+        f"{H200_PAGE}: H200 SXM max thermal design power up to 700W (configurable)",
     ),
     # 40 GB and 80 GB, SXM4 and PCIe: one rate ("NVIDIA A100-SXM4-80GB", "A100 80GB PCIe").
     Peak(
@@ -100,6 +117,9 @@ PEAKS = (
         f"{A100_PAGE}: BF16 Tensor Core 312 TFLOPS (624 with sparsity); FP32 19.5 TFLOPS",
         ((r"40GB", 40 * GB), (r"80GB", 80 * GB)),
         f"{A100_PAGE}: GPU memory 40GB HBM2 or 80GB HBM2e, as the name says",
+        ((r"(?i)pcie.*40GB|40GB.*pcie", 250), (r"(?i)pcie", 300), (r"SXM", 400), (r"", 400)),
+        f"{A100_PAGE}: max thermal design power 300W (PCIe), 400W (SXM); the 40GB PCIe card 250W "
+        "(NVIDIA A100 40GB PCIe product brief, PB-10137-001)",
     ),
     # Volta has no bfloat16: its tensor cores run fp16.
     Peak(
@@ -109,6 +129,8 @@ PEAKS = (
         f"{V100_PAGE}: V100S PCIe Tensor 130 TFLOPS, single precision 16.4 TFLOPS",
         ((r"", 32 * GB),),
         f"{V100_PAGE}: V100S PCIe memory 32GB HBM2",
+        ((r"", 250),),
+        f"{V100_PAGE}: V100S PCIe max power consumption 250 W",
     ),
     Peak(
         "V100 PCIe",
@@ -117,6 +139,8 @@ PEAKS = (
         f"{V100_PAGE}: V100 PCIe Tensor 112 TFLOPS, single precision 14 TFLOPS",
         ((r"16GB", 16 * GB), (r"32GB", 32 * GB)),
         f"{V100_PAGE}: V100 PCIe memory 16GB or 32GB HBM2, as the name says",
+        ((r"", 250),),
+        f"{V100_PAGE}: V100 PCIe max power consumption 250 W",
     ),
     Peak(
         "V100 SXM2",
@@ -125,6 +149,8 @@ PEAKS = (
         f"{V100_PAGE}: V100 SXM2 Tensor 125 TFLOPS, single precision 15.7 TFLOPS",
         ((r"16GB", 16 * GB), (r"32GB", 32 * GB)),
         f"{V100_PAGE}: V100 SXM2 memory 16GB or 32GB HBM2, as the name says",
+        ((r"", 300),),
+        f"{V100_PAGE}: V100 SXM2 max power consumption 300 W",
     ),
     Peak(
         "B200",
@@ -142,6 +168,8 @@ PEAKS = (
         f"{L40S_PAGE}: BF16 Tensor Core 362.05 TFLOPS (733 with sparsity); FP32 91.6 TFLOPS",
         ((r"", 48 * GB),),
         f"{L40S_PAGE}: GPU memory 48GB GDDR6 with ECC",
+        ((r"", 350),),
+        f"{L40S_PAGE}: max power consumption 350W",
     ),
 )
 
@@ -168,6 +196,28 @@ def memory(device_name: str) -> tuple[int | None, str]:
                 f"{row.memory_source or 'no figure'})"
             )
     return None, f"no memory figure for {device_name!r} in {TABLE}"
+
+
+def sizes(device_name: str) -> list[int]:
+    """Every memory size the row a name matches lists (its part's sizes), smallest first."""
+    for row in PEAKS:
+        if re.search(row.pattern, device_name):
+            return sorted(size for _, size in row.memory)
+    return []
+
+
+def power(device_name: str) -> tuple[int | None, str]:
+    """(the most watts a GPU draws, its source), or (None, why there is none)."""
+    for row in PEAKS:
+        if re.search(row.pattern, device_name):
+            for pattern, watts in row.power:
+                if re.search(pattern, device_name):
+                    forms = {w for _, w in row.power}
+                    unnamed = not pattern and len(forms) > 1
+                    said = "; the name shows no form: the most of them" if unnamed else ""
+                    return watts, f"{row.name}: {row.power_source}{said}"
+            return None, f"no board power for {row.name} ({device_name}) in {TABLE}"
+    return None, f"no board power for {device_name!r} in {TABLE}"
 
 
 def mfu(achieved: float, peak: float | None, why: str = "") -> tuple[float | None, str | None]:

@@ -16,6 +16,7 @@ import select
 import sys
 from typing import TextIO
 
+from hpcbench.campaign import advise
 from hpcbench.campaign import commands as campaign_commands
 from hpcbench.campaign import state as campaign_state
 from hpcbench.core import paths
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     mlperf.add_command(sub)
     predict.add_command(sub)
     campaign_commands.add_command(sub)
+    advise.add_command(sub)
     return parser
 
 

@@ -29,6 +29,9 @@ COUNTS: dict[str, tuple[int, int]] = {
     "slurm-queue-wait": (0, 30 * 24 * 3600),
     "slurm-cpus-per-task": (0, 4096),  # 0: from the node's CPUs (sinfo)
     "container-import-time": (0, 24 * 3600),  # seconds
+    # advise: samples per optimizer step (a transformer's sequences), and its node bound.
+    "global-batch": (1, 10**8),
+    "max-nodes": (1, 100_000),
 }
 
 

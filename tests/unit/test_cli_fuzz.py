@@ -76,6 +76,8 @@ PATH_OPTIONS = {
     ("compare", "--output"),
     ("export", "--mlperf"),
     ("export", "--out"),
+    ("advise", "--out"),
+    ("advise", "--campaign"),
 }
 # Values that are valid for an option, hostile as they look elsewhere.
 ACCEPTED = {
@@ -136,7 +138,14 @@ RUN = {
 CAMPAIGN = {
     "name": "fuzz",
     "sweep": {"model": "resnet18", "batch": [8], "nodes": [1, 2]},
-    "testbeds": [{"name": "one", "env": "local", "settings": {"node_count": 2}}],
+    "testbeds": [
+        {
+            "name": "one",
+            "env": "local",
+            "settings": {"node_count": 2},
+            "expect": {"images_per_s": 10},  # advise's forecast of its one node
+        }
+    ],
 }
 
 
@@ -176,6 +185,7 @@ def baselines(tmp: Path) -> dict[str, list[str]]:
         "verify": ["--env", "local"],
         "destroy": ["--env", "local"],
         "envs": [],
+        "advise": ["--model", "resnet18", "--samples", "1M", "--campaign", str(campaign)],
     }
 
 
@@ -299,6 +309,8 @@ def test_the_baselines_would_get_going(guarded, capsys):
     assert cli.main(["scale", *base["scale"]]) == 0  # a dry run prints the launch
     assert "leash.py" in capsys.readouterr().out
     assert cli.main(["predict", *base["predict"]]) == 0
+    assert cli.main(["advise", *base["advise"]]) == 0
+    assert "the front" in capsys.readouterr().out
     assert cli.main(["compare", *base["compare"]]) == 0
     assert cli.main(["campaign", "plan", *base["campaign plan"]]) == 0
     assert "1 testbeds, 2 cells" in capsys.readouterr().out
