@@ -504,6 +504,7 @@ def campaign_page(
     glance: list[Block] = [Table(GLANCE_HEADER + (["MFU"] if mfu else []), glance_rows(results))]
     glance += [Image(path.name, title) for title, path in made]
     glance.append(forecast_paragraph(results, forecasts))
+    glance.append(rank_paragraph(results, forecasts))
     glance.append(
         Paragraph(f"The numbers: {DATA_JSON} and {DATA_CSV} (one record per configuration).")
     )
@@ -603,6 +604,38 @@ def forecast_paragraph(results: list[TestbedResults], forecasts: scoring.Forecas
         + "; ".join(said)
         + " (campaign plan shows each forecast's sources; docs/campaigns.md)."
     )
+
+
+def rank_paragraph(results: list[TestbedResults], forecasts: scoring.Forecasts) -> Paragraph:
+    """The forecast's ranking of the configurations against the measured one: what a
+    choice made from the forecast (`hpcbench advise`'s front) got right."""
+    measured = [
+        (r.tb.name, f"{r.tb.name}, {s.workers} worker(s), batch {s.batch}", s)
+        for r in results
+        for s in r.summaries
+    ]
+    said = []
+    for made, when in (("plan", "before anything was booked"), ("booking", "at booking")):
+        score = scoring.ranked(forecasts, measured, made)
+        if score is None:
+            continue
+        rho = "n/a (fewer than 3, or all tied)" if score.rho is None else f"{score.rho:.2f}"
+        verdict = (
+            "the measured best"
+            if score.forecast_best == score.measured_best
+            else (
+                f"inside the measured interval of the best ({score.measured_best})"
+                if score.best_held
+                else f"not the best, nor inside its interval ({score.measured_best})"
+            )
+        )
+        said.append(
+            f"forecast {when}: rank correlation with the measured throughput {rho} over "
+            f"{score.count} configuration(s); its best, {score.forecast_best}, was {verdict}"
+        )
+    if not said:
+        return Paragraph("No forecast throughput was journaled beside a measured one.")
+    return Paragraph("Ranking: " + "; ".join(said) + ".")
 
 
 def _cell(value: Any) -> str:

@@ -92,6 +92,75 @@ def load(journal: Journal, parallel_of: Mapping[str, str] | None = None) -> Fore
     return Forecasts(made)
 
 
+@dataclass(frozen=True)
+class Ranked:
+    """The configurations' throughput as forecast beside as measured: how many, Spearman's
+    rank correlation of the two (None below 3, or where one side is all ties), the
+    forecast's best and the measured best (labels), and whether the forecast's best was
+    the measured best or inside its measured 95% interval."""
+
+    count: int
+    rho: float | None
+    forecast_best: str
+    measured_best: str
+    best_held: bool
+
+
+def _ranks(values: list[float]) -> list[float]:
+    """Each value's rank from 1, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def spearman(xs: list[float], ys: list[float]) -> float | None:
+    """Spearman's rank correlation (Pearson's of the ranks, ties at their mean rank)."""
+    if len(xs) < 3:
+        return None
+    rx, ry = _ranks(xs), _ranks(ys)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    sx = sum((a - mx) ** 2 for a in rx)
+    sy = sum((b - my) ** 2 for b in ry)
+    if not sx or not sy:
+        return None
+    return sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True)) / (sx * sy) ** 0.5
+
+
+def ranked(
+    forecasts: Forecasts, measured: list[tuple[str, str, ConfigSummary]], made: str
+) -> Ranked | None:
+    """The measured configurations (testbed, label, summary) that have a forecast
+    throughput `made` then, ranked both ways; None where none has both."""
+    pairs = []
+    for testbed, label, s in measured:
+        cell = forecasts.of(testbed, s, made) or {}
+        rate = per_s(cell)
+        if isinstance(rate, int | float) and s.throughput is not None:
+            pairs.append((label, float(rate), s))
+    if not pairs:
+        return None
+    rho = spearman([p[1] for p in pairs], [p[2].throughput or 0.0 for p in pairs])
+    advised = max(pairs, key=lambda p: p[1])
+    best = max(pairs, key=lambda p: p[2].throughput or 0.0)
+
+    def low(s: ConfigSummary) -> float:
+        return (s.throughput or 0.0) - (s.ci95 or 0.0)
+
+    def high(s: ConfigSummary) -> float:
+        return (s.throughput or 0.0) + (s.ci95 or 0.0)
+
+    held = advised is best or high(advised[2]) >= low(best[2])
+    return Ranked(len(pairs), rho, advised[0], best[0], held)
+
+
 def median_abs(errors: list[float | None]) -> tuple[float, int] | None:
     """The median |error| and how many errors it is over (None: none)."""
     known = [abs(e) for e in errors if e is not None]

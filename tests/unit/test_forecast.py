@@ -461,6 +461,15 @@ def test_run_journals_the_plans_forecast_then_each_booking_one_and_the_report_sc
     assert fast["forecast_booking_efficiency"] != fast["forecast_plan_efficiency"]
     page = (campaign.out / "report.md").read_text()
     assert "median |forecast - measured|" in page and "E forecast: plan, booking" in page
+    # The ranking, as the configurations' own forecast and measured throughput give it.
+    both = [
+        (c["forecast_plan_images_per_s"], c["images_per_sec"])
+        for c in data["configurations"]
+        if c["forecast_plan_images_per_s"] is not None and c["images_per_sec"] is not None
+    ]
+    rho = scoring.spearman([f for f, _ in both], [m for _, m in both])
+    said = "n/a" if rho is None else f"{rho:.2f}"
+    assert f"rank correlation with the measured throughput {said} over {len(both)} " in page
     header = (campaign.out / "configurations.csv").read_text().splitlines()[0]
     assert all(name in header for name in scoring.FIELDS)
 
@@ -515,3 +524,45 @@ def test_a_crafted_forecast_record_is_skipped_or_read_never_a_crash(
             assert e is None or (isinstance(e, int | float) and math.isfinite(e))
             assert isinstance(c["batch"], int) and "\x1b" not in c["single_source"]
     scoring.load(journal)
+
+
+# ------------------------------------------------------------------ ranks
+@given(st.lists(st.floats(0, 1e6, allow_nan=False), min_size=3, max_size=30, unique=True))
+def test_spearman_without_ties_is_the_textbook_formula(xs: list[float]) -> None:
+    ys = xs[1:] + xs[:1]  # the same values in another order: no ties
+    n = len(xs)
+    rx = {x: i + 1 for i, x in enumerate(sorted(xs))}
+    ry = {y: i + 1 for i, y in enumerate(sorted(ys))}
+    d2 = sum((rx[x] - ry[y]) ** 2 for x, y in zip(xs, ys, strict=True))
+    assert scoring.spearman(xs, ys) == pytest.approx(1 - 6 * d2 / (n * (n * n - 1)))
+    assert scoring.spearman(xs, xs) == pytest.approx(1.0)
+    assert scoring.spearman(xs, [-x for x in xs]) == pytest.approx(-1.0)
+
+
+def test_a_forecast_best_inside_the_measured_best_s_interval_is_held() -> None:
+    from hpcbench.measure.analysis import ConfigSummary
+
+    def summary(workers: int, rate: float, ci: float) -> ConfigSummary:
+        return ConfigSummary(
+            "e", "m", "ddp", 8, 32, "synthetic", 1, workers, workers, 3, 0, throughput=rate, ci95=ci
+        )
+
+    def cells(rates: dict[int, float]) -> scoring.Forecasts:
+        made = {w: {"images_per_s": r, "unit": "images"} for w, r in rates.items()}
+        keyed = {("t", "ddp", 8, w, 1): c for w, c in made.items()}
+        return scoring.Forecasts({"plan": keyed, "booking": {}})
+
+    measured = [
+        ("t", f"{w} workers", summary(w, rate, 5.0)) for w, rate in ((1, 100), (2, 180), (4, 300))
+    ]
+    # The forecast ranks 2 workers best; measured 4 are, 300 +- 5 against 180 +- 5: missed.
+    missed = scoring.ranked(cells({1: 100, 2: 400, 4: 350}), measured, "plan")
+    assert missed is not None and not missed.best_held and missed.forecast_best == "2 workers"
+    # Within the interval: 4 workers measured 300 +- 5, 2 workers 296 +- 5.
+    close = [(t, label, s) for t, label, s in measured[:1]] + [
+        ("t", "2 workers", summary(2, 296, 5.0)),
+        ("t", "4 workers", summary(4, 300, 5.0)),
+    ]
+    held = scoring.ranked(cells({1: 100, 2: 400, 4: 350}), close, "plan")
+    assert held is not None and held.best_held and held.measured_best == "4 workers"
+    assert scoring.ranked(cells({}), measured, "plan") is None
