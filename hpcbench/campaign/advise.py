@@ -865,7 +865,81 @@ def campaign_text(advice: Advice, out: Path, argv: list[str]) -> str:
     return head + yaml.safe_dump(data_out, sort_keys=False, default_flow_style=False)
 
 
+MARKERS = {"ddp": "o", "fsdp2": "s", "hsdp": "^"}
+
+
+def plot(advice: Advice, path: Path, made_by: str) -> Path:
+    """Time to the budget against GPU-hours, a mark per option that fits (colour: its
+    testbed; shape: its parallelism, hollow under TP), its time band as an error bar,
+    the front ringed and numbered."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from hpcbench.reports import figures
+
+    shown = [o for o in advice.options if o.fits and o.hours is not None and o.gpu_hours]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    testbeds = list(dict.fromkeys(o.testbed for o in shown))
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    for o in shown:
+        color = colors[testbeds.index(o.testbed) % len(colors)]
+        hours, gpu_hours = o.hours or 0.0, o.gpu_hours or 0.0
+        low, high = o.hours_low or hours, o.hours_high or hours
+        ax.errorbar(
+            [gpu_hours],
+            [hours],
+            yerr=[[hours - low], [high - hours]],
+            marker=MARKERS.get(o.layout.parallel, "o"),
+            markerfacecolor="none" if o.layout.tp > 1 else color,
+            markeredgecolor="black" if o.front else color,
+            markeredgewidth=1.6 if o.front else 0.8,
+            color=color,
+            capsize=2,
+            linestyle="none",
+        )
+        if o.front:
+            ax.annotate(
+                f"#{o.number}",
+                (o.gpu_hours or 0, hours),
+                fontsize=7,
+                xytext=(4, 4),
+                textcoords="offset points",
+            )
+    for n, name in enumerate(testbeds):
+        ax.plot([], [], "o", color=colors[n % len(colors)], label=name)
+    for parallel, marker in MARKERS.items():
+        ax.plot([], [], marker, color="0.4", label=parallel)
+    ax.plot([], [], "s", markerfacecolor="none", color="0.4", label="hollow: with TP")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="GPU-hours",
+        ylabel="hours to the budget",
+        title=f"Where to book: {advice.request.budget:.3g} {advice.request.unit}, the front ringed",
+    )
+    ax.grid(alpha=0.3, which="both")
+    figures.legends_outside(fig, [ax])
+    fig.text(0.01, 0.005, made_by[:160], fontsize=7, color="0.4")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    figures.save_png(fig, path)
+    plt.close(fig)
+    return path
+
+
 # ------------------------------------------------------------------ the command
+def _check_writable(flag: str, given: str) -> None:
+    """A file advise may write: a path (check_path), not a folder, in a folder that is
+    there; else one UsageError line."""
+    check_path(given, flag)
+    path = Path(given)
+    if path.is_dir():
+        raise UsageError(f"{flag} {given}: a folder: give a file to write")
+    if not path.absolute().parent.is_dir():
+        raise UsageError(f"{flag} {given}: its folder {path.parent} does not exist")
+
+
 def main(args: argparse.Namespace) -> int:
     if (args.tokens is None) == (args.samples is None):
         raise UsageError("give one of --tokens (a transformer's budget) or --samples (images)")
@@ -886,18 +960,20 @@ def main(args: argparse.Namespace) -> int:
         testbeds=tuple(args.testbed),
         max_nodes=args.max_nodes,
     )
-    out = None
-    if args.out is not None:
-        check_path(args.out, "--out")
-        out = Path(args.out)
-        if out.exists() and not out.is_file():
-            raise UsageError(f"--out {args.out}: not a file: give a campaign file to write")
+    for flag, given in (("--out", args.out), ("--plot", args.plot)):
+        if given is not None:
+            _check_writable(flag, given)
+    out = None if args.out is None else Path(args.out)
     advice = search(request)
     check_fits_somewhere(advice)
     if args.json:
         print(json.dumps(as_json(advice), indent=1))
     else:
         print("\n".join(lines(advice)))
+    if args.plot is not None:
+        plot(advice, Path(args.plot), f"hpcbench {' '.join(sys.argv[1:])}")
+        if not args.json:
+            print(f"drawn: {args.plot}")
     if out is not None:
         text = campaign_text(advice, out, sys.argv[1:])
         files.write_atomic(out, text, 0o644)
@@ -958,6 +1034,9 @@ def add_command(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="FILE",
         help="write the front as a campaign file `campaign run` takes",
+    )
+    p.add_argument(
+        "--plot", default=None, metavar="PNG", help="draw the options and the front (a PNG)"
     )
     p.add_argument("--json", action="store_true", help="the advice as JSON")
     p.set_defaults(func=main)

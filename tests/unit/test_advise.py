@@ -262,3 +262,32 @@ def test_the_sites_front_gives_every_number_its_source(capsys, model):
     assert data["front"] and all(
         o["per_s"] and o["sources"] for o in data["options"] if o["number"] in data["front"]
     )
+
+
+def test_plot_draws_the_options_as_a_png_and_a_bad_path_is_refused(tmp_path, capsys):
+    png = tmp_path / "front.png"
+    code, out, err = run(
+        capsys,
+        "--model",
+        str(LLAMA_8B),
+        "--tokens",
+        "20B",
+        "--campaign",
+        str(two(tmp_path)),
+        "--plot",
+        str(png),
+    )
+    assert code == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"drawn: {png}" in out
+    code, out, err = run(
+        capsys,
+        "--model",
+        str(LLAMA_8B),
+        "--tokens",
+        "20B",
+        "--campaign",
+        str(two(tmp_path)),
+        "--plot",
+        "a\nb.png",
+    )
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1

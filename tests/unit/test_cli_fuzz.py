@@ -77,6 +77,7 @@ PATH_OPTIONS = {
     ("export", "--mlperf"),
     ("export", "--out"),
     ("advise", "--out"),
+    ("advise", "--plot"),
     ("advise", "--campaign"),
 }
 # Values that are valid for an option, hostile as they look elsewhere.
