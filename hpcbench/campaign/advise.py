@@ -270,6 +270,8 @@ def _layouts(
         yield "ddp", 1
         return
     for parallel in ("ddp", "fsdp2", "hsdp"):
+        if parallel != "ddp" and nodes * per_node == 1:
+            continue  # one worker trains unwrapped whatever the parallelism (bench/lm.py)
         if parallel == "hsdp" and (nodes < 2 or per_node < 2):
             continue  # HSDP inside one node is FSDP2's run again
         for tp in (t for t in (1, 2, 4, 8, 16) if t <= per_node and per_node % t == 0):
@@ -281,20 +283,26 @@ def _layouts(
 
 
 def _micro(
-    global_batch: int | None, dp: int, file_batches: list[int]
+    global_batch: int | None, dp: int, batches: list[int], transformer: bool
 ) -> list[tuple[int, int]] | None:
-    """(micro-batch, accumulation) choices, largest micro-batch first: with a global
-    batch, those that keep it over dp ranks (None where it does not divide); without,
-    the file's largest batch per GPU and each power of two below it."""
+    """(micro-batch, accumulation) choices, largest micro-batch first, none above the
+    largest of `batches`: with a global batch, those that keep it over dp ranks (None
+    where it does not divide; a CNN's workload accumulates nothing, so its one choice is
+    the whole share per GPU); without, that largest and each power of two below it."""
+    most = max(batches)
     if global_batch is None:
-        most = max(file_batches)
         return [
             (m, 1) for m in sorted({most, *(b for b in MICRO_BATCHES if b < most)}, reverse=True)
         ]
     if global_batch % dp:
         return None
     per_rank = global_batch // dp
-    micro = sorted({m for m in (*MICRO_BATCHES, per_rank) if per_rank % m == 0}, reverse=True)
+    if not transformer:
+        return [(per_rank, 1)]
+    micro = sorted(
+        {m for m in (*MICRO_BATCHES, per_rank) if per_rank % m == 0 and m <= most} or {1},
+        reverse=True,
+    )
     return [(m, per_rank // m) for m in micro]
 
 
@@ -539,7 +547,7 @@ def _options_of(place: Place, request: Request, numbered: int) -> list[Option]:
                 )
             probe = probes[parallel, tp]
             workers = nodes * per_node
-            choices = _micro(request.global_batch, workers // tp, place.batches)
+            choices = _micro(request.global_batch, workers // tp, place.batches, place.transformer)
             if choices is None:
                 continue
             found = _fitting(
