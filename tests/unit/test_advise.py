@@ -128,8 +128,37 @@ def test_an_option_is_the_cell_campaign_plan_forecasts_in_the_file_advise_writes
         assert fc.efficiency == pytest.approx(o["efficiency"], rel=1e-12)
         [part] = tb.parts
         assert part.workload.tp == o["layout"]["tp"]
+        assert part.workload.grad_accum == o["layout"]["grad_accum"]
         assert part.workload.parallel == o["layout"]["parallel"]
         assert part.workload.activation_checkpoint == o["layout"]["checkpoint"]
+
+
+def test_campaign_run_takes_the_file_advise_writes_unchanged(tmp_path, capsys):
+    out = tmp_path / "advice.yaml"
+    code, _, err = run(
+        capsys,
+        "--model",
+        str(LLAMA_8B),
+        "--tokens",
+        "20B",
+        "--campaign",
+        str(two(tmp_path)),
+        "--global-batch",
+        "512",
+        "--out",
+        str(out),
+    )
+    assert code == 0, err
+    assert cli.main(["campaign", "run", "--dry-run", str(out)]) == 0
+    scripts = capsys.readouterr().out
+    # Every advised option's job script, its layout on the workload's command line.
+    for tb in campaign_file.load(out).testbeds:
+        [part] = tb.parts
+        assert f"--partition={tb.parts[0].target.slurm.partition}" in scripts or tb.where in scripts
+        if part.workload.tp > 1:
+            assert f"--tp {part.workload.tp}" in scripts
+        if part.workload.grad_accum > 1:
+            assert f"--grad-accum {part.workload.grad_accum}" in scripts
 
 
 def test_a_global_batch_is_kept_by_every_option_with_its_accumulation(tmp_path, capsys):
