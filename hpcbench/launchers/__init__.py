@@ -2,31 +2,25 @@
 targets), the parsers of its options' text (parse.py), and small classes that turn a
 RunSpec into command lines.
 
-Add one by subclassing Launcher and listing it in LAUNCHERS.
+Add one by subclassing Launcher in a module of its own, with `@register` (base.py),
+and importing that module here.
 """
 
 from __future__ import annotations
 
-from hpcbench.core.errors import UsageError
-from hpcbench.launchers.base import Command, Launcher, Placement, RunSpec
-from hpcbench.launchers.horovodrun import HorovodrunLauncher
-from hpcbench.launchers.local import LocalLauncher
-from hpcbench.launchers.slurm import SlurmLauncher
-from hpcbench.launchers.torchrun import TorchrunLauncher
+from hpcbench.core.ssh import SshAccess
+from hpcbench.launchers import horovodrun, local, slurm, torchrun  # noqa: F401  (registers them)
+from hpcbench.launchers.base import LAUNCHERS, Command, Launcher, Placement, RunSpec
+from hpcbench.launchers.specs import TargetSpec
 
-LAUNCHERS: dict[str, type[Launcher]] = {
-    cls.name: cls for cls in (HorovodrunLauncher, TorchrunLauncher, LocalLauncher, SlurmLauncher)
-}
 # What `--launcher auto` picks for each backend.
 DEFAULT_FOR_BACKEND = {"horovod": "horovodrun", "ddp": "torchrun"}
 
 __all__ = ["Command", "Launcher", "Placement", "RunSpec", "LAUNCHERS", "get"]
 
 
-def get(name: str, backend: str, horovod_controller: str = "gloo") -> Launcher:
-    name = DEFAULT_FOR_BACKEND[backend] if name == "auto" else name
-    if name not in LAUNCHERS:
-        raise UsageError(f"unknown launcher {name!r}: choose one of auto, {', '.join(LAUNCHERS)}")
-    if name == HorovodrunLauncher.name:
-        return HorovodrunLauncher(controller=horovod_controller)
-    return LAUNCHERS[name]()
+def get(spec: TargetSpec, login: SshAccess | None = None) -> Launcher:
+    """The launcher the target asks for (`auto`: its backend's), built by its own
+    from_spec; login: where a batch launcher submits (None: this machine)."""
+    name = DEFAULT_FOR_BACKEND[spec.backend] if spec.launcher == "auto" else spec.launcher
+    return LAUNCHERS.named(name, also=("auto",)).from_spec(spec, login)

@@ -13,11 +13,15 @@ import os
 import shlex
 import socket
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from hpcbench.core.bench import workload_options
+from hpcbench.core.registry import Registry
 from hpcbench.core.secrets import looks_secret
 from hpcbench.core.ssh import SshAccess
+
+if TYPE_CHECKING:
+    from hpcbench.launchers.specs import TargetSpec
 
 # bench/leash.py, beside the workload on every node.
 LEASH_SCRIPT = "leash.py"
@@ -218,6 +222,12 @@ class Launcher:
     # launcher names fewer.
     backends: ClassVar[tuple[str, ...]] = tuple(workload_options.BACKENDS)
 
+    @classmethod
+    def from_spec(cls, spec: TargetSpec, login: SshAccess | None) -> Launcher:
+        """The launcher a target's options ask for; login: where a batch launcher
+        submits (None: this machine), which the others do not take."""
+        return cls()
+
     def check(self, spec: RunSpec, backend: str) -> str | None:
         """Why this launcher cannot run the spec, or None if it can."""
         if backend not in self.backends:
@@ -245,3 +255,12 @@ class Launcher:
     def describe(self, spec: RunSpec) -> str:
         """What `--dry-run` prints: the commands (a batch launcher prints its script)."""
         return "\n".join(shlex.join(c.local_argv()) for c in self.commands(spec))
+
+
+L = TypeVar("L", bound=type[Launcher])
+LAUNCHERS: Registry[type[Launcher]] = Registry("launcher", lambda cls: cls)
+
+
+def register(cls: L) -> L:
+    """The class decorator that makes a launcher found by its name (--launcher)."""
+    return LAUNCHERS.register(cls)

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from hpcbench.launchers.base import Command, Launcher, RunSpec
+from typing import TYPE_CHECKING
+
+from hpcbench.launchers.base import Command, Launcher, RunSpec, register
+
+if TYPE_CHECKING:
+    from hpcbench.core.ssh import SshAccess
+    from hpcbench.launchers.specs import TargetSpec
 
 
+@register
 class HorovodrunLauncher(Launcher):
     """`horovodrun -np N -H h1:s1,h2:s2 --gloo python script ...`.
 
@@ -15,6 +22,10 @@ class HorovodrunLauncher(Launcher):
 
     name = "horovodrun"
     backends = ("horovod",)
+
+    @classmethod
+    def from_spec(cls, spec: TargetSpec, login: SshAccess | None) -> Launcher:
+        return cls(controller=spec.horovod_controller)
 
     def __init__(self, controller: str = "gloo", ssh_port: int = 22) -> None:
         if controller not in ("gloo", "mpi"):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from hpcbench.launchers.base import Command, Launcher, RunSpec
+from hpcbench.launchers.base import Command, Launcher, RunSpec, register
 
 
+@register
 class LocalLauncher(Launcher):
     """One process per rank, no launcher tool in between.
 

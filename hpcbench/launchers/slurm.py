@@ -22,9 +22,13 @@ import math
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hpcbench.core.ssh import SshAccess
-from hpcbench.launchers.base import Command, Launcher, RunSpec
+from hpcbench.launchers.base import Command, Launcher, RunSpec, register
+
+if TYPE_CHECKING:
+    from hpcbench.launchers.specs import TargetSpec
 
 # The batch script's last line names the workload's exit status.
 EXIT_MARKER = "HPCBENCH_SLURM_EXIT"
@@ -375,11 +379,16 @@ def sbatch_script(
     return "\n".join(head + [""] + body) + "\n"
 
 
+@register
 class SlurmLauncher(Launcher):
     """`sbatch` per run; works with Horovod (Gloo or MPI) and DDP."""
 
     name = "slurm"
     scheduler = "slurm"
+
+    @classmethod
+    def from_spec(cls, spec: TargetSpec, login: SshAccess | None) -> Launcher:
+        return cls(spec.slurm, spec.horovod_controller, spec.backend, login)
 
     def __init__(
         self,

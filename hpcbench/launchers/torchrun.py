@@ -5,9 +5,10 @@ from __future__ import annotations
 import sys
 
 from hpcbench.core import paths
-from hpcbench.launchers.base import BIND_SCRIPT, Command, Launcher, RunSpec, free_port
+from hpcbench.launchers.base import BIND_SCRIPT, Command, Launcher, RunSpec, free_port, register
 
 
+@register
 class TorchrunLauncher(Launcher):
     """`torchrun --nnodes N --node-rank i --nproc-per-node s --master-addr A ...` per node.
 

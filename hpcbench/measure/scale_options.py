@@ -76,9 +76,9 @@ def add_target_arguments(parser: argparse.ArgumentParser, nodes_default: str) ->
         default="auto",
         # Checked as it is read: a campaign's sweep key is refused by `campaign plan`,
         # not when its testbed is already deployed.
-        choices=["auto", *launchers.LAUNCHERS],
+        choices=["auto", *launchers.LAUNCHERS.names()],
         help="auto (horovodrun for horovod, torchrun for ddp), "
-        f"or one of {', '.join(launchers.LAUNCHERS)}",
+        f"or one of {', '.join(launchers.LAUNCHERS.names())}",
     )
     parser.add_argument("--horovod-controller", default="gloo", choices=["gloo", "mpi"])
     parser.add_argument("--out", default="results", help="results directory (default: results/)")

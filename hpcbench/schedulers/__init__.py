@@ -2,25 +2,22 @@
 it, and collects it.
 
 Processes on this machine (and over SSH) today, Slurm batch jobs, and a job
-API such as GPULab's tomorrow: subclass Scheduler, list it in SCHEDULERS, and name it
-as the `scheduler` of the launchers whose commands it runs. Launchers build command
+API such as GPULab's tomorrow: subclass Scheduler in a module of its own with
+`@register` (base.py), import it here, and name it as the `scheduler` of the launchers
+whose commands it runs. Launchers build command
 lines and nothing else (docs/method.md, "Three layers").
 """
 
 from __future__ import annotations
 
 from hpcbench.launchers.base import Launcher
-from hpcbench.schedulers.base import Outcome, Scheduler
+from hpcbench.schedulers.base import SCHEDULERS, Outcome, Scheduler
 from hpcbench.schedulers.process import ProcessScheduler
 from hpcbench.schedulers.slurm import SlurmScheduler
 
 __all__ = ["Outcome", "ProcessScheduler", "Scheduler", "SlurmScheduler", "for_launcher"]
 
-SCHEDULERS: dict[str, type[Scheduler]] = {
-    cls.name: cls for cls in (ProcessScheduler, SlurmScheduler)
-}
-
 
 def for_launcher(launcher: Launcher) -> Scheduler:
     """The scheduler that runs what this launcher renders, by the name it gives."""
-    return SCHEDULERS[launcher.scheduler](launcher)  # type: ignore[call-arg]
+    return SCHEDULERS.named(launcher.scheduler)(launcher)  # type: ignore[call-arg]

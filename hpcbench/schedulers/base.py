@@ -11,9 +11,10 @@ import json
 import signal
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from hpcbench.core import bounded
+from hpcbench.core.registry import Registry
 from hpcbench.launchers.base import Launcher, RunSpec
 
 # Must match bench/runtime.py (bench/ cannot import hpcbench; a unit test checks both).
@@ -108,3 +109,13 @@ class Scheduler(ABC):
         Ctrl-C, SIGTERM or SIGHUP (raised as KeyboardInterrupt: stop_on_signals)
         stops or cancels the run before it propagates: nothing is left running.
         """
+
+
+S = TypeVar("S", bound=type[Scheduler])
+SCHEDULERS: Registry[type[Scheduler]] = Registry("scheduler", lambda cls: cls)
+
+
+def register(cls: S) -> S:
+    """The class decorator that makes a scheduler found by its name, the one a
+    launcher's `scheduler` gives."""
+    return SCHEDULERS.register(cls)

@@ -18,7 +18,14 @@ import time
 from collections import deque
 
 from hpcbench.launchers.base import Command, Launcher, RunSpec
-from hpcbench.schedulers.base import RESULT_MARKER, TAIL_LINES, Outcome, Scheduler, parse_records
+from hpcbench.schedulers.base import (
+    RESULT_MARKER,
+    TAIL_LINES,
+    Outcome,
+    Scheduler,
+    parse_records,
+    register,
+)
 
 # After one command fails, how long the others get to notice and exit on their own.
 PEER_GRACE_S = 15.0
@@ -123,6 +130,7 @@ def run_commands(commands: list[Command], timeout_s: float, echo: bool = False) 
     )
 
 
+@register
 class ProcessScheduler(Scheduler):
     """The launcher's commands as processes of this machine (ssh for remote nodes)."""
 

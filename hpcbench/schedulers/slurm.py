@@ -46,7 +46,14 @@ from hpcbench.launchers.slurm import (
     SlurmOptions,
     sbatch_script,
 )
-from hpcbench.schedulers.base import RESULT_MARKER, TAIL_LINES, Outcome, Scheduler, parse_records
+from hpcbench.schedulers.base import (
+    RESULT_MARKER,
+    TAIL_LINES,
+    Outcome,
+    Scheduler,
+    parse_records,
+    register,
+)
 
 CONTROL_TIMEOUT_S = 60  # one sbatch/squeue/scancel/cat call
 # How often a job's state is asked: a tenth of the time since it was submitted, at least
@@ -299,6 +306,7 @@ def queue_wait(text: str) -> float | None:
     return max(0.0, (start - submit).total_seconds())
 
 
+@register
 class SlurmScheduler(Scheduler):
     """One sbatch job per run; works with every script the slurm launcher renders."""
 

@@ -12,6 +12,7 @@ from hpcbench.core.ssh import SshAccess
 from hpcbench.launchers import Placement, RunSpec
 from hpcbench.launchers.horovodrun import HorovodrunLauncher
 from hpcbench.launchers.local import LocalLauncher
+from hpcbench.launchers.specs import TargetSpec
 from hpcbench.launchers.torchrun import TorchrunLauncher
 
 HEAD = SshAccess(host="10.1.0.5", port=2222, user="hpc", key_file="/keys/id")
@@ -193,11 +194,18 @@ def test_local_launcher_sets_env_per_rank():
 
 
 def test_registry():
-    assert isinstance(launchers.get("auto", "horovod"), HorovodrunLauncher)
-    assert isinstance(launchers.get("auto", "ddp"), TorchrunLauncher)
-    assert launchers.get("horovodrun", "horovod", "mpi").controller == "mpi"
+    assert isinstance(
+        launchers.get(TargetSpec("localhost", (1,), backend="horovod")), HorovodrunLauncher
+    )
+    assert isinstance(launchers.get(TargetSpec("localhost", (1,), backend="ddp")), TorchrunLauncher)
+    assert (
+        launchers.get(
+            TargetSpec("localhost", (1,), launcher="horovodrun", horovod_controller="mpi")
+        ).controller
+        == "mpi"
+    )
     with pytest.raises(UsageError, match="unknown launcher 'srun'"):
-        launchers.get("srun", "ddp")
+        launchers.get(TargetSpec("localhost", (1,), backend="ddp", launcher="srun"))
 
 
 def test_quoting():

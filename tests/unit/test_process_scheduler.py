@@ -15,6 +15,7 @@ from hpcbench.core import paths
 from hpcbench.launchers import Placement, RunSpec
 from hpcbench.launchers.base import BIND_SCRIPT
 from hpcbench.launchers.local import LocalLauncher
+from hpcbench.launchers.specs import TargetSpec
 from hpcbench.schedulers import ProcessScheduler, base, process
 
 
@@ -227,7 +228,9 @@ def test_a_launcher_gets_what_training_needs_and_no_secret(tmp_path, monkeypatch
         workdir=str(tmp_path),
         placements=(Placement("localhost", 2),),
     )
-    out = ProcessScheduler(launchers.get(tool, backend)).run(spec, timeout_s=30)
+    out = ProcessScheduler(
+        launchers.get(TargetSpec("localhost", (1,), backend=backend, launcher=tool))
+    ).run(spec, timeout_s=30)
     assert out.ok, out.error()
     rank_argv = out.records[0]["rank_argv"]
     assert not [n for n, v in SECRETS.items() if n in rank_argv or v in rank_argv]

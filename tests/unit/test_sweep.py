@@ -10,7 +10,7 @@ import yaml
 
 from hpcbench import cli, launchers
 from hpcbench.launchers.parse import HostSlots
-from hpcbench.launchers.specs import WorkloadSpec
+from hpcbench.launchers.specs import TargetSpec, WorkloadSpec
 from hpcbench.measure import scale_options, sweep
 from hpcbench.testbeds import nodeset
 from hpcbench.testbeds.kinds import hosts, localhost
@@ -27,7 +27,9 @@ def _own_state(tmp_path, monkeypatch):
 
 def _target(nodes=(1, 2, 4), per_node=None, tb=None):
     tb = tb or hosts.testbed([HostSlots(f"h{i}", 2) for i in range(4)])
-    return Target(tb, list(nodes), per_node, "horovod", launchers.get("auto", "horovod"))
+    return Target(
+        tb, list(nodes), per_node, "horovod", launchers.get(TargetSpec("localhost", (1,)))
+    )
 
 
 def test_plan_runs_each_baseline_first_then_everything_shuffled():

@@ -8,9 +8,8 @@ from typing import ClassVar, Protocol, TypeVar
 
 from hpcbench import launchers
 from hpcbench.core import paths
-from hpcbench.core.errors import UsageError
+from hpcbench.core.registry import Registry
 from hpcbench.launchers.base import RunSpec
-from hpcbench.launchers.slurm import SlurmLauncher
 from hpcbench.launchers.specs import TargetSpec
 from hpcbench.schedulers.base import Scheduler
 from hpcbench.testbeds.nodeset import Testbed
@@ -82,13 +81,9 @@ class Kind:
         raise NotImplementedError
 
     def launcher(self, spec: TargetSpec, tb: Testbed) -> launchers.Launcher:
-        """The launcher its runs take: the one asked for, or the testbed's own Slurm,
-        where sbatch runs on its head node."""
-        if spec.launcher == SlurmLauncher.name:
-            return SlurmLauncher(
-                spec.slurm, spec.horovod_controller, spec.backend, tb.head_node().access
-            )
-        return launchers.get(spec.launcher, spec.backend, spec.horovod_controller)
+        """The launcher its runs take, the one asked for: a batch launcher (the
+        testbed's own Slurm) submits on its head node."""
+        return launchers.get(spec, tb.head_node().access)
 
     def lock_files(self, tb: Testbed) -> list[Path]:
         """What marks the testbed busy while a sweep or probe measures on it: a lock
@@ -117,47 +112,42 @@ class Kind:
 
 
 K = TypeVar("K", bound=type[Kind])
-_KINDS: dict[str, Kind] = {}
+KINDS: Registry[Kind] = Registry("testbed kind", lambda cls: cls())
 
 
 def register(cls: K) -> K:
     """The class decorator that makes a kind found by its name."""
-    if not cls.name or cls.name in _KINDS:
-        raise ValueError(f"testbed kind {cls.name!r}: no name, or registered twice")
-    _KINDS[cls.name] = cls()
-    return cls
+    return KINDS.register(cls)
 
 
 def unregister(name: str) -> None:
     """A kind no longer found (a test's own kind, once the test is done)."""
-    _KINDS.pop(name, None)
+    KINDS.unregister(name)
 
 
 def registered() -> dict[str, Kind]:
-    return dict(_KINDS)
+    return dict(KINDS.items())
 
 
 def named(name: str) -> Kind:
-    if name not in _KINDS:
-        raise UsageError(f"unknown testbed kind {name!r}: choose one of {', '.join(_KINDS)}")
-    return _KINDS[name]
+    return KINDS.named(name)
 
 
 def for_env(env: str) -> Kind:
     """The kind behind `--env NAME`: a kind of that name that hpcbench does not deploy
     (localhost, slurm), else the deployed environment's, by its folder (a variant's
     is its folder's); a folder no kind names is a plain deployed one."""
-    kind = _KINDS.get(env)
+    kind = KINDS.get(env)
     if kind is not None and not kind.deployed:
         return kind
     folder = paths.env_dir(env).name  # unknown names: UsageError listing the known ones
-    kind = _KINDS.get(folder)
-    return kind if kind is not None and kind.deployed else _KINDS["deployed"]
+    kind = KINDS.get(folder)
+    return kind if kind is not None and kind.deployed else KINDS.named("deployed")
 
 
 def for_target(spec: TargetSpec) -> Kind:
     """The kind a sweep's or probe's options name: --hosts, else --env."""
-    return _KINDS["hosts"] if spec.hosts else for_env(spec.env)
+    return KINDS.named("hosts") if spec.hosts else for_env(spec.env)
 
 
 def of(tb: Testbed) -> Kind:

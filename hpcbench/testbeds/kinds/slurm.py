@@ -76,7 +76,7 @@ class Slurm(Kind):
         """sbatch on the cluster's login node: this machine, or --slurm-login over SSH."""
         if spec.launcher not in ("auto", SlurmLauncher.name):
             raise UsageError(f"--env slurm runs with the slurm launcher, not {spec.launcher}")
-        return SlurmLauncher(spec.slurm, spec.horovod_controller, spec.backend, spec.slurm.login)
+        return SlurmLauncher.from_spec(spec, spec.slurm.login)
 
     def lock_files(self, tb: Testbed) -> list[Path]:
         return []  # Slurm shares the nodes out itself
