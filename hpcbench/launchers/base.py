@@ -214,9 +214,6 @@ class Launcher:
     name: ClassVar[str] = ""
     # The scheduler (hpcbench.schedulers, by name) that runs what it renders.
     scheduler: ClassVar[str] = "process"
-    # The login node a batch launcher submits through over SSH; None: this machine, or
-    # a launcher that starts the ranks itself.
-    submit: SshAccess | None = None
 
     # The backends it starts: the workload's (bench/workload_options.py), unless a
     # launcher names fewer.
@@ -236,21 +233,6 @@ class Launcher:
 
     def commands(self, spec: RunSpec) -> list[Command]:
         raise NotImplementedError
-
-    def job_gpus(self, testbed_gpus: int) -> int:
-        """The GPUs each node gives a run: the testbed's own, where the launcher books
-        none itself."""
-        return testbed_gpus
-
-    def shared_job_dir(self) -> str:
-        """A folder that its runs and the machine that starts them share ("": none)."""
-        return ""
-
-    def container_only(self, data: str, workdir: str) -> bool:
-        """--data `data` of a run in `workdir` is a path that only the run's container
-        holds (its image's, or under a mount at another path): nothing outside it can
-        look the path up."""
-        return False
 
     def describe(self, spec: RunSpec) -> str:
         """What `--dry-run` prints: the commands (a batch launcher prints its script)."""

@@ -403,12 +403,6 @@ class SlurmLauncher(Launcher):
         # Where sbatch runs: None is this machine (a login node); a testbed's head otherwise.
         self.submit = submit
 
-    def job_gpus(self, testbed_gpus: int) -> int:
-        return self.options.gpus_per_node  # what the job books (--gres), not the testbed's
-
-    def shared_job_dir(self) -> str:
-        return self.options.job_dir
-
     def container_only(self, data: str, workdir: str) -> bool:
         """Under pyxis, a path is the container's unless the job mounts it at its own
         path (job_folders): a user's mount shows it at another one."""

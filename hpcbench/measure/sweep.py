@@ -279,12 +279,12 @@ def check_data(target: Target, workload: WorkloadSpec, ask_login: bool = True) -
     (ask_login: not in a dry run, which asks the cluster nothing). A deployed
     testbed's or a host list's nodes have file systems of their own: the run finds it.
     A path inside one of the user's container mounts exists in the container only."""
-    data, tb, launcher = workload.data, target.testbed, target.launcher
+    data, tb, scheduler = workload.data, target.testbed, target.scheduler
     if data == "synthetic":
         return
     # sbatch's login node, where it is reached over SSH and sees what the nodes read.
-    login = launcher.submit if kinds.of(tb).login_sees_node_files() else None
-    if launcher.container_only(data, tb.bench_dir):
+    login = scheduler.login() if kinds.of(tb).login_sees_node_files() else None
+    if scheduler.container_only(data, tb.bench_dir):
         return
     transformer = transformer_configs.is_transformer(workload.model)
     kind = "token file" if transformer else "directory"

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, TypeVar
 
 from hpcbench.core import bounded
 from hpcbench.core.registry import Registry
+from hpcbench.core.ssh import SshAccess
 from hpcbench.launchers.base import Launcher, RunSpec
 
 # Must match bench/runtime.py (bench/ cannot import hpcbench; a unit test checks both).
@@ -92,6 +93,25 @@ class Scheduler(ABC):
         """A job that an earlier run of this testbed left (the journal's), cancelled
         again; True once it is gone. Processes leave no job a later run could find."""
         return True
+
+    # Where what it runs is seen from, for the checks before a launch (a batch
+    # scheduler's job folder, login node and container; processes: this machine's).
+    def job_gpus(self, testbed_gpus: int) -> int:
+        """The GPUs each node gives a run: the testbed's own, where nothing is booked."""
+        return testbed_gpus
+
+    def shared_job_dir(self) -> str:
+        """A folder that its runs and the machine that starts them share ("": none)."""
+        return ""
+
+    def login(self) -> SshAccess | None:
+        """The machine it submits through over SSH (None: this one, or none)."""
+        return None
+
+    def container_only(self, data: str, workdir: str) -> bool:
+        """--data `data` of a run in `workdir` is a path only the run's container holds
+        (its image's, or under a mount at another path): nothing outside can look it up."""
+        return False
 
     def preflight(self, spec: RunSpec) -> None:
         """Before anything is submitted: UsageError naming what would refuse a run of

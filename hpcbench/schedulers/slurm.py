@@ -316,6 +316,18 @@ class SlurmScheduler(Scheduler):
     def __init__(self, launcher: SlurmLauncher) -> None:
         self.launcher = launcher
 
+    def job_gpus(self, testbed_gpus: int) -> int:
+        return self.options.gpus_per_node  # what the job books (--gres), not the testbed's
+
+    def shared_job_dir(self) -> str:
+        return self.options.job_dir
+
+    def login(self) -> SshAccess | None:
+        return self.launcher.submit
+
+    def container_only(self, data: str, workdir: str) -> bool:
+        return self.launcher.container_only(data, workdir)
+
     @property
     def options(self) -> SlurmOptions:
         """The launcher's, as the target last resolved them (paths on a login node)."""

@@ -36,8 +36,8 @@ def check_spec_args(target: Target, workload: WorkloadSpec) -> list[str]:
     """check_stack.py's options for this target: its backend, device, GPUs per node and
     (Slurm) the job folder on the shared file system."""
     args = ["--backend", target.backend, "--device", workload.device]
-    gpus = target.launcher.job_gpus(target.gpus_per_node or 0)
-    if shared := target.launcher.shared_job_dir():
+    gpus = target.scheduler.job_gpus(target.gpus_per_node or 0)
+    if shared := target.scheduler.shared_job_dir():
         args += ["--shared", shared]
     if gpus and workload.device != "cpu":
         args += ["--gpus", str(min(gpus, 1))]  # the check runs one worker: one GPU
