@@ -54,6 +54,11 @@ def two(tmp_path: Path) -> Path:
     return path
 
 
+def eight_b(tmp_path: Path) -> list[str]:
+    """Llama 3 8B, 20B tokens, over the two partitions."""
+    return ["--model", str(LLAMA_8B), "--tokens", "20B", "--campaign", str(two(tmp_path))]
+
+
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = cli.main(["advise", *argv])
     out, err = capsys.readouterr()
@@ -109,12 +114,7 @@ def test_an_option_is_the_cell_campaign_plan_forecasts_in_the_file_advise_writes
     out = tmp_path / "advice.yaml"
     data = advice_json(
         capsys,
-        "--model",
-        str(LLAMA_8B),
-        "--tokens",
-        "20B",
-        "--campaign",
-        str(two(tmp_path)),
+        *eight_b(tmp_path),
         "--out",
         str(out),
     )
@@ -137,12 +137,7 @@ def test_campaign_run_takes_the_file_advise_writes_unchanged(tmp_path, capsys):
     out = tmp_path / "advice.yaml"
     code, _, err = run(
         capsys,
-        "--model",
-        str(LLAMA_8B),
-        "--tokens",
-        "20B",
-        "--campaign",
-        str(two(tmp_path)),
+        *eight_b(tmp_path),
         "--global-batch",
         "512",
         "--out",
@@ -164,12 +159,7 @@ def test_campaign_run_takes_the_file_advise_writes_unchanged(tmp_path, capsys):
 def test_a_global_batch_is_kept_by_every_option_with_its_accumulation(tmp_path, capsys):
     data = advice_json(
         capsys,
-        "--model",
-        str(LLAMA_8B),
-        "--tokens",
-        "20B",
-        "--campaign",
-        str(two(tmp_path)),
+        *eight_b(tmp_path),
         "--global-batch",
         "256",
     )
@@ -297,12 +287,7 @@ def test_plot_draws_the_options_as_a_png_and_a_bad_path_is_refused(tmp_path, cap
     png = tmp_path / "front.png"
     code, out, err = run(
         capsys,
-        "--model",
-        str(LLAMA_8B),
-        "--tokens",
-        "20B",
-        "--campaign",
-        str(two(tmp_path)),
+        *eight_b(tmp_path),
         "--plot",
         str(png),
     )
@@ -310,12 +295,7 @@ def test_plot_draws_the_options_as_a_png_and_a_bad_path_is_refused(tmp_path, cap
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"drawn: {png}" in out
     code, out, err = run(
         capsys,
-        "--model",
-        str(LLAMA_8B),
-        "--tokens",
-        "20B",
-        "--campaign",
-        str(two(tmp_path)),
+        *eight_b(tmp_path),
         "--plot",
         "a\nb.png",
     )
