@@ -38,7 +38,7 @@ from hpcbench.campaign.cost import booked
 from hpcbench.campaign.datatypes import Campaign, SweepPart, TestbedPlan
 from hpcbench.campaign.testbeds import testbed as read_testbed
 from hpcbench.core import files
-from hpcbench.core.bench import peak_flops, transformer_configs
+from hpcbench.core.bench import peak_flops, transformer_configs, workload_options
 from hpcbench.core.errors import UsageError
 from hpcbench.core.progress import format_duration
 from hpcbench.launchers.parse import check_path, count_type
@@ -269,7 +269,7 @@ def _layouts(
     if not transformer:
         yield "ddp", 1
         return
-    for parallel in ("ddp", "fsdp2", "hsdp"):
+    for parallel in workload_options.PARALLEL:
         if parallel != "ddp" and nodes * per_node == 1:
             continue  # one worker trains unwrapped whatever the parallelism (bench/lm.py)
         if parallel == "hsdp" and (nodes < 2 or per_node < 2):
@@ -873,7 +873,7 @@ def campaign_text(advice: Advice, out: Path, argv: list[str]) -> str:
     return head + yaml.safe_dump(data_out, sort_keys=False, default_flow_style=False)
 
 
-MARKERS = {"ddp": "o", "fsdp2": "s", "hsdp": "^"}
+MARKERS = dict(zip(workload_options.PARALLEL, "os^", strict=True))  # a mark per parallelism
 
 
 def plot(advice: Advice, path: Path, made_by: str) -> Path:
