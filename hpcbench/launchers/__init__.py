@@ -1,4 +1,4 @@
-"""Layer launchers (above models): what a run is asked to do (specs.py: sweeps, probes,
+"""Layer launchers (above performance): what a run is asked to do (specs.py: sweeps, probes,
 targets), the parsers of its options' text (parse.py), and small classes that turn a
 RunSpec into command lines.
 
@@ -9,14 +9,30 @@ and importing that module here.
 from __future__ import annotations
 
 from hpcbench.core.ssh import SshAccess
-from hpcbench.launchers import horovodrun, local, slurm, torchrun  # noqa: F401  (registers them)
 from hpcbench.launchers.base import LAUNCHERS, Command, Launcher, Placement, RunSpec
+
+# Imported to be registered (@register), and named from here as before.
+from hpcbench.launchers.horovodrun import HorovodrunLauncher
+from hpcbench.launchers.local import LocalLauncher
+from hpcbench.launchers.slurm import SlurmLauncher
 from hpcbench.launchers.specs import TargetSpec
+from hpcbench.launchers.torchrun import TorchrunLauncher
 
 # What `--launcher auto` picks for each backend.
 DEFAULT_FOR_BACKEND = {"horovod": "horovodrun", "ddp": "torchrun"}
 
-__all__ = ["Command", "Launcher", "Placement", "RunSpec", "LAUNCHERS", "get"]
+__all__ = [
+    "LAUNCHERS",
+    "Command",
+    "HorovodrunLauncher",
+    "Launcher",
+    "LocalLauncher",
+    "Placement",
+    "RunSpec",
+    "SlurmLauncher",
+    "TorchrunLauncher",
+    "get",
+]
 
 
 def get(spec: TargetSpec, login: SshAccess | None = None) -> Launcher:
