@@ -432,7 +432,7 @@ def tp_split_problem(c: TransformerConfig, tp: int, seq_len: int) -> str | None:
     """Why tensor parallelism over tp GPUs cannot split this shape, or None: Megatron's
     split (bench/layout.py) gives each rank whole heads (query and key/value) and an
     equal part of the MLP, and sequence parallelism an equal part of the sequence. The
-    one rule: the workload refuses what the memory forecast (hpcbench/models/memory.py)
+    one rule: the workload refuses what the memory forecast (hpcbench/performance/memory.py)
     refuses."""
     for what, count in (
         ("attention heads", c.heads),

@@ -42,7 +42,7 @@ OPTIONS = (
         "resnet50",
         "a CNN of bench/models.json, a transformer of bench/transformer_configs.py, or "
         "a Hugging Face config.json's path (predict: also any torchvision model, and the "
-        "published shapes of hpcbench/models/sharded_model.py)",
+        "published shapes of hpcbench/performance/sharded_model.py)",
     ),
     Option("--image-size", "count", 0, "CNNs; default: the model's own"),
     Option(

@@ -55,7 +55,7 @@ from hpcbench import cli
 from hpcbench.core import files
 from hpcbench.core.bench import transformer_configs
 from hpcbench.core.errors import UsageError, one_line
-from hpcbench.models import memory, scaling_model, sharded_model
+from hpcbench.performance import memory, scaling_model, sharded_model
 
 DATA = Path(__file__).resolve().parent / "layouts.json"
 DATA_FILE = files.Bound(4 * files.MIB, "layouts.json is a few hundred kB of rows")
@@ -113,7 +113,7 @@ def shapes_known(data: dict) -> Iterator[None]:
             if differ:
                 raise UsageError(
                     f"shapes.{name}: {', '.join(differ)} differ from predict's {name} "
-                    "(hpcbench/models/sharded_model.py): fix the one that is wrong"
+                    "(hpcbench/performance/sharded_model.py): fix the one that is wrong"
                 )
         yield
     finally:

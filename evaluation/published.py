@@ -10,7 +10,7 @@ per-GPU batch, GPUs per node, workers, network, framework, single-GPU and
 N-GPU images/s) with its source and the quoted lines its numbers come from.
 A transformer's row (one with a seq_len) gives tokens/s per GPU at N GPUs and
 at the source's own base run (one node, or the fewest GPUs the source ran it
-on), and is predicted under FSDP (hpcbench.models.sharded_model) and rescaled to
+on), and is predicted under FSDP (hpcbench.performance.sharded_model) and rescaled to
 that base. The CNN and the transformer rows are scored apart, each summary
 over its own rows.
 
@@ -51,7 +51,7 @@ from cli import REPO
 
 sys.path.insert(0, str(REPO))
 from hpcbench import cli  # noqa: E402  (run as a script from evaluation/)
-from hpcbench.models import scaling_model  # noqa: E402  (run as a script from evaluation/)
+from hpcbench.performance import scaling_model  # noqa: E402  (run as a script from evaluation/)
 from hpcbench.reports import predict  # noqa: E402  (run as a script from evaluation/)
 
 DATA = Path(__file__).resolve().parent / "published.json"

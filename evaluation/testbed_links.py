@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 from hpcbench.launchers.specs import TargetSpec  # noqa: E402
 from hpcbench.measure import analysis  # noqa: E402  (run as a script from evaluation/)
 from hpcbench.measure.store import Store  # noqa: E402
-from hpcbench.models import allreduce_model  # noqa: E402  (run as a script from evaluation/)
+from hpcbench.performance import allreduce_model  # noqa: E402  (run as a script from evaluation/)
 from hpcbench.testbeds import kinds  # noqa: E402  (run as a script from evaluation/)
 
 CLOSE = analysis.POINT_CLOSE

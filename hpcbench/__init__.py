@@ -10,7 +10,7 @@ never from one above (tests/unit/test_layers.py checks every import):
     testbeds     deploy (Terraform, Ansible), the testbed kinds, nodes, reach, leases
     schedulers   start a launcher's command lines, watch them, collect the records
     launchers    what a run is asked to do (specs) and the command lines that start it
-    models       the performance models: all-reduce, sharded, scaling, memory, and the
+    performance  the performance models: all-reduce, sharded, scaling, memory, and the
                  published figures they fall back on
     core         errors, paths, bounded files and processes, locks, ssh, progress, and
                  the workload's own modules (bench/) both sides read
@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 # The layers, bottom up: each a subpackage, save `cli`, the modules at the top.
 LAYERS = (
     "core",
-    "models",
+    "performance",
     "launchers",
     "schedulers",
     "testbeds",

@@ -1,4 +1,4 @@
-"""Where the link-rate grammar (hpcbench.models.allreduce_model.TC_RATE) is held besides
+"""Where the link-rate grammar (hpcbench.performance.allreduce_model.TC_RATE) is held besides
 Python, read out of the files: Terraform's validations of a rate and the
 link_shaping role's check. tests/unit/test_link_rate_grammar.py keeps their
 patterns the same as Python's; tests/infra/test_link_rate_agreement.py has tofu

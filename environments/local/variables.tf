@@ -19,7 +19,7 @@ variable "link_rate" {
   type        = string
   default     = "1gbit"
   validation {
-    # tc's rate grammar as hpcbench/models/allreduce_model.py states it (TC_RATE);
+    # tc's rate grammar as hpcbench/performance/allreduce_model.py states it (TC_RATE);
     # tests/unit/test_link_rate_grammar.py keeps the two the same.
     condition     = var.link_rate == "" || can(regex("^([0-9]+(?:[.][0-9]+)?)(bit|kbit|mbit|gbit|tbit)$", var.link_rate))
     error_message = "link_rate must be empty or a tc rate such as 100mbit, 1gbit or 10gbit."
@@ -32,7 +32,7 @@ variable "node_link_rates" {
   default     = {}
   nullable    = false
   validation {
-    # tc's rate grammar as hpcbench/models/allreduce_model.py states it (TC_RATE);
+    # tc's rate grammar as hpcbench/performance/allreduce_model.py states it (TC_RATE);
     # tests/unit/test_link_rate_grammar.py keeps the two the same.
     condition     = alltrue([for rate in values(var.node_link_rates) : rate == "" || can(regex("^([0-9]+(?:[.][0-9]+)?)(bit|kbit|mbit|gbit|tbit)$", rate))])
     error_message = "node_link_rates must map node names to tc rates such as 100mbit, 1gbit or 10gbit (or \"\" for an unshaped node): set --var 'node_link_rates={\"node3\":\"200mbit\"}'."

@@ -43,7 +43,7 @@ from hpcbench.core.errors import UsageError
 from hpcbench.core.progress import format_duration
 from hpcbench.launchers.parse import check_path, count_type
 from hpcbench.measure.store import Store
-from hpcbench.models import memory, plans, sharded_model
+from hpcbench.performance import memory, plans, sharded_model
 
 # A budget's size: 20B, 1.5e12, 300M (k, M, B or G, T: powers of 1000).
 AMOUNT = re.compile(r"([0-9]+(?:\.[0-9]*)?(?:e[0-9]+)?)([kMBGT]?)", re.ASCII)

@@ -15,8 +15,8 @@ from typing import Any
 from hpcbench.campaign.yaml_loader import TooLong
 from hpcbench.core.errors import UsageError
 from hpcbench.launchers.parse import duration_s, parse_int_list
-from hpcbench.models.allreduce_model import tc_rate
-from hpcbench.models.scaling_model import parse_link
+from hpcbench.performance.allreduce_model import tc_rate
+from hpcbench.performance.scaling_model import parse_link
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,39}", re.ASCII)  # a campaign's or a testbed's label
 SETTING_MAX = 4096  # as `deploy --var`

@@ -31,7 +31,7 @@ from hpcbench.core.errors import UsageError, one_line
 from hpcbench.core.progress import format_duration
 from hpcbench.measure import analysis
 from hpcbench.measure.analysis import ConfigSummary
-from hpcbench.models import allreduce_model
+from hpcbench.performance import allreduce_model
 from hpcbench.reports import export, figures, findings, page
 from hpcbench.reports.page import Block, Code, Image, Page, Paragraph, Section, Table
 from hpcbench.reports.report import DATA_CSV, DATA_JSON, HOST_CORES, NODE_CPUS, fmt, fmt_band

@@ -23,7 +23,7 @@ A lease (a GPULab job's max_duration, a Virtual Wall slice's expiry) is sized fr
 the bound (lease_minutes).
 
 Before anything is booked, each transformer cell that trains on GPUs gets its memory
-per GPU (hpcbench.models.memory, in the layout plans.memory_layout gives it, as
+per GPU (hpcbench.performance.memory, in the layout plans.memory_layout gives it, as
 `predict` does) beside the testbed's accelerator memory (`hardware: accelerator`,
 bench/peak_flops.py): a cell that does not fit is not run, books nothing and says
 what would fit (memory.verdict); a testbed none of whose cells runs books nothing at
@@ -45,7 +45,7 @@ from hpcbench.core.bench import peak_flops
 from hpcbench.core.errors import UsageError
 from hpcbench.launchers.specs import WorkloadSpec
 from hpcbench.measure.probe import GRACE_S
-from hpcbench.models import memory, plans, sharded_model
+from hpcbench.performance import memory, plans, sharded_model
 
 # Stated defaults where nothing was measured or given (expect: in the campaign file).
 # They are planning figures, not measurements: real testbeds differ widely (a

@@ -10,7 +10,7 @@ One worker's images/s at the cell's batch, best first (single_worker):
 - runs in a results folder the campaign names (`calibrate_from:`, `--calibrate-from`),
   matched by model, image size, batch and device, and by the accelerator's name in
   the runs' own fingerprints;
-- the shipped table of published figures (hpcbench.models.published_figures), by the
+- the shipped table of published figures (hpcbench.performance.published_figures), by the
   accelerator, the model and the precision the runs will use.
 A measured figure at another batch only stands in for a same-batch one as time per
 image (said so).
@@ -34,7 +34,7 @@ The line rate is the testbed's settings' (link_rate, link_capacity_mbps), else
 `hardware: link`. Interference is DEFAULT_INTERFERENCE, except where a probe measured
 the CPU work, which is what it stands for on CPU nodes (the report's point takes it so).
 Cells inside one node need no line rate: their link is `hardware: intra_node`.
-A transformer's E is hpcbench.models.sharded_model's under the sweep's parallel (DDP, FSDP2,
+A transformer's E is hpcbench.performance.sharded_model's under the sweep's parallel (DDP, FSDP2,
 HSDP): a probe's all-gather and reduce-scatter are fitted as its all-reduce is (and
 carried to a later testbed of the same environment the same way), else they take the
 all-reduce's link; on CPU nodes (Gloo) the collectives block and a reduce-scatter
@@ -57,8 +57,8 @@ from hpcbench.core import paths
 from hpcbench.core.errors import UsageError
 from hpcbench.measure import analysis
 from hpcbench.measure.store import Store
-from hpcbench.models import allreduce_model, plans, published_figures
-from hpcbench.models.scaling_model import LATENCY_US, Plan, parse_link, predictions
+from hpcbench.performance import allreduce_model, plans, published_figures
+from hpcbench.performance.scaling_model import LATENCY_US, Plan, parse_link, predictions
 
 
 @dataclass(frozen=True)
@@ -589,7 +589,7 @@ def cell_forecast(
 
 
 def _how_sharded(job: plans.Job, plan: Plan) -> str:
-    """How a transformer cell's step runs, said (hpcbench.models.sharded_model): bf16
+    """How a transformer cell's step runs, said (hpcbench.performance.sharded_model): bf16
     parameters gathered on CUDA (bench/lm.py's MixedPrecisionPolicy), fp32 on CPU nodes,
     where Gloo's collectives block and its reduce-scatter is an all-reduce unless the
     probe timed it (bench/runtime.py collective_paths). A CNN's: nothing."""

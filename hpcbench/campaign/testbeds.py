@@ -29,7 +29,7 @@ from hpcbench.launchers.parse import format_int_list
 from hpcbench.launchers.specs import WorkloadSpec
 from hpcbench.measure.identity import cell_options
 from hpcbench.measure.sweep import as_run, configurations
-from hpcbench.models.scaling_model import INTRA_NODE, LINK_EFFICIENCY
+from hpcbench.performance.scaling_model import INTRA_NODE, LINK_EFFICIENCY
 
 # A testbed's own keys; the key that gives its kind (env:, slurm:, hosts:, ...) besides.
 TESTBED_KEYS = (

@@ -22,8 +22,8 @@ from hpcbench.core.bench import peak_flops, transformer_configs
 from hpcbench.core.errors import UsageError
 from hpcbench.measure import energy_use
 from hpcbench.measure.identity import CONFIG_FIELDS
-from hpcbench.models import plans
-from hpcbench.models.scaling_model import predictions
+from hpcbench.performance import plans
+from hpcbench.performance.scaling_model import predictions
 
 # Fields that name a scaling series; nodes and workers vary along it.
 SERIES_FIELDS = tuple(f for f in CONFIG_FIELDS if f not in ("nodes", "workers"))
@@ -246,7 +246,7 @@ class ConfigSummary:
     predicted_efficiency_low: float | None = None
     predicted_efficiency_high: float | None = None
     # The point prediction: the single worker's measured gradient timeline replayed
-    # against the probe's link (hpcbench.models.plans, as `predict` and a campaign forecast).
+    # against the probe's link (hpcbench.performance.plans, as `predict` and a campaign forecast).
     predicted_efficiency: float | None = None
     # CPU nodes: the all-reduces' own CPU work per step that the point charged (the
     # probe's compute lost per byte x the bytes; 0 where the probe measured none).
@@ -543,7 +543,7 @@ def _add_scaling(
         network = plans.probed(probe) if probe else None
         if network is None or base is None or base.step_time_s is None:
             continue
-        # The forecast `predict` and a campaign make of the same cell (hpcbench.models.plans),
+        # The forecast `predict` and a campaign make of the same cell (hpcbench.performance.plans),
         # over the probe's link, from the baseline's step and, where it recorded them,
         # its measured gradients.
         plan = plans.plan(

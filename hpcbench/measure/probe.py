@@ -19,7 +19,7 @@ from hpcbench.launchers import RunSpec
 from hpcbench.launchers.specs import ProbeSpec, TargetSpec
 from hpcbench.measure import fingerprint
 from hpcbench.measure.store import Store
-from hpcbench.models import allreduce_model
+from hpcbench.performance import allreduce_model
 from hpcbench.schedulers.base import stop_on_signals
 from hpcbench.testbeds.target import Target
 

@@ -43,7 +43,7 @@ from hpcbench.launchers.parse import (
 from hpcbench.launchers.slurm import SlurmOptions
 from hpcbench.launchers.specs import ProbeSpec, SweepSpec, TargetSpec, WorkloadSpec
 from hpcbench.measure import identity, probe, sweep
-from hpcbench.models import sharded_model
+from hpcbench.performance import sharded_model
 from hpcbench.testbeds import kinds
 
 # Where --slurm-login keeps bench/ and the jobs' output on the cluster, below the login

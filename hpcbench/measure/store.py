@@ -255,7 +255,7 @@ _PROBE = {
         "budget_s": _SECONDS_OR_NULL,
         "stopped_early": {"type": ["boolean", "null"]},
         "cpus": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1e6},
-        # bench/allreduce.py's CPU-work phase on CPU nodes (models/allreduce_model.py reads it)
+        # bench/allreduce.py's CPU-work phase on CPU nodes (performance/allreduce_model.py reads it)
         "cpu_work": {
             "type": ["object", "null"],
             "properties": {

@@ -31,8 +31,8 @@ from typing import Any
 
 from hpcbench.core.bench import transformer_configs, workload_options
 from hpcbench.core.errors import UsageError
-from hpcbench.models import sharded_model
-from hpcbench.models.sharded_model import DTYPE_BYTES
+from hpcbench.performance import sharded_model
+from hpcbench.performance.sharded_model import DTYPE_BYTES
 
 CHECKPOINT = ("none", "selective", "full")  # least recompute first
 COMPUTE_DTYPES = ("bf16", "fp32")

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hpcbench.models import allreduce_model, memory, sharded_model
-from hpcbench.models.scaling_model import (
+from hpcbench.performance import allreduce_model, memory, sharded_model
+from hpcbench.performance.scaling_model import (
     DEFAULT_INTERFERENCE,
     DEFAULT_INTRA_NODE,
     INTRA_LATENCY_US,

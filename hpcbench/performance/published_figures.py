@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.core.bench import peak_flops, transformer_configs
-from hpcbench.models import sharded_model
+from hpcbench.performance import sharded_model
 
 TABLE = Path(__file__).resolve().parents[1] / "data" / "single_worker.json"
 PRECISIONS = ("fp32", "tf32", "amp")

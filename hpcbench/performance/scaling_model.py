@@ -5,7 +5,7 @@ A Plan holds one prediction's inputs: the model (its layers' gradient sizes and
 forward FLOPs, built on PyTorch's meta device: no weights, no memory, no GPU), the
 single worker's step time, the workers packed onto nodes, and the two-level link
 (the node's NIC shared by its workers, PCIe or NVLink inside it). predictions()
-replays one step per worker count (hpcbench.models.allreduce_model) into a point and its
+replays one step per worker count (hpcbench.performance.allreduce_model) into a point and its
 two-bound band; fit() finds the link efficiency and interference that make the
 points closest to measured efficiencies, and fit_plain() the defaults a plan takes for
 the set-up details it is not told (one node's loss, NCCL's algorithm, the wider band),
@@ -26,7 +26,7 @@ from typing import Any
 
 from hpcbench.core.bench import cnns
 from hpcbench.core.errors import UsageError
-from hpcbench.models import allreduce_model, sharded_model
+from hpcbench.performance import allreduce_model, sharded_model
 
 # The share of line rate a ring all-reduce achieves by transport, where no probe
 # measured it, and the share of the link's busy time during backward that backward loses
@@ -216,9 +216,10 @@ class Plan:
     link_note: str = ""  # where busbw came from, for every output
     # CPU nodes: the backend's own work as a probe on the same nodes measured it.
     cpu: allreduce_model.CpuWork = allreduce_model.CpuWork()
-    # The transformers (hpcbench.models.sharded_model): batch counts sequences of seq_len tokens;
-    # parallel ddp, fsdp2 or hsdp; HSDP's shard group (0: a node's workers); the bytes
-    # per parameter gathered and per gradient reduced; blocks resharded after forward;
+    # The transformers (hpcbench.performance.sharded_model): batch counts sequences of
+    # seq_len tokens; parallel ddp, fsdp2 or hsdp; HSDP's shard group (0: a node's
+    # workers); the bytes per parameter gathered and per gradient reduced; blocks
+    # resharded after forward;
     # a probe's all-gather and reduce-scatter across nodes, (name, latency_s, busbw)
     # each (where none: the all-reduce's link); Gloo's collectives (blocking, and a
     # reduce-scatter that is an all-reduce unless the probe timed it).
@@ -413,7 +414,7 @@ def _assumed(plan: Plan, n: int) -> list[dict[str, Any]]:
 
 def _transformer_row(plan: Plan, n: int) -> dict[str, Any]:
     """One worker count of a transformer's plan: DDP's step replayed as the CNNs' is
-    (the blocks as layers), FSDP2's and HSDP's by hpcbench.models.sharded_model; in its
+    (the blocks as layers), FSDP2's and HSDP's by hpcbench.performance.sharded_model; in its
     layout (docs/method.md, "Layouts"): a step of K micro-batches, the gradients reduced
     on the last (the others only gather, under FSDP2), each micro-batch's compute a
     tp-th of one worker's on the tp workers of a TP group, its tensor-parallel

@@ -1,6 +1,6 @@
 """The scaling model of a transformer's step under FSDP2 and HSDP (docs/method.md,
 "Prediction: transformers under FSDP2 and HSDP"); DDP's step goes through
-hpcbench.models.allreduce_model as the CNNs' does, from the layers given here.
+hpcbench.performance.allreduce_model as the CNNs' does, from the layers given here.
 
 The model is the FSDP units the workload wraps (bench/lm.py): every block, then the
 root (the token table, which is the output projection where tied, the position
@@ -53,7 +53,7 @@ from typing import Any
 from hpcbench.core import files
 from hpcbench.core.bench import transformer_configs
 from hpcbench.core.errors import UsageError
-from hpcbench.models import allreduce_model
+from hpcbench.performance import allreduce_model
 
 # Bytes per element of the dtypes parameters are gathered and gradients reduced in.
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp8": 1}

@@ -9,7 +9,7 @@
 The model's gradient sizes and per-layer forward FLOPs come from the model
 itself, built on PyTorch's meta device (no weights, no memory, no GPU). Each
 worker count gets a point prediction (the replay of one step in
-hpcbench.models.allreduce_model: gradients ready layer by layer during backward, grouped
+hpcbench.performance.allreduce_model: gradients ready layer by layer during backward, grouped
 as the backend groups them, queued on a two-level link: the node's NIC
 shared by its workers, PCIe or NVLink inside it) and the two-bound band.
 The link achieves a share of its line rate (--link-efficiency, else the
@@ -20,7 +20,7 @@ release, the interconnect inside a node, the transport) takes a default fitted
 to published rows; where its other common choice moves E, an "assumed:" line
 gives E under it, and the band widens; docs/method.md has the model.
 A transformer (the workload's configurations, or a published model's shape:
-hpcbench.models.sharded_model) is predicted per FSDP unit from its configuration's
+hpcbench.performance.sharded_model) is predicted per FSDP unit from its configuration's
 FLOPs under --parallel ddp, fsdp2 or hsdp, in tokens/s.
 """
 
@@ -41,8 +41,8 @@ from hpcbench.core.errors import UsageError
 from hpcbench.launchers.parse import count_type, parse_int_list
 from hpcbench.measure import analysis, scale_options
 from hpcbench.measure.store import Store
-from hpcbench.models import allreduce_model, memory, plans, sharded_model
-from hpcbench.models.scaling_model import (
+from hpcbench.performance import allreduce_model, memory, plans, sharded_model
+from hpcbench.performance.scaling_model import (
     ASSUMPTION_MIN,
     DEFAULT_INTERFERENCE,
     DEFAULT_INTRA_NODE,
@@ -557,7 +557,7 @@ def _transformer_sources(args: argparse.Namespace, plan: Plan) -> dict[str, str]
     if plan.model in transformer_configs.CONFIGS:
         where = "bench/transformer_configs.py"
     elif plan.model in sharded_model.PUBLISHED_SHAPES:
-        where = "hpcbench/models/sharded_model.py, a published shape"
+        where = "hpcbench/performance/sharded_model.py, a published shape"
     else:
         where = "a config.json read by bench/transformer_configs.py"
     if args.parallel == "ddp":

@@ -19,7 +19,7 @@ from hpcbench.launchers.parse import check_path
 from hpcbench.measure import analysis, identity
 from hpcbench.measure.analysis import ConfigSummary
 from hpcbench.measure.store import Store
-from hpcbench.models import allreduce_model
+from hpcbench.performance import allreduce_model
 from hpcbench.reports import export, figures, findings, page
 from hpcbench.reports.page import Block, Bullets, Image, Page, Paragraph, Section, Table
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from hpcbench.campaign import checks
 from hpcbench.core.errors import UsageError
-from hpcbench.models.allreduce_model import is_tc_rate
+from hpcbench.performance.allreduce_model import is_tc_rate
 from hpcbench.testbeds.terraform import find_binary
 from tests import link_rates
 from tests.infra.test_role_inputs import playbook

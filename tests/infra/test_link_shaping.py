@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from hpcbench.models import allreduce_model
+from hpcbench.performance import allreduce_model
 
 
 def rate_bytes(rate: str) -> int:

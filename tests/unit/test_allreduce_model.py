@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hpcbench.models import allreduce_model
-from hpcbench.models.allreduce_model import CpuWork
+from hpcbench.performance import allreduce_model
+from hpcbench.performance.allreduce_model import CpuWork
 
 
 def test_busbw_follows_nccl_tests_definition():

@@ -3,7 +3,7 @@ import statistics
 import pytest
 
 from hpcbench.measure import analysis
-from hpcbench.models import allreduce_model
+from hpcbench.performance import allreduce_model
 from tests.unit.summaries import summary
 
 

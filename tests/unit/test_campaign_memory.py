@@ -21,7 +21,7 @@ from hpcbench import cli
 from hpcbench.campaign import campaign_file, commands
 from hpcbench.core.bench import peak_flops
 from hpcbench.measure.store import Store
-from hpcbench.models import memory, sharded_model
+from hpcbench.performance import memory, sharded_model
 from tests.unit.test_campaign import Fakes
 
 LLAMA_1B = sharded_model.shape("llama-1b")

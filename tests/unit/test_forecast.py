@@ -22,7 +22,7 @@ from hpcbench.campaign.datatypes import Hardware
 from hpcbench.campaign.journal import Journal
 from hpcbench.core.errors import UsageError
 from hpcbench.measure.store import Store
-from hpcbench.models import allreduce_model, published_figures
+from hpcbench.performance import allreduce_model, published_figures
 from tests.unit.test_allreduce_model import HIDDEN, RESOLVED, cpu_work_record
 from tests.unit.test_campaign import SHIPPED, Fakes, fake_run, write
 

@@ -18,8 +18,8 @@ from hpcbench.campaign.datatypes import Campaign
 from hpcbench.campaign.journal import Journal
 from hpcbench.core.bench import transformer_configs as tc
 from hpcbench.measure.store import Store
-from hpcbench.models import published_figures
-from hpcbench.models.sharded_model import Hop, Ring
+from hpcbench.performance import published_figures
+from hpcbench.performance.sharded_model import Hop, Ring
 from tests.unit.test_campaign import fake_run, write
 from tests.unit.test_forecast import probe
 

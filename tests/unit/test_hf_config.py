@@ -25,7 +25,7 @@ from hpcbench.campaign import campaign_file
 from hpcbench.core.bench import transformer_configs as tc
 from hpcbench.core.errors import UsageError
 from hpcbench.measure import analysis, scale_options
-from hpcbench.models import plans, sharded_model
+from hpcbench.performance import plans, sharded_model
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"

@@ -1,4 +1,4 @@
-"""A transformer's layout in the forecast (hpcbench/models/scaling_model.py,
+"""A transformer's layout in the forecast (hpcbench/performance/scaling_model.py,
 sharded_model.py): K micro-batches that reduce on the last, a TP group's collectives on
 the node's link, the recompute of checkpointing; memory per GPU beside the accelerator's;
 and the layouts `predict` refuses in one line."""
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpcbench import cli
-from hpcbench.models import plans, scaling_model, sharded_model
+from hpcbench.performance import plans, scaling_model, sharded_model
 
 BASE = [
     "predict", "--model", "llama3.1-8b", "--batch", "1", "--gpus-per-node", "8",

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpcbench.models import memory, scaling_model
+from hpcbench.performance import memory, scaling_model
 from tests.unit.conftest import EVALUATION
 
 FIT = scaling_model.Fit({"tcp": 0.6, "rdma": 0.9}, 0.2, 0.0)

@@ -13,7 +13,7 @@ import pytest
 
 from hpcbench import cli
 from hpcbench.campaign import campaign_file
-from hpcbench.models.allreduce_model import (
+from hpcbench.performance.allreduce_model import (
     RATE_UNITS,
     TC_RATE,
     is_tc_rate,

@@ -1,4 +1,4 @@
-"""The memory forecast per GPU (hpcbench/models/memory.py): each term against its
+"""The memory forecast per GPU (hpcbench/performance/memory.py): each term against its
 formula by hand, the block's count against what autograd saves for the workload's
 blocks, generated shapes and layouts, published figures, and the smallest layout that
 fits."""
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from hpcbench.core.bench import transformer_configs as tc
 from hpcbench.core.bench import workload_options
 from hpcbench.core.errors import UsageError
-from hpcbench.models import memory, sharded_model
-from hpcbench.models.memory import Layout
+from hpcbench.performance import memory, sharded_model
+from hpcbench.performance.memory import Layout
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 GiB = 2**30

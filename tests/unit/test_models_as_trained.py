@@ -1,7 +1,7 @@
 """The forecast's models are the workload's: each CNN's gradient table
-(hpcbench.models.scaling_model) holds the parameters bench/train.py trains, at the
+(hpcbench.performance.scaling_model) holds the parameters bench/train.py trains, at the
 image size bench/models.json gives it, and each transformer's units
-(hpcbench.models.sharded_model) hold those bench/transformer.py builds. Every model
+(hpcbench.performance.sharded_model) hold those bench/transformer.py builds. Every model
 is built on PyTorch's meta device: shapes only, no weights."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from hpcbench import cli
 from hpcbench.core.bench import cnns
-from hpcbench.models import scaling_model, sharded_model
+from hpcbench.performance import scaling_model, sharded_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 torch = pytest.importorskip("torch")

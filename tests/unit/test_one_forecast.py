@@ -1,7 +1,7 @@
 """One cell, one forecast: `predict`, the campaign's forecast and the report's prediction
 beside a measurement gather their inputs their own way (the command line; a campaign
 file and its store; a results store) and get the same point and band from them
-(hpcbench/models/plans.py), whatever the parallelism."""
+(hpcbench/performance/plans.py), whatever the parallelism."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from hpcbench import cli
 from hpcbench.campaign import campaign_file, forecast
 from hpcbench.measure import analysis
 from hpcbench.measure.store import Store
-from hpcbench.models import allreduce_model, plans
+from hpcbench.performance import allreduce_model, plans
 
 LATENCY_S, BUSBW = 1e-4, 1.2e8  # the probe's link: 100 us, 120 MB/s
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from hpcbench.models import scaling_model
+from hpcbench.performance import scaling_model
 from tests.unit.test_predict import _plan
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hpcbench import cli
-from hpcbench.models import allreduce_model, scaling_model
+from hpcbench.performance import allreduce_model, scaling_model
 from tests.unit.test_predict import _plan
 
 # What a user planning a booking knows: model, batch, workers, GPUs per node, one worker's

@@ -8,8 +8,8 @@ import pytest
 
 from hpcbench import cli
 from hpcbench.measure.store import Store
-from hpcbench.models import allreduce_model, scaling_model
-from hpcbench.models.allreduce_model import Message
+from hpcbench.performance import allreduce_model, scaling_model
+from hpcbench.performance.allreduce_model import Message
 from tests.unit.conftest import EVALUATION
 
 

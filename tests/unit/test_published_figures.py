@@ -1,5 +1,5 @@
 """The shipped table of published single-worker figures: every row quoted from a
-source it names, and the lookup's rules (hpcbench.models.published_figures)."""
+source it names, and the lookup's rules (hpcbench.performance.published_figures)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from hpcbench.models import published_figures
-from hpcbench.models.published_figures import PRECISIONS, lookup, table
+from hpcbench.performance import published_figures
+from hpcbench.performance.published_figures import PRECISIONS, lookup, table
 
 ROWS = table()["rows"]
 

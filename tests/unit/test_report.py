@@ -6,7 +6,7 @@ from hpcbench import cli
 from hpcbench.core.errors import UsageError
 from hpcbench.core.progress import Progress, format_duration
 from hpcbench.measure.store import Store
-from hpcbench.models import allreduce_model
+from hpcbench.performance import allreduce_model
 from hpcbench.reports import report
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from hpcbench import cli
 from hpcbench.core.bench import transformer_configs as tc
-from hpcbench.models import allreduce_model, scaling_model, sharded_model
-from hpcbench.models.sharded_model import Hop, Ring, Sharding, Unit
+from hpcbench.performance import allreduce_model, scaling_model, sharded_model
+from hpcbench.performance.sharded_model import Hop, Ring, Sharding, Unit
 
 SHAPES = {**tc.CONFIGS, **sharded_model.PUBLISHED_SHAPES}
 

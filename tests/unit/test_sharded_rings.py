@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpcbench.models import allreduce_model, scaling_model, sharded_model
-from hpcbench.models.sharded_model import Hop, Links, Ring
+from hpcbench.performance import allreduce_model, scaling_model, sharded_model
+from hpcbench.performance.sharded_model import Hop, Links, Ring
 
 Plan = scaling_model.Plan
 

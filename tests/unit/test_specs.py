@@ -172,7 +172,7 @@ def test_nothing_below_the_cli_takes_the_namespace():
             f"core/{m}"
             for m in ("bounded", "files", "locks", "paths", "progress", "secrets", "ssh")
         ),
-        "models",
+        "performance",
         "launchers",
         "schedulers",
     ]

@@ -107,7 +107,7 @@ variable "deploy_vars" {
   })
 
   validation {
-    # tc's rate grammar as hpcbench/models/allreduce_model.py states it (TC_RATE);
+    # tc's rate grammar as hpcbench/performance/allreduce_model.py states it (TC_RATE);
     # tests/unit/test_link_rate_grammar.py keeps the two the same.
     condition     = var.deploy_vars.link_rate == "" || can(regex("^([0-9]+(?:[.][0-9]+)?)(bit|kbit|mbit|gbit|tbit)$", var.deploy_vars.link_rate))
     error_message = "deploy_vars.link_rate must be empty or a tc rate such as 100mbit, 1gbit or 10gbit."
@@ -149,7 +149,7 @@ variable "node_link_rates" {
   default     = {}
   nullable    = false
   validation {
-    # tc's rate grammar as hpcbench/models/allreduce_model.py states it (TC_RATE);
+    # tc's rate grammar as hpcbench/performance/allreduce_model.py states it (TC_RATE);
     # tests/unit/test_link_rate_grammar.py keeps the two the same.
     condition     = alltrue([for rate in values(var.node_link_rates) : rate == "" || can(regex("^([0-9]+(?:[.][0-9]+)?)(bit|kbit|mbit|gbit|tbit)$", rate))])
     error_message = "node_link_rates must map node names to tc rates such as 100mbit, 1gbit or 10gbit (or \"\" for an unshaped node), e.g. {\"node3\" = \"200mbit\"}."
