@@ -833,39 +833,114 @@ def as_json(advice: Advice) -> dict[str, Any]:
     }
 
 
-def campaign_text(advice: Advice, out: Path, argv: list[str]) -> str:
-    """The front as a campaign file: one testbed per option, its keys as its file wrote
-    them and its sweep the option's, so that `campaign run` measures what was advised."""
+def _group_key(o: Option) -> tuple[Any, ...]:
+    """What the options one testbed of the written file measures share: their place
+    and every layout choice but the parallelism and the node count (those a sweep
+    lists, a part per parallelism)."""
+    lay = o.layout
+    return (
+        o.file,
+        o.testbed,
+        o.gpus_per_node,
+        lay.tp,
+        lay.micro_batch,
+        lay.grad_accum,
+        lay.checkpoint,
+    )
+
+
+def chosen_groups(options: list[Option]) -> list[list[Option]]:
+    """The chosen options as the written file's testbeds: one per place and layout, in
+    the order of their fastest; each option's `name` set to its testbed's."""
+    groups: dict[tuple[Any, ...], list[Option]] = {}
+    for o in sorted(options, key=lambda o: o.hours or 0):
+        groups.setdefault(_group_key(o), []).append(o)
+    per_place: dict[tuple[str, str], int] = {}
+    for members in groups.values():
+        place = (members[0].file, members[0].testbed)
+        per_place[place] = per_place.get(place, 0) + 1
+    for members in groups.values():
+        first = members[0]
+        alone = per_place[(first.file, first.testbed)] == 1
+        name = (
+            first.testbed if alone else _layout_name(first.testbed, first.layout, first.transformer)
+        )
+        for o in members:
+            o.name = name
+    return list(groups.values())
+
+
+def _layout_name(tb: str, layout: Layout, transformer: bool) -> str:
+    """A testbed name of the written file: its place's, and its layout but the
+    parallelism (its sweep lists those)."""
+    words = [tb]
+    if transformer and layout.tp > 1:
+        words.append(f"tp{layout.tp}")
+    if transformer and layout.checkpoint != "none":
+        words.append(f"ac{layout.checkpoint[0]}")
+    words.append(f"b{layout.micro_batch}")
+    if layout.grad_accum > 1:
+        words.append(f"x{layout.grad_accum}")
+    name = "-".join(words)
+    if NAME.fullmatch(name):
+        return name
+    return f"{tb[:30].rstrip('-')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def campaign_text(advice: Advice, chosen: list[Option], out: Path, argv: list[str]) -> str:
+    """The chosen options (the front, or every option that fits) as a campaign file: a
+    testbed per place and layout, its keys as its file wrote them, its sweep the
+    options' parallelisms and node counts, less (exclude:) what was not chosen; so that
+    `campaign run` measures what was advised, and `campaign plan` forecasts it again."""
     r = advice.request
     stem = (
         re.sub(
             r"[^a-z0-9-]+",
             "-",
-            Path(r.model).stem.lower() if r.model.endswith(".json") else r.model.lower(),
+            Path(r.model).parent.name.lower() if r.model.endswith(".json") else r.model.lower(),
         ).strip("-")[:30]
         or "model"
     )
     testbeds = []
-    for o in sorted(advice.front, key=lambda o: o.hours or 0):
+    for members in chosen_groups(chosen):
+        o = members[0]
         campaign = campaign_file.load(o.file)
         [tb] = [t for t in campaign.testbeds if t.name == o.testbed]
-        data = campaign_file.read_yaml(Path(o.file))
-        raw_tb = dict(data["testbeds"][tb.index - 1])
+        raw_tb = dict(campaign_file.read_yaml(Path(o.file))["testbeds"][tb.index - 1])
         sweep, _ = _sweep_of(campaign, raw_tb, r, o.transformer)
-        model = sweep["model"]
-        if transformer_configs.is_config_path(model):
-            sweep["model"] = str(Path(model).resolve())
+        if transformer_configs.is_config_path(sweep["model"]):
+            sweep["model"] = str(Path(sweep["model"]).resolve())
+        nodes = sorted({m.nodes for m in members})
+        parallels = [
+            p for p in workload_options.PARALLEL if any(m.layout.parallel == p for m in members)
+        ]
         own = {
             **sweep,
             **o.layout.sweep(o.transformer),
-            "nodes": [o.nodes],
+            "nodes": nodes,
             "gpus_per_node": o.gpus_per_node,
         }
-        entry = {**o.raw, "name": o.name, "title": f"{o.title}: {o.shape()}", "sweep": own}
+        if o.transformer:
+            own["parallel"] = parallels if len(parallels) > 1 else parallels[0]
+        picked = {(m.nodes, m.layout.parallel) for m in members}
+        # A one-worker cell is the first part's baseline whatever it lists: never excluded.
+        left = [
+            {"nodes": n, "parallel": p}
+            for n in nodes
+            for p in parallels
+            if (n, p) not in picked and n * o.gpus_per_node > 1
+        ]
+        entry = {
+            **o.raw,
+            "name": o.name,
+            "title": f"{o.title}: {o.layout.label(o.transformer)}",
+            "sweep": own,
+            **({"exclude": left} if left else {}),
+        }
         testbeds.append(entry)
     data_out = {
         "name": f"advice-{stem}"[:40].rstrip("-"),
-        "description": f"The front of `hpcbench advise` for {r.model}: {r.budget:.3g} {r.unit}.",
+        "description": f"`hpcbench advise` for {r.model}: {r.budget:.3g} {r.unit}.",
         "out": f"results/advice-{stem}",
         "testbeds": testbeds,
     }
@@ -974,6 +1049,9 @@ def main(args: argparse.Namespace) -> int:
     out = None if args.out is None else Path(args.out)
     advice = search(request)
     check_fits_somewhere(advice)
+    scored = [o for o in advice.options if o.fits and o.hours is not None]
+    chosen = scored if args.all else advice.front
+    groups = chosen_groups(chosen)  # names each chosen option by its testbed of --out
     if args.json:
         print(json.dumps(as_json(advice), indent=1))
     else:
@@ -983,11 +1061,10 @@ def main(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"drawn: {args.plot}")
     if out is not None:
-        text = campaign_text(advice, out, sys.argv[1:])
-        files.write_atomic(out, text, 0o644)
+        files.write_atomic(out, campaign_text(advice, chosen, out, sys.argv[1:]), 0o644)
         if not args.json:
             print(
-                f"written: {args.out} ({len(advice.front)} testbeds); "
+                f"written: {args.out} ({len(chosen)} option(s) in {len(groups)} testbed(s)); "
                 f"python -m hpcbench campaign run {args.out}"
             )
     return 0
@@ -1045,6 +1122,12 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--plot", default=None, metavar="PNG", help="draw the options and the front (a PNG)"
+    )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="--out writes every option that fits, not only the front: a campaign whose "
+        "report scores the forecast's ranking",
     )
     p.add_argument("--json", action="store_true", help="the advice as JSON")
     p.set_defaults(func=main)

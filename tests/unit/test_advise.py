@@ -110,27 +110,39 @@ def test_the_front_is_every_option_no_other_beats_and_each_other_names_its_bette
         assert o["hours_low"] <= o["hours"] <= o["hours_high"]
 
 
-def test_an_option_is_the_cell_campaign_plan_forecasts_in_the_file_advise_writes(tmp_path, capsys):
+@pytest.mark.parametrize("chosen", ["front", "all"])
+def test_each_chosen_option_is_a_cell_campaign_plan_forecasts_the_same(tmp_path, capsys, chosen):
+    """--out writes the front (--all: every option that fits) as a testbed per place and
+    layout; its cells of several workers are exactly the chosen options, each forecast
+    by the file's own plan as the advice forecast it."""
     out = tmp_path / "advice.yaml"
-    data = advice_json(
-        capsys,
-        *eight_b(tmp_path),
-        "--out",
-        str(out),
-    )
-    front = {o["name"]: o for o in data["options"] if o["number"] in data["front"]}
+    more = ["--all"] if chosen == "all" else []
+    data = advice_json(capsys, *eight_b(tmp_path), "--out", str(out), *more)
+    picked = [
+        o
+        for o in data["options"]
+        if (o["number"] in data["front"]) or (chosen == "all" and o["fits"] and o["hours"])
+    ]
+    assert len(picked) > (len(data["front"]) if chosen == "all" else 0)
+    by_cell = {(o["name"], o["workers"], o["layout"]["parallel"]): o for o in picked}
+    assert len(by_cell) == len(picked)  # no two options are one cell
     written = campaign_file.load(out)  # `campaign run` takes it as it is
-    assert {tb.name for tb in written.testbeds} == set(front)
+    cells = set()
     for tb in written.testbeds:
-        o = front[tb.name]
-        [fc] = [f for f in forecast.testbed_forecast(written, tb) if f.cell.workers == o["workers"]]
-        assert fc.per_s == pytest.approx(o["per_s"], rel=1e-12)
-        assert fc.efficiency == pytest.approx(o["efficiency"], rel=1e-12)
-        [part] = tb.parts
-        assert part.workload.tp == o["layout"]["tp"]
-        assert part.workload.grad_accum == o["layout"]["grad_accum"]
-        assert part.workload.parallel == o["layout"]["parallel"]
-        assert part.workload.activation_checkpoint == o["layout"]["checkpoint"]
+        for f in forecast.testbed_forecast(written, tb):
+            if f.cell.workers == 1:
+                continue  # the baseline every sweep measures first
+            part = next(p for p in tb.parts if f.cell in p.cells)
+            key = (tb.name, f.cell.workers, part.workload.parallel)
+            cells.add(key)
+            o = by_cell[key]
+            assert f.per_s == pytest.approx(o["per_s"], rel=1e-12)
+            assert f.efficiency == pytest.approx(o["efficiency"], rel=1e-12)
+            assert part.workload.tp == o["layout"]["tp"]
+            assert part.workload.grad_accum == o["layout"]["grad_accum"]
+            assert part.workload.activation_checkpoint == o["layout"]["checkpoint"]
+            assert f.cell.batch == o["layout"]["micro_batch"]
+    assert cells == {k for k in by_cell if k[1] > 1}
 
 
 def test_campaign_run_takes_the_file_advise_writes_unchanged(tmp_path, capsys):
