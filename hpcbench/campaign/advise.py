@@ -887,7 +887,9 @@ def _layout_name(tb: str, layout: Layout, transformer: bool) -> str:
     return f"{tb[:30].rstrip('-')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def campaign_text(advice: Advice, chosen: list[Option], out: Path, argv: list[str]) -> str:
+def campaign_text(
+    advice: Advice, chosen: list[Option], out: Path, argv: list[str], results: str | None = None
+) -> str:
     """The chosen options (the front, or every option that fits) as a campaign file: a
     testbed per place and layout, its keys as its file wrote them, its sweep the
     options' parallelisms and node counts, less (exclude:) what was not chosen; so that
@@ -941,7 +943,7 @@ def campaign_text(advice: Advice, chosen: list[Option], out: Path, argv: list[st
     data_out = {
         "name": f"advice-{stem}"[:40].rstrip("-"),
         "description": f"`hpcbench advise` for {r.model}: {r.budget:.3g} {r.unit}.",
-        "out": f"results/advice-{stem}",
+        "out": results or f"results/advice-{stem}",
         "testbeds": testbeds,
     }
     head = f"# written by `hpcbench {' '.join(argv)}`; `campaign plan {out}` forecasts it again\n"
@@ -1046,6 +1048,12 @@ def main(args: argparse.Namespace) -> int:
     for flag, given in (("--out", args.out), ("--plot", args.plot)):
         if given is not None:
             _check_writable(flag, given)
+    if args.out is None:
+        for flag, given in (("--results", args.results is not None), ("--all", args.all)):
+            if given:
+                raise UsageError(f"{flag} is for the campaign file --out writes: give --out FILE")
+    if args.results is not None:
+        check_path(args.results, "--results")
     out = None if args.out is None else Path(args.out)
     advice = search(request)
     check_fits_somewhere(advice)
@@ -1061,7 +1069,8 @@ def main(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"drawn: {args.plot}")
     if out is not None:
-        files.write_atomic(out, campaign_text(advice, chosen, out, sys.argv[1:]), 0o644)
+        text = campaign_text(advice, chosen, out, sys.argv[1:], args.results)
+        files.write_atomic(out, text, 0o644)
         if not args.json:
             print(
                 f"written: {args.out} ({len(chosen)} option(s) in {len(groups)} testbed(s)); "
@@ -1122,6 +1131,13 @@ def add_command(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--plot", default=None, metavar="PNG", help="draw the options and the front (a PNG)"
+    )
+    p.add_argument(
+        "--results",
+        default=None,
+        metavar="DIR",
+        help="the results folder of the campaign --out writes (its out:; default "
+        "results/advice-MODEL)",
     )
     p.add_argument(
         "--all",

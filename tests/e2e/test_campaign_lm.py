@@ -1,7 +1,8 @@
-"""A transformer campaign end to end: the small transformer (gpt-tiny) under DDP and
-FSDP2 at 1 and 2 nodes on the e2e testbed's two Slurm partitions, `fast` (1 Gbit/s)
-and `slow` (node3 shaped to 200 Mbit/s, conftest.E2E_VARS), into one report that
-scores the forecast made before anything ran and counts tokens/s.
+"""A transformer campaign end to end, as `hpcbench advise` writes it: the small
+transformer (gpt-tiny) under DDP and FSDP2 at 1 and 2 nodes on the e2e testbed's two
+Slurm partitions, `fast` (1 Gbit/s) and `slow` (node3 shaped to 200 Mbit/s,
+conftest.E2E_VARS), every option advise finds (--all), into one report that counts
+tokens/s and scores the advice: the forecast's ranking beside the measured one.
 
 It shares the deployed testbed with test_campaign_slurm.py (the `deployed` fixture
 deploys it when this module runs alone). Kept short: one repeat, two windows of two
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import time
 from pathlib import Path
 
@@ -52,11 +54,33 @@ def test_a_transformer_campaign_over_two_links_scores_its_forecast_in_tokens(
         )
     # One probe (all-reduce, all-gather, reduce-scatter): each is a job of a minute or so.
     testbeds[1]["sweep"] = {"no_probe": True}
-    path = tmp_path / "lm.yaml"
+    # The places and what is assumed of them, as a user writes them; advise writes the
+    # campaign that is run.
+    source = tmp_path / "places.yaml"
     out = tmp_path / "results"
-    path.write_text(
-        yaml.safe_dump({"name": "lm", "out": str(out), "sweep": SWEEP, "testbeds": testbeds})
+    source.write_text(
+        yaml.safe_dump(
+            {"name": "lm", "out": str(tmp_path / "places"), "sweep": SWEEP, "testbeds": testbeds}
+        )
     )
+    path = tmp_path / "lm.yaml"
+    advice = deployed.hpcbench(
+        "advise",
+        "--model",
+        "gpt-tiny",
+        "--tokens",
+        "1M",
+        "--campaign",
+        str(source),
+        "--all",
+        "--out",
+        str(path),
+        "--results",
+        str(out),
+        timeout=300,
+    )
+    assert advice.returncode == 0, advice.stdout[-3000:] + advice.stderr[-3000:]
+    assert "the front" in advice.stdout and f"written: {path}" in advice.stdout
     plan = deployed.hpcbench("campaign", "plan", str(path), timeout=300)
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
     assert "tokens/s" in plan.stdout and "FSDP2" in plan.stdout, plan.stdout
@@ -95,3 +119,13 @@ def test_a_transformer_campaign_over_two_links_scores_its_forecast_in_tokens(
         assert r["forecast_plan_error"] and r["forecast_plan_tokens_per_s"], r
         # On CPU the peak is a GEMM measured on the node: MFU is known, or the record says why.
         assert r["mfu"] or r["mfu_unknown"], r
+    # The advice scored: its forecast orders the six configurations as they measured,
+    # and its fastest was the measured fastest or inside its interval.
+    ranking = re.search(
+        r"forecast before anything was booked: rank correlation with the measured "
+        r"throughput (\S+) over (\d+) configuration\(s\); its best, ([^,]+, [^,]+, [^,]+), "
+        r"was (the measured best|inside the measured interval)",
+        report,
+    )
+    assert ranking, report[:4000]
+    assert float(ranking[1]) >= 0.8 and int(ranking[2]) == 6, ranking[0]

@@ -206,6 +206,12 @@ def test_a_model_that_fits_nowhere_names_the_least_memory_any_layout_needs(tmp_p
     assert "fits nowhere searched: the least memory per GPU is" in line and "GB" in line
 
 
+@pytest.mark.parametrize("flag", [["--all"], ["--results", "r"]])
+def test_what_only_out_takes_is_refused_without_it(tmp_path, capsys, flag):
+    code, stdout, err = run(capsys, *eight_b(tmp_path), *flag)
+    assert code == 2 and stdout == "" and "give --out FILE" in err
+
+
 @pytest.mark.parametrize(
     "argv, says",
     [

@@ -78,6 +78,7 @@ PATH_OPTIONS = {
     ("export", "--out"),
     ("advise", "--out"),
     ("advise", "--plot"),
+    ("advise", "--results"),
     ("advise", "--campaign"),
 }
 # Values that are valid for an option, hostile as they look elsewhere.
