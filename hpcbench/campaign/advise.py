@@ -162,6 +162,7 @@ class Option:
     queue: str = ""
     verdict: str = ""
     front: bool = False
+    cpu: bool | None = None  # its runs on CPU nodes (None: not forecast)
 
     @property
     def workers(self) -> int:
@@ -171,8 +172,10 @@ class Option:
         return f"{self.testbed} ({self.file})"
 
     def shape(self) -> str:
+        # A node without GPUs runs worker processes (gpus_per_node counts workers).
+        unit = "GPU" if self.cpu is False else "worker"
         return (
-            f"{self.nodes} node{'s' * (self.nodes > 1)} x {self.gpus_per_node} GPU"
+            f"{self.nodes} node{'s' * (self.nodes > 1)} x {self.gpus_per_node} {unit}"
             f"{'s' * (self.gpus_per_node > 1)}, {self.layout.label(self.transformer)}"
         )
 
@@ -612,8 +615,10 @@ def _forecast(place: Place, layout: Layout, nodes: int, request: Request, number
 
     o.hours, o.hours_low, o.hours_high = hours(o.per_s), hours(o.per_s_high), hours(o.per_s_low)
     assert o.hours is not None
-    gpus = 0 if plan.parts[0].workload.device == "cpu" else o.workers
-    o.gpu_hours, o.node_hours = gpus * o.hours, nodes * o.hours
+    o.cpu = plan.parts[0].workload.device == "cpu"
+    gpus = 0 if o.cpu else o.workers
+    # CPU nodes book no GPU: their node-hours are what the booked-hours objective weighs.
+    o.gpu_hours, o.node_hours = (gpus * o.hours if gpus else None), nodes * o.hours
     o.energy_kwh, o.energy_source = _energy(tb, gpus, o.hours)
     if tb.price is not None:
         o.cost, o.currency = booked(tb.price, o.node_hours, o.gpu_hours), tb.price.currency
@@ -643,6 +648,9 @@ def _beats(a: Option, b: Option) -> list[str] | None:
     worse = []
     for key, word in OBJECTIVES:
         x, y = getattr(a, key), getattr(b, key)
+        if key == "gpu_hours" and x is None and y is None:  # CPU nodes: what they book
+            key, word = "node_hours", "more node-hours"
+            x, y = a.node_hours, b.node_hours
         if x is None or y is None:
             continue
         if x > y:
@@ -726,6 +734,21 @@ def check_fits_somewhere(advice: Advice) -> None:
 
 
 # ------------------------------------------------------------------ output
+def _amount_text(value: float) -> str:
+    """A count as a person reads it: 8.03B, 124M, 3.2k."""
+    for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if value >= size:
+            return f"{value / size:.3g}{suffix}"
+    return f"{value:g}"
+
+
+def _count(value: float | None) -> str:
+    """Hours or kWh as read: whole ones from 10 up, else two figures."""
+    if value is None:
+        return "unknown"
+    return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
+
+
 def _span(hours: float | None) -> str:
     return "unknown" if hours is None else format_duration(hours * 3600)
 
@@ -743,9 +766,10 @@ def option_line(o: Option, unit: str) -> list[str]:
     lines = [
         head,
         f"        {_span(o.hours)} ({_span(o.hours_low)} to {_span(o.hours_high)}), "
-        f"{o.gpu_hours:,.0f} GPU-hours, {o.node_hours:,.0f} node-hours"
+        + (f"{_count(o.gpu_hours)} GPU-hours, " if o.gpu_hours is not None else "no GPU, ")
+        + f"{_count(o.node_hours)} node-hours"
         + (f", {o.cost:,.0f} {o.currency}" if o.cost is not None else "")
-        + (f", at most {o.energy_kwh:,.0f} kWh" if o.energy_kwh is not None else ""),
+        + (f", at most {_count(o.energy_kwh)} kWh" if o.energy_kwh is not None else ""),
         f"        {rate}, {band}" + (f"; {o.memory_line}" if o.memory_line else ""),
         f"        why: {o.verdict}",
     ]
@@ -767,7 +791,8 @@ def lines(advice: Advice) -> list[str]:
     shape = ""
     if advice.params:
         shape = (
-            f", {advice.params / 1e9:.2f}B parameters, {advice.flops_per_token:.3g} FLOPs per token"
+            f", {_amount_text(advice.params)} parameters, "
+            f"{advice.flops_per_token:.3g} FLOPs per token"
         )
     fitting = sum(1 for o in advice.options if o.fits)
     out = [
@@ -964,13 +989,14 @@ def plot(advice: Advice, path: Path, made_by: str) -> Path:
 
     from hpcbench.reports import figures
 
-    shown = [o for o in advice.options if o.fits and o.hours is not None and o.gpu_hours]
+    shown = [o for o in advice.options if o.fits and o.hours is not None]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     testbeds = list(dict.fromkeys(o.testbed for o in shown))
     fig, ax = plt.subplots(figsize=(7.5, 5))
     for o in shown:
         color = colors[testbeds.index(o.testbed) % len(colors)]
-        hours, gpu_hours = o.hours or 0.0, o.gpu_hours or 0.0
+        # CPU nodes book no GPU: their node-hours stand on the same axis.
+        hours, gpu_hours = o.hours or 0.0, (o.gpu_hours or o.node_hours or 0.0)
         low, high = o.hours_low or hours, o.hours_high or hours
         ax.errorbar(
             [gpu_hours],
@@ -987,7 +1013,7 @@ def plot(advice: Advice, path: Path, made_by: str) -> Path:
         if o.front:
             ax.annotate(
                 f"#{o.number}",
-                (o.gpu_hours or 0, hours),
+                (gpu_hours, hours),
                 fontsize=7,
                 xytext=(4, 4),
                 textcoords="offset points",
@@ -1000,7 +1026,7 @@ def plot(advice: Advice, path: Path, made_by: str) -> Path:
     ax.set(
         xscale="log",
         yscale="log",
-        xlabel="GPU-hours",
+        xlabel="GPU-hours (node-hours where the nodes have none)",
         ylabel="hours to the budget",
         title=f"Where to book: {advice.request.budget:.3g} {advice.request.unit}, the front ringed",
     )
