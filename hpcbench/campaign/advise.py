@@ -63,7 +63,8 @@ CHOSEN = (
     "grad_accum",
     "activation_checkpoint",
 )
-# A CNN's input keys, dropped for a transformer; a transformer's, for a CNN.
+# A CNN's input keys, dropped where a transformer is advised from a CNN's file; a
+# transformer's (and its token file), where a CNN is advised from a transformer's.
 CNN_ONLY = ("image_size", "data", "decode", "step", "data_workers")
 TRANSFORMER_ONLY = ("seq_len",)
 DEFAULT_MAX_NODES = 4
@@ -224,12 +225,16 @@ def _model_kind(model: str) -> bool:
 
 
 def _sweep_of(
-    campaign: Campaign, raw_tb: dict[str, Any], request: Request, transformer: bool
+    campaign: Campaign, tb: TestbedPlan, raw_tb: dict[str, Any], request: Request
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The sweep an option runs with: the file's (the campaign's under the testbed's) less
-    what the advice chooses and what the other kind of model takes."""
+    what the advice chooses, and where the file trains the other kind of model, its
+    input keys (a CNN's images are no transformer's tokens)."""
     merged = {**campaign.sweep, **(raw_tb.get("sweep") or {})}
-    drop = set(CHOSEN) | set(CNN_ONLY if transformer else TRANSFORMER_ONLY)
+    transformer = _model_kind(request.model)
+    drop = set(CHOSEN)
+    if transformer != _model_kind(tb.parts[0].workload.model):
+        drop |= set(CNN_ONLY if transformer else (*TRANSFORMER_ONLY, "data"))
     kept = {k: v for k, v in merged.items() if k.replace("-", "_") not in drop}
     kept["model"] = request.model
     if transformer and request.seq_len:
@@ -479,7 +484,7 @@ def _place(
 ) -> Place:
     """The testbed as the search takes it; what it assumes, said once."""
     transformer = config is not None
-    sweep, merged = _sweep_of(campaign, raw_tb, request, transformer)
+    sweep, merged = _sweep_of(campaign, tb, raw_tb, request)
     trained = tb.parts[0].workload.model
     limit = tb.nodes_available or request.max_nodes
     if not tb.nodes_available:
@@ -934,7 +939,7 @@ def campaign_text(
         campaign = campaign_file.load(o.file)
         [tb] = [t for t in campaign.testbeds if t.name == o.testbed]
         raw_tb = dict(campaign_file.read_yaml(Path(o.file))["testbeds"][tb.index - 1])
-        sweep, _ = _sweep_of(campaign, raw_tb, r, o.transformer)
+        sweep, _ = _sweep_of(campaign, tb, raw_tb, r)
         if transformer_configs.is_config_path(sweep["model"]):
             sweep["model"] = str(Path(sweep["model"]).resolve())
         nodes = sorted({m.nodes for m in members})
