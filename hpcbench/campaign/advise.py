@@ -44,6 +44,7 @@ from hpcbench.core.progress import format_duration
 from hpcbench.launchers.parse import check_path, count_type
 from hpcbench.measure.store import Store
 from hpcbench.performance import memory, plans, sharded_model
+from hpcbench.reports import figures
 
 # A budget's size: 20B, 1.5e12, 300M (k, M, B or G, T: powers of 1000).
 AMOUNT = re.compile(r"([0-9]+(?:\.[0-9]*)?(?:e[0-9]+)?)([kMBGT]?)", re.ASCII)
@@ -991,8 +992,6 @@ def plot(advice: Advice, path: Path, made_by: str) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from hpcbench.reports import figures
 
     shown = [o for o in advice.options if o.fits and o.hours is not None]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]

@@ -13,15 +13,12 @@ import os
 import shlex
 import socket
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from hpcbench.core.bench import workload_options
 from hpcbench.core.registry import Registry
 from hpcbench.core.secrets import looks_secret
 from hpcbench.core.ssh import SshAccess
-
-if TYPE_CHECKING:
-    from hpcbench.launchers.specs import TargetSpec
 
 # bench/leash.py, beside the workload on every node.
 LEASH_SCRIPT = "leash.py"
@@ -208,6 +205,18 @@ class Command:
         return launch_environ(self.local_env())
 
 
+class LaunchOptions(Protocol):
+    """What a launcher is built from: a target's options (hpcbench.launchers.specs.
+    TargetSpec, which imports the launchers: this keeps the import one way)."""
+
+    @property
+    def backend(self) -> str: ...
+    @property
+    def horovod_controller(self) -> str: ...
+    @property
+    def slurm(self) -> Any: ...  # hpcbench.launchers.slurm.SlurmOptions
+
+
 class Launcher:
     """Builds the commands that start one run. Subclasses set `name` and `commands`."""
 
@@ -220,7 +229,7 @@ class Launcher:
     backends: ClassVar[tuple[str, ...]] = tuple(workload_options.BACKENDS)
 
     @classmethod
-    def from_spec(cls, spec: TargetSpec, login: SshAccess | None) -> Launcher:
+    def from_spec(cls, spec: LaunchOptions, login: SshAccess | None) -> Launcher:
         """The launcher a target's options ask for; login: where a batch launcher
         submits (None: this machine), which the others do not take."""
         return cls()

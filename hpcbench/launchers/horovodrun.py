@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from hpcbench.launchers.base import Command, Launcher, RunSpec, register
-
-if TYPE_CHECKING:
-    from hpcbench.core.ssh import SshAccess
-    from hpcbench.launchers.specs import TargetSpec
+from hpcbench.core.ssh import SshAccess
+from hpcbench.launchers.base import Command, Launcher, LaunchOptions, RunSpec, register
 
 
 @register
@@ -24,7 +19,7 @@ class HorovodrunLauncher(Launcher):
     backends = ("horovod",)
 
     @classmethod
-    def from_spec(cls, spec: TargetSpec, login: SshAccess | None) -> Launcher:
+    def from_spec(cls, spec: LaunchOptions, login: SshAccess | None) -> Launcher:
         return cls(controller=spec.horovod_controller)
 
     def __init__(self, controller: str = "gloo", ssh_port: int = 22) -> None:

@@ -22,13 +22,9 @@ import math
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from hpcbench.core.ssh import SshAccess
-from hpcbench.launchers.base import Command, Launcher, RunSpec, register
-
-if TYPE_CHECKING:
-    from hpcbench.launchers.specs import TargetSpec
+from hpcbench.launchers.base import Command, Launcher, LaunchOptions, RunSpec, register
 
 # The batch script's last line names the workload's exit status.
 EXIT_MARKER = "HPCBENCH_SLURM_EXIT"
@@ -387,7 +383,7 @@ class SlurmLauncher(Launcher):
     scheduler = "slurm"
 
     @classmethod
-    def from_spec(cls, spec: TargetSpec, login: SshAccess | None) -> Launcher:
+    def from_spec(cls, spec: LaunchOptions, login: SshAccess | None) -> Launcher:
         return cls(spec.slurm, spec.horovod_controller, spec.backend, login)
 
     def __init__(

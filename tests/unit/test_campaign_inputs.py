@@ -482,7 +482,7 @@ DATE = "is a date (YAML reads 2026-01-31 as one): quote it"
             ("sweep",),
             {"launcher": "srunn"},
             "sweep.launcher: argument --launcher: invalid choice: 'srunn' (choose from 'auto', "
-            "'horovodrun', 'torchrun', 'local', 'slurm')",
+            "'horovodrun', 'local', 'slurm', 'torchrun')",
         ),
         (
             ("testbeds", 1, "slurm"),

@@ -13,6 +13,7 @@ from hpcbench.core.errors import UsageError
 from hpcbench.core.ssh import SshAccess
 from hpcbench.launchers import get
 from hpcbench.launchers.parse import HostSlots
+from hpcbench.launchers.specs import TargetSpec
 from hpcbench.testbeds import manifest, nodeset
 from hpcbench.testbeds.kinds import hosts, localhost
 from hpcbench.testbeds.target import Target
@@ -75,7 +76,7 @@ def _deployed(nodes: int = 2) -> nodeset.Testbed:
 
 
 def _target(tb: nodeset.Testbed) -> Target:
-    return Target(tb, [len(tb.nodes)], None, "horovod", get("auto", "horovod"))
+    return Target(tb, [len(tb.nodes)], None, "horovod", get(TargetSpec("localhost", (1,))))
 
 
 def test_prepare_refuses_a_node_whose_bench_differs(bench, monkeypatch):
