@@ -368,21 +368,9 @@ def _plan(
 
 
 def _testbed_name(tb: str, layout: Layout, nodes: int, transformer: bool) -> str:
-    words = [tb, f"{nodes}n"]
-    if transformer:
-        words.append(layout.parallel)
-        if layout.tp > 1:
-            words.append(f"tp{layout.tp}")
-        if layout.checkpoint != "none":
-            words.append(f"ac{layout.checkpoint[0]}")
-    words.append(f"b{layout.micro_batch}")
-    if layout.grad_accum > 1:
-        words.append(f"x{layout.grad_accum}")
-    name = "-".join(words)
-    if NAME.fullmatch(name):
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    return f"{tb[:30].rstrip('-')}-{digest}"
+    """The name of the testbed an option is forecast on: its place's, node count and
+    layout."""
+    return _layout_name(tb, layout, transformer, f"{nodes}n", *[layout.parallel] * transformer)
 
 
 @dataclass(frozen=True)
@@ -901,10 +889,10 @@ def chosen_groups(options: list[Option]) -> list[list[Option]]:
     return list(groups.values())
 
 
-def _layout_name(tb: str, layout: Layout, transformer: bool) -> str:
-    """A testbed name of the written file: its place's, and its layout but the
-    parallelism (its sweep lists those)."""
-    words = [tb]
+def _layout_name(tb: str, layout: Layout, transformer: bool, *more: str) -> str:
+    """A testbed name of the written file: its place's, then `more`, then its layout
+    but the parallelism (its sweep lists those); hashed where too long for a name."""
+    words = [tb, *more]
     if transformer and layout.tp > 1:
         words.append(f"tp{layout.tp}")
     if transformer and layout.checkpoint != "none":
