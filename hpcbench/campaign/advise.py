@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from hpcbench.campaign import campaign_file, estimate, forecast
+from hpcbench.campaign import campaign_file, checks, estimate, forecast
 from hpcbench.campaign.checks import NAME, Problem
 from hpcbench.campaign.cost import booked
 from hpcbench.campaign.datatypes import Campaign, SweepPart, TestbedPlan
@@ -48,8 +48,7 @@ from hpcbench.reports import figures
 
 # A budget's size: 20B, 1.5e12, 300M (k, M, B or G, T: powers of 1000).
 AMOUNT = re.compile(r"([0-9]+(?:\.[0-9]*)?(?:e[0-9]+)?)([kMBGT]?)", re.ASCII)
-# A trillion tokens is a large run today (Llama 3: 15T); beyond this is a typo.
-MAX_AMOUNT = 1e16
+MAX_AMOUNT = checks.MAX_BUDGET
 SCALE = {"": 1.0, "k": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 # The sweep keys that say what is trained and in which layout: the advice sets them per
 # option; the file's other keys (device, repeats, backend, ...) say how it runs, and stay.
@@ -963,6 +962,8 @@ def campaign_text(
         "name": f"advice-{stem}"[:40].rstrip("-"),
         "description": f"`hpcbench advise` for {r.model}: {r.budget:.3g} {r.unit}.",
         "out": results or f"results/advice-{stem}",
+        # What the report's measured front is drawn for (campaign_file, `advice:`).
+        "advice": {"model": r.model, "budget": r.budget, "unit": r.unit},
         "testbeds": testbeds,
     }
     head = f"# written by `hpcbench {' '.join(argv)}`; `campaign plan {out}` forecasts it again\n"

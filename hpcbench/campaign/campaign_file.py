@@ -37,6 +37,7 @@ the file's top keys, and load().
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from typing import Any
 from hpcbench.campaign import checks
 from hpcbench.campaign.checks import NAME, Problem
 from hpcbench.campaign.datatypes import (
+    Budget,
     Campaign,
     Cell,
     Expect,
@@ -82,7 +84,10 @@ TOP_KEYS = (
     "sweep",
     "testbeds",
     "calibrate_from",
+    "advice",
 )
+ADVICE_KEYS = ("model", "budget", "unit")
+BUDGET_UNITS = ("tokens", "samples", "images")
 
 
 def out_digest(out: Path) -> str:
@@ -159,7 +164,34 @@ def _campaign(path: Path, data: Any) -> Campaign:
         raise Problem("sweep", f"{total} cells; at most {MAX_CELLS}: fewer nodes or batches")
     calibrate = _folders(top.get("calibrate_from"), "calibrate_from")
     return Campaign(
-        path, name, description, Path(out_text), tuple(testbeds), dict(sweep), calibrate
+        path,
+        name,
+        description,
+        Path(out_text),
+        tuple(testbeds),
+        dict(sweep),
+        calibrate,
+        _advice(top.get("advice")),
+    )
+
+
+def _advice(value: Any) -> Budget | None:
+    """`advice:` as `hpcbench advise` writes it: the model and budget it advised for."""
+    if value is None:
+        return None
+    given = checks.mapping(value, "advice", ADVICE_KEYS)
+    for key in ADVICE_KEYS:
+        if key not in given:
+            raise Problem(f"advice.{key}", "missing: advise writes model, budget and unit")
+    return Budget(
+        checks.text(given["model"], "advice.model"),
+        checks.budget(given["budget"], "advice.budget"),
+        checks.text(
+            given["unit"],
+            "advice.unit",
+            re.compile("|".join(BUDGET_UNITS)),
+            " or ".join(BUDGET_UNITS),
+        ),
     )
 
 

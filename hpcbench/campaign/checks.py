@@ -58,6 +58,18 @@ def encodable(value: str, path: str) -> None:
         raise Problem(path, "holds a lone surrogate (\\uD800-\\uDFFF): not text") from None
 
 
+# A budget of tokens or samples: a trillion tokens is a large run today (Llama 3 trained
+# on 15T); beyond this is a typo.
+MAX_BUDGET = 1e16
+
+
+def budget(value: Any, path: str) -> float:
+    """A number of tokens or samples above 0 and at most MAX_BUDGET."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_BUDGET:
+        raise Problem(path, f"must be a number above 0 and at most {MAX_BUDGET:.0e}, such as 2e10")
+    return float(value)
+
+
 def mapping(value: Any, path: str, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
     if value is None:
         return {}

@@ -16,6 +16,7 @@ GPUs and ten jobs of one GPU meet on the same axis.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections import defaultdict
@@ -25,8 +26,10 @@ from typing import Any
 
 from hpcbench.campaign import cost, forecast, scoring
 from hpcbench.campaign.campaign_file import Campaign, TestbedPlan
+from hpcbench.campaign.datatypes import Budget
 from hpcbench.campaign.journal import FORECASTS, CellState, Journal
 from hpcbench.core import files
+from hpcbench.core.bench import workload_options
 from hpcbench.core.errors import UsageError, one_line
 from hpcbench.core.progress import format_duration
 from hpcbench.measure import analysis
@@ -418,6 +421,126 @@ def charts(
     return made
 
 
+# --------------------------------------------------- an advice's measured front
+@dataclass(frozen=True)
+class Measured:
+    """A configuration's measured time to an advice's budget, with its interval from the
+    throughput's, and what it booked: GPU-hours, or node-hours where it ran on CPUs."""
+
+    testbed: str
+    summary: ConfigSummary
+    hours: float
+    hours_low: float
+    hours_high: float | None  # None: the throughput's interval reaches 0
+    booked: float
+    on_gpus: bool
+    front: bool = False
+
+
+def measured_front(results: list[TestbedResults], budget: Budget) -> list[Measured]:
+    """Each measured configuration's time to the budget and booked hours, the ones no
+    other beats on both marked (the measured front)."""
+    out = []
+    for r in results:
+        on_gpus = r.fingerprint.get("device") != "cpu"
+        for s in r.summaries:
+            rate = s.throughput
+            if not rate:
+                continue
+            # Samples of a transformer are its sequences; otherwise the budget's unit is
+            # the throughput's (tokens, images).
+            per = (s.seq_len or 1) if budget.unit == "samples" and s.unit == "tokens" else 1
+            ci = s.ci95 or 0.0
+
+            work = budget.amount * per / 3600  # the budget in the throughput's unit, per hour
+            h = work / rate
+            out.append(
+                Measured(
+                    r.tb.name,
+                    s,
+                    h,
+                    work / (rate + ci),
+                    work / (rate - ci) if rate > ci else None,
+                    h * (s.workers if on_gpus else s.nodes),
+                    on_gpus,
+                )
+            )
+    front = []
+    for m in out:
+        beaten = any(
+            o is not m
+            and o.hours <= m.hours
+            and o.booked <= m.booked
+            and (o.hours < m.hours or o.booked < m.booked)
+            for o in out
+        )
+        front.append(dataclasses.replace(m, front=not beaten))
+    return front
+
+
+def front_chart(points: list[Measured], budget: Budget, folder: Path, made_by: str) -> Path:
+    """Hours to the budget against booked hours, as measured: a colour per testbed, a
+    shape per parallelism, the interval as an error bar, the measured front ringed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    names = list(dict.fromkeys(p.testbed for p in points))
+    marks = dict(zip(workload_options.PARALLEL, "os^", strict=True))
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    for p in points:
+        color = colors[names.index(p.testbed) % len(colors)]
+        high = p.hours_high if p.hours_high is not None else p.hours * 10
+        ax.errorbar(
+            [p.booked],
+            [p.hours],
+            yerr=[[p.hours - p.hours_low], [high - p.hours]],
+            marker=marks.get(p.summary.parallel or "ddp", "o"),
+            color=color,
+            markeredgecolor="black" if p.front else color,
+            markeredgewidth=1.6 if p.front else 0.8,
+            capsize=2,
+            linestyle="none",
+        )
+    for n, name in enumerate(names):
+        ax.plot([], [], "o", color=colors[n % len(colors)], label=name)
+    gpus = all(p.on_gpus for p in points)
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="GPU-hours" if gpus else "GPU-hours (node-hours on CPU nodes)",
+        ylabel="hours to the budget, measured",
+        title=f"{_plain(budget.model)[-40:]}: {budget.amount:.3g} {budget.unit}, the front ringed",
+    )
+    ax.grid(alpha=0.3, which="both")
+    figures.legends_outside(fig, [ax])
+    fig.text(0.01, 0.005, _plain(made_by), fontsize=7, color="0.4")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    path = figures.save_png(fig, folder / "front.png")
+    plt.close(fig)
+    return path
+
+
+def front_paragraph(points: list[Measured], budget: Budget) -> Paragraph:
+    front = sorted((p for p in points if p.front), key=lambda p: p.hours)
+    said = [
+        f"{p.testbed}, {p.summary.workers} worker(s)"
+        + (f", {p.summary.parallel}" if p.summary.parallel else "")
+        + f": {p.hours:.3g} h ({p.hours_low:.3g}-"
+        + (f"{p.hours_high:.3g}" if p.hours_high is not None else "unbounded")
+        + f" h), {p.booked:.3g} {'GPU' if p.on_gpus else 'node'}-hours"
+        for p in front
+    ]
+    return Paragraph(
+        f"The measured front for the advice's budget ({budget.amount:.3g} {budget.unit} of "
+        f"{one_line(budget.model)}), none of it slower and booking more than another: "
+        + "; ".join(said)
+        + " (front.png; the advice's own forecast: `hpcbench advise`, docs/advise.md)."
+    )
+
+
 # ------------------------------------------------------------------- writing
 def build(campaign: Campaign) -> list[Path]:
     results = load(campaign)
@@ -432,9 +555,13 @@ def build(campaign: Campaign) -> list[Path]:
         for c in part.cells
     }
     forecasts = scoring.load(journal, parallel_of)
-    made = charts(
-        results, out, f"hpcbench campaign report {campaign.path}, {time.strftime('%Y-%m-%d')}"
-    )
+    made_by = f"hpcbench campaign report {campaign.path}, {time.strftime('%Y-%m-%d')}"
+    made = charts(results, out, made_by)
+    front: list[Measured] = []
+    if campaign.advice is not None:
+        front = measured_front(results, campaign.advice)
+        if front:
+            made.append(("front", front_chart(front, campaign.advice, out, made_by)))
     systems = [system(r) for r in results]
     files.write_atomic(out / "systems.json", json.dumps(systems, indent=1) + "\n")
     configurations = [
@@ -454,7 +581,7 @@ def build(campaign: Campaign) -> list[Path]:
         export.as_csv(configurations, ("testbed", "title", *scoring.FIELDS, *cost.FIELDS)),
     )
     md_path, html_path = page.write(
-        campaign_page(campaign, results, states, systems, made, forecasts), out
+        campaign_page(campaign, results, states, systems, made, forecasts, front), out
     )
     return [
         html_path,
@@ -473,6 +600,7 @@ def campaign_page(
     systems: list[dict[str, Any]],
     made: list[tuple[str, Path]],
     forecasts: scoring.Forecasts,
+    front: list[Measured] | None = None,
 ) -> Page:
     """report.md and report.html, as one description (hpcbench.reports.page)."""
     cells = campaign.cells
@@ -505,6 +633,8 @@ def campaign_page(
     glance += [Image(path.name, title) for title, path in made]
     glance.append(forecast_paragraph(results, forecasts))
     glance.append(rank_paragraph(results, forecasts))
+    if front and campaign.advice is not None:
+        glance.append(front_paragraph(front, campaign.advice))
     glance.append(
         Paragraph(f"The numbers: {DATA_JSON} and {DATA_CSV} (one record per configuration).")
     )

@@ -112,6 +112,17 @@ class TestbedPlan:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """What a campaign `hpcbench advise` wrote was advised for (`advice:`): a model
+    trained on `amount` tokens, samples (a transformer's sequences) or images; the
+    report draws its measured front (time to the budget against GPU-hours)."""
+
+    model: str
+    amount: float
+    unit: str  # tokens | samples | images
+
+
+@dataclass(frozen=True)
 class Campaign:
     path: Path
     name: str
@@ -121,6 +132,7 @@ class Campaign:
     sweep: dict[str, Any] = field(default_factory=dict)  # the campaign-wide sweep, as given
     # Results folders of earlier sweeps whose single-worker runs a forecast may use.
     calibrate_from: tuple[Path, ...] = ()
+    advice: Budget | None = None  # `advice:`, where advise wrote the file
 
     @property
     def cells(self) -> list[Cell]:

@@ -129,3 +129,6 @@ def test_a_transformer_campaign_over_two_links_scores_its_forecast_in_tokens(
     )
     assert ranking, report[:4000]
     assert float(ranking[1]) >= 0.8 and int(ranking[2]) == 6, ranking[0]
+    # And the measured front for the advice's budget, drawn.
+    assert "The measured front for the advice's budget (1e+06 tokens" in report
+    assert (out / "front.png").is_file()

@@ -127,6 +127,13 @@ def test_each_chosen_option_is_a_cell_campaign_plan_forecasts_the_same(tmp_path,
     by_cell = {(o["name"], o["workers"], o["layout"]["parallel"]): o for o in picked}
     assert len(by_cell) == len(picked)  # no two options are one cell
     written = campaign_file.load(out)  # `campaign run` takes it as it is
+    # What it was advised for, which its report draws the measured front of.
+    assert written.advice is not None
+    assert (written.advice.model, written.advice.amount, written.advice.unit) == (
+        str(LLAMA_8B),
+        20e9,
+        "tokens",
+    )
     cells = set()
     for tb in written.testbeds:
         for f in forecast.testbed_forecast(written, tb):

@@ -566,3 +566,55 @@ def test_a_forecast_best_inside_the_measured_best_s_interval_is_held() -> None:
     held = scoring.ranked(cells({1: 100, 2: 400, 4: 350}), close, "plan")
     assert held is not None and held.best_held and held.measured_best == "4 workers"
     assert scoring.ranked(cells({}), measured, "plan") is None
+
+
+# ------------------------------------------------- an advice's measured front
+def test_an_advised_campaigns_report_draws_the_measured_front_for_its_budget(
+    tmp_path: Path, fakes: Fakes
+) -> None:
+    """`advice:` (what advise writes): the report adds front.png and a paragraph naming
+    the configurations no other beats on time to the budget and booked hours, each time
+    the budget over its measured throughput."""
+    campaign = two_local(tmp_path, advice={"model": "resnet18", "budget": 1e7, "unit": "images"})
+    assert campaign.advice is not None and campaign.advice.amount == 1e7
+    assert cli.main(["campaign", "run", str(campaign.path)]) == 0
+    comparison.build(campaign)
+    assert (campaign.out / "front.png").read_bytes()[:4] == b"\x89PNG"
+    data = json.loads((campaign.out / "configurations.json").read_text())
+    points = [
+        (c["testbed"], c["workers"], 1e7 / c["images_per_sec"] / 3600, c)
+        for c in data["configurations"]
+        if c["images_per_sec"]
+    ]
+    # CPU nodes: what they book is node-hours.
+    booked = {(t, w): h * c["nodes"] for t, w, h, c in points}
+    hours = {(t, w): h for t, w, h, _ in points}
+    front = {
+        k
+        for k in hours
+        if not any(
+            hours[o] <= hours[k]
+            and booked[o] <= booked[k]
+            and (hours[o], booked[o]) != (hours[k], booked[k])
+            for o in hours
+        )
+    }
+    page = (campaign.out / "report.md").read_text()
+    said = page.split("The measured front for the advice's budget")[1].split("(front.png")[0]
+    for t, w in hours:
+        assert (f"{t}, {w} worker(s):" in said) == ((t, w) in front), (t, w, said)
+
+
+@pytest.mark.parametrize(
+    "advice, says",
+    [
+        ({"model": "m", "budget": 0, "unit": "tokens"}, "advice.budget: must be a number above 0"),
+        ({"model": "m", "budget": 1e9, "unit": "bytes"}, "advice.unit: 'bytes' is not"),
+        ({"model": "m", "budget": 1e9}, "advice.unit: missing"),
+        ({"model": "m", "budget": True, "unit": "tokens"}, "advice.budget: must be a number"),
+        ({"model": "m", "budget": 1e9, "unit": "tokens", "x": 1}, "advice.x: unknown key"),
+    ],
+)
+def test_a_bad_advice_key_is_named_by_its_path(tmp_path: Path, advice: dict, says: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(says)):
+        two_local(tmp_path, advice=advice)
