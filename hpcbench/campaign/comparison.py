@@ -439,7 +439,7 @@ class Measured:
 
 def measured_front(results: list[TestbedResults], budget: Budget) -> list[Measured]:
     """Each measured configuration's time to the budget and booked hours, the ones no
-    other beats on both marked (the measured front)."""
+    other beats (_beats) marked: the measured front."""
     out = []
     for r in results:
         on_gpus = r.fingerprint.get("device") != "cpu"
@@ -465,17 +465,19 @@ def measured_front(results: list[TestbedResults], budget: Budget) -> list[Measur
                     on_gpus,
                 )
             )
-    front = []
-    for m in out:
-        beaten = any(
-            o is not m
-            and o.hours <= m.hours
-            and o.booked <= m.booked
-            and (o.hours < m.hours or o.booked < m.booked)
-            for o in out
-        )
-        front.append(dataclasses.replace(m, front=not beaten))
-    return front
+    return [dataclasses.replace(m, front=not any(_beats(o, m) for o in out)) for m in out]
+
+
+def _beats(o: Measured, m: Measured) -> bool:
+    """o beats m where it is no worse on both, time and booked hours, and better beyond
+    the intervals on one: a difference inside them is not a result."""
+    if o is m or o.hours > m.hours or o.booked > m.booked:
+        return False
+    o_high = o.hours_high if o.hours_high is not None else float("inf")
+    k_o, k_m = o.booked / o.hours, m.booked / m.hours  # booked hours per hour of it
+    surely_faster = o_high < m.hours_low
+    surely_cheaper = o_high * k_o < m.hours_low * k_m
+    return surely_faster or surely_cheaper
 
 
 def front_chart(points: list[Measured], budget: Budget, folder: Path, made_by: str) -> Path:
@@ -535,7 +537,7 @@ def front_paragraph(points: list[Measured], budget: Budget) -> Paragraph:
     ]
     return Paragraph(
         f"The measured front for the advice's budget ({budget.amount:.3g} {budget.unit} of "
-        f"{one_line(budget.model)}), none of it slower and booking more than another: "
+        f"{one_line(budget.model)}), none of it beaten by another beyond the intervals: "
         + "; ".join(said)
         + " (front.png; the advice's own forecast: `hpcbench advise`, docs/advise.md)."
     )

@@ -581,24 +581,23 @@ def test_an_advised_campaigns_report_draws_the_measured_front_for_its_budget(
     comparison.build(campaign)
     assert (campaign.out / "front.png").read_bytes()[:4] == b"\x89PNG"
     data = json.loads((campaign.out / "configurations.json").read_text())
-    points = [
-        (c["testbed"], c["workers"], 1e7 / c["images_per_sec"] / 3600, c)
-        for c in data["configurations"]
-        if c["images_per_sec"]
-    ]
-    # CPU nodes: what they book is node-hours.
-    booked = {(t, w): h * c["nodes"] for t, w, h, c in points}
-    hours = {(t, w): h for t, w, h, _ in points}
-    front = {
-        k
-        for k in hours
-        if not any(
-            hours[o] <= hours[k]
-            and booked[o] <= booked[k]
-            and (hours[o], booked[o]) != (hours[k], booked[k])
-            for o in hours
-        )
-    }
+    work = 1e7 / 3600
+    # CPU nodes: what they book is node-hours; each time with the throughput's interval.
+    points = {}
+    for c in data["configurations"]:
+        rate, ci = c["images_per_sec"], c["ci95"] or 0.0
+        if rate:
+            high = work / (rate - ci) if rate > ci else math.inf
+            points[c["testbed"], c["workers"]] = (work / rate, work / (rate + ci), high, c["nodes"])
+
+    def beats(o: tuple, m: tuple) -> bool:
+        (h_o, _, high_o, k_o), (h_m, low_m, _, k_m) = o, m
+        if o is m or h_o > h_m or h_o * k_o > h_m * k_m:
+            return False
+        return high_o < low_m or high_o * k_o < low_m * k_m
+
+    front = {k for k, m in points.items() if not any(beats(o, m) for o in points.values())}
+    hours = points
     page = (campaign.out / "report.md").read_text()
     said = page.split("The measured front for the advice's budget")[1].split("(front.png")[0]
     for t, w in hours:
