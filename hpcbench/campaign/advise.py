@@ -970,9 +970,6 @@ def campaign_text(
     return head + yaml.safe_dump(data_out, sort_keys=False, default_flow_style=False)
 
 
-MARKERS = dict(zip(workload_options.PARALLEL, "os^", strict=True))  # a mark per parallelism
-
-
 def plot(advice: Advice, path: Path, made_by: str) -> Path:
     """Time to the budget against GPU-hours, a mark per option that fits (colour: its
     testbed; shape: its parallelism, hollow under TP), its time band as an error bar,
@@ -995,7 +992,7 @@ def plot(advice: Advice, path: Path, made_by: str) -> Path:
             [gpu_hours],
             [hours],
             yerr=[[hours - low], [high - hours]],
-            marker=MARKERS.get(o.layout.parallel, "o"),
+            marker=figures.PARALLEL_MARKERS.get(o.layout.parallel, "o"),
             markerfacecolor="none" if o.layout.tp > 1 else color,
             markeredgecolor="black" if o.front else color,
             markeredgewidth=1.6 if o.front else 0.8,
@@ -1013,7 +1010,7 @@ def plot(advice: Advice, path: Path, made_by: str) -> Path:
             )
     for n, name in enumerate(testbeds):
         ax.plot([], [], "o", color=colors[n % len(colors)], label=name)
-    for parallel, marker in MARKERS.items():
+    for parallel, marker in figures.PARALLEL_MARKERS.items():
         ax.plot([], [], marker, color="0.4", label=parallel)
     ax.plot([], [], "s", markerfacecolor="none", color="0.4", label="hollow: with TP")
     ax.set(

@@ -29,7 +29,6 @@ from hpcbench.campaign.campaign_file import Campaign, TestbedPlan
 from hpcbench.campaign.datatypes import Budget
 from hpcbench.campaign.journal import FORECASTS, CellState, Journal
 from hpcbench.core import files
-from hpcbench.core.bench import workload_options
 from hpcbench.core.errors import UsageError, one_line
 from hpcbench.core.progress import format_duration
 from hpcbench.measure import analysis
@@ -490,7 +489,6 @@ def front_chart(points: list[Measured], budget: Budget, folder: Path, made_by: s
 
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     names = list(dict.fromkeys(p.testbed for p in points))
-    marks = dict(zip(workload_options.PARALLEL, "os^", strict=True))
     fig, ax = plt.subplots(figsize=(7.5, 5))
     for p in points:
         color = colors[names.index(p.testbed) % len(colors)]
@@ -499,7 +497,7 @@ def front_chart(points: list[Measured], budget: Budget, folder: Path, made_by: s
             [p.booked],
             [p.hours],
             yerr=[[p.hours - p.hours_low], [high - p.hours]],
-            marker=marks.get(p.summary.parallel or "ddp", "o"),
+            marker=figures.PARALLEL_MARKERS.get(p.summary.parallel or "ddp", "o"),
             color=color,
             markeredgecolor="black" if p.front else color,
             markeredgewidth=1.6 if p.front else 0.8,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from hpcbench.core import files
+from hpcbench.core.bench import workload_options
 from hpcbench.measure.analysis import ConfigSummary
 
 if TYPE_CHECKING:
@@ -26,6 +27,11 @@ class Curve:
     label: str
     color: str
     points: Sequence[ConfigSummary]
+
+
+# A mark per parallelism in the charts that set layouts side by side (advise --plot, a
+# campaign's measured front).
+PARALLEL_MARKERS = dict(zip(workload_options.PARALLEL, "os^", strict=True))
 
 
 def _known(values: Iterable[float | None]) -> list[float]:
