@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpcbench import cli
-from hpcbench.campaign import advise, campaign_file, forecast
+from hpcbench.campaign import advice, campaign_file, forecast
 from hpcbench.core.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -248,7 +248,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, argv
 @settings(max_examples=200, deadline=None)
 def test_a_budget_is_a_count_above_0_or_one_line(text):
     try:
-        value = advise.amount(text, "--tokens")
+        value = advice.amount(text, "--tokens")
     except UsageError as err:
         assert str(err).startswith("--tokens ") and "\n" not in str(err)
     else:
@@ -265,14 +265,14 @@ def test_a_budget_is_a_count_above_0_or_one_line(text):
 @settings(max_examples=200, deadline=None)
 def test_the_front_of_any_options_is_their_pareto_front(points):
     options = [
-        advise.Option(
+        advice.Option(
             n + 1,
             "f",
             "t",
             "t",
             1,
             1,
-            advise.Layout("ddp", 1),
+            advice.Layout("ddp", 1),
             "t",
             {},
             True,
@@ -282,8 +282,8 @@ def test_the_front_of_any_options_is_their_pareto_front(points):
         )
         for n, (h, g, c) in enumerate(points)
     ]
-    advice = advise.Advice(advise.Request("m", 1.0, "tokens", ()), options, [])
-    advise._rank(advice)
+    ranked = advice.Advice(advice.Request("m", 1.0, "tokens", ()), options, [])
+    advice._rank(ranked)
     as_dicts = [{"hours": o.hours, "gpu_hours": o.gpu_hours, "cost": o.cost} for o in options]
     for o, d in zip(options, as_dicts, strict=True):
         assert o.front == (not any(beats(x, d) for x in as_dicts if x is not d))
