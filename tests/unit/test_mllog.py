@@ -38,7 +38,11 @@ JSON = st.recursive(
 def test_a_line_is_the_one_the_mlcommons_package_writes(key, value, metadata, time_ms, event_type):
     ours = mllog.encode(key, value, metadata, time_ms, event_type)
     theirs = mllog_package._encode_log("", time_ms, event_type, key, value, metadata)
-    assert ours == theirs
+    # Byte for byte, but for the marker inside the record, which ours escapes so that no
+    # text can start a line of its own (the test below).
+    assert theirs.startswith(mllog.TOKEN)
+    body = theirs.removeprefix(mllog.TOKEN)
+    assert ours == mllog.TOKEN + body.replace(":::MLLOG", ":::\\u004dLLOG")
 
 
 def test_a_line_holding_the_marker_differs_from_the_packages_only_by_its_escape():
