@@ -135,6 +135,7 @@ class Option:
     layout: Layout
     name: str  # the testbed's name in the campaign file advise writes
     raw: dict[str, Any]  # that testbed's keys, as written
+    sweep: dict[str, Any]  # its sweep but the layout and node count (Place.sweep)
     transformer: bool
     per_s: float | None = None  # tokens (images) per second, all workers
     per_s_low: float | None = None
@@ -164,9 +165,6 @@ class Option:
     def workers(self) -> int:
         return self.nodes * self.gpus_per_node
 
-    def where(self) -> str:
-        return f"{self.testbed} ({self.file})"
-
     def shape(self) -> str:
         # A node without GPUs runs worker processes (gpus_per_node counts workers).
         unit = "GPU" if self.cpu is False else "worker"
@@ -178,6 +176,7 @@ class Option:
     def record(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out.pop("raw")
+        out.pop("sweep")
         out["layout"] = dataclasses.asdict(self.layout)
         out["workers"] = self.workers
         return out
@@ -202,6 +201,7 @@ class Advice:
     said: list[str]  # where the search's limits come from, once each
     params: int | None = None
     flops_per_token: int | None = None
+    name: str = ""  # a transformer's name as its config reads (transformer_configs)
 
     @property
     def front(self) -> list[Option]:
@@ -219,14 +219,17 @@ def model_kind(model: str) -> bool:
     return sharded_model.shape(model) is not None
 
 
-def sweep_of(
-    campaign: Campaign, tb: TestbedPlan, raw_tb: dict[str, Any], request: Request
+def _sweep_of(
+    campaign: Campaign,
+    tb: TestbedPlan,
+    raw_tb: dict[str, Any],
+    request: Request,
+    transformer: bool,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The sweep an option runs with: the file's (the campaign's under the testbed's) less
     what the advice chooses, and where the file trains the other kind of model, its
-    input keys (a CNN's images are no transformer's tokens)."""
+    input keys (a CNN's images are no transformer's tokens); and the file's, merged."""
     merged = {**campaign.sweep, **(raw_tb.get("sweep") or {})}
-    transformer = model_kind(request.model)
     drop = set(CHOSEN)
     if transformer != model_kind(tb.parts[0].workload.model):
         drop |= set(CNN_ONLY if transformer else (*TRANSFORMER_ONLY, "data"))
@@ -428,13 +431,13 @@ class Place:
             layout=layout,
             name=_testbed_name(self.tb.name, layout, nodes, self.transformer),
             raw=self.raw,
+            sweep=self.sweep,
             transformer=self.transformer,
         )
 
 
 def search(request: Request) -> Advice:
-    transformer = model_kind(request.model)
-    config = sharded_model.shape(request.model) if transformer else None
+    config = sharded_model.shape(request.model)  # None: a CNN
     options: list[Option] = []
     said: list[str] = []
     seen: set[str] = set()
@@ -468,6 +471,7 @@ def search(request: Request) -> Advice:
     advice = Advice(request, options, said)
     if config is not None:
         seq = request.seq_len or config.seq_len
+        advice.name = config.name
         advice.params = transformer_configs.param_counts(config)["total"]
         advice.flops_per_token = transformer_configs.flops_per_token(config, seq)
     _rank(advice)
@@ -484,7 +488,7 @@ def _place(
 ) -> Place:
     """The testbed as the search takes it; what it assumes, said once."""
     transformer = config is not None
-    sweep, merged = sweep_of(campaign, tb, raw_tb, request)
+    sweep, merged = _sweep_of(campaign, tb, raw_tb, request, transformer)
     trained = tb.parts[0].workload.model
     limit = tb.nodes_available or request.max_nodes
     if not tb.nodes_available:

@@ -11,9 +11,8 @@ from typing import Any
 
 import yaml
 
-from hpcbench.campaign import campaign_file
-from hpcbench.campaign.advice import Advice, Option, layout_name, sweep_of
-from hpcbench.core.bench import transformer_configs, workload_options
+from hpcbench.campaign.advice import Advice, Option, layout_name
+from hpcbench.core.bench import workload_options
 
 
 def _group_key(o: Option) -> tuple[Any, ...]:
@@ -72,18 +71,12 @@ def campaign_text(
     testbeds = []
     for members in chosen_groups(chosen):
         o = members[0]
-        campaign = campaign_file.load(o.file)
-        [tb] = [t for t in campaign.testbeds if t.name == o.testbed]
-        raw_tb = dict(campaign_file.read_yaml(Path(o.file))["testbeds"][tb.index - 1])
-        sweep, _ = sweep_of(campaign, tb, raw_tb, r)
-        if transformer_configs.is_config_path(sweep["model"]):
-            sweep["model"] = str(Path(sweep["model"]).resolve())
         nodes = sorted({m.nodes for m in members})
         parallels = [
             p for p in workload_options.PARALLEL if any(m.layout.parallel == p for m in members)
         ]
         own = {
-            **sweep,
+            **o.sweep,
             **o.layout.sweep(o.transformer),
             "nodes": nodes,
             "gpus_per_node": o.gpus_per_node,

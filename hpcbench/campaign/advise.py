@@ -28,7 +28,6 @@ from hpcbench.core.bench import transformer_configs
 from hpcbench.core.errors import UsageError
 from hpcbench.core.progress import format_duration
 from hpcbench.launchers.parse import check_path, count_type
-from hpcbench.performance import sharded_model
 from hpcbench.reports import figures
 
 
@@ -83,10 +82,7 @@ def option_line(o: Option, unit: str) -> list[str]:
 def lines(advice: Advice) -> list[str]:
     r = advice.request
     unit = "tokens" if advice.params else "images"
-    config = sharded_model.shape(r.model) if advice.params else None
-    model = (
-        f"{config.name} ({r.model})" if config is not None and config.name != r.model else r.model
-    )
+    model = f"{advice.name} ({r.model})" if advice.name and advice.name != r.model else r.model
     shape = ""
     if advice.params:
         shape = (

@@ -275,6 +275,7 @@ def test_the_front_of_any_options_is_their_pareto_front(points):
             advice.Layout("ddp", 1),
             "t",
             {},
+            {},
             True,
             hours=h,
             gpu_hours=g,
