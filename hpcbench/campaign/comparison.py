@@ -431,9 +431,13 @@ class Measured:
     hours: float
     hours_low: float
     hours_high: float | None  # None: the throughput's interval reaches 0
-    booked: float
+    per_hour: int  # what it books an hour: its GPUs, or its nodes where it ran on CPUs
     on_gpus: bool
     front: bool = False
+
+    @property
+    def booked(self) -> float:
+        return self.hours * self.per_hour
 
 
 def measured_front(results: list[TestbedResults], budget: Budget) -> list[Measured]:
@@ -452,15 +456,14 @@ def measured_front(results: list[TestbedResults], budget: Budget) -> list[Measur
             ci = s.ci95 or 0.0
 
             work = budget.amount * per / 3600  # the budget in the throughput's unit, per hour
-            h = work / rate
             out.append(
                 Measured(
                     r.tb.name,
                     s,
-                    h,
+                    work / rate,
                     work / (rate + ci),
                     work / (rate - ci) if rate > ci else None,
-                    h * (s.workers if on_gpus else s.nodes),
+                    s.workers if on_gpus else s.nodes,
                     on_gpus,
                 )
             )
@@ -473,9 +476,8 @@ def _beats(o: Measured, m: Measured) -> bool:
     if o is m or o.hours > m.hours or o.booked > m.booked:
         return False
     o_high = o.hours_high if o.hours_high is not None else float("inf")
-    k_o, k_m = o.booked / o.hours, m.booked / m.hours  # booked hours per hour of it
     surely_faster = o_high < m.hours_low
-    surely_cheaper = o_high * k_o < m.hours_low * k_m
+    surely_cheaper = o_high * o.per_hour < m.hours_low * m.per_hour
     return surely_faster or surely_cheaper
 
 
