@@ -32,6 +32,8 @@ H100_PAGE = "https://www.nvidia.com/en-us/data-center/h100/"
 H200_PAGE = "https://www.nvidia.com/en-us/data-center/h200/"
 A100_PAGE = "https://www.nvidia.com/en-us/data-center/a100/"
 V100_PAGE = "https://www.nvidia.com/en-us/data-center/v100/"
+P100_PAGE = "https://www.nvidia.com/en-us/data-center/tesla-p100/"
+P100_PCIE_BRIEF = f"{P100_PAGE} and the Tesla P100 PCIe product brief (PB-08248-001, 2016)"
 L40S_PAGE = "https://www.nvidia.com/en-us/data-center/l40s/"
 HGX_PAGE = "https://www.nvidia.com/en-us/data-center/hgx/"
 TABLE = "bench/peak_flops.py"
@@ -152,6 +154,53 @@ PEAKS = (
         ((r"", 300),),
         f"{V100_PAGE}: V100 SXM2 max power consumption 300 W",
     ),
+    # A name that shows no form ("V100", as a partition's page may list it, or the DGX
+    # Station's V100-DGXS): the lowest rate of the forms above, the smallest size, the
+    # most power, so that time and energy are not forecast short.
+    Peak(
+        "V100, form not named",
+        r"V100",
+        {"fp16": 112e12, "fp32": 14e12},
+        f"{V100_PAGE}: the PCIe form's Tensor 112 TFLOPS, single precision 14 TFLOPS, the "
+        "lowest of the forms (the name shows none)",
+        ((r"16GB", 16 * GB), (r"32GB", 32 * GB)),
+        f"{V100_PAGE}: V100 memory 16GB or 32GB HBM2, as the name says",
+        ((r"", 300),),
+        f"{V100_PAGE}: V100 SXM2 max power consumption 300 W, the most of the forms",
+    ),
+    # Pascal: no tensor cores, half precision at twice the single rate; no bfloat16.
+    Peak(
+        "P100 PCIe",
+        r"P100-PCIE",
+        {"fp16": 18.7e12, "fp32": 9.3e12},
+        f"{P100_PCIE_BRIEF}: half precision 18.7 TFLOPS, single precision 9.3 TFLOPS",
+        ((r"12GB", 12 * GB), (r"16GB", 16 * GB)),
+        f"{P100_PCIE_BRIEF}: 12 GB or 16 GB CoWoS HBM2, as the name says",
+        ((r"", 250),),
+        f"{P100_PCIE_BRIEF}: max power consumption 250 W",
+    ),
+    Peak(
+        "P100 SXM2",
+        r"P100-SXM2",
+        {"fp16": 21.2e12, "fp32": 10.6e12},
+        f"{P100_PAGE}: Tesla P100 for NVLink-optimized servers, half precision 21.2 "
+        "TFLOPS, single precision 10.6 TFLOPS",
+        ((r"", 16 * GB),),
+        f"{P100_PAGE}: Tesla P100 for NVLink-optimized servers, 16 GB CoWoS HBM2",
+        ((r"", 300),),
+        f"{P100_PAGE}: Tesla P100 for NVLink-optimized servers, max power consumption 300 W",
+    ),
+    Peak(
+        "P100, form not named",
+        r"P100",
+        {"fp16": 18.7e12, "fp32": 9.3e12},
+        f"{P100_PCIE_BRIEF}: the PCIe form's half precision 18.7 TFLOPS, single precision "
+        "9.3 TFLOPS, the lower of the forms (the name shows none)",
+        ((r"12GB", 12 * GB), (r"16GB", 16 * GB)),
+        f"{P100_PCIE_BRIEF}: 12 GB or 16 GB CoWoS HBM2, as the name says",
+        ((r"", 300),),
+        f"{P100_PAGE}: the NVLink form's max power consumption 300 W, the most of the forms",
+    ),
     Peak(
         "B200",
         r"(?<!G)B200",
@@ -218,6 +267,16 @@ def power(device_name: str) -> tuple[int | None, str]:
                     return watts, f"{row.name}: {row.power_source}{said}"
             return None, f"no board power for {row.name} ({device_name}) in {TABLE}"
     return None, f"no board power for {device_name!r} in {TABLE}"
+
+
+def native_bf16(device_name: str) -> bool:
+    """Whether a GPU computes bf16 natively, so that a transformer trains in it
+    (bench/lm.py training_precision): its row has a bf16 rate. A name no row matches is
+    taken to (each part without one, Volta and Pascal, has a row saying so)."""
+    for row in PEAKS:
+        if re.search(row.pattern, device_name):
+            return "bf16" in row.flops
+    return True
 
 
 def mfu(achieved: float, peak: float | None, why: str = "") -> tuple[float | None, str | None]:

@@ -24,6 +24,8 @@ import peak_flops  # noqa: E402
         ("Tesla V100-SXM2-32GB", "fp32", 15.7e12),
         ("Tesla V100-PCIE-16GB", "fp32", 14e12),
         ("Tesla V100S-PCIE-32GB", "fp16", 130e12),
+        ("Tesla P100-PCIE-16GB", "fp16", 18.7e12),
+        ("Tesla P100-SXM2-16GB", "fp32", 10.6e12),
         ("NVIDIA B200", "bf16", 2.25e15),
         ("NVIDIA L40S", "bf16", 362.05e12),
     ],
@@ -40,6 +42,7 @@ def test_each_gpu_gets_its_own_row(device, precision, peak):
         ("NVIDIA GB200", "bf16"),  # not a B200
         ("NVIDIA H200 NVL", "bf16"),  # a card below the SXM part
         ("Tesla V100-SXM2-16GB", "bf16"),  # Volta has no bfloat16
+        ("Tesla P100-PCIE-16GB", "bf16"),  # nor has Pascal
         ("NVIDIA H100 NVL", "fp32"),
         ("NVIDIA GeForce RTX 4090", "bf16"),
     ],
@@ -47,6 +50,30 @@ def test_each_gpu_gets_its_own_row(device, precision, peak):
 def test_a_gpu_or_precision_without_a_row_has_no_peak_and_says_so(device, precision):
     found, why = peak_flops.lookup(device, precision)
     assert found is None and "bench/peak_flops.py" in why
+
+
+@pytest.mark.parametrize(
+    ("device", "fp16", "fp32", "watts", "sizes"),
+    [
+        # A name that shows no form, as a partition's page lists it: the lowest rate,
+        # the most power, every size (the caller assumes the smallest, said so).
+        ("V100", 112e12, 14e12, 300, [16, 32]),
+        ("Tesla V100-DGXS-32GB", 112e12, 14e12, 300, [16, 32]),
+        ("P100", 18.7e12, 9.3e12, 300, [12, 16]),
+    ],
+)
+def test_a_name_without_its_form_gets_the_forms_least_rate_and_most_power(
+    device, fp16, fp32, watts, sizes
+):
+    assert peak_flops.lookup(device, "fp16")[0] == fp16
+    rate, source = peak_flops.lookup(device, "fp32")
+    assert rate == fp32 and "form" in source and "nvidia.com" in source
+    family = "V100" if "V100" in device else "P100"
+    forms = [r.flops["fp32"] for r in peak_flops.PEAKS if r.name.startswith(f"{family} ")]
+    assert len(forms) >= 2 and rate == min(forms), forms
+    assert peak_flops.power(device)[0] == watts
+    assert peak_flops.sizes(device) == [gb * 10**9 for gb in sizes]
+    assert peak_flops.lookup(device, "bf16")[0] is None
 
 
 def test_mfu_is_the_share_of_the_peak():
@@ -78,6 +105,8 @@ def test_without_a_peak_the_mfu_is_unknown_with_the_reason():
         ("Tesla V100-SXM2-32GB", 32),
         ("Tesla V100-PCIE-16GB", 16),
         ("Tesla V100S-PCIE-32GB", 32),
+        ("Tesla P100-PCIE-12GB", 12),
+        ("Tesla P100-SXM2-16GB", 16),
         ("NVIDIA L40S", 48),
     ],
 )
