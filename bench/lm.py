@@ -73,10 +73,11 @@ GEMM_ROUND_S = 0.1
 
 
 def training_precision(args: argparse.Namespace, device: torch.device) -> str:
-    """bf16 on a CUDA device that has it (unless --amp off), else fp32 (tf32 where torch's
-    float32 matmuls are allowed TF32)."""
+    """bf16 on a CUDA device that computes it natively (unless --amp off), else fp32
+    (tf32 where torch's float32 matmuls are allowed TF32). Natively: torch's default also
+    says yes where bf16 is only emulated (Volta, Pascal), at a fraction of fp32's rate."""
     if device.type == "cuda":
-        if args.amp != "off" and torch.cuda.is_bf16_supported():
+        if args.amp != "off" and torch.cuda.is_bf16_supported(including_emulation=False):
             return "bf16"
         if torch.get_float32_matmul_precision() != "highest":
             return "tf32"

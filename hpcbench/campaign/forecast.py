@@ -54,6 +54,7 @@ from typing import Any
 
 from hpcbench.campaign.datatypes import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.core import paths
+from hpcbench.core.bench import peak_flops
 from hpcbench.core.errors import UsageError
 from hpcbench.measure import analysis
 from hpcbench.measure.store import Store
@@ -454,7 +455,10 @@ def single_worker(
         return None  # every published figure is a GPU's: none stands for a CPU run
     if seq_len:
         assumed = published_figures.assumed_tokens_per_s(
-            accelerator, part.workload.model, seq_len, "bf16" if amp else "fp32"
+            accelerator,
+            part.workload.model,
+            seq_len,
+            "bf16" if job_of(tb, part, batch).bf16 else "fp32",
         )
         if assumed is None:
             return None
@@ -523,6 +527,7 @@ def job_of(tb: TestbedPlan, part: SweepPart, batch: int) -> plans.Job:
         tp=w.tp,
         grad_accum=w.grad_accum,
         activation_checkpoint=w.activation_checkpoint,
+        bf16_gpu=peak_flops.native_bf16(tb.hardware.accelerator or ""),
     )
 
 

@@ -599,6 +599,8 @@ def job_of(run: dict[str, Any]) -> plans.Job:
         tp=_whole(run.get("tp")),
         grad_accum=_whole(run.get("grad_accum")),
         activation_checkpoint=str(run.get("activation_checkpoint") or "none"),
+        # A run that asked for bf16 and trained in fp32: its GPU has none (training_precision).
+        bf16_gpu=not (run.get("amp") is True and run.get("precision") in ("fp32", "tf32")),
     )
 
 

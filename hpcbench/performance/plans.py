@@ -70,6 +70,9 @@ class Job:
     tp: int = 1
     grad_accum: int = 1
     activation_checkpoint: str = "none"
+    # The GPU computes bf16 natively (False: Volta, Pascal, where a transformer trains
+    # in fp32 whatever --amp says: bench/lm.py training_precision).
+    bf16_gpu: bool = True
 
     @property
     def transformer(self) -> bool:
@@ -78,7 +81,7 @@ class Job:
     @property
     def bf16(self) -> bool:
         """Whether a transformer computes in bf16 (bench/lm.py training_precision)."""
-        return self.cuda and self.amp != "off"
+        return self.cuda and self.amp != "off" and self.bf16_gpu
 
     @property
     def param_bytes(self) -> int:

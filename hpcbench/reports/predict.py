@@ -358,6 +358,7 @@ def job_from(
         tp=args.tp,
         grad_accum=args.grad_accum,
         activation_checkpoint=args.activation_checkpoint,
+        bf16_gpu=peak_flops.native_bf16(args.accelerator or ""),
     )
 
 
@@ -409,10 +410,10 @@ def memory_rows(args: argparse.Namespace, plan: Plan, rows: list[dict[str, Any]]
     assert config is not None
     gpu = args.accelerator
     size, size_source = peak_flops.memory(gpu) if gpu else (None, "no --accelerator")
-    precision = "fp32" if args.collectives == "gloo" else "bf16"
+    job = job_from(args, True, 0, plan.seq_len)
+    precision = "bf16" if job.bf16 else "fp32"
     peak, peak_source = peak_flops.lookup(gpu, precision) if gpu else (None, "no --accelerator")
     flops = transformer_configs.flops_per_token(config, plan.seq_len)
-    job = job_from(args, True, 0, plan.seq_len)
     for r in rows:
         layout = _memory_layout(args, job, r["workers"])
         total = memory.breakdown(config, plan.seq_len, plan.batch, layout).total

@@ -293,20 +293,39 @@ def test_the_front_of_any_options_is_their_pareto_front(points):
 
 @pytest.mark.parametrize("model", [LLAMA_8B, LLAMA_70B])
 def test_the_sites_front_gives_every_number_its_source(capsys, model):
-    """campaigns/lrz.yaml and gwdg.yaml, for Llama 3 8B and 70B: a front whose lines hold
-    no unknown but the queue waits no file gives."""
+    """campaigns/lrz.yaml and gwdg.yaml, for Llama 3 8B and 70B: an advice whose lines
+    hold no unknown but the queue waits no file gives (the V100 and P100 partitions,
+    named without their form or size, get the forms' least rate and smallest size)."""
     files = [a for p in SITES for a in ("--campaign", str(p))]
     code, out, err = run(capsys, "--model", str(model), "--tokens", "20B", *files)
     assert code == 0, err
     front = out.split("the front")[1].split("fell out")[0]
     assert "#" in front
-    for line in front.splitlines():
+    for line in out.splitlines():
         if "unknown" in line:
             assert line.strip().startswith("queue wait per job: unknown"), line
+    assert "V100 names no size of 16 GB, 32 GB: the smallest assumed" in out
     data = advice_json(capsys, "--model", str(model), "--tokens", "20B", *files)
     assert data["front"] and all(
         o["per_s"] and o["sources"] for o in data["options"] if o["number"] in data["front"]
     )
+
+
+def test_a_transformer_on_a_gpu_without_bf16_is_forecast_in_fp32(tmp_path, capsys):
+    """Volta and Pascal have no bf16 (the workload trains fp32 there, bench/lm.py
+    training_precision): one worker is the fp32 peak's, and the job computes in fp32."""
+    path = two(tmp_path)
+    path.write_text(path.read_text().replace("A100-SXM4-80GB", "V100-SXM2-32GB"))
+    data = advice_json(capsys, "--model", "llama-1b", "--tokens", "1B", "--campaign", str(path))
+    v100 = [o for o in data["options"] if o["testbed"] == "a100" and o["per_s"]]
+    assert v100
+    for o in v100:
+        one = next(s for s in o["sources"] if s.startswith("one worker at batch"))
+        assert "15.7 TFLOPS fp32 (V100 SXM2" in one, one
+    from hpcbench.performance import plans
+
+    assert not plans.Job("llama-1b", 8, seq_len=1024, bf16_gpu=False).bf16
+    assert plans.Job("llama-1b", 8, seq_len=1024).bf16
 
 
 def test_plot_draws_the_options_as_a_png_and_a_bad_path_is_refused(tmp_path, capsys):
