@@ -738,6 +738,12 @@ def forecast_paragraph(results: list[TestbedResults], forecasts: scoring.Forecas
     )
 
 
+def _noise(interval: tuple[float, float] | None) -> str:
+    if interval is None:
+        return ""
+    return f" ({interval[0]:.2f} to {interval[1]:.2f} with the measurements' noise, 95%)"
+
+
 def rank_paragraph(results: list[TestbedResults], forecasts: scoring.Forecasts) -> Paragraph:
     """The forecast's ranking of the configurations against the measured one: what a
     choice made from the forecast (`hpcbench advise`'s front) got right."""
@@ -763,7 +769,8 @@ def rank_paragraph(results: list[TestbedResults], forecasts: scoring.Forecasts) 
         )
         said.append(
             f"forecast {when}: rank correlation with the measured throughput {rho} over "
-            f"{score.count} configuration(s); its best, {score.forecast_best}, was {verdict}"
+            f"{score.count} configuration(s){_noise(score.rho_interval)}; its best, "
+            f"{score.forecast_best}, was {verdict}"
         )
     if not said:
         return Paragraph("No forecast throughput was journaled beside a measured one.")

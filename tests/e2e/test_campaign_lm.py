@@ -123,7 +123,8 @@ def test_a_transformer_campaign_over_two_links_scores_its_forecast_in_tokens(
     # and its fastest was the measured fastest or inside its interval.
     ranking = re.search(
         r"forecast before anything was booked: rank correlation with the measured "
-        r"throughput (\S+) over (\d+) configuration\(s\); its best, ([^,]+, [^,]+, [^,]+), "
+        r"throughput (\S+) over (\d+) configuration\(s\)(?: \(\S+ to \S+ [^)]*\))?; "
+        r"its best, ([^,]+, [^,]+, [^,]+), "
         r"was (the measured best|inside the measured interval)",
         report,
     )

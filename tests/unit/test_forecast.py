@@ -539,6 +539,25 @@ def test_spearman_without_ties_is_the_textbook_formula(xs: list[float]) -> None:
     assert scoring.spearman(xs, [-x for x in xs]) == pytest.approx(-1.0)
 
 
+def test_the_correlation_s_interval_is_the_noise_the_measurements_leave() -> None:
+    forecast = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    measured = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+    # Exact measurements: the interval is the point.
+    assert scoring.spearman_interval(forecast, measured, [0.0] * 6) == (1.0, 1.0)
+    # Intervals far apart: every draw keeps the order.
+    assert scoring.spearman_interval(forecast, measured, [1.0] * 6) == (1.0, 1.0)
+    # Each interval overlapping its neighbours': orders swap, the interval opens below 1,
+    # and it holds the point (the measured means' own correlation, 1).
+    low, high = scoring.spearman_interval(forecast, measured, [15.0] * 6) or (9, 9)
+    assert low < 0.9 and high == 1.0
+    # Noise that drowns the order: the interval reaches below 0.
+    wide = scoring.spearman_interval(forecast, measured, [500.0] * 6)
+    assert wide is not None and wide[0] < 0 < wide[1]
+    # The same inputs, the same interval (a fixed seed); too few to rank: none.
+    assert scoring.spearman_interval(forecast, measured, [15.0] * 6) == (low, high)
+    assert scoring.spearman_interval([1.0, 2.0], [1.0, 2.0], [0.0, 0.0]) is None
+
+
 def test_a_forecast_best_inside_the_measured_best_s_interval_is_held() -> None:
     from hpcbench.measure.analysis import ConfigSummary
 
