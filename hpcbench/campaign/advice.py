@@ -577,7 +577,8 @@ def _options_of(place: Place, request: Request, numbered: int) -> list[Option]:
         o.fits, o.memory_need = False, need
         o.memory_line = (
             f"memory {(need or 0) / 1e9:.1f} GB per GPU in its least layout "
-            f"({layout.label(True)}), beside {(place.size or 0) / 1e9:.0f} GB"
+            f"({layout.label(True)}), beside {(place.size or 0) / 1e9:.0f} GB "
+            f"({memory.usable_bytes(place.size or 0) / 1e9:.1f} GB usable)"
         )
         o.verdict = f"does not fit: {o.memory_line}"
         out.append(o)

@@ -9,6 +9,7 @@ import argparse
 import json
 import math
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -205,8 +206,10 @@ def plot(advice: Advice, path: Path, made_by: str) -> Path:
     )
     ax.grid(alpha=0.3, which="both")
     figures.legends_outside(fig, [ax])
-    fig.text(0.01, 0.005, made_by[:160], fontsize=7, color="0.4")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    # The whole command that draws it, on as many lines as it takes.
+    lines = textwrap.wrap(made_by, 130) or [""]
+    fig.text(0.01, 0.005, "\n".join(lines), fontsize=7, color="0.4")
+    fig.tight_layout(rect=(0, 0.03 * len(lines), 1, 1))
     figures.save_png(fig, path)
     plt.close(fig)
     return path

@@ -345,3 +345,24 @@ def test_plot_draws_the_options_as_a_png_and_a_bad_path_is_refused(tmp_path, cap
         "a\nb.png",
     )
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+
+
+def test_the_advice_docs_campaigns_md_shows_is_what_the_command_prints(capsys):
+    """docs/campaigns.md's advice, as a user reads it: each line it shows (but its
+    elisions and the command) is a line the command prints today."""
+    text = (REPO / "docs" / "campaigns.md").read_text()
+    section = text.split("## Where to book: an advice over the files")[1].split("\n## ")[0]
+    shown = [
+        line[4:]
+        for line in section.splitlines()
+        if line.startswith("    ")
+        and not line.lstrip().startswith(("$", "...", "--campaign"))
+        and line.strip()
+    ]
+    assert len(shown) > 15
+    files = [a for p in SITES for a in ("--campaign", str(p))]
+    code, out, err = run(capsys, "--model", str(LLAMA_8B), "--tokens", "20B", *files)
+    assert code == 0, err
+    printed = set(out.replace(f"{REPO}/", "").splitlines())
+    missing = [line for line in shown if line not in printed]
+    assert not missing, missing
