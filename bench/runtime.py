@@ -18,6 +18,7 @@ from typing import Any
 import nodemon  # a sibling module: bench/ is on sys.path wherever runtime is imported
 import sysinfo
 import torch
+from cpu_share import auto_threads
 
 # The harness finds the record in the launcher's output by this marker, whatever
 # prefixes the launcher puts in front of a line (horovodrun adds "[1,0]<stdout>:").
@@ -325,12 +326,6 @@ def usable_cores() -> float:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
     cores = cores or os.cpu_count() or 1
     return min(float(cores), nodemon.cpu_source(where="")["cpus"])
-
-
-def auto_threads(cores: float, local_size: int) -> int:
-    """Whole cores per worker, at least one. More threads than the quota's cores only
-    burn the quota sooner in each CFS period and then stand still together."""
-    return max(1, int(cores) // max(1, local_size))
 
 
 def set_threads(threads: int, local_size: int) -> int:

@@ -54,7 +54,7 @@ from typing import Any
 
 from hpcbench.campaign.datatypes import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.core import paths
-from hpcbench.core.bench import peak_flops
+from hpcbench.core.bench import cpu_share, peak_flops
 from hpcbench.core.errors import UsageError
 from hpcbench.measure import analysis
 from hpcbench.measure.store import Store
@@ -79,6 +79,10 @@ class Figure:
     # Measured in the sweep's own layout (its micro-batches and checkpointing), so that a
     # step is the rate's already; else a plain figure (plans.step_in_layout).
     in_layout: bool = False
+    # A measured CPU baseline's node: the least CPUs it could use, and the threads the
+    # lone worker ran (0: not recorded), for cells whose workers share a node.
+    node_cpus: float | None = None
+    threads: int = 0
 
     def step_s(self, batch: int, rate: float | None = None) -> float:
         """One worker's step at `batch` samples (sequences), at `rate` (default: its own)."""
@@ -356,6 +360,8 @@ def _measured(
     timelines = [
         r["grad_timeline"] for r in at_nearest if analysis.timeline_ok(r.get("grad_timeline"))
     ]
+    recorded = {r.get("threads") for r in at_nearest}
+    threads = recorded.pop() if len(recorded) == 1 else 0
     return Figure(
         rate,
         f"{rate:.1f} {unit}/s measured {where}{at} ({len(steps)} run(s))",
@@ -364,6 +370,8 @@ def _measured(
         per,
         tuple((t, b) for t, b in timelines[-1]) if timelines and nearest == batch else (),
         in_layout=True,
+        node_cpus=analysis.least_node_cpus(at_nearest),
+        threads=threads if isinstance(threads, int) and not isinstance(threads, bool) else 0,
     )
 
 
@@ -553,7 +561,8 @@ def cell_forecast(
     if across and link.busbw is None:
         return CellForecast(cell, single, None, None, None, link.source, unit=unit)
     job = job_of(tb, part, cell.batch)
-    micro = single.step_s(cell.batch)  # one micro-batch at the figure's rate
+    stretch, least, shared = _shared_cpus(tb, part, cell, single)
+    micro = single.step_s(cell.batch) * stretch  # one micro-batch at the figure's rate
     plan = plans.plan(
         job,
         link,
@@ -572,11 +581,16 @@ def cell_forecast(
         low = min(low, at_most, float(most["efficiency_low"]))
         high = max(high, point, float(most["efficiency_high"]))
         point = (point + at_most) / 2
+    # E is against the lone worker, whose step was the unshared one; where its threads
+    # beyond one may have bought less than their CPUs, the band reaches the least stretch.
+    point, low, high = point / stretch, low / stretch, high / least
     intra_name = tb.hardware.intra_node or plans.DEFAULTS["intra_node"][0]
     inside = f"{intra_name} inside a node" + ("" if tb.hardware.intra_node else " (assumed)")
     where = f"{link.source}; {inside}" if across and cell.gpus_per_node > 1 else link.source
     if single.timeline:
         where += "; the baseline's measured gradients replayed"
+    where += shared
+    inside += shared
     # A set-up detail the file does not give, where its other common choice moves E.
     where += "".join(
         f"; assumed {a['assumed']} (E {a['efficiency']:.2f} under {a['other']})"
@@ -591,6 +605,45 @@ def cell_forecast(
         (where if across else inside) + _how_sharded(job, plan),
         unit=unit,
     )
+
+
+def _shared_cpus(
+    tb: TestbedPlan, part: SweepPart, cell: Cell, single: Figure
+) -> tuple[float, float, str]:
+    """How much longer each worker of a CPU node computes than the lone worker of the
+    figure, where several share the node (bench/cpu_share.py): in proportion to its
+    CPUs, and the least (threads beyond one buying nothing), and the words for it; the
+    node's CPUs as the baseline's monitor found them, else its `cpus_per_node`."""
+    if _cuda(part, tb) or cell.gpus_per_node <= 1:
+        return 1.0, 1.0, ""
+    k = cell.gpus_per_node
+    q = single.node_cpus or _number(given_settings(tb).get("cpus_per_node"))
+    if q is None or q <= 0:
+        return 1.0, 1.0, f"; the node's CPUs unknown: its {k} workers taken not to share them"
+    threads = part.workload.threads
+    alone = single.threads or threads
+    each = cpu_share.cpus_each(q, k, threads)
+    stretch = cpu_share.stretch(q, k, threads, alone)
+    least = cpu_share.least_stretch(q, k, threads, alone)
+    band = f", the band to x {least:.2f}" if least < stretch else ""
+    return (
+        stretch,
+        least,
+        (
+            f"; {k} workers share a node's {q:g} CPU{'s' * (q != 1)}: {each:.2g} each, the lone "
+            f"worker {cpu_share.cpus_each(q, 1, alone):.2g} (step x {stretch:.2f}{band}, "
+            "bench/cpu_share.py)"
+        ),
+    )
+
+
+def _number(value: Any) -> float | None:
+    """A setting's number (Terraform variables arrive as text); None where it is none."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _how_sharded(job: plans.Job, plan: Plan) -> str:

@@ -30,3 +30,4 @@ peak_flops = _load("peak_flops")  # accelerators' peak FLOPS, each with its sour
 mllog = _load("mllog")  # the MLPerf log's benchmark names, division, ruleset
 workload_record = _load("workload_record")  # the fields of train.py's record
 cnns = _load("cnns")  # the CNNs the workload trains, as it builds each
+cpu_share = _load("cpu_share")  # how a CPU node's workers share its CPUs

@@ -18,7 +18,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from hpcbench.core.bench import peak_flops, transformer_configs
+from hpcbench.core.bench import cpu_share, peak_flops, transformer_configs
 from hpcbench.core.errors import UsageError
 from hpcbench.measure import energy_use
 from hpcbench.measure.identity import CONFIG_FIELDS
@@ -279,6 +279,10 @@ class ConfigSummary:
     cpu_util: float | None = None
     cpu_limit: str | None = None
     net_bytes_per_s: float | None = None
+    # The least CPUs a node of its runs could use (its monitor's), and torch's threads
+    # per worker (the records'): how its workers shared a CPU node (bench/cpu_share.py).
+    node_cpus_least: float | None = None
+    threads: int | None = None
     link_rate: str | None = None  # the testbed's nominal link ('1gbit'), as recorded
     # Energy per sample over the timed windows (hpcbench.measure.energy_use): the runs' mean, what
     # it was read from (or "unknown: " and why), and its unit (image or token).
@@ -457,6 +461,27 @@ def _add_node_use(summary: ConfigSummary, ok: list[dict[str, Any]]) -> None:
     summary.cpu_util = statistics.fmean(utils) if utils else None
     summary.net_bytes_per_s = statistics.fmean(rates) if rates else None
     summary.cpu_limit = "; ".join(sorted(limits)) or None
+    summary.node_cpus_least = least_node_cpus(ok)
+    threads = {r.get("threads") for r in ok}
+    if len(threads) == 1 and isinstance(t := threads.pop(), int) and t > 0:
+        summary.threads = t
+
+
+def least_node_cpus(runs: list[dict[str, Any]]) -> float | None:
+    """The least CPUs any node of the ok runs could use, as its monitor found them
+    (node_cpus' figures); None where none recorded one."""
+    found = [
+        float(host["cpus"])
+        for r in runs
+        if r.get("status") == "ok" and isinstance(r.get("nodes_use"), dict)
+        for host in r["nodes_use"].get("per_host") or []
+        if isinstance(host, dict)
+        and isinstance(host.get("cpus"), int | float)
+        and not isinstance(host.get("cpus"), bool)
+        and math.isfinite(host["cpus"])
+        and host["cpus"] > 0
+    ]
+    return min(found) if found else None
 
 
 def node_cpus(runs: list[dict[str, Any]]) -> str | None:
@@ -544,23 +569,26 @@ def _add_scaling(
         if network is None or base is None or base.step_time_s is None:
             continue
         # The forecast `predict` and a campaign make of the same cell (hpcbench.performance.plans),
-        # over the probe's link, from the baseline's step and, where it recorded them,
-        # its measured gradients.
+        # over the probe's link, from the baseline's step (each worker's, where several
+        # share a CPU node) and, where it recorded them, its measured gradients.
+        job = job_of(run)
+        stretch, least = _shared_cpu_stretch(job, s, base)
         plan = plans.plan(
-            job_of(run),
+            job,
             network,
             [s.workers],
             s.gpus_per_node,
-            base.step_time_s,
+            base.step_time_s * stretch,
             tuple((t, b) for t, b in timeline or ()),
         )
         try:
             [row] = predictions(plan)
         except UsageError:  # a model of no known layers, and no measured gradients
             continue
-        s.predicted_efficiency = row["efficiency"]
-        s.predicted_efficiency_low = row["efficiency_low"]
-        s.predicted_efficiency_high = row["efficiency_high"]
+        # E is against the lone baseline, whose step was the unshared one.
+        s.predicted_efficiency = row["efficiency"] / stretch
+        s.predicted_efficiency_low = row["efficiency_low"] / stretch
+        s.predicted_efficiency_high = row["efficiency_high"] / least
         s.allreduce_s = row["allreduce_s"]
         s.busbw = network.busbw
         s.predicted_cpu_work_s = row.get("cpu_work_s", 0.0)
@@ -568,6 +596,20 @@ def _add_scaling(
         if s.exposed_comm_s is not None and s.compute_s is not None:
             # Hidden communication cannot outlast the computation that hides it.
             s.overlap_s = min(s.compute_s, max(0.0, s.allreduce_s - s.exposed_comm_s))
+
+
+def _shared_cpu_stretch(
+    job: plans.Job, s: ConfigSummary, base: ConfigSummary
+) -> tuple[float, float]:
+    """How much longer each of a CPU node's workers computed than the lone baseline, in
+    proportion to its CPUs and at the least (bench/cpu_share.py), from the CPUs the
+    nodes could use and the threads each ran; 1 on GPUs, at one worker a node, or where
+    the runs did not record them."""
+    q = s.node_cpus_least or base.node_cpus_least
+    if job.cuda or s.gpus_per_node <= 1 or q is None:
+        return 1.0, 1.0
+    shape = (q, s.gpus_per_node, s.threads or 0, base.threads or 0)
+    return cpu_share.stretch(*shape), cpu_share.least_stretch(*shape)
 
 
 def job_of(run: dict[str, Any]) -> plans.Job:
