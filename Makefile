@@ -26,7 +26,7 @@ VARS := $(if $(NODES),--var node_count=$(NODES)) \
         $(if $(SLURM),--var enable_slurm=$(SLURM)) \
         $(if $(TOPOLOGY),--var topology=$(TOPOLOGY))
 
-.PHONY: help demo campaign campaign-lm figures scale report bench-deploy bench-harness bench-gpu bench-links bench-published tools host-packages engine venv wheelhouse terraform providers images \
+.PHONY: help demo campaign campaign-lm figures scale report bench-advice bench-deploy bench-harness bench-gpu bench-links bench-published tools host-packages engine venv wheelhouse terraform providers images \
         base-image node-image stack-image enroot-pyxis deploy verify destroy \
         test test-unit lint clean-cache
 
@@ -158,6 +158,19 @@ report: venv ## the report of OUT (results)
 
 # Figures for docs/benchmarks.md: deploy times, harness overhead and fidelity, efficiency
 # against the predicted band at two link rates (needs a deployed 4-node testbed).
+# The local advice scored (docs/benchmarks.md, "The local advice"): advise over the
+# local testbed at two link rates (campaigns/local-lm.yaml's places) writes every
+# option that fits as a campaign, which runs; its report ranks the forecast against
+# what was measured, with the interval the measurements leave.
+#   make bench-advice [RESUME=1]
+ADVICE := results/advice-local
+bench-advice: tools images ## advise over the local testbeds, run the advice, score it
+	@$(if $(RESUME),,$(PY) -m hpcbench advise --model gpt-tiny --tokens 10M \
+	   --campaign campaigns/local-lm.yaml --all --out $(ADVICE).yaml --results $(ADVICE) \
+	   --plot $(ADVICE)-forecast.png)
+	@$(PY) -m hpcbench campaign run $(ADVICE).yaml $(if $(RESUME),--resume)
+	@grep -E "^(Ranking|Forecast against|The measured front)" $(ADVICE)/report.md
+
 bench-deploy: tools images ## deploy times at 1, 2 and 4 nodes
 	@$(PY) evaluation/deploy_time.py --nodes 1,2,4
 
