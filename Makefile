@@ -165,6 +165,7 @@ report: venv ## the report of OUT (results)
 #   make bench-advice [RESUME=1]
 ADVICE := results/advice-local
 bench-advice: tools images ## advise over the local testbeds, run the advice, score it
+	@mkdir -p $(dir $(ADVICE))
 	@$(if $(RESUME),,$(PY) -m hpcbench advise --model gpt-tiny --tokens 10M \
 	   --campaign campaigns/local-lm.yaml --all --out $(ADVICE).yaml --results $(ADVICE) \
 	   --plot $(ADVICE)-forecast.png)
