@@ -17,7 +17,7 @@ from hpcbench.campaign import campaign_file, forecast
 from hpcbench.measure import analysis
 from hpcbench.measure.store import Store
 from tests.unit.test_campaign import write
-from tests.unit.test_forecast import baseline, cell_of
+from tests.unit.test_forecast import TWO_LOCAL, baseline, cell_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import cpu_share  # noqa: E402
@@ -56,27 +56,11 @@ def test_two_workers_on_a_node_of_one_cpu_each_compute_at_half() -> None:
 
 
 # ------------------------------------------------------------------ the forecast
-SHARED = """\
-name: s
-out: {out}
-sweep:
-  model: resnet18
-  image_size: 64
-  batch: [64]
-  nodes: [1, 2]
-  gpus_per_node: [2]
-  repeats: 1
-  device: cpu
-testbeds:
-  - name: pair
-    env: local
-    settings: {{node_count: 2, cpus_per_node: 1, link_rate: 1gbit}}
-    expect: {{images_per_s: 90}}
-"""
-
-
 def shared(tmp_path: Path, **settings: Any) -> campaign_file.Campaign:
-    data = yaml.safe_load(SHARED.format(out=tmp_path / "out"))
+    """test_forecast's 1 Gbit/s local testbed, two workers a node."""
+    data = yaml.safe_load(TWO_LOCAL.format(out=tmp_path / "out"))
+    data["sweep"]["gpus_per_node"] = [2]
+    data["testbeds"] = data["testbeds"][1:]
     data["testbeds"][0]["settings"].update(settings)
     return campaign_file.load(write(tmp_path, yaml.safe_dump(data)))
 
