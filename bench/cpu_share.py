@@ -32,6 +32,14 @@ def stretch(node_cpus: float, workers: int, threads: int = 0, alone_threads: int
     return cpus_each(node_cpus, 1, alone_threads) / cpus_each(node_cpus, workers, threads)
 
 
+def stretches(
+    node_cpus: float, workers: int, threads: int = 0, alone_threads: int = 0
+) -> tuple[float, float]:
+    """(stretch, least_stretch): the forecast's point and the end of its band."""
+    shape = (node_cpus, workers, threads, alone_threads)
+    return stretch(*shape), least_stretch(*shape)
+
+
 def least_stretch(
     node_cpus: float, workers: int, threads: int = 0, alone_threads: int = 0
 ) -> float:

@@ -360,8 +360,6 @@ def _measured(
     timelines = [
         r["grad_timeline"] for r in at_nearest if analysis.timeline_ok(r.get("grad_timeline"))
     ]
-    recorded = {r.get("threads") for r in at_nearest}
-    threads = recorded.pop() if len(recorded) == 1 else 0
     return Figure(
         rate,
         f"{rate:.1f} {unit}/s measured {where}{at} ({len(steps)} run(s))",
@@ -371,7 +369,7 @@ def _measured(
         tuple((t, b) for t, b in timelines[-1]) if timelines and nearest == batch else (),
         in_layout=True,
         node_cpus=analysis.least_node_cpus(at_nearest),
-        threads=threads if isinstance(threads, int) and not isinstance(threads, bool) else 0,
+        threads=analysis.recorded_threads(at_nearest),
     )
 
 
@@ -623,8 +621,7 @@ def _shared_cpus(
     threads = part.workload.threads
     alone = single.threads or threads
     each = cpu_share.cpus_each(q, k, threads)
-    stretch = cpu_share.stretch(q, k, threads, alone)
-    least = cpu_share.least_stretch(q, k, threads, alone)
+    stretch, least = cpu_share.stretches(q, k, threads, alone)
     band = f", the band to x {least:.2f}" if least < stretch else ""
     return (
         stretch,

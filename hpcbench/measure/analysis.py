@@ -462,34 +462,13 @@ def _add_node_use(summary: ConfigSummary, ok: list[dict[str, Any]]) -> None:
     summary.net_bytes_per_s = statistics.fmean(rates) if rates else None
     summary.cpu_limit = "; ".join(sorted(limits)) or None
     summary.node_cpus_least = least_node_cpus(ok)
-    threads = {r.get("threads") for r in ok}
-    if len(threads) == 1 and isinstance(t := threads.pop(), int) and t > 0:
-        summary.threads = t
+    summary.threads = recorded_threads(ok) or None
 
 
-def least_node_cpus(runs: list[dict[str, Any]]) -> float | None:
-    """The least CPUs any node of the ok runs could use, as its monitor found them
-    (node_cpus' figures); None where none recorded one."""
-    found = [
-        float(host["cpus"])
-        for r in runs
-        if r.get("status") == "ok" and isinstance(r.get("nodes_use"), dict)
-        for host in r["nodes_use"].get("per_host") or []
-        if isinstance(host, dict)
-        and isinstance(host.get("cpus"), int | float)
-        and not isinstance(host.get("cpus"), bool)
-        and math.isfinite(host["cpus"])
-        and host["cpus"] > 0
-    ]
-    return min(found) if found else None
-
-
-def node_cpus(runs: list[dict[str, Any]]) -> str | None:
-    """The CPUs a node may use, as each node's own monitor found them (bench/nodemon.py:
-    its cgroup quota, else the CPUs it may run on), each distinct figure with what
-    limits it; None where no ok run recorded one. Not the fingerprint's `cores`
-    (os.cpu_count), which inside a container counts the host's."""
-    found = set()
+def _node_cpu_figures(runs: list[dict[str, Any]]) -> list[tuple[float, str]]:
+    """Each node's CPUs of the ok runs as its own monitor found them (bench/nodemon.py:
+    its cgroup quota, else the CPUs it may run on), with what limits it ('' unsaid)."""
+    found = []
     for r in runs:
         use = r.get("nodes_use") if r.get("status") == "ok" else None
         hosts = use.get("per_host") if isinstance(use, dict) else None
@@ -499,7 +478,30 @@ def node_cpus(runs: list[dict[str, Any]]) -> str | None:
                 continue
             if math.isfinite(cpus) and cpus > 0:
                 limit = host.get("cpu_limit")
-                found.add(f"{cpus:g}" + (f" ({limit})" if isinstance(limit, str) and limit else ""))
+                found.append((float(cpus), limit if isinstance(limit, str) else ""))
+    return found
+
+
+def least_node_cpus(runs: list[dict[str, Any]]) -> float | None:
+    """The least CPUs any node of the ok runs could use; None where none recorded one."""
+    return min((cpus for cpus, _ in _node_cpu_figures(runs)), default=None)
+
+
+def recorded_threads(runs: list[dict[str, Any]]) -> int:
+    """The torch threads per worker the runs recorded, where they all recorded one and
+    the same; else 0 (as --threads 0: not known to be any)."""
+    threads = {r.get("threads") for r in runs}
+    t = threads.pop() if len(threads) == 1 else None
+    return t if isinstance(t, int) and not isinstance(t, bool) and t > 0 else 0
+
+
+def node_cpus(runs: list[dict[str, Any]]) -> str | None:
+    """The CPUs a node may use, as each node's own monitor found them (_node_cpu_figures),
+    each distinct figure with what limits it; None where no ok run recorded one. Not the
+    fingerprint's `cores` (os.cpu_count), which inside a container counts the host's."""
+    found = {
+        f"{cpus:g}" + (f" ({limit})" if limit else "") for cpus, limit in _node_cpu_figures(runs)
+    }
     return "; ".join(sorted(found)) or None
 
 
@@ -608,8 +610,7 @@ def _shared_cpu_stretch(
     q = s.node_cpus_least or base.node_cpus_least
     if job.cuda or s.gpus_per_node <= 1 or q is None:
         return 1.0, 1.0
-    shape = (q, s.gpus_per_node, s.threads or 0, base.threads or 0)
-    return cpu_share.stretch(*shape), cpu_share.least_stretch(*shape)
+    return cpu_share.stretches(q, s.gpus_per_node, s.threads or 0, base.threads or 0)
 
 
 def job_of(run: dict[str, Any]) -> plans.Job:
