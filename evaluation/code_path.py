@@ -94,12 +94,12 @@ def trace(show: bool) -> tuple[list[str], int, int]:
         os.environ["HPCBENCH_STATE"] = str(Path(tmp) / "state")
         path = Path(tmp) / "c.yaml"
         path.write_text(textwrap.dedent(CAMPAIGN.format(out=Path(tmp) / "out")))
-        runner.check = lambda *a, **k: 0
-        for name in ("deploy", "verify", "destroy"):
-            setattr(lifecycle, name, lambda *a, **k: 0)
+        # A deployed kind's booking (testbeds/kinds/deployed.py) as no-ops: nothing held.
+        for name in ("check_booking", "acquire", "verify", "release"):
+            setattr(Deployed, name, lambda *a, **k: 0)
+        Deployed.held = lambda self, env: []  # type: ignore[method-assign]
         runner.stop_on_signals = lambda: None
         sweep.stop_on_signals = lambda: None
-        runner.held = lifecycle.held = lambda env: []
         Deployed.testbed = lambda self, spec: localhost.testbed(cores=1)  # type: ignore[method-assign]
         Target.run = fake_outcome
         Target.prepare = lambda self: None

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from hpcbench.campaign.yaml_loader import TooLong
+from hpcbench.core.errors import Problem as Problem  # what every check here raises
 from hpcbench.core.errors import UsageError
 from hpcbench.launchers.parse import duration_s, parse_int_list
 from hpcbench.performance.allreduce_model import tc_rate
@@ -20,15 +21,6 @@ from hpcbench.performance.scaling_model import parse_link
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,39}", re.ASCII)  # a campaign's or a testbed's label
 SETTING_MAX = 4096  # as `deploy --var`
-
-
-class Problem(Exception):
-    """A bad value at a key path; campaign_file.load turns it into one UsageError line."""
-
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(message)
-        self.path = path
-        self.message = message
 
 
 def no_number_too_long(node: Any, path: str = "") -> None:

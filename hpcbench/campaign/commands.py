@@ -143,13 +143,7 @@ def _band(fc: forecast.CellForecast) -> str:
 def booked_line(est: estimate.TestbedEstimate, device: str) -> str:
     """What a testbed is and books, for the plan's heading line."""
     tb = est.tb
-    if tb.kind.queued:
-        return f"{tb.where}: each job books its own nodes while it runs"
-    if not tb.deployed:
-        return f"{tb.where}: your own machines, nothing booked"
-    gpus = est.gpus(device)
-    booked = "GPUs per node not in its settings" if gpus is None else f"{gpus} GPU(s) booked"
-    return f"env {tb.env}, {est.nodes} node(s), {booked}"
+    return tb.kind.booked_line(tb.where, tb.env, est.nodes, est.gpus(device))
 
 
 def jobs_left(campaign: campaign_file.Campaign) -> list[dict[str, object]]:

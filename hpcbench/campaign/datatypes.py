@@ -14,7 +14,6 @@ from hpcbench.core.errors import UsageError
 from hpcbench.launchers.specs import SweepSpec, TargetSpec, WorkloadSpec
 from hpcbench.measure.store import Store
 from hpcbench.measure.sweep import Config
-from hpcbench.testbeds import kinds
 from hpcbench.testbeds.kinds import Kind
 
 
@@ -96,7 +95,7 @@ class TestbedPlan:
     nodes_available: int | None  # from the settings, where they say (node_count, topology)
     gpus_per_node: int | None  # per node, where the settings say (topology)
     parts: tuple[SweepPart, ...]
-    kind: Kind = kinds.named("deployed")  # hpcbench.testbeds.kinds: deployed, a partition, hosts
+    kind: Kind  # hpcbench.testbeds.kinds: what it is, books and leaves behind
     where: str = ""  # the partition and login node, or the hosts: what the plan shows
     hardware: Hardware = Hardware()
     price: Price | None = None  # `price:` (hpcbench.campaign.cost); None: not given
@@ -104,11 +103,6 @@ class TestbedPlan:
     @property
     def cells(self) -> list[Cell]:
         return [c for part in self.parts for c in part.cells]
-
-    @property
-    def deployed(self) -> bool:
-        """A testbed hpcbench deploys and destroys (the others are only measured)."""
-        return self.kind.deployed
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ Each figure says where it comes from, best first:
   tokens/s, `expect: tokens_per_s`) and the step
   time at N workers from the point prediction (scaling_model, as `hpcbench predict`)
   over the testbed's nominal link (none known: no slowdown, said so);
-- assumed: a stated default (DEFAULT_PHASE_S), never passed off as a measurement.
+- assumed: a stated default (a phase's: its kind's Kind.phases), never passed off as a
+  measurement.
 A run lasts its launch overhead plus its warm-up, the steps that size its windows
 and its windows: each at least --min-window-s however fast the steps are, plus one
 step; a cell runs --repeats times, at most --max-repeats while its interval is wide.
@@ -47,13 +48,10 @@ from hpcbench.launchers.specs import WorkloadSpec
 from hpcbench.measure.probe import GRACE_S
 from hpcbench.performance import memory, plans, sharded_model
 
-# Stated defaults where nothing was measured or given (expect: in the campaign file).
-# They are planning figures, not measurements: real testbeds differ widely (a
-# Virtual Wall slice can take up to 30 minutes to come up; a GPULab job waits in a
-# queue as long as the cluster is full).
-DEFAULT_PHASE_S = {"deploy": 600.0, "verify": 300.0, "destroy": 120.0}
-# A partition's or host list's only phase: the stack check on one node, once it runs.
-DEFAULT_CHECK_S = 120.0
+# Stated defaults where nothing was measured or given (expect: in the campaign file;
+# a phase's is its kind's, Kind.phases). They are planning figures, not measurements:
+# real testbeds differ widely (a Virtual Wall slice can take up to 30 minutes to come
+# up; a GPULab job waits in a queue as long as the cluster is full).
 DEFAULT_OVERHEAD_S = 20.0  # launch to first timed step of one run (ssh, launcher, import)
 # Upper defaults where nothing was measured: a run's launch on slow one-core nodes took
 # up to 60 s here (horovodrun over SSH, torch imported on one core per rank).
@@ -101,9 +99,8 @@ def phases(tb: TestbedPlan, phase_records: list[dict[str, Any]]) -> dict[str, Es
         "verify": tb.expect.verify_s,
         "destroy": tb.expect.destroy_s,
     }
-    defaults = DEFAULT_PHASE_S if tb.deployed else {"verify": DEFAULT_CHECK_S}
     out = {}
-    for phase, default in defaults.items():
+    for phase, default in tb.kind.phases.items():
         ok = [r for r in phase_records if r["phase"] == phase and r["status"] == "ok"]
         own = [r["seconds"] for r in ok if r.get("fingerprint") == tb.fingerprint]
         same_env = [r["seconds"] for r in ok if r.get("env") == tb.env]
@@ -268,7 +265,7 @@ def _runs(campaign: Campaign, tb: TestbedPlan, ok_only: bool = True) -> list[dic
 def queue_wait(campaign: Campaign, tb: TestbedPlan) -> Estimate | None:
     """A job's wait in a partition's queue: the mean of this testbed's jobs so far, or
     unknown before any ran (None: not a partition)."""
-    if not tb.kind.queued:
+    if not tb.kind.queues_jobs:
         return None
     waits = [
         float(r["queue_wait_s"])
@@ -421,26 +418,23 @@ class TestbedEstimate:
         return None if self.tb.gpus_per_node is None else self.nodes * self.tb.gpus_per_node
 
     def node_hours(self) -> float:
-        """What it books: a deployed testbed its nodes for its whole wall time; a
-        partition each job's nodes while it runs (the check job one node); your own
-        hosts nothing."""
-        if self.tb.deployed:
-            return self.nodes * self.wall_s() / 3600
-        if not self.tb.kind.queued:
-            return 0.0
-        runs = sum((e.seconds or 0.0) * c.nodes for c, e in self.cells)
-        return (runs + sum(e.seconds or 0.0 for e in self.phases.values())) / 3600
+        """What it books, as its kind books: a deployed testbed its nodes for its whole
+        wall time; a partition each job's nodes while it runs (the check job one node);
+        your own hosts nothing."""
+        jobs = sum((e.seconds or 0.0) * c.nodes for c, e in self.cells) + self._check_s()
+        return self.tb.kind.node_hours(self.nodes, self.wall_s(), jobs)
 
     def gpu_hours(self, device: str) -> float | None:
         """GPU-hours booked (None: the settings do not say how many GPUs a node has)."""
-        if device == "cpu" or not (self.tb.deployed or self.tb.kind.queued):
+        if device == "cpu":
             return 0.0
-        if self.tb.deployed:
-            gpus = self.gpus(device)
-            return None if gpus is None else gpus * self.wall_s() / 3600
         # A job asks for one GPU per worker (--gres=gpu:workers per node).
-        runs = sum((e.seconds or 0.0) * c.workers for c, e in self.cells)
-        return (runs + sum(e.seconds or 0.0 for e in self.phases.values())) / 3600
+        jobs = sum((e.seconds or 0.0) * c.workers for c, e in self.cells) + self._check_s()
+        return self.tb.kind.gpu_hours(self.gpus(device), self.wall_s(), jobs)
+
+    def _check_s(self) -> float:
+        """Its phases' seconds, without the probe: a partition's check job (one node)."""
+        return sum(e.seconds or 0.0 for e in self.phases.values())
 
 
 def testbed(
@@ -554,8 +548,6 @@ def lease(est: TestbedEstimate) -> Lease | None:
     campaign's settings give is kept; a plan of unknown length keeps the environment's
     default (said so); a plan longer than the testbed allows is one UsageError line."""
     tb = est.tb
-    if not tb.deployed:
-        return None
     rule = tb.kind.lease
     if rule is None:
         return None

@@ -44,7 +44,6 @@ tokens); its throughput fields carry that unit.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -53,7 +52,6 @@ from pathlib import Path
 from typing import Any
 
 from hpcbench.campaign.datatypes import Campaign, Cell, SweepPart, TestbedPlan
-from hpcbench.core import paths
 from hpcbench.core.bench import cpu_share, peak_flops
 from hpcbench.core.errors import UsageError
 from hpcbench.measure import analysis
@@ -130,16 +128,10 @@ class CellForecast:
 
 # ------------------------------------------------------------------ the link
 def given_settings(tb: TestbedPlan) -> dict[str, Any]:
-    """The Terraform variables a deployed testbed is known to get before it is deployed:
-    its variant's file (environments/<env>/<variant>.tfvars.json), then its settings;
-    none for a partition or a host list. Terraform's own defaults are not read."""
-    values: dict[str, Any] = {}
-    if tb.deployed:
-        var_file = paths.env_layout(tb.env).var_file
-        if var_file is not None:
-            values.update(json.loads(var_file.read_text()))
-        values.update(dict(tb.settings))
-    return values
+    """The variables a testbed is known to get before it is made, as its kind says (a
+    deployed one's variant file, then its settings; none for a partition or a host
+    list)."""
+    return tb.kind.given_settings(tb.env, tb.settings)
 
 
 def given_link(tb: TestbedPlan) -> tuple[str, float] | None:
@@ -181,11 +173,9 @@ def _probes(store: Store) -> list[dict[str, Any]]:
 
 
 def _same_env(a: TestbedPlan, b: TestbedPlan) -> bool:
-    return (
-        a.deployed
-        and b.deployed
-        and paths.env_layout(a.env).root.name == paths.env_layout(b.env).root.name
-    )
+    """Two testbeds of the same defaults (one environment folder): each other's figures."""
+    mine = a.kind.defaults_of(a.env)
+    return mine is not None and mine == b.kind.defaults_of(b.env)
 
 
 def link_basis(

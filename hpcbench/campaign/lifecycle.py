@@ -16,19 +16,11 @@ from hpcbench.campaign.cells import fail, measure_part
 from hpcbench.campaign.console import Console, Stopped
 from hpcbench.campaign.estimate import Lease
 from hpcbench.campaign.journal import Journal
-from hpcbench.campaign.state import held, state_root, testbed_state
+from hpcbench.campaign.state import state_root, testbed_state
 from hpcbench.core import bounded, files, paths
 from hpcbench.core.errors import UsageError
 from hpcbench.core.progress import format_duration
 from hpcbench.testbeds import leases, readiness
-from hpcbench.testbeds.deploy import (
-    DeployRequest,
-    EnvRequest,
-    VerifyRequest,
-    deploy,
-    destroy,
-    verify,
-)
 from hpcbench.testbeds.target import Target
 
 
@@ -107,12 +99,12 @@ class TestbedLife:
         """deploy, verify, sweep; False when a phase failed or a cell did."""
         console = self.console
         try:
-            if tb.deployed:
+            if "deploy" in tb.kind.phases:  # its kind makes its nodes for the campaign
                 with console.phase(tb, "deploy") as record:
                     self.write_group_vars(tb)
                     settings, booked = self.with_lease(tb)
                     try:
-                        deploy(DeployRequest(tb.env, settings))
+                        tb.kind.acquire(tb.env, settings)
                     except (UsageError, RuntimeError) as err:
                         raise Stopped(f"deploy: {err}") from None
                     if booked is not None:
@@ -151,10 +143,10 @@ class TestbedLife:
         }
 
     def verify_testbed(self, tb: TestbedPlan) -> None:
-        """A deployed testbed's testinfra checks; a stack check on one node of the
-        others (a job on the partition, a process on the first host)."""
-        if tb.deployed:
-            rc = verify(VerifyRequest(tb.env))
+        """The checks of the testbed's kind (a deployed one's testinfra), else a stack
+        check on one node (a job on the partition, a process on the first host)."""
+        rc = tb.kind.verify(tb.env)
+        if rc is not None:
             if rc != 0:
                 raise Stopped(
                     f"verify: the testbed's checks failed (pytest exit {rc}); "
@@ -197,13 +189,13 @@ class TestbedLife:
 
         Nothing cuts it short: an interrupt (Ctrl-C, SIGTERM, the SIGHUP of a closed
         terminal) is taken once the destroy and the lease cancelling are done."""
-        if not tb.deployed:
+        if "destroy" not in tb.kind.phases:
             return
         with bounded.ctrl_c_deferred():
             self._teardown(tb, keep)
 
     def _teardown(self, tb: TestbedPlan, keep: bool) -> None:
-        if not held(tb.env):
+        if not tb.kind.held(tb.env):
             shutil.rmtree(paths.env_state(tb.env), ignore_errors=True)
             return
         if keep:
@@ -217,7 +209,7 @@ class TestbedLife:
         try:
             with self.console.phase(tb, "destroy", must_run=True) as record:
                 try:
-                    rc = destroy(EnvRequest(tb.env))
+                    rc = tb.kind.release(tb.env)
                 except (UsageError, RuntimeError) as err:
                     raise self.still_holding(tb, record, f"destroy: {err}") from None
                 if rc != 0:
@@ -241,7 +233,7 @@ class TestbedLife:
     def held_lines(self, tb: TestbedPlan) -> list[str]:
         """What the testbed still holds and how to release each thing; empty: nothing."""
         try:
-            lines = [f"STILL HELD: {what}" for what in held(tb.env)]
+            lines = [f"STILL HELD: {what}" for what in tb.kind.held(tb.env)]
             lines += [lease.by_hand() for lease in leases.held(paths.env_state(tb.env))]
         except (UsageError, OSError) as err:  # a state file that cannot be read
             lines = [f"STILL HELD: unknown ({err}); see {paths.env_state(tb.env)}"]

@@ -38,12 +38,11 @@ from hpcbench.campaign.state import (
     campaign_folder,
     check_owner,
     claim,
-    held,
     remove_if_released,
     state_root,
     testbed_state,
 )
-from hpcbench.core import bounded, files, paths
+from hpcbench.core import bounded, paths
 from hpcbench.core.errors import UsageError
 from hpcbench.core.progress import format_duration
 from hpcbench.launchers.parse import HostSlots
@@ -52,7 +51,6 @@ from hpcbench.measure.store import config_key, done_configs
 from hpcbench.schedulers import slurm
 from hpcbench.schedulers.base import stop_on_signals
 from hpcbench.testbeds import readiness
-from hpcbench.testbeds.deploy import DeployRequest, check
 from hpcbench.testbeds.target import Target
 
 
@@ -118,10 +116,8 @@ class Runner:
         done = measured | set(self.skipped)
         todo = []
         for tb in campaign.testbeds:
-            holding: list[str] = []
-            if tb.deployed:
-                with testbed_state(state_root(campaign, tb, self.base)):
-                    holding = held(tb.env)
+            with testbed_state(state_root(campaign, tb, self.base)):
+                holding = tb.kind.held(tb.env)
             if holding or any(c.id not in done for c in tb.cells):
                 todo.append(tb)
         console.cells_done = sum(1 for c in campaign.cells if c.id in done)
@@ -290,7 +286,7 @@ class Runner:
         (hpcbench.testbeds.readiness)."""
         for k, tb in enumerate(todo, 1):
             where = f"{self.campaign.path}: testbeds[{tb.index - 1}] ({tb.name})"
-            if not tb.deployed:
+            if not tb.kind.booking_check:  # nothing booked: its nodes are checked as they are
                 self.say(
                     f"checking testbed {k}/{len(todo)} {tb.name}: {tb.where}, nothing submitted"
                 )
@@ -302,12 +298,15 @@ class Runner:
                 except UsageError as err:
                     raise UsageError(f"{where}: {err}") from None
                 continue
-            self.say(f"checking testbed {k}/{len(todo)} {tb.name}: terraform plan, nothing created")
+            self.say(
+                f"checking testbed {k}/{len(todo)} {tb.name}: {tb.kind.booking_check}, "
+                "nothing created"
+            )
             scratch = Path(tempfile.mkdtemp(prefix="hpcbench-check-"))
             try:
                 log = self.console.log_path(tb)
                 with testbed_state(scratch), logged(log, root=self.campaign.out):
-                    check(DeployRequest(tb.env, tb.settings))
+                    tb.kind.check_booking(tb.env, tb.settings)
             except UsageError as err:
                 raise UsageError(f"{where}: {err}") from None
             except RuntimeError as err:
@@ -341,7 +340,7 @@ class Runner:
         blocked = set()
         for tb in self.campaign.testbeds if testbeds is None else testbeds:
             mine = [j for j in jobs if j["testbed"] == tb.name]
-            if not mine or not tb.kind.queued:
+            if not mine:  # only a kind that queues jobs journals them
                 continue
             scheduler = Target.resolve(widest(tb).target).scheduler
             with slurm.booked(self.book(tb)):
@@ -375,10 +374,8 @@ def planned_targets(
     in (the link alone then goes unchecked). Empty: it does not resolve (the preflight
     says why), so nothing is trusted."""
     try:
-        if not tb.deployed:
-            return [Target.resolve(part.target)]
         with testbed_state(state_root(campaign, tb, base)):
-            if files.present(paths.inventory_path(tb.env), paths.state_root()):
+            if tb.kind.nodes_known(tb.env):
                 return [Target.resolve(part.target)]
         count = max(part.target.node_counts)
         shape = tuple(HostSlots(f"node{i}", part.gpus_per_node) for i in range(1, count + 1))
@@ -413,7 +410,7 @@ def dry_run(campaign: Campaign) -> int:
         if not runs:
             print("nothing is booked: no cell of it fits\n")
             continue
-        if tb.deployed:
+        if "deploy" in tb.kind.phases:  # its nodes are made first: no command line yet
             settings = " ".join(f"{k}={v}" for k, v in tb.settings)
             print(
                 f"deploy {tb.env} ({settings or 'its defaults'}), verify, measure "
@@ -459,7 +456,7 @@ def destroy_held(campaign: Campaign, names: list[str]) -> int:
         for k, tb in enumerate(chosen, 1):
             runner.console.tb, runner.console.tb_number = tb, (k, len(chosen))
             with testbed_state(state_root(campaign, tb, runner.base)):
-                if not tb.deployed or not held(tb.env):
+                if not tb.kind.held(tb.env):
                     runner.say("holds nothing")
                     continue
                 try:

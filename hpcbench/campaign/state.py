@@ -31,8 +31,7 @@ from typing import Any
 from hpcbench.campaign.campaign_file import Campaign, TestbedPlan, out_digest, resolved
 from hpcbench.core import files, paths
 from hpcbench.core.errors import UsageError, one_line
-from hpcbench.testbeds import leases
-from hpcbench.testbeds.terraform import TerraformEnv
+from hpcbench.testbeds.deploy import held
 
 OWNER_FILE = "owner.json"
 FILE_NOTE = "campaign_file"  # the campaign file's path, a line
@@ -169,22 +168,12 @@ def testbed_state(root: Path) -> Iterator[None]:
             os.environ["HPCBENCH_STATE"] = before
 
 
-def held(env: str) -> list[str]:
-    """What a testbed still holds in the current state folder: machines in Terraform's
-    state, leases of paid resources (empty: nothing)."""
-    out = []
-    if TerraformEnv(env, {}).has_resources():
-        out.append("machines in Terraform's state")
-    out += [lease.what for lease in leases.held(paths.env_state(env))]
-    return out
-
-
 def holding(campaign: Campaign, base: Path | None = None) -> dict[str, list[str]]:
-    """Each deployed testbed of the campaign that still holds something, and what."""
+    """Each testbed of the campaign that still holds something, and what."""
     out = {}
-    for tb in (t for t in campaign.testbeds if t.deployed):
+    for tb in campaign.testbeds:
         with testbed_state(state_root(campaign, tb, base)):
-            what = held(tb.env)
+            what = tb.kind.held(tb.env)
         if what:
             out[tb.name] = what
     return out

@@ -170,15 +170,9 @@ def _fits(path: str, place: Place, gpus: list[int], node_counts: list[int]) -> N
     slots, nodes_available = place.slots, place.nodes_available
     # 0: CPU-only nodes (the Virtual Wall's default), whose workers are processes.
     if slots and max(gpus) > slots:
-        if "topology" in place.settings:
-            said = f"topology {place.settings['topology']}"
-        elif place.kind.deployed:
-            said = "settings.gpus_per_node"
-        else:
-            said = f"{place.key}: gpus_per_node"
         raise Problem(
             f"{path}.sweep.gpus_per_node",
-            f"{max(gpus)} is more than the {slots} GPUs per node of {said}",
+            f"{max(gpus)} is more than the {slots} GPUs per node of {place.slots_said}",
         )
     # Only settings can say 0 (a partition's nodes and a host list refuse it as read): the
     # setting is at fault, not the sweep's nodes.

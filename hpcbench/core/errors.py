@@ -12,6 +12,16 @@ class UsageError(Exception):
     exit_code = 2
 
 
+class Problem(Exception):
+    """A bad value of a file at its key path (`testbeds[2].settings.link_rate`); the
+    file's loader turns it into one UsageError line."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, but a bad command line is one line (no usage block) and exit
     status 2, like every other UsageError; sub-command parsers are of this class too."""

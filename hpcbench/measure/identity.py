@@ -123,14 +123,17 @@ SWEEP: dict[str, str] = {
 # options hashed into its id.
 CELL_FIELDS = ("env", "nodes", "batch", "gpus_per_node")
 
-# A Slurm partition's job options (the slurm kind's campaign keys): the testbed, as env
-# is. A campaign keeps each partition's runs in a store of its own and hashes them into
-# its cells' ids; a run's label leaves them out, so that the labels of the runs
-# measured on partitions before stay as they are.
+# The options a kind's campaign keys become (a Slurm partition's job options): the
+# testbed, as env is. A campaign keeps each partition's runs in a store of its own and
+# hashes them into its cells' ids; a run's label leaves them out, so that the labels of
+# the runs measured on partitions before stay as they are.
 TESTBED_OPTIONS = tuple(
-    flag.removeprefix("--").replace("-", "_")
-    for flag in kinds.named("slurm").campaign_options.values()
-    if flag and flag.removeprefix("--").replace("-", "_") not in NOT_IDENTITY
+    dict.fromkeys(
+        flag.removeprefix("--").replace("-", "_")
+        for kind in kinds.registered().values()
+        for flag in kind.campaign_options.values()
+        if flag and flag.removeprefix("--").replace("-", "_") not in NOT_IDENTITY
+    )
 )
 
 # Where a run ran rather than how: `compare` pairs runs of two testbeds that differ in

@@ -380,7 +380,7 @@ def target_spec(args: argparse.Namespace) -> TargetSpec:
         horovod_controller=args.horovod_controller,
         given=tuple(identity.target_given(args, scale_parser()).items()),
     )
-    cluster = kinds.for_target(spec).queued
+    cluster = kinds.for_target(spec).queues_jobs
     return dataclasses.replace(spec, slurm=slurm_options(args, cluster))
 
 

@@ -447,6 +447,16 @@ def _testinfra_config(folder: Path) -> Path:
     return path
 
 
+def held(env: str) -> list[str]:
+    """What an environment still holds in the current state folder: machines in
+    Terraform's state, leases of paid resources (empty: nothing)."""
+    out = []
+    if TerraformEnv(env, {}).has_resources():
+        out.append("machines in Terraform's state")
+    out += [lease.what for lease in leases.held(env_state(env))]
+    return out
+
+
 def cmd_destroy(args: argparse.Namespace) -> int:
     return destroy(EnvRequest(args.env))
 

@@ -28,6 +28,8 @@ from hpcbench.core.errors import UsageError
 from hpcbench.core.progress import format_duration
 from hpcbench.measure import analysis, sweep
 from hpcbench.measure.store import Store
+from hpcbench.testbeds.deploy import DeployRequest, EnvRequest, VerifyRequest
+from hpcbench.testbeds.kinds.deployed import Deployed
 from hpcbench.testbeds.target import Target
 
 REPO = Path(__file__).resolve().parents[2]
@@ -351,10 +353,15 @@ class Fakes:
         self.interrupt_after: int | None = None  # runs before a Ctrl-C in the sweep
         self.runs = 0
         self.destroy_rc = 0
-        monkeypatch.setattr(runner, "check", lambda req: self.calls.append(("check", req.env)))
-        monkeypatch.setattr(lifecycle, "deploy", self.deploy)
-        monkeypatch.setattr(lifecycle, "verify", self.verify)
-        monkeypatch.setattr(lifecycle, "destroy", self.destroy)
+        # A deployed kind's booking (hpcbench.testbeds.kinds.deployed), each looked up
+        # when called, so that a test can wrap one of these.
+        for method, fake in {
+            "check_booking": lambda kind, env, settings: self.calls.append(("check", env)),
+            "acquire": lambda kind, env, settings: self.deploy(DeployRequest(env, settings)),
+            "verify": lambda kind, env: self.verify(VerifyRequest(env)),
+            "release": lambda kind, env: self.destroy(EnvRequest(env)),
+        }.items():
+            monkeypatch.setattr(Deployed, method, fake)
         monkeypatch.setattr(sweep, "events", self.sweep)
         monkeypatch.setattr(sweep, "stop_on_signals", lambda: None)
         monkeypatch.setattr(runner, "stop_on_signals", lambda: None)
@@ -871,7 +878,7 @@ def test_a_gpulab_job_is_booked_for_the_plans_bound_and_status_says_when_it_ends
     asked: list[dict[str, str]] = []
     deploy = fakes.deploy
     monkeypatch.setattr(
-        lifecycle, "deploy", lambda req: asked.append(dict(req.overrides)) or deploy(req)
+        fakes, "deploy", lambda req: asked.append(dict(req.overrides)) or deploy(req)
     )
     campaign = campaign_file.load(path)
     est = estimate.testbed(campaign, campaign.testbeds[0], [])
@@ -942,7 +949,7 @@ def test_a_testbeds_ansible_variables_are_written_0600_never_through_a_planted_l
         (folder / "all.yml").symlink_to(victim)
         write_group_vars(life, tb)
 
-    monkeypatch.setattr(lifecycle, "deploy", reading_group_vars)
+    monkeypatch.setattr(fakes, "deploy", reading_group_vars)
     monkeypatch.setattr(lifecycle.TestbedLife, "write_group_vars", planting_a_link_first)
     assert cli.main(["campaign", "run", str(path)]) == 0
     assert victim.read_text() == "not yours\n"

@@ -18,11 +18,12 @@ import pytest
 import yaml
 
 from hpcbench import cli
-from hpcbench.campaign import campaign_file, comparison, estimate, lifecycle, runner
+from hpcbench.campaign import campaign_file, comparison, estimate, runner
 from hpcbench.core.errors import UsageError
 from hpcbench.measure import sweep
 from hpcbench.measure.store import Store
 from hpcbench.schedulers.slurm import JobLeftBehind, LeftJob
+from hpcbench.testbeds import deploy as testbeds_deploy
 from hpcbench.testbeds import kinds, readiness
 from tests.unit.test_campaign import fake_run
 
@@ -60,7 +61,11 @@ def test_a_partition_hosts_and_a_deployed_testbed_in_one_file(tmp_path):
     campaign = campaign_file.load(write(tmp_path))
     fast, mine, built = campaign.testbeds
     assert (fast.kind.name, mine.kind.name, built.kind.name) == ("slurm", "hosts", "local")
-    assert not fast.deployed and not mine.deployed and built.deployed
+    assert [tuple(t.kind.phases) for t in campaign.testbeds] == [
+        ("verify",),
+        ("verify",),
+        ("deploy", "verify", "destroy"),
+    ]
     target = fast.parts[0].target
     assert target.env == "slurm" and target.slurm.partition == "fast"
     assert target.slurm.login is not None and target.slurm.login.host == "login.example.org"
@@ -133,7 +138,7 @@ BAD = [
         "hosts: [h1:1, h2:1]",
         "hosts: [h1:1, h2:1]\n    settings: {{a: 1}}",
         None,
-        "is for testbeds hpcbench deploys",
+        "is for testbeds of env: (a testbed hpcbench deploys), not hosts:",
     ),
 ]
 
@@ -355,9 +360,8 @@ class Cluster:
         monkeypatch.setattr(sweep, "events", self.sweep)
         monkeypatch.setattr(sweep, "stop_on_signals", lambda: None)
         monkeypatch.setattr(runner, "stop_on_signals", lambda: None)
-        monkeypatch.setattr(runner, "check", self.forbidden("check"))
-        for name in ("deploy", "verify", "destroy"):
-            monkeypatch.setattr(lifecycle, name, self.forbidden(name))
+        for name in ("check", "deploy", "verify", "destroy"):  # a deployed kind's
+            monkeypatch.setattr(testbeds_deploy, name, self.forbidden(name))
 
     def forbidden(self, name: str) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:

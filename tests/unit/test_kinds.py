@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from hpcbench import cli
+from hpcbench.core import paths
 from hpcbench.core.errors import UsageError
 from hpcbench.launchers import RunSpec
 from hpcbench.launchers.specs import TargetSpec
@@ -38,12 +39,62 @@ class Toy(Kind):
         return nodeset.Testbed(env=self.name, nodes=nodes, head="toy0", kind=self.name, iface="lo")
 
 
-@pytest.fixture
-def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[RunSpec]]:
-    """The toy kind registered for the test; what its runs would start, recorded, each
-    answered with a record as the workload prints it (nothing is launched)."""
+class QueuedToy(Toy):
+    """The toy as a kind whose runs are batch jobs that wait in a queue and book their
+    own nodes (as a PBS or Slurm partition would)."""
+
+    described = "two processes of this machine, each run a job"
+    queues_jobs = True
+
+    def booked_line(self, where: str, env: str, nodes: int, gpus: int | None) -> str:
+        return f"{where}: each job books its own toy nodes"
+
+    def node_hours(self, nodes: int, wall_s: float, jobs_node_s: float) -> float:
+        return jobs_node_s / 3600
+
+
+class DeployedToy(Toy):
+    """The toy as a kind the campaign makes for its turn and gives back after: what it
+    holds is a file in the testbed's state folder."""
+
+    described = "two processes of this machine, made for the campaign"
+    phases = {"deploy": 60.0, "verify": 30.0, "destroy": 10.0}
+    booking_check = "the toy's own plan"
+    calls: list[str] = []
+
+    def check_booking(self, env: str, settings: tuple[tuple[str, str], ...]) -> None:
+        self.calls.append("check")
+
+    def acquire(self, env: str, settings: tuple[tuple[str, str], ...]) -> None:
+        self.calls.append("acquire")
+        paths.ensure_env_state(env).joinpath("toy.held").write_text("two processes\n")
+
+    def verify(self, env: str) -> int | None:
+        self.calls.append("verify")
+        return 0
+
+    def release(self, env: str) -> int:
+        self.calls.append("release")
+        paths.env_state(env).joinpath("toy.held").unlink()
+        return 0
+
+    def held(self, env: str) -> list[str]:
+        held = paths.env_state(env) / "toy.held"
+        return [held.read_text().strip()] if held.exists() else []
+
+    def node_hours(self, nodes: int, wall_s: float, jobs_node_s: float) -> float:
+        return nodes * wall_s / 3600
+
+
+@pytest.fixture(params=[Toy])
+def toy(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[RunSpec]]:
+    """The toy kind (request.param: which of them) registered for the test; what its
+    runs would start, recorded, each answered with a record as the workload prints it
+    (nothing is launched)."""
     monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
-    kinds.register(Toy)
+    kinds.register(request.param)
     started: list[RunSpec] = []
 
     def run(self: Target, spec: RunSpec, timeout_s: float, echo: bool = False) -> Outcome:
@@ -126,8 +177,8 @@ def test_a_campaign_names_every_registered_kind_when_none_is_given(
     assert rc == 2, out
     [line] = [x for x in out.splitlines() if "give one of" in x]
     assert line.endswith(
-        "give one of env: (a testbed hpcbench deploys), slurm: (a partition of a cluster "
-        "you use), hosts: (machines you have) or toy: (two processes of this machine)"
+        "give one of env: (a testbed hpcbench deploys), hosts: (machines you have), slurm: "
+        "(a partition of a cluster you use) or toy: (two processes of this machine)"
     ), line
 
 
@@ -135,8 +186,8 @@ def test_each_shipped_kind_is_found_by_its_name_and_a_new_name_is_refused() -> N
     shipped = {"deployed", "local", "virtualwall", "gpulab", "openstack", "slurm", "hosts"}
     assert shipped | {"localhost"} == set(kinds.registered())
     for name in ("local", "virtualwall", "gpulab", "openstack"):
-        assert kinds.for_env(name).name == name and kinds.for_env(name).deployed
-    assert kinds.for_env("slurm").queued and not kinds.for_env("localhost").deployed
+        assert kinds.for_env(name).name == name and kinds.for_env(name).from_folder
+    assert kinds.for_env("slurm").queues_jobs and not kinds.for_env("localhost").from_folder
     with pytest.raises(ValueError, match="registered twice"):
         kinds.register(type(kinds.named("slurm")))
     with pytest.raises(UsageError, match="unknown environment 'nope'"):
@@ -148,3 +199,50 @@ def test_only_kinds_with_a_lease_size_one_and_the_local_one_names_its_objects() 
     assert leased == {"virtualwall", "gpulab"}
     named = {n for n, k in kinds.registered().items() if k.named_by}
     assert named == {"local"}
+
+
+@pytest.mark.parametrize("toy", [QueuedToy], indirect=True)
+def test_a_queued_kind_goes_through_a_campaign_as_its_module_says(
+    toy: list[RunSpec], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Booked per job: the plan says so, waits for the queue and sums the jobs'
+    node-hours; the run checks the stack with a job, then measures; nothing is held."""
+    path = tmp_path / "toys.yaml"
+    path.write_text(textwrap.dedent(CAMPAIGN).format(out=tmp_path / "out"))
+    rc, out = main(capfd, "campaign", "plan", str(path))
+    assert rc == 0, out
+    assert "toy: each job books its own toy nodes" in out, out
+    assert "queue waits are unknown until a job has run" in out, out
+
+    rc, out = main(capfd, "campaign", "run", str(path))
+    assert rc == 0, out
+    assert [s.script for s in toy] == ["check_stack.py", "train.py", "train.py"], toy
+    assert "holds nothing" in main(capfd, "campaign", "destroy", str(path))[1]
+
+
+@pytest.mark.parametrize("toy", [DeployedToy], indirect=True)
+def test_a_deployed_kind_goes_through_a_campaign_as_its_module_says(
+    toy: list[RunSpec], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Booked for the campaign's turn: the plan counts its phases and its nodes for the
+    whole wall time; the run checks its plan first, makes it, runs its own checks (no
+    stack-check job), measures and gives it back, so that nothing is held after."""
+    DeployedToy.calls.clear()
+    path = tmp_path / "toys.yaml"
+    path.write_text(textwrap.dedent(CAMPAIGN).format(out=tmp_path / "out"))
+    rc, out = main(capfd, "campaign", "plan", str(path))
+    assert rc == 0, out
+    [phases] = [line for line in out.splitlines() if "deploy 1m" in line]
+    assert "verify 30s" in phases and "destroy 10s" in phases, phases
+
+    rc, out = main(capfd, "campaign", "run", str(path), "--dry-run")
+    assert rc == 0 and "deploy toy (its defaults), verify, measure 2 cell(s)" in out, out
+    assert DeployedToy.calls == [] and toy == []
+
+    rc, out = main(capfd, "campaign", "run", str(path))
+    assert rc == 0, out
+    assert "the toy's own plan, nothing created" in out, out
+    assert DeployedToy.calls == ["check", "acquire", "verify", "release"]
+    assert [s.script for s in toy] == ["train.py", "train.py"], toy  # its own verify
+    rc, out = main(capfd, "campaign", "destroy", str(path))
+    assert rc == 0 and "holds nothing" in out, out

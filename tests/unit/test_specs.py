@@ -130,7 +130,7 @@ def test_target_spec_from_the_command_line(tmp_path):
     here = scale_options.target_spec(_args("probe", "--env", "localhost"))
     assert kinds.for_target(here).name == "localhost"
     local = scale_options.target_spec(_args("probe", "--env", "local"))
-    assert kinds.for_target(local).deployed
+    assert kinds.for_target(local).from_folder
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.node_counts = (4,)  # type: ignore[misc]
 

@@ -9,19 +9,22 @@ import dataclasses
 import shlex
 import sys
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from hpcbench import launchers
 from hpcbench.core import paths, ssh
-from hpcbench.core.errors import UsageError
+from hpcbench.core.errors import Problem, UsageError
 from hpcbench.launchers.base import RunSpec
+from hpcbench.launchers.parse import parse_login
 from hpcbench.launchers.slurm import SlurmLauncher
 from hpcbench.launchers.specs import TargetSpec
 from hpcbench.testbeds import manifest
-from hpcbench.testbeds.kinds.base import Kind, Target, register
+from hpcbench.testbeds.kinds.base import Given, KeyChecks, Kind, Target, most_nodes, register
 from hpcbench.testbeds.nodeset import Node, Testbed
 
 CLUSTER_NODES = 64  # the most nodes `--env slurm` offers; Slurm refuses what it lacks
+# What a partition's ssh_key, known_hosts and a login's job_dir are checked alone with.
+STAND_IN_LOGIN = ["--slurm-login=login", "--slurm-python=/python"]
 
 
 @register
@@ -31,7 +34,7 @@ class Slurm(Kind):
     campaign_key = "slurm"
     described = "a partition of a cluster you use"
     gives_nodes = "slurm: nodes gives"
-    queued = True
+    queues_jobs = True
     releasing = "its job in flight, if any, is cancelled; nothing else is held"
     # A partition's campaign keys, and the `scale` option each becomes (--env slurm).
     campaign_options = {
@@ -72,6 +75,72 @@ class Slurm(Kind):
     def testbed(self, spec: TargetSpec) -> Testbed:
         return testbed(spec.gpus_per_node, spec.slurm.python, spec.slurm.bench_dir)
 
+    def read_keys(self, raw: dict[str, Any], path: str, checks: KeyChecks) -> Given:
+        """`scale --env slurm`'s options for the partition (each key checked by the very
+        parser `scale` uses, its error naming the key), what identifies it, its nodes
+        and GPUs per node where given, and a line for the plan."""
+        path = f"{path}.{self.campaign_key}"
+        keys = self.campaign_options
+        given = checks.mapping(raw[self.campaign_key], path, tuple(keys))
+        if "partition" not in given:
+            raise Problem(f"{path}.partition", "name the partition (sinfo -s lists them)")
+        env = ["--env", self.name]
+        argv: list[str] = []
+        for key, raw_value in given.items():
+            flag, where = keys[key], f"{path}.{key}"
+            if flag is None:  # nodes: the most the partition gives; bounds the sweep
+                continue
+            own = self._option(key, flag, raw_value, where, checks)
+            if key == "login":  # alone it lacks --slurm-python: its own syntax only
+                try:
+                    parse_login(own[0].partition("=")[2])
+                except UsageError as err:
+                    raise Problem(where, str(err)) from None
+            elif key in ("ssh_key", "known_hosts") or (key == "job_dir" and "login" in given):
+                # Alone they lack the login they are for (job_dir: its ~ is the login's):
+                # checked with a stand-in, and with the keys together below.
+                checks.scale([*env, *own, *STAND_IN_LOGIN], where)
+            elif key in ("container_mounts", "container_import"):  # alone it lacks the
+                checks.scale([*env, *own, "--container-image=/image.sqsh"], where)  # image
+            else:
+                checks.scale([*env, *own], where)
+            argv += own
+        checks.scale([*env, *argv], path)  # the keys together
+        nodes = most_nodes(given, path, checks)
+        gpus = given.get("gpus_per_node")
+        slots = int(gpus) if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus else None
+        identity = {k: v for k, v in given.items() if k not in self.operational}
+        login = given.get("login")
+        where = f"partition {given['partition']}" + (f" via {login}" if login else "")
+        return Given(
+            self,
+            self.name,
+            [*env, *argv],
+            {self.campaign_key: identity},
+            nodes,
+            slots,
+            f"{self.campaign_key}: gpus_per_node",
+            where,
+        )
+
+    def _option(self, key: str, flag: str, value: Any, where: str, checks: KeyChecks) -> list[str]:
+        """One key's value as its `scale` option(s)."""
+        if key == "time":
+            return [flag, str(max(1, -(-checks.duration(value, where) // 60)))]
+        if key in ("sbatch", "container_mounts") and isinstance(value, list):
+            texts = [checks.text(v, where) for v in value]
+            return [f"{flag}={t}" for t in texts] if key == "sbatch" else [flag, ",".join(texts)]
+        if key in ("queue_wait", "container_import"):
+            return [flag, str(checks.duration(value, where))]
+        if isinstance(value, bool):  # YAML 1.1's yes/no/on/off: never a name or count
+            raise Problem(where, "YAML read this as true/false: write the value in quotes")
+        if isinstance(value, float) and key not in self.counts:  # 1e3, .nan: no name
+            raise Problem(where, f"YAML read this as the number {value}: write it in quotes")
+        # A number as its text: the option's own parser says what is wrong with 1.5.
+        number = isinstance(value, int | float)
+        text = checks.text(str(value) if number else value, where)
+        return [f"{flag}={text}"]  # =: a value may start with '-' (sbatch's --exclusive)
+
     def launcher(self, spec: TargetSpec, tb: Testbed) -> launchers.Launcher:
         """sbatch on the cluster's login node: this machine, or --slurm-login over SSH."""
         if spec.launcher not in ("auto", SlurmLauncher.name):
@@ -80,6 +149,15 @@ class Slurm(Kind):
 
     def lock_files(self, tb: Testbed) -> list[Path]:
         return []  # Slurm shares the nodes out itself
+
+    def booked_line(self, where: str, env: str, nodes: int, gpus: int | None) -> str:
+        return f"{where}: each job books its own nodes while it runs"
+
+    def node_hours(self, nodes: int, wall_s: float, jobs_node_s: float) -> float:
+        return jobs_node_s / 3600  # each job's nodes while it runs
+
+    def gpu_hours(self, gpus: int | None, wall_s: float, jobs_gpu_s: float) -> float | None:
+        return jobs_gpu_s / 3600
 
     def preflight(self, target: Target, largest: RunSpec) -> None:
         """The partition exists, is up and accepts the sweep's largest job (its account
