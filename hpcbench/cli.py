@@ -24,6 +24,7 @@ from hpcbench.core.errors import Parser, UsageError, one_line
 from hpcbench.measure import scale_options
 from hpcbench.reports import mlperf, predict, report
 from hpcbench.testbeds import deploy
+from hpcbench.testbeds.kinds.deployed import Local
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _env_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--env",
-        default=os.environ.get("HPCBENCH_ENV", "local"),
+        default=os.environ.get("HPCBENCH_ENV", Local.name),
         help="environment: a folder of environments/ or a variant "
         "(`hpcbench envs` lists them); default $HPCBENCH_ENV or local",
     )

@@ -16,6 +16,7 @@ from hpcbench.core.errors import UsageError
 from hpcbench.launchers.parse import MAX_SLOTS
 from hpcbench.launchers.specs import SweepSpec, TargetSpec, WorkloadSpec
 from hpcbench.measure import scale_options
+from hpcbench.testbeds.kinds.localhost import Localhost
 
 # `scale` options a campaign sets itself (where each testbed's results go, resuming)
 # or that make no sense unattended.
@@ -59,7 +60,7 @@ def _argv_of(key: str, value: Any, action: argparse.Action, path: str) -> list[s
 # The stand-ins a key is checked alone with: where it runs, and --repeats 1, so that
 # max_repeats meets no default it would be below, only its own mapping's repeats; a
 # testbed's sweep merged with the campaign's is checked whole (campaign/testbeds.py).
-ALONE = ["--env", "localhost", "--out", "results", "--repeats", "1"]
+ALONE = ["--env", Localhost.name, "--out", "results", "--repeats", "1"]
 # The workload's keys that must fit one another (bench/transformer_configs.py, problem:
 # a transformer under ddp only, --parallel and --seq-len for the transformers, ...).
 # Each is checked with those before it in this order, as its sweep gives them (the
@@ -108,7 +109,7 @@ def parse(
     """argv through `scale`'s parser and spec builders: what the command line would accept.
     `where`: the options the campaign sets itself (--env, --out, ...); a stand-in
     environment and folder while a key is checked alone."""
-    fixed = where or ["--env", "localhost", "--out", "results"]
+    fixed = where or ["--env", Localhost.name, "--out", "results"]
     args = scale_options.scale_parser().parse_args([*fixed, *argv])
     return (
         args,

@@ -45,6 +45,7 @@ from hpcbench.launchers.specs import ProbeSpec, SweepSpec, TargetSpec, WorkloadS
 from hpcbench.measure import identity, probe, sweep
 from hpcbench.performance import sharded_model
 from hpcbench.testbeds import kinds
+from hpcbench.testbeds.kinds.deployed import Local
 
 # Where --slurm-login keeps bench/ and the jobs' output on the cluster, below the login
 # user's home (which the compute nodes share on the clusters this serves); `~/` is
@@ -58,7 +59,7 @@ def add_target_arguments(parser: argparse.ArgumentParser, nodes_default: str) ->
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--env",
-        default=os.environ.get("HPCBENCH_ENV", "local"),
+        default=os.environ.get("HPCBENCH_ENV", Local.name),
         help="deployed environment whose inventory lists the nodes, or 'localhost' for "
         "worker processes on this machine (default: $HPCBENCH_ENV or local)",
     )

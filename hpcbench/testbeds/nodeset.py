@@ -42,7 +42,7 @@ class Testbed:
     env: str  # what the records carry: the environment's name, or the kind's value
     nodes: list[Node]
     head: str
-    kind: str = "deployed"  # the name of its kind (hpcbench.testbeds.kinds)
+    kind: str = ""  # the name of its kind (hpcbench.testbeds.kinds), set by the kind
     # The nodes' interpreter and bench/; the controller's own unless an inventory says.
     python: str = sys.executable
     bench_dir: str = str(paths.BENCH_DIR)

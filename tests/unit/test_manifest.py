@@ -66,6 +66,7 @@ def test_a_manifest_matches_only_the_same_files_and_contents(bench):
 def _deployed(nodes: int = 2) -> nodeset.Testbed:
     return nodeset.Testbed(
         env="local",
+        kind="local",
         nodes=[
             nodeset.Node(f"n{i}", f"10.0.0.{i}", 0, SshAccess("127.0.0.1", 2220 + i))
             for i in range(nodes)
