@@ -96,6 +96,9 @@ class TestbedPlan:
     gpus_per_node: int | None  # per node, where the settings say (topology)
     parts: tuple[SweepPart, ...]
     kind: Kind  # hpcbench.testbeds.kinds: what it is, books and leaves behind
+    # The variables it is known to be made with, read once at load (Kind.given_settings:
+    # a deployed one's variant file, then its settings; none for the others).
+    given: dict[str, Any]
     where: str = ""  # the partition and login node, or the hosts: what the plan shows
     hardware: Hardware = Hardware()
     price: Price | None = None  # `price:` (hpcbench.campaign.cost); None: not given

@@ -130,8 +130,8 @@ class CellForecast:
 def given_settings(tb: TestbedPlan) -> dict[str, Any]:
     """The variables a testbed is known to get before it is made, as its kind says (a
     deployed one's variant file, then its settings; none for a partition or a host
-    list)."""
-    return tb.kind.given_settings(tb.env, tb.settings)
+    list), as read when the campaign file was."""
+    return tb.given
 
 
 def given_link(tb: TestbedPlan) -> tuple[str, float] | None:
@@ -160,36 +160,56 @@ def link_rate_bits(tb: TestbedPlan) -> float | None:
     return None if given is None else given[1]
 
 
-def _probes(store: Store) -> list[dict[str, Any]]:
-    """A store's ok probes whose link model fits, the most workers last."""
+@dataclass(frozen=True)
+class Known:
+    """What a forecast reads, gathered before any arithmetic (gather): each testbed's
+    runs and its ok probes whose link model fits (the most workers last), by name, and
+    the runs of each `calibrate_from:` folder, in the file's order. The functions below
+    compute from it alone and open no file."""
+
+    runs: dict[str, list[dict[str, Any]]]
+    probes: dict[str, list[dict[str, Any]]]
+    defaults: dict[str, str | None]  # what each one's defaults are read from (Kind.defaults_of)
+    calibrate_from: tuple[tuple[Path, list[dict[str, Any]]], ...] = ()
+
+    def same_env(self, a: TestbedPlan, b: TestbedPlan) -> bool:
+        """Two testbeds of the same defaults (one environment folder): each other's
+        figures."""
+        return self.defaults[a.name] is not None and self.defaults[a.name] == self.defaults[b.name]
+
+
+def gather(campaign: Campaign, testbeds: Sequence[TestbedPlan]) -> Known:
+    """Known of these testbeds, each store read once."""
+    runs, probes = {}, {}
+    for tb in testbeds:
+        store = campaign.testbed_store(tb)
+        runs[tb.name], probes[tb.name] = _read(store)
+    calibrate = tuple((folder, _read(Store(folder))[0]) for folder in campaign.calibrate_from)
+    defaults = {tb.name: tb.kind.defaults_of(tb.env) for tb in testbeds}
+    return Known(runs, probes, defaults, calibrate)
+
+
+def _read(store: Store) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     if not store.exists():
-        return []
+        return [], []
     ok = [
         p
         for p in store.probes()
         if p.get("status") == "ok" and allreduce_model.link_model(p) is not None
     ]
-    return sorted(ok, key=lambda p: int(p.get("workers") or 0))
+    return store.runs(), sorted(ok, key=lambda p: int(p.get("workers") or 0))
 
 
-def _same_env(a: TestbedPlan, b: TestbedPlan) -> bool:
-    """Two testbeds of the same defaults (one environment folder): each other's figures."""
-    mine = a.kind.defaults_of(a.env)
-    return mine is not None and mine == b.kind.defaults_of(b.env)
-
-
-def link_basis(
-    campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPlan]
-) -> plans.Network:
+def link_basis(known: Known, tb: TestbedPlan, earlier: Sequence[TestbedPlan]) -> plans.Network:
     """What the testbed's link achieves across nodes (the module's order), and its
     interconnect inside a node (`hardware: intra_node`, else assumed)."""
-    return _across(campaign, tb, earlier).inside(tb.hardware.intra_node)
+    return _across(known, tb, earlier).inside(tb.hardware.intra_node)
 
 
-def _across(campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPlan]) -> plans.Network:
+def _across(known: Known, tb: TestbedPlan, earlier: Sequence[TestbedPlan]) -> plans.Network:
     transport = tb.hardware.transport
     rate = link_rate_bits(tb)
-    own = _probes(campaign.testbed_store(tb))
+    own = known.probes[tb.name]
     if own:
         network = plans.probed(own[-1], where="probed on this testbed")
         assert network is not None  # _probes keeps those that fit
@@ -201,14 +221,14 @@ def _across(campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPlan])
             "no line rate across nodes: give hardware: {link: ...}",
         )
     for other in reversed(earlier):
-        probes = _probes(campaign.testbed_store(other))
+        probes = known.probes[other.name]
         other_rate = link_rate_bits(other)
-        if not probes or other_rate is None or not _same_env(tb, other):
+        if not probes or other_rate is None or not known.same_env(tb, other):
             continue
         model = allreduce_model.link_model(probes[-1])
         assert model is not None
         share = min(1.0, model.busbw * 8 / other_rate)
-        work = carried_cpu_work(campaign, tb, earlier)
+        work = carried_cpu_work(known, tb, earlier)
         network = plans.probed(probes[-1], rate * share / 8 / model.busbw)
         assert network is not None
         return replace(
@@ -238,7 +258,7 @@ class CarriedCpuWork:
 
 
 def carried_cpu_work(
-    campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPlan]
+    known: Known, tb: TestbedPlan, earlier: Sequence[TestbedPlan]
 ) -> CarriedCpuWork:
     """The latest probe of an earlier testbed of the same environment whose CPU work per
     byte stands clear of its noise (allreduce_model.cpu_work_seen): a slow link hides
@@ -246,7 +266,7 @@ def carried_cpu_work(
     resolved it, it is unknown, and at most the smallest largest value any allows."""
     hidden: list[tuple[TestbedPlan, allreduce_model.CpuWorkSeen]] = []
     for other in reversed(earlier):
-        probes = _probes(campaign.testbed_store(other)) if _same_env(tb, other) else []
+        probes = known.probes[other.name] if known.same_env(tb, other) else []
         seen = allreduce_model.cpu_work_seen(probes[-1]) if probes else None
         if seen is None:
             continue
@@ -389,25 +409,13 @@ def _fingerprint_names(record: dict[str, Any]) -> str:
 
 
 def single_worker(
-    campaign: Campaign,
-    tb: TestbedPlan,
-    part: SweepPart,
-    batch: int,
-    earlier: Sequence[TestbedPlan],
-    stores: dict[Path, list[dict[str, Any]]],
+    known: Known, tb: TestbedPlan, part: SweepPart, batch: int, earlier: Sequence[TestbedPlan]
 ) -> Figure | None:
-    """One worker's images/s at `batch` (the module's order); None: nothing to go on.
-    stores: each results folder's runs, read once per forecast."""
-
-    def runs(store: Store) -> list[dict[str, Any]]:
-        if store.dir not in stores:
-            stores[store.dir] = store.runs() if store.exists() else []
-        return stores[store.dir]
-
+    """One worker's images/s at `batch` (the module's order); None: nothing to go on."""
     seq_len = part.workload.seq_len
     accum = part.workload.grad_accum
     own = _measured(
-        _ok_baselines(runs(campaign.testbed_store(tb)), part),
+        _ok_baselines(known.runs[tb.name], part),
         batch,
         "on this testbed",
         seq_len,
@@ -418,7 +426,7 @@ def single_worker(
     for other in reversed(earlier):
         if same_hardware(tb, other):
             found = _measured(
-                _ok_baselines(runs(campaign.testbed_store(other)), part),
+                _ok_baselines(known.runs[other.name], part),
                 batch,
                 f"on {other.name}, the same hardware,",
                 seq_len,
@@ -436,10 +444,10 @@ def single_worker(
     if accelerator is None:
         return None
     amp = _amp(part, tb)
-    for folder in campaign.calibrate_from:
+    for folder, runs in known.calibrate_from:
         matching = [
             r
-            for r in _ok_baselines(runs(Store(folder)), part)
+            for r in _ok_baselines(runs, part)
             if accelerator.lower() in _fingerprint_names(r)
             and (part.workload.device == "auto" or _device(r) == part.workload.device)
             and r.get("amp", amp) is amp
@@ -659,12 +667,18 @@ def testbed_forecast(campaign: Campaign, tb: TestbedPlan) -> list[CellForecast]:
     """Every cell of the testbed, forecast from what is known now: its own results and
     those of the testbeds before it in the campaign, which recalibrate its forecast."""
     earlier = [t for t in campaign.testbeds if t.index < tb.index]
-    stores: dict[Path, list[dict[str, Any]]] = {}  # each folder's runs, read once
-    link = link_basis(campaign, tb, earlier)
+    return forecast_from(gather(campaign, [*earlier, tb]), campaign, tb, earlier)
+
+
+def forecast_from(
+    known: Known, campaign: Campaign, tb: TestbedPlan, earlier: Sequence[TestbedPlan]
+) -> list[CellForecast]:
+    """testbed_forecast's arithmetic, from what was gathered alone (no file is read)."""
+    link = link_basis(known, tb, earlier)
     out = []
     for part in tb.parts:
         singles = {
-            b: single_worker(campaign, tb, part, b, earlier, stores)
+            b: single_worker(known, tb, part, b, earlier)
             for b in sorted({c.batch for c in part.cells})
         }
         unknown = "" if all(singles.values()) else unknown_single(campaign, tb, part)

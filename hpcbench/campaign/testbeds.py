@@ -118,6 +118,7 @@ def testbed(
         gpus_per_node=place.slots,
         parts=parts,
         kind=place.kind,
+        given=place.kind.given_settings(place.env, tuple(sorted(place.settings.items()))),
         where=place.where,
         hardware=_hardware(raw.get("hardware"), f"{path}.hardware", place),
         price=cost.price(raw.get("price"), f"{path}.price"),

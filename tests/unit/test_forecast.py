@@ -4,8 +4,11 @@ journaled with its lease; and the forecast scored in the campaign's report."""
 
 from __future__ import annotations
 
+import builtins
+import io
 import json
 import math
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -313,14 +316,49 @@ def test_the_next_testbed_takes_the_link_share_and_cpu_work_probed_on_the_earlie
         "stretch 1.00 probed on slow; CPU work 1.20 ns per byte probed on slow"
     )
     # The probe's CPU work stands in for interference, and slows the step.
-    basis = forecast.link_basis(campaign, fast, [slow])
+    basis = forecast.link_basis(forecast.gather(campaign, [slow, fast]), fast, [slow])
     assert basis.interference == 0.0 and basis.cpu.background_share == pytest.approx(0.13)
     assert basis.cpu.s_per_byte == pytest.approx(1.2e-9) and basis.cpu_up_to is None
     assert basis.busbw == pytest.approx(0.9 * 1e9 / 8)
     # The testbed's own probe beats it.
     Store(campaign.testbed_out(fast)).append(probe(2, 100e6))
-    own = forecast.link_basis(campaign, fast, [slow])
+    own = forecast.link_basis(forecast.gather(campaign, [slow, fast]), fast, [slow])
     assert own.busbw == pytest.approx(100e6, rel=1e-6) and "probed on this testbed" in own.source
+
+
+def test_a_forecast_reads_its_inputs_first_and_computes_with_no_file_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gather reads the stores; forecast_from computes from what it gathered alone: with
+    every way of opening a file refused, it gives testbed_forecast's very cells."""
+    campaign = two_local(tmp_path)
+    slow, fast = campaign.testbeds
+    Store(campaign.testbed_out(slow)).append(probe(2, 0.9 * 200e6 / 8, cpu_work=RESOLVED))
+    Store(campaign.testbed_out(fast)).append(baseline(500.0))
+    expected = forecast.testbed_forecast(campaign, fast)
+    known = forecast.gather(campaign, [slow, fast])
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"a forecast opened a file: {args[:1]}")
+
+    def guarded(compute: Any) -> Any:
+        with monkeypatch.context() as m:
+            for where, name in [
+                (builtins, "open"),
+                (io, "open"),
+                (os, "open"),
+                (os, "scandir"),
+                (os, "listdir"),
+                (os, "stat"),
+            ]:
+                m.setattr(where, name, refused)
+            return compute()
+
+    got = guarded(lambda: forecast.forecast_from(known, campaign, fast, [slow]))
+    assert got == expected
+    assert cell_of(expected, 2).efficiency is not None and cell_of(expected, 1).per_s == 500.0
+    with pytest.raises(AssertionError, match="opened a file"):  # the guard can fail
+        guarded(lambda: forecast.testbed_forecast(campaign, fast))
 
 
 def _with_cpu_work(basis: forecast.LinkBasis, s_per_byte: float) -> forecast.LinkBasis:
@@ -339,7 +377,7 @@ def test_cpu_work_hidden_behind_the_earlier_link_is_unknown_and_widens_the_band(
     Store(campaign.testbed_out(slow)).append(probe(2, 0.93 * 200e6 / 8, cpu_work=HIDDEN))
     seen = allreduce_model.cpu_work_seen({"cpu_work": HIDDEN})
     assert seen is not None and seen.largest is not None and seen.largest > 0
-    basis = forecast.link_basis(campaign, fast, [slow])
+    basis = forecast.link_basis(forecast.gather(campaign, [slow, fast]), fast, [slow])
     assert basis.cpu.s_per_byte == 0.0 and basis.cpu_up_to == pytest.approx(seen.largest)
     assert "CPU work per byte unknown, hidden behind slow's link (-1.90 ± 1.57 ns)" in (
         basis.source
@@ -367,7 +405,7 @@ def test_cpu_work_a_record_cannot_tell_from_noise_is_unknown_and_not_charged(
     slow, fast = campaign.testbeds
     work = {"lost_s_per_byte": 1e-9, "background_share": 0.13}  # no per-rank figures
     Store(campaign.testbed_out(slow)).append(probe(2, 0.9 * 200e6 / 8, cpu_work=work))
-    basis = forecast.link_basis(campaign, fast, [slow])
+    basis = forecast.link_basis(forecast.gather(campaign, [slow, fast]), fast, [slow])
     assert basis.cpu.s_per_byte == 0.0 and basis.cpu_up_to is None
     assert basis.source.endswith(
         "; CPU work per byte unknown: not told from noise on slow; none charged"
@@ -387,7 +425,9 @@ def test_cpu_work_comes_from_the_testbed_whose_link_resolved_it(tmp_path: Path) 
     Store(campaign.testbed_out(first)).append(probe(2, 0.95 * 1e9 / 8, cpu_work=RESOLVED))
     hidden = {**HIDDEN, "background_share": 0.2}
     Store(campaign.testbed_out(second)).append(probe(2, 0.93 * 200e6 / 8, cpu_work=hidden))
-    basis = forecast.link_basis(campaign, last, [first, second])
+    basis = forecast.link_basis(
+        forecast.gather(campaign, [first, second, last]), last, [first, second]
+    )
     assert basis.cpu.s_per_byte == pytest.approx(1.2e-9) and basis.cpu_up_to is None
     assert basis.cpu.background_share == pytest.approx(0.2)
     assert basis.source == (
@@ -397,7 +437,9 @@ def test_cpu_work_comes_from_the_testbed_whose_link_resolved_it(tmp_path: Path) 
     # Of two that hid it, the tighter bound.
     loose = cpu_work_record([-1e-9, 1e-9], alone=(10_000.0, 20_000.0), allreduces=1)
     Store(campaign.testbed_out(first)).append(probe(2, 0.95 * 1e9 / 8, cpu_work=loose))
-    basis = forecast.link_basis(campaign, last, [first, second])
+    basis = forecast.link_basis(
+        forecast.gather(campaign, [first, second, last]), last, [first, second]
+    )
     tight = allreduce_model.cpu_work_seen({"cpu_work": HIDDEN})
     assert tight is not None and basis.cpu_up_to == pytest.approx(tight.largest)
     assert "hidden behind second's link" in basis.source
