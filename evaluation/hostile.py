@@ -20,8 +20,8 @@ YAML documents, command options, files planted in a results and a state folder, 
 every field of a campaign's journal and a testbed's store made wrong. The planted files
 and fields start from a real campaign that ran on this machine (`env: localhost`, one
 tiny run). Lost terminals and Ctrl-C with Slurm jobs in flight are not tried here: they
-need a terminal and a cluster, and are the tests of tests/unit/test_lost_terminal.py,
-tests/unit/test_signals.py and tests/e2e/test_slurm_cleanup.py.
+need a terminal and a cluster, and are the tests of tests/integration/test_lost_terminal.py,
+tests/integration/test_signals.py and tests/e2e/test_slurm_cleanup.py.
 
     python evaluation/hostile.py [--group NAME] [--show bad|all] [--keep DIR]
 """

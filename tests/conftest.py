@@ -1,8 +1,19 @@
-"""How `make test` shares the machine: pytest-xdist workers (docs/development.md)."""
+"""How `make test` shares the machine: pytest-xdist workers (docs/development.md); and
+the fixtures tests/unit and tests/integration share."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import pytest
+
+from hpcbench.schedulers import slurm
+from tests.interrupt import ctrl_c_raises_here
+
+if TYPE_CHECKING:
+    from tests.unit.test_campaign import Fakes
 
 # `make test` runs on two pytest-xdist workers. The tests of the shared local testbed
 # are one unit of work, run on one worker in the order tests/e2e/conftest.py gives
@@ -55,3 +66,28 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
             return group_of(nodeid) or nodeid
 
     return GroupScheduling(config, log)
+
+
+@pytest.fixture(autouse=True)
+def _no_slurm_job_left_over() -> Iterator[None]:
+    """The jobs a test's cancels left (schedulers.slurm.take_left) stay its own."""
+    yield
+    slurm.take_left()
+
+
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """Ctrl-C to this process raises KeyboardInterrupt, as under a terminal, even where
+    the test run inherited SIGINT ignored (tests/interrupt.py)."""
+    with ctrl_c_raises_here():
+        yield
+
+
+@pytest.fixture
+def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Fakes:
+    """tests/unit/test_campaign.py's stand-ins for deploy, verify, sweep and destroy,
+    with the testbeds' state in this test's folder."""
+    from tests.unit.test_campaign import Fakes
+
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    return Fakes(monkeypatch)

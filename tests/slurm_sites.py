@@ -5,7 +5,7 @@ from the campaign file itself and changes only what names the cluster: the
 partition, the image's path and the device (GPUs per node). How the testbed is
 reached (login, key, job folder, where bench/ is) is added beside them; what the
 jobs' scripts say apart from those is what the site's campaign renders
-(tests/unit/test_slurm_sites.py compares them line by line).
+(tests/integration/test_slurm_sites.py compares them line by line).
 """
 
 from __future__ import annotations

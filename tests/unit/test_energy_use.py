@@ -4,14 +4,11 @@ Slurm scheduler after the job."""
 
 from __future__ import annotations
 
-import stat
-
 import pytest
 
 from hpcbench.measure import energy_use, sweep
 from hpcbench.schedulers import slurm
 from hpcbench.schedulers.base import Outcome
-from tests.unit.test_slurm_scheduler import _scheduler, _spec, fake_slurm  # noqa: F401
 
 
 def run(device: str = "cpu", unit: str = "images", **energy) -> dict:
@@ -97,31 +94,6 @@ def test_a_configuration_averages_the_runs_with_a_figure_and_says_how_many():
 )
 def test_sacct_output_read_as_sacct_prints_it(stdout, stderr, expected):
     assert slurm.sacct_energy(stdout, stderr) == expected
-
-
-FAKE_SACCT = """#!/bin/bash
-# --allocations --format=ConsumedEnergyRaw,ElapsedRaw: one line for the job
-echo "$@" > "$FAKE/sacct.args"
-echo "864000|60"
-"""
-
-
-def test_the_slurm_scheduler_keeps_the_jobs_consumed_energy(fake_slurm):  # noqa: F811
-    sacct = fake_slurm / "bin" / "sacct"
-    sacct.write_text(FAKE_SACCT.replace("$FAKE", str(fake_slurm)))
-    sacct.chmod(sacct.stat().st_mode | stat.S_IXUSR)
-    (fake_slurm / "mode").write_text("ok")
-    outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=30)
-    assert outcome.job_energy == {"joules": 864000.0, "seconds": 60.0, "exclusive_only": True}
-    args = (fake_slurm / "sacct.args").read_text()
-    assert "--jobs=4242" in args and "--format=ConsumedEnergyRaw,ElapsedRaw" in args
-
-
-def test_without_sacct_the_outcome_says_why(fake_slurm):  # noqa: F811
-    (fake_slurm / "mode").write_text("ok")
-    outcome = _scheduler(fake_slurm).run(_spec(), timeout_s=30)
-    assert outcome.job_energy is not None
-    assert outcome.job_energy["unknown"].startswith("sacct gives no ConsumedEnergy")
 
 
 def test_the_sweep_keeps_the_jobs_energy_and_the_workloads_in_the_run_record():

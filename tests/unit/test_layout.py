@@ -1,20 +1,16 @@
 """The transformer's layout in one process (bench/layout.py): what each activation
 checkpointing mode runs again in backward, where a TP group's ranks sit, the memory a
-rank is said to hold, and the one-line refusals of a layout that cannot run, by the
-workload and by the harness. The layouts across processes:
-tests/integration/test_transformer_layouts.py."""
+rank is said to hold, and the harness's one-line refusal of a layout that cannot run (the
+workload's own: tests/integration/test_layout_processes.py). The layouts across
+processes: tests/integration/test_transformer_layouts.py."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from hpcbench.launchers.base import free_port
 
 torch = pytest.importorskip("torch")
 REPO = Path(__file__).resolve().parents[2]
@@ -123,26 +119,6 @@ def test_the_memory_held_by_one_worker_is_its_parameters_gradients_and_adams_sta
         "grads": 4 * params,
         "optimizer": 2 * 4 * params + 4 * tensors,  # two moments, a float32 step count each
     }
-
-
-def test_a_tp_group_larger_than_a_nodes_workers_is_one_line_and_status_2():
-    env = {
-        **os.environ,
-        "RANK": "0",
-        "WORLD_SIZE": "1",
-        "LOCAL_RANK": "0",
-        "LOCAL_WORLD_SIZE": "1",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(free_port()),
-    }
-    argv = [sys.executable, str(REPO / "bench" / "train.py"), "--model", "gpt-tiny"]
-    argv += ["--parallel", "fsdp2", "--tp", "2", "--device", "cpu", "--seq-len", "32"]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert proc.stderr.strip().splitlines() == [
-        "train.py: --tp 2: a TP group is 2 workers of one node, and this run has 1 per node: "
-        "use a --tp that divides 1"
-    ]
 
 
 @pytest.mark.parametrize(

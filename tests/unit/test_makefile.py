@@ -1,8 +1,8 @@
-"""The Makefile's own contract: `make help` lists every target with what it does, and
-every target named .PHONY has a rule (a name with none would do nothing, silently)."""
+"""The Makefile's own contract: every target named .PHONY has a rule (a name with none
+would do nothing, silently), and `make help` lists every target with what it does
+(tests/integration/test_makefile_processes.py runs it)."""
 
 import re
-import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,18 +21,3 @@ def _rules() -> set[str]:
 def test_every_phony_target_has_a_rule_and_every_rule_is_phony():
     assert _phony() - _rules() == set(), "named .PHONY without a rule"
     assert _rules() - _phony() == set(), "a rule not named .PHONY"
-
-
-def test_make_help_lists_every_target_with_a_line_on_it():
-    out = subprocess.run(
-        ["make", "-s", "--no-print-directory", "help"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    ).stdout
-    listed = dict(re.findall(r"^  ([a-z][a-z-]*) +(\S.*)$", out, re.M))
-    assert set(listed) == _rules()
-    assert {"test", "test-unit", "lint", "clean-cache"} <= set(listed)
-    assert not [text for text in listed.values() if "$(" in text], "unexpanded in help"

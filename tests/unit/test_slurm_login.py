@@ -1,7 +1,8 @@
 """`scale --env slurm --slurm-login`: sbatch on a login node over SSH, bench/ copied to
 the cluster's shared file system. The shell lines hpcbench sends the login node run
-here, in bash, against a folder that stands for its home (ssh itself is tested in
-test_ssh_access.py and, against a real sshd, in tests/e2e)."""
+in bash, against a folder that stands for its home (LoginHere, used by
+tests/integration/test_slurm_login_processes.py and test_data_preflight_processes.py;
+ssh itself is tested in test_ssh_access.py and, against a real sshd, in tests/e2e)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,10 @@ from pathlib import Path
 import pytest
 
 from hpcbench import cli
-from hpcbench.core import paths, ssh
 from hpcbench.core.errors import UsageError
 from hpcbench.core.ssh import Reply, SshAccess
 from hpcbench.launchers.parse import parse_login
-from hpcbench.launchers.slurm import SlurmLauncher
-from hpcbench.launchers.specs import TargetSpec
 from hpcbench.measure import scale_options
-from hpcbench.testbeds import manifest
-from hpcbench.testbeds.target import Target
 
 
 @pytest.fixture(autouse=True)
@@ -134,51 +130,3 @@ class LoginHere:
         )
         out = proc.stdout.decode()
         return Reply(out) if proc.returncode == 0 else Reply(out, proc.stderr.decode())
-
-
-def _target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Target, LoginHere]:
-    login = LoginHere(tmp_path / "home")
-    login.home.mkdir(exist_ok=True)
-    monkeypatch.setattr(ssh, "call", lambda access, command, **kw: login.run(command))
-    monkeypatch.setattr(ssh, "send", lambda access, command, data, **kw: login.run(command, data))
-    args = scale_options.scale_parser().parse_args(
-        [
-            "--env",
-            "slurm",
-            "--nodes",
-            "1",
-            "--slurm-login",
-            "me@login",
-            "--container-image",
-            "nvcr.io#nvidia/pytorch:24.05-py3",
-            "--out",
-            str(tmp_path / "out"),
-        ]
-    )
-    spec: TargetSpec = scale_options.target_spec(args)
-    return Target.resolve(spec), login
-
-
-def test_bench_is_copied_to_the_login_node_once_and_checked(tmp_path, monkeypatch):
-    target, login = _target(tmp_path, monkeypatch)
-    target.prepare()
-    bench = login.home / ".cache" / "hpcbench" / "bench"
-    assert target.testbed.bench_dir == str(bench)
-    assert isinstance(target.launcher, SlurmLauncher)
-    assert target.launcher.options.job_dir == str(login.home / ".cache" / "hpcbench" / "slurm")
-    assert (login.home / ".cache" / "hpcbench" / "slurm").is_dir()
-    assert manifest.compute(bench) == manifest.compute(paths.BENCH_DIR)
-    copies = sum("tar -C" in c for c in login.commands)
-    assert copies == 1
-    # The same checkout again: the manifest matches, nothing is copied.
-    again, login2 = _target(tmp_path, monkeypatch)
-    again.prepare()
-    assert not any("tar -C" in c for c in login2.commands)
-    # A changed copy on the cluster is replaced whole.
-    (bench / "train.py").write_text("# someone else's workload\n")
-    (bench / "stale.py").write_text("")
-    third, login3 = _target(tmp_path, monkeypatch)
-    third.prepare()
-    assert sum("tar -C" in c for c in login3.commands) == 1
-    assert manifest.compute(bench) == manifest.compute(paths.BENCH_DIR)
-    assert not (bench / "stale.py").exists()

@@ -1,8 +1,6 @@
 import fcntl
 import json
-import multiprocessing
 import os
-import signal
 from pathlib import Path
 
 import pytest
@@ -67,29 +65,6 @@ def test_torn_last_line_is_skipped_and_next_append_starts_a_new_line(tmp_path, c
     assert [r["repeat"] for r in store.runs()] == [0, 1]
     lines = store.path.read_text().splitlines()
     assert len(lines) == 3 and json.loads(lines[2])["repeat"] == 1
-
-
-def _writer(directory: str, count: int) -> None:
-    store = Store(directory)
-    for i in range(count):
-        store.append(_record(i, payload="x" * 5000))
-
-
-def test_a_killed_writer_leaves_only_whole_records(tmp_path):
-    ctx = multiprocessing.get_context("fork")
-    proc = ctx.Process(target=_writer, args=(str(tmp_path), 100_000))
-    proc.start()
-    # Kill it once it has written something (bounded wait).
-    for _ in range(500):
-        if (tmp_path / "results.jsonl").exists() and (tmp_path / "results.jsonl").stat().st_size:
-            break
-        proc.join(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.join(10)
-    runs = Store(tmp_path).runs()
-    assert runs, "the writer wrote nothing before it was killed"
-    assert [r["repeat"] for r in runs] == list(range(len(runs)))
-    assert all(len(r["payload"]) == 5000 for r in runs)
 
 
 def test_missing_store_reads_empty(tmp_path):

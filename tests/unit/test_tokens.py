@@ -4,7 +4,6 @@ handed over as one is refused in one line naming the file, never read wrongly.""
 from __future__ import annotations
 
 import struct
-import subprocess
 import sys
 from pathlib import Path
 
@@ -99,27 +98,3 @@ def test_a_file_for_a_larger_vocabulary_or_too_short_does_not_fit(tmp_path):
     with pytest.raises(tokens.TokenFileError, match="10 tokens are fewer than one sequence of 10"):
         tokens.check_fits(header, 4096, 10, str(path))
     tokens.check_fits(header, 4096, 9, str(path))  # 10 tokens: 9 and the next
-
-
-def test_the_script_makes_a_byte_level_file_from_text(tmp_path):
-    text = tmp_path / "t.txt"
-    text.write_text("héllo\n", encoding="utf-8")
-    out = tmp_path / "t.tok"
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "tokens.py"), str(out), str(text)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    header = tokens.read_header(out)
-    assert (header.vocab, header.itemsize) == (256, 2)
-    raw = out.read_bytes()[tokens.HEADER.size :]
-    assert bytes(struct.unpack(f"<{header.count}H", raw)) == "héllo\n".encode()
-    missing = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "tokens.py"), str(out), str(tmp_path / "no")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 LEASH = Path(__file__).resolve().parents[2] / "bench" / "leash.py"
 
 # A 'rank' that leaves a child in the group and a grandchild in a session of its

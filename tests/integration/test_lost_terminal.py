@@ -42,8 +42,10 @@ from hpcbench.campaign.console import Console
 from hpcbench.campaign.journal import Journal
 from hpcbench.core import bounded
 from hpcbench.schedulers.base import stop_on_signals
+from tests.integration.test_bounded_processes import _gone
 from tests.interrupt import as_from_a_terminal
-from tests.unit.test_bounded import _gone
+
+pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 PHASES = ["deploy", "verify", "sweep", "destroy"]

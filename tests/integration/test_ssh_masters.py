@@ -9,7 +9,11 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from hpcbench.core import ssh
+
+pytestmark = pytest.mark.integration
 
 
 def stand_in(title: str, ignore_term: bool = False) -> subprocess.Popen[bytes]:

@@ -17,6 +17,8 @@ import pytest
 
 import hpcbench
 
+pytestmark = pytest.mark.integration
+
 PACKAGE = Path(hpcbench.__file__).resolve().parent
 
 

@@ -14,6 +14,8 @@ import pytest
 
 from hpcbench.core import bounded
 
+pytestmark = pytest.mark.integration
+
 LIMIT = bounded.Limit("a stand-in", "HPCBENCH_TEST_ESCAPEES_TIMEOUT_S", 1.0)
 # A child that leaves the group twice over (setsid), says its pid, then outlives its parent.
 SCRIPT = 'setsid bash -c \'echo $$ > "$1"; exec sleep 300\' _ "$1" & sleep 300'

@@ -23,9 +23,11 @@ from hpcbench.campaign.journal import Journal
 from hpcbench.core import bounded, paths
 from hpcbench.measure import sweep
 from hpcbench.schedulers.base import stop_on_signals
+from tests.integration.test_bounded_processes import _gone, _until
 from tests.interrupt import as_from_a_terminal
-from tests.unit.test_bounded import _gone, _until
 from tests.unit.test_campaign_clusters import CLUSTERS_ONLY, Cluster, write
+
+pytestmark = pytest.mark.integration
 
 # The command up to Target.resolve, whose stand-in sends the signal to the harness
 # itself, the moment the nodes are resolved (before anything is launched).

@@ -18,6 +18,8 @@ from hpcbench.launchers.local import LocalLauncher
 from hpcbench.launchers.specs import TargetSpec
 from hpcbench.schedulers import ProcessScheduler, base, process
 
+pytestmark = pytest.mark.integration
+
 
 def test_marker_matches_the_workload():
     assert f'RESULT_MARKER = "{base.RESULT_MARKER}"' in (paths.BENCH_DIR / "runtime.py").read_text()

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parents[2]
 APT_MIRROR = REPO / "images/base/apt-mirror.sh"
 BUILD = REPO / "images/base/build.sh"

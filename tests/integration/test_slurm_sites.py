@@ -21,6 +21,8 @@ import yaml
 
 from tests.slurm_sites import REPO, site_slurm
 
+pytestmark = pytest.mark.integration
+
 # What differs by design, each masked to one token.
 MASKS = [
     (re.compile(r"--partition=\S+"), "--partition=<partition>"),

@@ -27,6 +27,8 @@ from hpcbench.core.errors import UsageError
 from hpcbench.launchers.base import free_port
 from hpcbench.testbeds import reach
 
+pytestmark = pytest.mark.integration
+
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if Path("/usr/sbin/sshd").is_file() else None)
 
 

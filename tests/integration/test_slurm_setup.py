@@ -14,11 +14,14 @@ import stat
 import subprocess
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpcbench.launchers import Placement, RunSpec
 from hpcbench.launchers.slurm import EXIT_MARKER, SlurmOptions, sbatch_script
+
+pytestmark = pytest.mark.integration
 
 # Lmod 8.6's (Debian 12) reply to an unknown module, on stderr, status 1.
 FAKE_MODULE = """#!/bin/bash

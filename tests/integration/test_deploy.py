@@ -25,6 +25,8 @@ import yaml
 from hpcbench import cli
 from hpcbench.testbeds import deploy, hostkeys
 
+pytestmark = pytest.mark.integration
+
 PASSWORD = "pw-Zq8!not-on-disk"
 
 FAKE_TF = f"""#!{sys.executable}

@@ -10,7 +10,10 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 import yaml
+
+pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 JFED_SH = REPO / "terraform/modules/virtualwall/scripts/jfed.sh"
