@@ -18,10 +18,6 @@ from hpcbench.measure import fingerprint
 
 NO_PROCESS = "a unit test starts no process (CONTRIBUTING.md): move it to tests/integration"
 
-# Temporary: files whose tests still start processes (the campaign's stand-in sbatch
-# scripts, a second `python -m hpcbench`), unchecked until those tests move to
-# tests/integration; remove each entry as its file is split.
-SPAWN_EXEMPT: tuple[str, ...] = ("test_campaign.py", "test_campaign_slurm_jobs.py")
 
 # What a test tried to start, kept so that a refusal the code under test caught (an
 # `except Exception` on the way) still fails the test.
@@ -58,8 +54,6 @@ def _no_git_asked(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(autouse=True)
 def _no_process_started(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Any process a unit test starts fails it loudly, whichever way it is started."""
-    if request.path.name in SPAWN_EXEMPT:
-        return
     started = request.node.stash.setdefault(_STARTED, [])
 
     def refuse(call: str, program: Callable[..., str] | None = None) -> Callable[..., None]:

@@ -10,9 +10,6 @@ import csv
 import json
 import math
 import os
-import signal
-import subprocess
-import sys
 import textwrap
 from collections.abc import Generator
 from pathlib import Path
@@ -717,6 +714,7 @@ def test_a_failed_destroy_says_what_is_held_and_how_to_release_it(
 def test_one_campaign_per_folder_and_no_silent_rerun(
     tmp_path: Path, fakes: Fakes, capfd: pytest.CaptureFixture[str]
 ) -> None:
+    """(A folder a running campaign holds locked: tests/integration/test_campaign_processes.py.)"""
     path = base(tmp_path)
     assert cli.main(["campaign", "run", str(path)]) == 0
     capfd.readouterr()
@@ -727,29 +725,6 @@ def test_one_campaign_per_folder_and_no_silent_rerun(
     )
     assert cli.main(["campaign", "run", str(other), "--resume"]) == 2
     assert "holds campaign 't'" in capfd.readouterr().err
-    # A folder in use by a running campaign: the second is refused in one line.
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            textwrap.dedent(f"""
-        import fcntl, os, time
-        fd = os.open({str(tmp_path / "out" / ".lock")!r}, os.O_RDWR | os.O_CREAT)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        print('locked', flush=True)
-        time.sleep(60)
-    """),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        assert cli.main(["campaign", "run", str(path), "--resume"]) == 2
-        assert "in use by another campaign run" in capfd.readouterr().err
-    finally:
-        os.kill(holder.pid, signal.SIGKILL)
-        holder.wait()
 
 
 # ------------------------------------------------------- whatever else fails

@@ -27,6 +27,8 @@ from hpcbench.schedulers.slurm import SlurmScheduler
 from tests.interrupt import as_from_a_terminal
 from tests.standins import slurm as slurm_standin
 
+pytestmark = pytest.mark.integration
+
 CAMPAIGN = """\
 name: jobs
 out: {out}
