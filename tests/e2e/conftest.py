@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from hpcbench.testbeds import nodeset
-from tests.conftest import group_of
+from tests.conftest import GROUPS, group_of
 from tests.interrupt import as_from_a_terminal
 
 REPO = Path(__file__).resolve().parents[2]
@@ -232,9 +232,9 @@ def partition(bed: DeployedTestbed, name: str) -> dict:
 
 # The shared local testbed's life, in the order its tests run. Each test of the
 # testbed group (tests/conftest.py GROUPS) declares its stage, @pytest.mark.stage(NAME)
-# (a module's pytestmark for all of its tests); within a stage, tests keep the order
-# pytest collects them in (modules by name, tests as defined). A test that declares
-# none, or one not here, stops the run at collection, so that no rename moves a test.
+# (a module's pytestmark for all of its tests); within a stage, modules go in the order
+# GROUPS lists them and tests as defined. A test that declares none, or one not here,
+# stops the run at collection, so that no rename moves a test.
 STAGES = (
     "undeployed",  # refusals that need no testbed
     "deploy interrupted",  # Ctrl-C in the first deploys; the deploy converges what they left
@@ -249,14 +249,16 @@ STAGES = (
 )
 
 
-def stage_of(item: pytest.Item) -> int:
-    """The index in STAGES of the stage an item of the testbed group declares."""
+def stage_of(item: pytest.Item) -> tuple[int, int]:
+    """Where an item of the testbed group runs: the index in STAGES of the stage it
+    declares, then its module's in GROUPS (a renamed module is named there again)."""
     mark = item.get_closest_marker("stage")
     name = mark.args[0] if mark and mark.args else None
     if name not in STAGES:
         said = f"its stage {name!r} is not one" if name else "it declares none"
         raise pytest.UsageError(f"{item.nodeid}: {said} of STAGES in tests/e2e/conftest.py")
-    return STAGES.index(name)
+    module = item.nodeid.split("::")[0]
+    return STAGES.index(name), GROUPS["testbed"].index(module)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
