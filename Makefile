@@ -26,7 +26,7 @@ VARS := $(if $(NODES),--var node_count=$(NODES)) \
         $(if $(SLURM),--var enable_slurm=$(SLURM)) \
         $(if $(TOPOLOGY),--var topology=$(TOPOLOGY))
 
-.PHONY: help demo campaign campaign-lm figures scale report bench-advice bench-deploy bench-harness bench-gpu bench-links bench-published tools host-packages engine venv wheelhouse terraform providers images \
+.PHONY: help demo campaign campaign-lm figures scale report bench-advice bench-forecast bench-deploy bench-harness bench-gpu bench-links bench-published tools host-packages engine venv wheelhouse terraform providers images \
         base-image node-image stack-image enroot-pyxis deploy verify destroy \
         test test-unit lint clean-cache
 
@@ -171,6 +171,15 @@ bench-advice: tools images ## advise over the local testbeds, run the advice, sc
 	   --plot $(ADVICE)-forecast.png)
 	@$(PY) -m hpcbench campaign run $(ADVICE).yaml $(if $(RESUME),--resume)
 	@grep -E "^(Ranking|Forecast against|The measured front)" $(ADVICE)/report.md
+
+# The forecast on machines it was not tuned on (docs/benchmarks.md, "The forecast on
+# other machines"): the local testbed as four machine variants (quota, pinning, a
+# background load), each a campaign at two link rates per workload, every cell's plan
+# and re-forecast scored against its measurement. All eight take about three hours.
+#   make bench-forecast [VARIANTS=pinned,half] [WORKLOADS=cnn,lm] [RESUME=1]
+bench-forecast: tools images ## the forecast scored on emulated machine variants
+	@$(PY) evaluation/forecast_variants.py $(if $(VARIANTS),--variants $(VARIANTS)) \
+	   $(if $(WORKLOADS),--workloads $(WORKLOADS)) $(if $(RESUME),--resume)
 
 bench-deploy: tools images ## deploy times at 1, 2 and 4 nodes
 	@$(PY) evaluation/deploy_time.py --nodes 1,2,4
