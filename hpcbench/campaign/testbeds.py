@@ -15,7 +15,7 @@ import functools
 import hashlib
 import json
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -228,7 +228,23 @@ def _parts(
         parts.append(SweepPart(per_node, workload, target, part_sweep, tuple(cells)))
     if not parts:
         raise Problem(f"{path}.exclude", "leaves no cell to run: drop the testbed instead")
-    return tuple(parts)
+    return _one_probe(parts)
+
+
+def _one_probe(parts: list[SweepPart]) -> tuple[SweepPart, ...]:
+    """The parts with one probe between them: the first part's probe of a node count
+    serves the others (hpcbench.measure.sweep.planned_probes), so it times what any of
+    them issues: FSDP2's and HSDP's all-gather and reduce-scatter beside DDP's
+    all-reduce, which their forecasts take from it."""
+    asked = tuple(
+        dict.fromkeys(c for p in parts if p.sweep.probe for c in p.sweep.probe.collectives)
+    )
+    return tuple(
+        replace(p, sweep=replace(p.sweep, probe=replace(p.sweep.probe, collectives=asked)))
+        if p.sweep.probe
+        else p
+        for p in parts
+    )
 
 
 def _cells(

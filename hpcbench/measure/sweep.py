@@ -444,11 +444,16 @@ def planned_probes(
     target: Target, sweep: SweepSpec, store: Store, todo: list[tuple[Config, int]]
 ) -> tuple[ProbeSpec, list[int]]:
     """The sweep's probe settings, its budget set, and the node counts of several
-    workers that its store holds no probe of yet (none without --probe)."""
+    workers that its store holds no probe of yet (none without --probe): a probe
+    counts where it timed every collective the sweep's asks for (an all-reduce alone
+    does not serve an FSDP2 sweep, whose forecast fits its all-gathers)."""
     if sweep.probe is None:
         return ProbeSpec(), []
+    asked = [c for c in sweep.probe.collectives if c != "all_reduce"]
     probed = {
-        (p["env"], p["workers"], p["backend"]) for p in store.probes() if p.get("status") == "ok"
+        (p["env"], p["workers"], p["backend"])
+        for p in store.probes()
+        if p.get("status") == "ok" and all(p.get(c) for c in asked)
     }
     to_probe = [
         nodes
