@@ -47,7 +47,7 @@ from hpcbench.campaign import campaign_file, comparison, scoring  # noqa: E402
 from hpcbench.campaign.journal import Journal  # noqa: E402
 from hpcbench.core import files  # noqa: E402
 
-PLAN_WITHIN = 0.05  # issue targets: the plan within 0.05 of the measured E,
+PLAN_WITHIN = 0.05  # the targets the forecast is held to: the plan within 0.05,
 REFORECAST_WITHIN = 0.03  # the re-forecast within 0.03
 RATES = ("200mbit", "1gbit")
 
