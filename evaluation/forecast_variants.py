@@ -40,12 +40,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import yaml
 from cli import REPO
 
 sys.path.insert(0, str(REPO))
 from hpcbench.campaign import campaign_file, comparison, scoring  # noqa: E402
 from hpcbench.campaign.journal import Journal  # noqa: E402
 from hpcbench.core import files  # noqa: E402
+from hpcbench.measure import fingerprint  # noqa: E402
 
 PLAN_WITHIN = 0.05  # the targets the forecast is held to: the plan within 0.05,
 REFORECAST_WITHIN = 0.03  # the re-forecast within 0.03
@@ -72,45 +74,26 @@ VARIANTS = {
     "loaded": Variant(1.0, True, 0.5, "a core a node, the host busy half a core beside"),
 }
 
-# The workloads, as the embedded campaigns run them, shortened to a benchmark's length.
-WORKLOADS = {
-    "cnn": {
-        "model": "resnet18",
-        "image_size": 64,
-        "batch": [64],
-        "backend": "horovod",
-        "expect": "images_per_s",
-        "per_core": 90,  # campaigns/local.yaml's planning figure for one core
-    },
-    "lm": {
-        "model": "gpt-tiny",
-        "backend": "ddp",
-        "parallel": ["ddp", "fsdp2"],
-        "seq_len": 128,
-        "batch": [8],
-        "expect": "tokens_per_s",
-        "per_core": 5000,  # campaigns/local-lm.yaml's
-    },
-}
-SWEEP = {
-    "nodes": [1, 2],
-    "device": "cpu",
+# The workloads: the embedded campaigns' sweeps and first testbed's planning figures
+# (expect:, hardware:), the sweep shortened to a benchmark's length.
+WORKLOADS = {"cnn": REPO / "campaigns" / "local.yaml", "lm": REPO / "campaigns" / "local-lm.yaml"}
+SHORTER = {
     "repeats": 2,
-    "target_ci": "10%",
     "max_repeats": 4,
     "budget": "5m",
-    "warmup": 3,
     "windows": 3,
-    "steps": 3,
     "min_window_s": 10,
 }
+PER_S = ("images_per_s", "tokens_per_s")  # expect:'s one-worker figures, per core here
 
 
 def campaign_text(variant: str, workload: str, out: Path, index: int) -> str:
     """The campaign file of one variant and workload: two testbeds, one per rate, each
     with a name, subnet and ports of its own (index keeps the files apart)."""
-    v, w = VARIANTS[variant], WORKLOADS[workload]
-    sweep = {k: val for k, val in w.items() if k not in ("expect", "per_core")} | SWEEP
+    v = VARIANTS[variant]
+    shipped = yaml.safe_load(WORKLOADS[workload].read_text())
+    first = shipped["testbeds"][0]
+    expect = {k: round(val * v.cpus) if k in PER_S else val for k, val in first["expect"].items()}
     testbeds = []
     for r, rate in enumerate(RATES):
         n = 2 * index + r
@@ -131,20 +114,15 @@ def campaign_text(variant: str, workload: str, out: Path, index: int) -> str:
                 "env": "local",
                 "title": f"{v.said}, {rate}",
                 "settings": settings,
-                "expect": {
-                    w["expect"]: round(float(w["per_core"]) * v.cpus),
-                    "deploy": "150s",
-                    "verify": "150s",
-                    "destroy": "20s",
-                },
-                "hardware": {"link_efficiency": 0.93},
+                "expect": expect,
+                "hardware": first["hardware"],
             }
         )
     body = {
         "name": f"fv-{variant}-{workload}",
         "description": f"evaluation/forecast_variants.py: {v.said}; {workload}",
         "out": str(out / f"{variant}-{workload}"),
-        "sweep": sweep,
+        "sweep": shipped["sweep"] | SHORTER,
         "testbeds": testbeds,
     }
     return json.dumps(body, indent=1) + "\n"  # JSON is YAML
@@ -334,17 +312,10 @@ def summary_lines(cells: Sequence[Score]) -> list[str]:
     return lines
 
 
-def _commit() -> str:
-    proc = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-    )
-    return proc.stdout.strip() or "unknown"
-
-
 def append_scores(path: Path, cells: Sequence[Score]) -> None:
     """Each cell's score as one JSON line, the file rewritten whole (atomic)."""
     old = path.read_text() if path.exists() else ""
-    commit = _commit()
+    commit = fingerprint.git_commit() or "unknown"
     new = "".join(
         json.dumps({**asdict(c), "commit": commit, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n"
         for c in cells
