@@ -68,10 +68,8 @@ def test_renaming_tests_and_modules_leaves_the_order_as_declared(
     new_module = {old: f"tests/e2e/test_{k:02d}.py" for k, old in enumerate(shuffled)}
     new_name = {(m, t): f"test_{rnd.randrange(10**9)}_{n}" for n, (m, t, _) in enumerate(tests)}
     renamed = [(new_module[m], new_name[(m, t)], s) for m, t, s in tests]
-    groups = {**GROUPS, "testbed": tuple(new_module[m] for m in TESTBED)}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(GROUPS, "testbed", groups["testbed"])
-        mp.setattr(e2e, "GROUPS", groups)
+    with pytest.MonkeyPatch.context() as mp:  # the one GROUPS both conftests read
+        mp.setitem(GROUPS, "testbed", tuple(new_module[m] for m in TESTBED))
         after = ordered(collected(renamed))
     back = {f"{new_module[m]}::{new_name[(m, t)]}": f"{m}::{t}" for m, t, _ in tests}
     assert [back[i.nodeid] for i in after] == [i.nodeid for i in before]
