@@ -175,7 +175,7 @@ bench-advice: tools images ## advise over the local testbeds, run the advice, sc
 # The forecast on machines it was not tuned on (docs/benchmarks.md, "The forecast on
 # other machines"): the local testbed as four machine variants (quota, pinning, a
 # background load), each a campaign at two link rates per workload, every cell's plan
-# and re-forecast scored against its measurement. All eight take about three hours.
+# and re-forecast scored against its measurement. All eight take about two hours.
 #   make bench-forecast [VARIANTS=pinned,half] [WORKLOADS=cnn,lm] [RESUME=1]
 bench-forecast: tools images ## the forecast scored on emulated machine variants
 	@$(PY) evaluation/forecast_variants.py $(if $(VARIANTS),--variants $(VARIANTS)) \

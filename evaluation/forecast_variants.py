@@ -22,8 +22,8 @@ OUT/scores.jsonl, one JSON line written whole, with the variant and the commit.
 
 The campaigns' files are written to OUT/<variant>-<workload>.yaml and their results
 go beside them; `--resume` carries on a campaign stopped half way, `--plan` prints the
-plans alone (nothing is deployed). A campaign takes 15-25 minutes on a 2-core machine;
-all eight take about three hours.
+plans alone (nothing is deployed). A campaign took 13-17 minutes on a 2-core machine
+(docs/benchmarks.md); all eight take about two hours.
 """
 
 from __future__ import annotations
