@@ -41,10 +41,14 @@ RENDEZVOUS_PY = (
     'sys.argv[4];s=S((a,p),H,0);s.scope_size={"global":n*len(h),'
     '**{"local_"+x:n for x in h},**{"cross_%d"%i:len(h) for i in range(n)}};s.serve_forever()'
 )
-# Every task waits for the rendezvous server (bounded: up to 60 s) before its workload.
+# Every task waits for the rendezvous server (bounded: up to 60 s) before its workload;
+# rank 0 stops waiting once its server has ended (no python there, a port taken): its
+# workload then fails at once and srun ends the step, where every task would otherwise
+# hold its node for the whole minute first.
 RENDEZVOUS_WAIT = (
     "for _ in $(seq 120); do "
-    '(exec 3<>"/dev/tcp/$MASTER_ADDR/$MASTER_PORT") 2>/dev/null && break; sleep 0.5; done'
+    '(exec 3<>"/dev/tcp/$MASTER_ADDR/$MASTER_PORT") 2>/dev/null && break; '
+    '[ -z "${server:-}" ] || kill -0 "$server" 2>/dev/null || break; sleep 0.5; done'
 )
 
 

@@ -265,6 +265,24 @@ def test_the_image_is_imported_once_per_node_and_job_and_removed_after(tmp_path)
     assert not [p for p in state.glob("node*/*") if p.suffix != ".pids"]
 
 
+def test_a_rendezvous_server_that_cannot_start_fails_the_job_without_waiting(tmp_path):
+    """Horovod over Gloo where the python that serves the rendezvous is missing: rank 0
+    sees its server gone and runs its workload at once (it fails too), rather than
+    waiting out the minute every task gives the server to answer."""
+    bench, jobs, _ = _folders(tmp_path)
+    env = _tools(tmp_path)
+    env["FAKE_NODES"] = "node1"
+    opts = SlurmOptions(
+        container_image="./stack.sqsh", job_dir=str(jobs), container_python="/no/such/python"
+    )
+    spec = _spec(bench, ("true",), nodes=1)
+    started = time.monotonic()
+    proc = _run(sbatch_script(spec, opts, "horovod", job_name="j"), env)
+    took = time.monotonic() - started
+    assert proc.returncode == 127, proc.stdout + proc.stderr  # the shell's: not found
+    assert took < 30, took  # the wait alone is 60 s
+
+
 def test_a_failed_import_stops_the_job_with_pyxiss_line_and_its_status(tmp_path):
     bench, jobs, _ = _folders(tmp_path)
     env = _tools(tmp_path)
