@@ -32,18 +32,27 @@ def test_srun_offers_pyxiss_options(host, pyxis):
 
 
 def test_the_stack_image_starts_on_every_node(testbed, pyxis):
-    """One step per node, each in the stack's .sqsh (pyxis imports, enroot starts it)."""
+    """One step per node, each in the stack's .sqsh (pyxis imports, enroot starts it),
+    all at once: each node unpacks the image into its own folder, so the steps wait on
+    nothing but their own node's CPU."""
     head = testbed.host(pyxis["head"])
     nodes = [n["name"] for n in testbed.nodes]
-    for node in nodes:
-        step = (
-            f"srun {pyxis['partitions']}--nodes=1 --ntasks=1 --nodelist={node} --time=5 "
-            f"--container-image={pyxis['image']} "
-            "/opt/hpcbench/venv/bin/python -c 'import socket, torch; print(socket.gethostname())'"
-        )
-        with head.sudo():
-            out = head.run(as_user(pyxis["user"], step))
-        assert out.rc == 0 and out.stdout.split() == [node], out.stdout + out.stderr
+    step = (
+        f"srun {pyxis['partitions']}--nodes=1 --ntasks=1 --nodelist=$node --time=5 "
+        f"--container-image={pyxis['image']} "
+        "/opt/hpcbench/venv/bin/python -c 'import socket, torch; print(socket.gethostname())'"
+    )
+    # A line per node: its name, srun's exit status, what the step printed.
+    script = (
+        'errs=$(mktemp -d) && for node in "$@"; do '
+        f'( got=$({step} 2>"$errs/$node"); printf "%s %s %s\\n" "$node" "$?" "$got" ) & '
+        'done; wait; cat "$errs"/* >&2; rm -rf "$errs"'
+    )
+    command = f"bash -c {shlex.quote(script)} _ {' '.join(nodes)}"
+    with head.sudo():
+        out = head.run(as_user(pyxis["user"], command))
+    got = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines() if line}
+    assert got == {node: ["0", node] for node in nodes}, out.stdout + out.stderr
 
 
 def test_a_batch_jobs_module_load_puts_the_stacks_python_on_path(testbed, pyxis):
