@@ -3,6 +3,7 @@ the fixtures tests/unit and tests/integration share."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -66,6 +67,26 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
             return group_of(nodeid) or nodeid
 
     return GroupScheduling(config, log)
+
+
+# The shared testbed's group is the suite's longest chain (one testbed, one test after
+# another: a fresh run's last eleven minutes are that worker's alone); the other
+# worker's tests have the time to spare, so they yield it the CPU. Not more than this:
+# their own timing bounds must still hold, as on any loaded machine.
+BESIDE_THE_TESTBED_NICE = 5
+_beside: dict[str, bool] = {}  # this worker's choice, once made
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Under xdist, a worker whose first test is not of the testbed group, in a run that
+    has that group, lowers its priority (and its children's) once."""
+    if "worker" in _beside or not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    ours = group_of(item.nodeid) == "testbed"
+    runs_it = ours or any(group_of(i.nodeid) == "testbed" for i in item.session.items)
+    _beside["worker"] = runs_it and not ours
+    if _beside["worker"]:
+        os.nice(BESIDE_THE_TESTBED_NICE)
 
 
 @pytest.fixture(autouse=True)

@@ -92,3 +92,51 @@ def test_tests_outside_the_testbed_group_keep_their_places() -> None:
         other.nodeid,
         late.nodeid,
     ]
+
+
+@dataclass
+class Session:
+    items: list[Item]
+
+
+@dataclass
+class RunItem:
+    """What the priority hook reads of a pytest item: its node id and its session's."""
+
+    nodeid: str
+    session: Session
+
+
+@pytest.mark.parametrize(
+    ("first", "others", "niced"),
+    [
+        # The worker beside the testbed's group yields; the group's own does not.
+        ("tests/unit/test_x.py::test_a", [f"{TESTBED[0]}::test_b"], [5]),
+        (f"{TESTBED[0]}::test_b", ["tests/unit/test_x.py::test_a"], []),
+        # A run without the group (`pytest -n 2 tests/unit`): nobody yields.
+        ("tests/unit/test_x.py::test_a", ["tests/unit/test_y.py::test_c"], []),
+    ],
+)
+def test_the_worker_beside_the_testbed_group_yields_the_cpu_once(
+    monkeypatch: pytest.MonkeyPatch, first: str, others: list[str], niced: list[int]
+) -> None:
+    from tests import conftest
+
+    calls: list[int] = []
+    monkeypatch.setattr(conftest.os, "nice", lambda n: calls.append(n) or n)
+    monkeypatch.setattr(conftest, "_beside", {})
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    session = Session([Item(n, None) for n in [first, *others]])
+    for nodeid in [first, *others]:  # later tests change nothing
+        conftest.pytest_runtest_setup(RunItem(nodeid, session))  # type: ignore[arg-type]
+    assert calls == niced
+
+
+def test_no_worker_yields_without_xdist(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests import conftest
+
+    monkeypatch.setattr(conftest.os, "nice", lambda n: pytest.fail("niced"))
+    monkeypatch.setattr(conftest, "_beside", {})
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    session = Session([Item(f"{TESTBED[0]}::test_b", None)])
+    conftest.pytest_runtest_setup(RunItem("tests/unit/test_x.py::test_a", session))  # type: ignore[arg-type]
