@@ -152,6 +152,12 @@ class Campaign:
         """That store, read and written with no link followed below `out`."""
         return Store(self.testbed_out(tb), root=self.out)
 
+    def before_booking_store(self) -> Store:
+        """The one-worker runs measured on this machine before a testbed of its cores
+        was booked (campaign/before_booking.py): beside the testbeds' stores, in a
+        folder no testbed name can be ('_')."""
+        return Store(self.out / "before_booking", root=self.out)
+
 
 def iter_cells(campaign: Campaign) -> Iterator[tuple[TestbedPlan, Cell]]:
     for tb in campaign.testbeds:

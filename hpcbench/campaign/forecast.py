@@ -6,6 +6,8 @@ One worker's images/s at the cell's batch, best first (single_worker):
 - measured on an earlier testbed of this campaign with the same hardware
   (same_hardware: the same `hardware: accelerator`, or local testbeds of as many
   cores per node);
+- measured on this machine before booking, under the testbed's first node's image and
+  CPU limits, where its nodes are this machine's cores (campaign/before_booking.py);
 - the testbed's `expect: images_per_s`;
 - runs in a results folder the campaign names (`calibrate_from:`, `--calibrate-from`),
   matched by model, image size, batch and device, and by the accelerator's name in
@@ -58,6 +60,7 @@ from hpcbench.measure import analysis
 from hpcbench.measure.store import Store
 from hpcbench.performance import allreduce_model, plans, published_figures
 from hpcbench.performance.scaling_model import LATENCY_US, Plan, parse_link, predictions
+from hpcbench.testbeds import here
 
 
 @dataclass(frozen=True)
@@ -171,6 +174,9 @@ class Known:
     probes: dict[str, list[dict[str, Any]]]
     defaults: dict[str, str | None]  # what each one's defaults are read from (Kind.defaults_of)
     calibrate_from: tuple[tuple[Path, list[dict[str, Any]]], ...] = ()
+    # One-worker runs on this machine before booking, each naming the testbeds whose
+    # first node's limits it ran under (campaign/before_booking.py).
+    before_booking: tuple[dict[str, Any], ...] = ()
 
     def same_env(self, a: TestbedPlan, b: TestbedPlan) -> bool:
         """Two testbeds of the same defaults (one environment folder): each other's
@@ -186,7 +192,8 @@ def gather(campaign: Campaign, testbeds: Sequence[TestbedPlan]) -> Known:
         runs[tb.name], probes[tb.name] = _read(store)
     calibrate = tuple((folder, _read(Store(folder))[0]) for folder in campaign.calibrate_from)
     defaults = {tb.name: tb.kind.defaults_of(tb.env) for tb in testbeds}
-    return Known(runs, probes, defaults, calibrate)
+    before = tuple(_read(campaign.before_booking_store())[0])
+    return Known(runs, probes, defaults, calibrate, before)
 
 
 def _read(store: Store) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -434,6 +441,11 @@ def single_worker(
             )
             if found is not None:
                 return found
+    here = [r for r in known.before_booking if tb.name in (r.get("testbeds") or ())]
+    where = f"on this machine before booking ({_limits(here)})"
+    found = _measured(_ok_baselines(here, part), batch, where, seq_len, accum)
+    if found is not None:
+        return found
     if seq_len and tb.expect.tokens_per_s is not None:
         given = tb.expect.tokens_per_s
         return Figure(given, f"{given:g} tokens/s given in expect:", None, "tokens", seq_len)
@@ -471,6 +483,17 @@ def single_worker(
         accelerator, part.workload.model, part.workload.image_size, batch, _precisions(part, tb)
     )
     return None if row is None else Figure(row.images_per_s, row.source)
+
+
+def _limits(runs: list[dict[str, Any]]) -> str:
+    """The node limits the latest of these runs had, said (testbeds/here.py)."""
+    limits = runs[-1].get("node_limits") if runs else None
+    if not isinstance(limits, dict):
+        return "a node's limits"
+    try:
+        return f"a node's limits: {here.NodeLimits(**limits).said()}"
+    except (TypeError, ZeroDivisionError):
+        return "a node's limits"
 
 
 def unknown_single(campaign: Campaign, tb: TestbedPlan, part: SweepPart) -> str:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from hpcbench.campaign import comparison, estimate, forecast
+from hpcbench.campaign import before_booking, comparison, estimate, forecast
 from hpcbench.campaign.campaign_file import Campaign, Cell, SweepPart, TestbedPlan
 from hpcbench.campaign.console import Console, Stopped, logged
 from hpcbench.campaign.journal import CellState, Journal, left_line, why_line
@@ -51,6 +51,7 @@ from hpcbench.measure.store import config_key, done_configs
 from hpcbench.schedulers import slurm
 from hpcbench.schedulers.base import stop_on_signals
 from hpcbench.testbeds import readiness
+from hpcbench.testbeds.here import NodeLimits
 from hpcbench.testbeds.target import Target
 
 
@@ -66,6 +67,9 @@ class Runner:
         self.plan_forecasts: dict[str, list[forecast.CellForecast]] = {}
         # The cells that do not fit their GPUs, each with its memory line: never run.
         self.skipped: dict[str, str] = {}
+        # The first node's image and limits of each testbed whose nodes are this
+        # machine's cores, as its booking check planned them (Kind.check_booking).
+        self.node_limits: dict[str, NodeLimits] = {}
 
     def say(self, text: str) -> None:
         self.console.say(text)
@@ -127,6 +131,7 @@ class Runner:
             return self._finish()
         console.clock.plan(*estimate.remaining(campaign, records, measured, todo))
         self.preflight(todo)
+        self.measure_before_booking()
         self.journal_plan_forecasts()
         left = console.cells_total - console.cells_done
         self.say(
@@ -306,13 +311,23 @@ class Runner:
             try:
                 log = self.console.log_path(tb)
                 with testbed_state(scratch), logged(log, root=self.campaign.out):
-                    tb.kind.check_booking(tb.env, tb.settings)
+                    limits = tb.kind.check_booking(tb.env, tb.settings)
+                if limits is not None:
+                    self.node_limits[tb.name] = limits
             except UsageError as err:
                 raise UsageError(f"{where}: {err}") from None
             except RuntimeError as err:
                 raise UsageError(f"{where}: cannot plan it: {err}") from None
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
+
+    def measure_before_booking(self) -> None:
+        """One worker on this machine for each testbed of its cores whose plan has no
+        measured figure yet (campaign/before_booking.py); where one was made, the plan
+        is made again from it before it is journaled."""
+        if before_booking.measure_all(self.campaign, self.node_limits, self.say):
+            for tb in self.campaign.testbeds:
+                self.plan_forecasts[tb.name] = forecast.testbed_forecast(self.campaign, tb)
 
     def life(self, tb: TestbedPlan) -> TestbedLife:
         return TestbedLife(self.campaign, self.journal, self.console, self.base, self.leases, tb)

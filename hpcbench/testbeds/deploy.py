@@ -336,14 +336,16 @@ def _checked_plan(req: DeployRequest, tf: TerraformEnv, plan: Path) -> dict[str,
     return shown
 
 
-def check(req: DeployRequest) -> None:
+def check(req: DeployRequest) -> dict[str, object]:
     """What `deploy` checks before it creates anything (settings and their names,
     credentials, the engine), creating nothing: a campaign asks it of every testbed
-    before the first deploy."""
+    before the first deploy. The plan as JSON (what would be made); the plan file, which
+    holds every variable in clear, is gone."""
     with _nothing_left_if_new(req.env):
         tf, plan, _ = _planned(req)
-        _checked_plan(req, tf, plan)
+        shown = _checked_plan(req, tf, plan)
         plan.unlink(missing_ok=True)
+    return shown
 
 
 def deploy(req: DeployRequest) -> int:

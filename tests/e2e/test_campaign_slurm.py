@@ -248,6 +248,28 @@ def test_two_partitions_and_a_deployed_testbed_in_one_report(
     # node3's link is a fifth of the others': the slow partition's 2-node runs lose more.
     assert two_node_rate("slow") < two_node_rate("fast")
 
+    # The deployed testbed's one worker was measured on this machine before it was
+    # booked, in a container of its first node's planned limits (0.6 of a core on any
+    # core), once for the interrupted run and its resumption; its plan took it.
+    lines = (report / "before_booking" / "results.jsonl").read_text().splitlines()
+    [here] = [json.loads(x) for x in lines]
+    assert here["status"] == "ok" and here["testbeds"] == ["built"], here.get("error")
+    limits = here["node_limits"]
+    assert limits["cpu_quota_us"] == 0.6 * limits["cpu_period_us"] and limits["cpu_set"] is None
+    [argv] = here["command"]
+    assert argv[:2] == ["docker", "run"] and argv[argv.index("--network") + 1] == "none"
+    plans = [
+        r
+        for r in journal(tmp_path)
+        if r.get("kind") == "forecast" and r["testbed"] == "built" and r["made"] == "plan"
+    ]
+    assert len(plans) == 1 and plans[0]["cells"], plans
+    for c in plans[0]["cells"]:
+        assert c["single_source"].startswith(
+            f"{analysis.run_stats(here)['throughput']:.1f} images/s measured on this machine "
+            "before booking (a node's limits: 0.6 core(s)"
+        ), c
+
 
 def duration_s(text: str) -> float:
     """hpcbench.core.progress.format_duration's text back in seconds: 1h02m, 5m38s, 42s."""

@@ -13,6 +13,7 @@ from hpcbench.core.registry import Registry
 from hpcbench.launchers.base import RunSpec
 from hpcbench.launchers.specs import TargetSpec
 from hpcbench.schedulers.base import Scheduler
+from hpcbench.testbeds import here
 from hpcbench.testbeds.nodeset import Testbed
 
 
@@ -210,9 +211,14 @@ class Kind:
     # words ("": nothing is booked for the campaign; its nodes are checked as they are).
     booking_check: ClassVar[str] = ""
 
-    def check_booking(self, env: str, settings: tuple[tuple[str, str], ...]) -> None:
+    def check_booking(
+        self, env: str, settings: tuple[tuple[str, str], ...]
+    ) -> here.NodeLimits | None:
         """booking_check, in the current state folder (a scratch one): a UsageError or
-        RuntimeError naming what is wrong."""
+        RuntimeError naming what is wrong. Where its nodes would be this machine's
+        cores, the first one's image and limits (a one-worker run there tells its speed
+        before anything is booked, hpcbench.testbeds.here); else None."""
+        return None
 
     def acquire(self, env: str, settings: tuple[tuple[str, str], ...]) -> None:
         """Get its nodes for the campaign's turn (the "deploy" phase, where it has one)."""

@@ -14,7 +14,7 @@ from hpcbench.core import files, paths
 from hpcbench.core.errors import Problem, UsageError
 from hpcbench.core.secrets import looks_secret
 from hpcbench.launchers.specs import TargetSpec
-from hpcbench.testbeds import deploy, nodeset
+from hpcbench.testbeds import deploy, here, nodeset
 from hpcbench.testbeds.kinds.base import Given, KeyChecks, Kind, LeaseRule, for_env, register
 from hpcbench.testbeds.nodeset import Testbed
 
@@ -117,8 +117,15 @@ class Deployed(Kind):
 
     booking_check = "terraform plan"  # the plan `deploy` makes
 
-    def check_booking(self, env: str, settings: tuple[tuple[str, str], ...]) -> None:
-        deploy.check(deploy.DeployRequest(env, settings))
+    def check_booking(
+        self, env: str, settings: tuple[tuple[str, str], ...]
+    ) -> here.NodeLimits | None:
+        return self.node_limits(deploy.check(deploy.DeployRequest(env, settings)))
+
+    def node_limits(self, plan: dict[str, Any]) -> here.NodeLimits | None:
+        """From the plan (`terraform show -json`), the first node's image and limits
+        where its nodes would be this machine's cores; here they are not."""
+        return None
 
     def acquire(self, env: str, settings: tuple[tuple[str, str], ...]) -> None:
         deploy.deploy(deploy.DeployRequest(env, settings))
@@ -155,6 +162,9 @@ class Local(Deployed):
     # Its Docker objects are named by this setting (environments/local checks
     # ^[a-z][a-z0-9-]{1,30}$): a campaign gives each of its testbeds a name of its own.
     named_by = "name"
+
+    def node_limits(self, plan: dict[str, Any]) -> here.NodeLimits | None:
+        return here.planned_node(plan)
 
 
 @register

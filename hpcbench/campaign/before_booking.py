@@ -1,0 +1,146 @@
+"""One worker measured on this machine before a testbed of its cores is booked.
+
+A local testbed's nodes are containers on this machine, so its one worker's speed can
+be measured before it is deployed: the bench in the nodes' image under the first node's
+CPU limits, as the booking check's plan gives them (hpcbench.testbeds.here). The
+forecast before booking then starts from this machine's speed (forecast.single_worker
+takes it before `expect:`), not from a figure of the machine a campaign file was
+written on. One run per distinct limits, baseline and batch, with the sweep's own
+method (warm-up, windows, steps); its record goes to the campaign's before_booking
+store, naming the testbeds it stands for, so that a resumed campaign measures nothing
+twice. A run that fails is said and recorded; the forecast then goes on without it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from hpcbench.campaign import forecast
+from hpcbench.campaign.datatypes import Campaign, SweepPart
+from hpcbench.core import paths
+from hpcbench.launchers.base import Placement, RunSpec
+from hpcbench.launchers.local import LocalLauncher
+from hpcbench.measure import analysis, sweep
+from hpcbench.schedulers import process
+from hpcbench.testbeds.here import BENCH_IN_CONTAINER, PYTHON, NodeLimits, in_container
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One run to make: a part's baseline at `batch` under `node`'s limits, standing
+    for these testbeds."""
+
+    part: SweepPart
+    batch: int
+    node: NodeLimits
+    testbeds: tuple[str, ...]
+
+    def label(self) -> str:
+        w = self.part.workload
+        size = f"{w.seq_len} tokens" if w.seq_len else f"{w.image_size} px"
+        return f"{w.model} at {size}, batch {self.batch}"
+
+
+def _baseline(part: SweepPart) -> tuple[object, ...]:
+    """What tells one part's one-worker runs from another's (forecast._ok_baselines)."""
+    w = part.workload
+    return (w.model, w.image_size, w.seq_len, w.grad_accum, w.activation_checkpoint)
+
+
+def wanted(campaign: Campaign, limits: Mapping[str, NodeLimits]) -> list[Wanted]:
+    """The runs the plan lacks: for each testbed with limits (its kind planned its nodes
+    on this machine) and each batch of a sweep part on synthetic data (a data folder is
+    on the testbed's shared file system, which is not there yet) in one worker's layout
+    (no tensor parallelism), where its one-worker
+    figure would not be measured (none of its own, of an earlier testbed of the same
+    hardware, of an earlier run before booking, of `calibrate_from:`); testbeds of the
+    same limits share a run."""
+    known = forecast.gather(campaign, campaign.testbeds)
+    runs: dict[tuple[object, ...], Wanted] = {}
+    for tb in campaign.testbeds:
+        node = limits.get(tb.name)
+        if node is None:
+            continue
+        earlier = [t for t in campaign.testbeds if t.index < tb.index]
+        for part in tb.parts:
+            # A tensor-parallel part's step needs its tp workers, not one.
+            if part.workload.data != "synthetic" or part.workload.tp > 1:
+                continue
+            for batch in sorted({c.batch for c in part.cells}):
+                figure = forecast.single_worker(known, tb, part, batch, earlier)
+                if figure is not None and figure.slowest is not None:  # measured already
+                    continue
+                key = (node, _baseline(part), batch)
+                have = runs.get(key)
+                names = (*have.testbeds, tb.name) if have else (tb.name,)
+                runs[key] = Wanted(part, batch, node, names)
+    return list(runs.values())
+
+
+def measure(campaign: Campaign, run: Wanted, say: Callable[[str], None]) -> dict:
+    """Make the run, append its record to the campaign's before_booking store, say its
+    figure (or why there is none); the record."""
+    part = run.part
+    spec = RunSpec(
+        script="train.py",
+        args=tuple(sweep.workload_args(part.workload, part.target.backend, run.batch)),
+        python=PYTHON,
+        workdir=BENCH_IN_CONTAINER,
+        placements=(Placement("localhost", 1),),
+        iface="lo",  # the container's only interface (--network none)
+        time_limit_s=part.sweep.timeout_s,
+    )
+    (command,) = LocalLauncher().commands(spec)
+    name = f"hpcbench-before-booking-{uuid.uuid4().hex[:12]}"  # one a run, however started
+    say(
+        f"one worker on this machine before booking {', '.join(run.testbeds)}: "
+        f"{run.label()}, {run.node.said()}"
+    )
+    outcome = process.run_commands(
+        [in_container(run.node, command, name, paths.BENCH_DIR)], part.sweep.timeout_s
+    )
+    record = sweep.complete(_base(campaign, run), outcome)
+    campaign.before_booking_store().append(record)
+    if record["status"] == "ok":
+        stats = analysis.run_stats(record)
+        say(f"  {stats['throughput']:.1f} ± {stats['ci95']:.1f} {record.get('unit', 'images')}/s")
+    else:
+        first = record["error"].splitlines()[0]
+        say(f"  no figure: {first}; the forecast goes on without it")
+    return record
+
+
+def _base(campaign: Campaign, run: Wanted) -> dict:
+    """The record's configuration, as a sweep's baseline run has it (sweep.base_record),
+    with the testbeds it stands for and the limits it ran under."""
+    w = run.part.workload
+    first = campaign.testbed(run.testbeds[0])
+    return {
+        "kind": "run",
+        "env": first.env,
+        "model": w.model,
+        "backend": run.part.target.backend,
+        "batch": run.batch,
+        "image_size": w.image_size,
+        "data": w.data,
+        "nodes": 1,
+        "workers": 1,
+        "gpus_per_node": run.part.gpus_per_node or 1,  # a CPU node's one slot, as a sweep's
+        "repeat": 0,
+        "warmup": w.warmup,
+        "windows": w.windows,
+        "steps": w.steps,
+        "launcher": LocalLauncher.name,
+        "fingerprint": {},
+        "testbeds": list(run.testbeds),
+        "node_limits": asdict(run.node),
+    }
+
+
+def measure_all(
+    campaign: Campaign, limits: Mapping[str, NodeLimits], say: Callable[[str], None]
+) -> Sequence[dict]:
+    """Every wanted run, one after another; their records."""
+    return [measure(campaign, run, say) for run in wanted(campaign, limits)]

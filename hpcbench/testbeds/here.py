@@ -1,0 +1,100 @@
+"""One worker on this machine before anything is booked: the bench in a node's image
+under the node's CPU limits, as the booking check's plan gives them (`terraform plan`
+of environments/local), started with `docker run`.
+
+A testbed whose nodes are this machine's cores can tell its one worker's speed before
+it is deployed, so that its forecast starts from this machine and not from a figure
+measured on another (campaigns' `expect:`). The limits are read from the plan, not
+worked out again here: terraform/modules/docker_testbed decides them (a whole-core
+quota pinned where every node fits, else a quota on any core).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpcbench.launchers.base import Command
+
+# The node the one-worker baseline runs on: the first (docker_testbed's node1).
+FIRST_NODE = "module.testbed.docker_container.node[0]"
+# Where the nodes' image keeps the stack (images/stack/Dockerfile) and where the
+# run sees this checkout's bench/ (read-only).
+PYTHON = "/opt/hpcbench/venv/bin/python"
+BENCH_IN_CONTAINER = "/opt/hpcbench-before-booking/bench"
+
+
+@dataclass(frozen=True)
+class NodeLimits:
+    """What a node of the planned testbed would be: its image, CFS period and quota,
+    the cores it is pinned to (None: any) and its memory limit (None: none)."""
+
+    image: str
+    cpu_period_us: int
+    cpu_quota_us: int
+    cpu_set: str | None = None
+    memory_mb: int | None = None
+
+    @property
+    def cpus(self) -> float:
+        return self.cpu_quota_us / self.cpu_period_us
+
+    def said(self) -> str:
+        where = f"pinned to CPU set {self.cpu_set}" if self.cpu_set else "on any core"
+        return f"{self.cpus:g} core(s) (quota {self.cpu_quota_us}/{self.cpu_period_us} us), {where}"
+
+
+def planned_node(shown: dict[str, Any]) -> NodeLimits | None:
+    """The first node's limits in a plan's JSON (`terraform show -json`); None where the
+    plan holds no such node, or its values are not known until apply."""
+    changes = shown.get("resource_changes")
+    for change in changes if isinstance(changes, list) else []:
+        if not isinstance(change, dict) or change.get("address") != FIRST_NODE:
+            continue
+        planned = change.get("change")
+        after = planned.get("after") if isinstance(planned, dict) else None
+        if not isinstance(after, dict):
+            return None
+        image, period, quota = after.get("image"), after.get("cpu_period"), after.get("cpu_quota")
+        if not isinstance(image, str) or not image:
+            return None
+        if not (isinstance(period, int) and _positive(period)):
+            return None
+        if not (isinstance(quota, int) and _positive(quota)):
+            return None
+        cpu_set, memory = after.get("cpu_set"), after.get("memory")
+        return NodeLimits(
+            image,
+            period,
+            quota,
+            cpu_set if isinstance(cpu_set, str) and cpu_set else None,
+            memory if isinstance(memory, int) and memory > 0 else None,
+        )
+    return None
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def in_container(node: NodeLimits, run: Command, name: str, bench: Path) -> Command:
+    """`run` (a one-worker command as the local launcher builds it, its paths under
+    BENCH_IN_CONTAINER) in a container of the node's image and limits: no network
+    (one worker needs none), this checkout's bench/ read-only, removed on exit. Its
+    stdin stays attached (-i), so that the leash in `run` stops the worker when this
+    process's end closes, the container then exiting and removed (--rm)."""
+    # No network, and a host name loopback resolves: Gloo's controller looks its own
+    # host name up, and a container's id resolves to no address without a network.
+    argv = ["docker", "run", "-i", "--rm", "--name", name, "--network", "none"]
+    argv += ["--hostname", "localhost"]
+    argv += ["--volume", f"{bench}:{BENCH_IN_CONTAINER}:ro"]
+    argv += ["--cpu-period", str(node.cpu_period_us), "--cpu-quota", str(node.cpu_quota_us)]
+    if node.cpu_set:
+        argv += ["--cpuset-cpus", node.cpu_set]
+    if node.memory_mb:
+        argv += ["--memory", f"{node.memory_mb}m"]
+    for key, value in sorted(run.env.items()):
+        argv += ["-e", f"{key}={value}"]
+    argv += ["-w", run.cwd or BENCH_IN_CONTAINER, "--entrypoint", run.argv[0], node.image]
+    return Command(tuple([*argv, *run.argv[1:]]))

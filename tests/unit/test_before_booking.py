@@ -1,0 +1,170 @@
+"""campaign/before_booking.py: one worker measured on this machine before a testbed of
+its cores is booked, which runs are wanted, what the record holds, and where the
+forecast takes it in its order of sources."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hpcbench import cli
+from hpcbench.campaign import before_booking, campaign_file, forecast
+from hpcbench.measure.store import Store
+from hpcbench.schedulers import process
+from hpcbench.schedulers.base import Outcome
+from hpcbench.testbeds.here import NodeLimits
+from hpcbench.testbeds.kinds.deployed import Deployed
+from tests.unit.test_campaign import Fakes
+from tests.unit.test_forecast import TWO_LOCAL, baseline, cell_of, two_local
+
+ONE_CORE = NodeLimits("sha256:" + "cd" * 32, 100000, 100000, "1")
+HALF = NodeLimits("sha256:" + "cd" * 32, 100000, 50000)
+
+
+def made(images_per_s: float, batch: int = 64) -> Outcome:
+    """What the process scheduler gives back for one worker that made images_per_s in
+    two windows of two steps: its record as the workload prints it."""
+    seconds = 2 * batch / images_per_s
+    result = {
+        "kind": "workload",
+        "workers": 1,
+        "steps": 2,
+        "window_times": [seconds, seconds],
+        "unit": "images",
+        "fingerprint": {"cpu": "AMD EPYC", "node_cpus": 1.0},
+    }
+    return Outcome([0], [result], [], 1e9, 30.0, argv=[["docker", "run"]])
+
+
+class Runs:
+    """process.run_commands stood in for: each call's commands, each answered by the
+    next outcome."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *outcomes: Outcome) -> None:
+        self.calls: list[list[Any]] = []
+        self.outcomes = list(outcomes)
+        monkeypatch.setattr(process, "run_commands", self.run)
+
+    def run(self, commands: list[Any], timeout_s: float, echo: bool = False) -> Outcome:
+        self.calls.append(commands)
+        return self.outcomes.pop(0)
+
+
+def test_testbeds_of_the_same_limits_share_one_run_and_others_get_their_own(
+    tmp_path: Path,
+) -> None:
+    campaign = two_local(tmp_path)
+    both = before_booking.wanted(campaign, {"slow": ONE_CORE, "fast": ONE_CORE})
+    assert [(w.batch, w.testbeds, w.node) for w in both] == [(64, ("slow", "fast"), ONE_CORE)]
+    apart = before_booking.wanted(campaign, {"slow": ONE_CORE, "fast": HALF})
+    assert [w.testbeds for w in apart] == [("slow",), ("fast",)]
+    # A testbed whose kind gave no limits (not this machine's cores) wants nothing.
+    assert [w.testbeds for w in before_booking.wanted(campaign, {"fast": HALF})] == [("fast",)]
+    assert before_booking.wanted(campaign, {}) == []
+
+
+def test_nothing_is_wanted_where_a_measured_figure_exists_or_the_data_is_a_folder(
+    tmp_path: Path,
+) -> None:
+    campaign = two_local(tmp_path)
+    slow, fast = campaign.testbeds
+    # slow measured its own baseline: slow wants nothing, and fast (the same hardware,
+    # later) takes slow's figure.
+    Store(campaign.testbed_out(slow)).append(baseline(60.0))
+    assert before_booking.wanted(campaign, {"slow": ONE_CORE, "fast": ONE_CORE}) == []
+    data = yaml.safe_load(TWO_LOCAL.format(out=tmp_path / "out2"))
+    data["sweep"]["data"] = str(tmp_path)  # ImageNet-layout data: on the testbed's NFS
+    other = campaign_file.load(_write(tmp_path / "data.yaml", data))
+    assert before_booking.wanted(other, {"slow": ONE_CORE, "fast": ONE_CORE}) == []
+
+
+def _write(path: Path, data: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_run_is_recorded_with_its_limits_and_comes_before_expect_not_before_a_measured_baseline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    campaign = two_local(tmp_path)
+    slow, fast = campaign.testbeds
+    runs = Runs(monkeypatch, made(150.0))
+    said: list[str] = []
+    [record] = before_booking.measure_all(
+        campaign, {"slow": ONE_CORE, "fast": ONE_CORE}, said.append
+    )
+    # One container of the planned limits, this checkout's bench/ in it.
+    [[command]] = runs.calls
+    assert command.argv[command.argv.index("--cpuset-cpus") + 1] == "1"
+    assert said[0] == (
+        "one worker on this machine before booking slow, fast: resnet18 at 64 px, batch 64, "
+        "1 core(s) (quota 100000/100000 us), pinned to CPU set 1"
+    )
+    assert said[1].startswith("  150.0 ± 0.0 images/s")
+    [stored] = campaign.before_booking_store().runs()
+    for kept in (record, stored):
+        assert kept["status"] == "ok" and kept["workers"] == 1 and kept["batch"] == 64
+        assert kept["testbeds"] == ["slow", "fast"]
+        assert kept["node_limits"]["cpu_quota_us"] == 100000
+    # Not a testbed's own baseline: its store holds nothing, its report none of it.
+    assert not campaign.testbed_store(slow).exists()
+    for tb in (slow, fast):
+        single = cell_of(forecast.testbed_forecast(campaign, tb), 1).single
+        assert single is not None and single.per_s == pytest.approx(150.0)
+        assert single.source.startswith("150.0 images/s measured on this machine before booking")
+    # Measured already: a second pass wants and runs nothing.
+    assert (
+        before_booking.measure_all(campaign, {"slow": ONE_CORE, "fast": ONE_CORE}, said.append)
+        == []
+    )
+    # slow's own baseline, once measured, comes first; for fast too (the same hardware).
+    Store(campaign.testbed_out(slow)).append(baseline(60.0))
+    for tb in (slow, fast):
+        single = cell_of(forecast.testbed_forecast(campaign, tb), 1).single
+        assert single is not None and single.per_s == pytest.approx(60.0)
+
+
+def test_a_failed_run_is_said_and_recorded_and_the_forecast_goes_on_from_expect(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    campaign = two_local(tmp_path)
+    Runs(monkeypatch, Outcome([139], [], ["Segmentation fault"], 1e9, 3.0))
+    said: list[str] = []
+    [record] = before_booking.measure_all(campaign, {"slow": ONE_CORE}, said.append)
+    assert record["status"] == "failed" and "Segmentation fault" in record["error"]
+    assert said[-1] == "  no figure: exit status [139]; the forecast goes on without it"
+    single = cell_of(forecast.testbed_forecast(campaign, campaign.testbeds[0]), 1).single
+    assert single is not None and single.source == "90 images/s given in expect:"
+    # Not measured: the next campaign run tries again.
+    assert [w.testbeds for w in before_booking.wanted(campaign, {"slow": ONE_CORE})] == [("slow",)]
+
+
+def test_the_plan_journaled_before_anything_is_booked_is_made_from_the_run(
+    tmp_path: Path, fakes: Fakes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`campaign run`: the booking check gives the node's limits, the run is made before
+    the first deploy, and the plan each testbed's score is set against takes it."""
+
+    def check(kind: Any, env: str, settings: Any) -> NodeLimits:
+        fakes.calls.append(("check", env))
+        return ONE_CORE
+
+    monkeypatch.setattr(Deployed, "check_booking", check)
+    runs = Runs(monkeypatch, made(150.0))
+    campaign = two_local(tmp_path)
+    assert cli.main(["campaign", "run", str(campaign.path)]) == 0
+    assert len(runs.calls) == 1
+    assert fakes.calls[:3] == [("check", "local"), ("check", "local"), ("deploy", "slow")]
+    journal = [json.loads(x) for x in (campaign.out / "results.jsonl").read_text().splitlines()]
+    plans = {
+        r["testbed"]: r for r in journal if r.get("kind") == "forecast" and r["made"] == "plan"
+    }
+    assert set(plans) == {"slow", "fast"}
+    for r in plans.values():
+        for c in r["cells"]:
+            assert c["single_images_per_s"] == pytest.approx(150.0), c
+            assert c["single_source"].startswith("150.0 images/s measured on this machine")
