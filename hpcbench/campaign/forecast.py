@@ -28,8 +28,8 @@ predict`) over the testbed's link (link_basis), best first:
 - probed on an earlier testbed of the same environment: the bandwidth's share of that
   testbed's line rate times this one's, its latency, background share and overlap
   stretch, and the CPU work per byte of the latest such testbed whose link did not
-  hide it (carried_cpu_work); where every one hid it, it is unknown: E midway between
-  none and the most their probes allow, the band over both;
+  hide it (carried_cpu_work); where every one hid it, E at the probe's own figure
+  (within none and the most its noise allows), the band over both;
 - `hardware: link_efficiency` times the line rate;
 - the transport's default share (scaling_model.LINK_EFFICIENCY) times the line rate.
 The line rate is the testbed's settings' (link_rate, link_capacity_mbps), else
@@ -255,9 +255,9 @@ def _across(known: Known, tb: TestbedPlan, earlier: Sequence[TestbedPlan]) -> pl
 @dataclass(frozen=True)
 class CarriedCpuWork:
     """The CPU work per byte a testbed's forecast takes from the earlier testbeds of its
-    environment: s_per_byte where a probe resolved it; else unknown, at most up_to
-    (None: unbounded); said: which testbed it comes from ('' where none measured it:
-    GPU nodes)."""
+    environment: s_per_byte, where a probe resolved it, or where its noise hid it, the
+    probe's figure within 0-up_to (up_to: the most it allows; None: resolved, or no
+    bound); said: which testbed it comes from ('' where none measured it: GPU nodes)."""
 
     s_per_byte: float | None = None
     up_to: float | None = None
@@ -287,12 +287,16 @@ def carried_cpu_work(
     if bounded:
         other, seen = min(bounded, key=lambda pair: pair[1].largest or 0.0)
         up_to = seen.largest or 0.0
+        # The probe's own figure, where the noise allows it, is the likeliest value:
+        # a point midway between none and up_to ignored it (on half-core nodes 17 ns
+        # where the probe measured 3).
+        at = min(max(seen.s_per_byte, 0.0), up_to)
         return CarriedCpuWork(
-            None,
+            at,
             up_to,
-            f"CPU work per byte unknown, hidden behind {other.name}'s link "
-            f"({_ns(seen.s_per_byte)} ± {_ns(seen.noise or 0.0)} ns): 0-{_ns(up_to)} ns, "
-            "E taken midway",
+            f"CPU work per byte hidden behind {other.name}'s link "
+            f"({_ns(seen.s_per_byte)} ± {_ns(seen.noise or 0.0)} ns): E at {_ns(at)} ns, "
+            f"the band over 0-{_ns(up_to)} ns",
         )
     if hidden:
         names = ", ".join(o.name for o, _ in hidden)
@@ -593,13 +597,12 @@ def cell_forecast(
     row = predictions(plan)[0]
     point, low, high = (float(row[k]) for k in ("efficiency", "efficiency_low", "efficiency_high"))
     if link.cpu_up_to is not None:
-        # CPU work unknown, between none and the most the probes allow: the point midway
-        # is off by at most half the span whatever it is; the band holds both.
-        most = predictions(replace(plan, cpu=replace(plan.cpu, s_per_byte=link.cpu_up_to)))[0]
-        at_most = float(most["efficiency"])
-        low = min(low, at_most, float(most["efficiency_low"]))
-        high = max(high, point, float(most["efficiency_high"]))
-        point = (point + at_most) / 2
+        # CPU work per byte not told from the probe's noise: the point at the probe's
+        # figure (link.cpu), the band over none to the most the probe allows.
+        for bound in (0.0, link.cpu_up_to):
+            other = predictions(replace(plan, cpu=replace(plan.cpu, s_per_byte=bound)))[0]
+            low = min(low, float(other["efficiency"]), float(other["efficiency_low"]))
+            high = max(high, float(other["efficiency"]), float(other["efficiency_high"]))
     # E is against the lone worker, whose step was the unshared one; where its threads
     # beyond one may have bought less than their CPUs, the band reaches the least stretch.
     point, low, high = point / stretch, low / stretch, high / least

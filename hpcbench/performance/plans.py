@@ -121,9 +121,9 @@ class Network:
     collectives: tuple[tuple[str, float, float], ...] = ()
     nccl: bool | None = None
     node_loss: float | None = None
-    # CPU nodes whose backend's CPU work per byte is unknown (no probe resolved it), and
-    # at most this (s/byte): a forecast takes the point midway between none and this and
-    # the band over both. None: known, or unbounded.
+    # CPU nodes whose backend's CPU work per byte no probe told from its noise: at most
+    # this (s/byte); a forecast's point takes cpu's figure, its band none to this.
+    # None: known, or unbounded.
     cpu_up_to: float | None = None
 
     def inside(self, name: str | None) -> Network:

@@ -369,9 +369,9 @@ def _with_cpu_work(basis: forecast.LinkBasis, s_per_byte: float) -> forecast.Lin
 def test_cpu_work_hidden_behind_the_earlier_link_is_unknown_and_widens_the_band(
     tmp_path: Path,
 ) -> None:
-    """The slow link hid the CPU work (its figure below 0, within its noise): the next
-    testbed does not take it as 0, says it is unknown and where it was hidden, takes E
-    midway between none and the most the probe allows, and its band holds both."""
+    """The slow link hid the CPU work (its figure within its noise): the next testbed
+    says so and where, takes E at the probe's own figure (0 where noise put it below),
+    and its band holds none and the most the probe allows."""
     campaign = two_local(tmp_path)
     slow, fast = campaign.testbeds
     Store(campaign.testbed_out(slow)).append(probe(2, 0.93 * 200e6 / 8, cpu_work=HIDDEN))
@@ -379,10 +379,8 @@ def test_cpu_work_hidden_behind_the_earlier_link_is_unknown_and_widens_the_band(
     assert seen is not None and seen.largest is not None and seen.largest > 0
     basis = forecast.link_basis(forecast.gather(campaign, [slow, fast]), fast, [slow])
     assert basis.cpu.s_per_byte == 0.0 and basis.cpu_up_to == pytest.approx(seen.largest)
-    assert "CPU work per byte unknown, hidden behind slow's link (-1.90 ± 1.57 ns)" in (
-        basis.source
-    )
-    assert f"0-{seen.largest * 1e9:.2f} ns, E taken midway" in basis.source
+    assert "CPU work per byte hidden behind slow's link (-1.90 ± 1.57 ns)" in (basis.source)
+    assert f"E at 0.00 ns, the band over 0-{seen.largest * 1e9:.2f} ns" in basis.source
     part = fast.parts[0]
     (two,) = [c for c in part.cells if c.workers == 2]
     single = forecast.Figure(90.0, "given")
@@ -390,12 +388,26 @@ def test_cpu_work_hidden_behind_the_earlier_link_is_unknown_and_widens_the_band(
     none = forecast.cell_forecast(fast, part, two, single, _with_cpu_work(basis, 0.0))
     most = forecast.cell_forecast(fast, part, two, single, _with_cpu_work(basis, seen.largest))
     assert most.efficiency < none.efficiency  # type: ignore[operator]
-    assert f.efficiency == pytest.approx((none.efficiency + most.efficiency) / 2)  # type: ignore[operator]
+    assert f.efficiency == pytest.approx(none.efficiency)
     assert f.efficiency_low <= min(most.efficiency, most.efficiency_low)  # type: ignore[operator,type-var]
     assert f.efficiency_high >= max(none.efficiency, none.efficiency_high)  # type: ignore[operator,type-var]
     assert f.link_source == basis.source
     # The journal keeps where each figure came from.
     assert f.record()["link_source"] == basis.source
+    # A figure above 0 but within its noise (the ranks disagree): E at that figure,
+    # between none and the most; the band over both still.
+    within = cpu_work_record([-0.5e-9, 2.5e-9])
+    Store(campaign.testbed_out(slow)).append(probe(2, 0.93 * 200e6 / 8, cpu_work=within))
+    seen = allreduce_model.cpu_work_seen({"cpu_work": within})
+    assert seen is not None and not seen.resolved and seen.largest is not None
+    basis = forecast.link_basis(forecast.gather(campaign, [slow, fast]), fast, [slow])
+    assert basis.cpu.s_per_byte == pytest.approx(1e-9)
+    f = forecast.cell_forecast(fast, part, two, single, basis)
+    at = forecast.cell_forecast(fast, part, two, single, _with_cpu_work(basis, 1e-9))
+    most = forecast.cell_forecast(fast, part, two, single, _with_cpu_work(basis, seen.largest))
+    assert f.efficiency == pytest.approx(at.efficiency)
+    assert most.efficiency < f.efficiency < none.efficiency  # type: ignore[operator]
+    assert f.efficiency_low <= most.efficiency <= none.efficiency <= f.efficiency_high  # type: ignore[operator]
 
 
 def test_cpu_work_a_record_cannot_tell_from_noise_is_unknown_and_not_charged(
