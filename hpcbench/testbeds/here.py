@@ -42,7 +42,9 @@ class NodeLimits:
 
     def said(self) -> str:
         where = f"pinned to CPU set {self.cpu_set}" if self.cpu_set else "on any core"
-        return f"{self.cpus:g} core(s) (quota {self.cpu_quota_us}/{self.cpu_period_us} us), {where}"
+        return (
+            f"{self.cpus:.3g} core(s) (quota {self.cpu_quota_us}/{self.cpu_period_us} us), {where}"
+        )
 
 
 def planned_node(shown: dict[str, Any]) -> NodeLimits | None:
