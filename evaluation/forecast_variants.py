@@ -22,8 +22,9 @@ OUT/scores.jsonl, one JSON line written whole, with the variant and the commit.
 
 The campaigns' files are written to OUT/<variant>-<workload>.yaml and their results
 go beside them; `--resume` carries on a campaign stopped half way, `--plan` prints the
-plans alone (nothing is deployed). A campaign took 13-17 minutes on a 2-core machine
-(docs/benchmarks.md); all eight take about two hours.
+plans alone (nothing is deployed), `--score-only` scores the campaigns run so far. A
+campaign took 15-18 minutes on a 2-core machine (docs/benchmarks.md); all eight take
+about two and a half hours.
 """
 
 from __future__ import annotations
@@ -377,6 +378,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         file=sys.stderr,
                     )
                     return rc
+            if args.score_only and not (args.out / f"{variant}-{workload}").is_dir():
+                print(f"{variant} x {workload}: not run", file=sys.stderr)
+                continue
             found = scores(variant, workload, path)
             if not args.score_only:
                 append_scores(args.out / "scores.jsonl", found)

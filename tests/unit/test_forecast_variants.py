@@ -93,3 +93,25 @@ def test_the_background_load_ends_by_its_bound(fv) -> None:
     start = time.monotonic()
     fv.busy(0.5, start + 0.3)
     assert time.monotonic() - start < 5.0  # bounded: a loaded machine may be slow
+
+
+def test_score_only_names_the_campaigns_not_run_and_runs_nothing(fv, tmp_path, capsys) -> None:
+    """--score-only over variants of which none has run: each said not run, nothing
+    started (a campaign run here would need Docker), exit status 0."""
+    assert (
+        fv.main(
+            [
+                "--variants",
+                "pinned,half",
+                "--workloads",
+                "cnn",
+                "--score-only",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["pinned x cnn: not run", "half x cnn: not run"]
+    assert not [p for p in tmp_path.iterdir() if p.is_dir()]
