@@ -23,7 +23,7 @@ OUT/scores.jsonl, one JSON line written whole, with the variant and the commit.
 The campaigns' files are written to OUT/<variant>-<workload>.yaml and their results
 go beside them; `--resume` carries on a campaign stopped half way, `--plan` prints the
 plans alone (nothing is deployed), `--score-only` scores the campaigns run so far. A
-campaign took 15-18 minutes on a 2-core machine (docs/benchmarks.md); all eight take
+campaign took 12-18 minutes on a 2-core machine (docs/benchmarks.md); all eight take
 about two and a half hours.
 """
 
