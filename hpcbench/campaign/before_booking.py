@@ -43,20 +43,13 @@ class Wanted:
         return f"{w.model} at {size}, batch {self.batch}"
 
 
-def _baseline(part: SweepPart) -> tuple[object, ...]:
-    """What tells one part's one-worker runs from another's (forecast._ok_baselines)."""
-    w = part.workload
-    return (w.model, w.image_size, w.seq_len, w.grad_accum, w.activation_checkpoint)
-
-
 def wanted(campaign: Campaign, limits: Mapping[str, NodeLimits]) -> list[Wanted]:
     """The runs the plan lacks: for each testbed with limits (its kind planned its nodes
     on this machine) and each batch of a sweep part on synthetic data (a data folder is
     on the testbed's shared file system, which is not there yet) in one worker's layout
-    (no tensor parallelism), where its one-worker
-    figure would not be measured (none of its own, of an earlier testbed of the same
-    hardware, of an earlier run before booking, of `calibrate_from:`); testbeds of the
-    same limits share a run."""
+    (no tensor parallelism), where its one-worker figure would not be measured (none of
+    its own, of an earlier testbed of the same hardware, of an earlier run before
+    booking, of `calibrate_from:`); testbeds of the same limits share a run."""
     known = forecast.gather(campaign, campaign.testbeds)
     runs: dict[tuple[object, ...], Wanted] = {}
     for tb in campaign.testbeds:
@@ -72,7 +65,7 @@ def wanted(campaign: Campaign, limits: Mapping[str, NodeLimits]) -> list[Wanted]
                 figure = forecast.single_worker(known, tb, part, batch, earlier)
                 if figure is not None and figure.slowest is not None:  # measured already
                     continue
-                key = (node, _baseline(part), batch)
+                key = (node, forecast.baseline_key(part), batch)
                 have = runs.get(key)
                 names = (*have.testbeds, tb.name) if have else (tb.name,)
                 runs[key] = Wanted(part, batch, node, names)

@@ -338,19 +338,30 @@ def same_hardware(a: TestbedPlan, b: TestbedPlan) -> bool:
     )
 
 
-def _ok_baselines(runs: list[dict[str, Any]], part: SweepPart) -> list[dict[str, Any]]:
+def baseline_key(part: SweepPart) -> tuple[object, ...]:
+    """What a part's one-worker runs must share with it to stand for its baseline: the
+    model, its input size, and the layout (K micro-batches a step, the same recompute)."""
     w = part.workload
+    return (w.model, w.image_size, w.seq_len, w.grad_accum, w.activation_checkpoint)
+
+
+def _record_key(run: dict[str, Any]) -> tuple[object, ...]:
+    """baseline_key of a run record, its fields' defaults where a record has none."""
+    return (
+        run.get("model"),
+        run.get("image_size"),
+        run.get("seq_len") or 0,
+        run.get("grad_accum") or 1,
+        run.get("activation_checkpoint") or "none",
+    )
+
+
+def _ok_baselines(runs: list[dict[str, Any]], part: SweepPart) -> list[dict[str, Any]]:
+    key = baseline_key(part)
     return [
         r
         for r in runs
-        if r.get("status") == "ok"
-        and r.get("workers") == 1
-        and r.get("model") == w.model
-        and r.get("image_size") == w.image_size
-        and (r.get("seq_len") or 0) == w.seq_len
-        # Measured in the part's layout: K micro-batches a step, the same recompute.
-        and (r.get("grad_accum") or 1) == w.grad_accum
-        and (r.get("activation_checkpoint") or "none") == w.activation_checkpoint
+        if r.get("status") == "ok" and r.get("workers") == 1 and _record_key(r) == key
     ]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from hpcbench.launchers.base import Command
 
@@ -61,9 +61,7 @@ def planned_node(shown: dict[str, Any]) -> NodeLimits | None:
         image, period, quota = after.get("image"), after.get("cpu_period"), after.get("cpu_quota")
         if not isinstance(image, str) or not image:
             return None
-        if not (isinstance(period, int) and _positive(period)):
-            return None
-        if not (isinstance(quota, int) and _positive(quota)):
+        if not (_positive(period) and _positive(quota)):
             return None
         cpu_set, memory = after.get("cpu_set"), after.get("memory")
         return NodeLimits(
@@ -71,12 +69,13 @@ def planned_node(shown: dict[str, Any]) -> NodeLimits | None:
             period,
             quota,
             cpu_set if isinstance(cpu_set, str) and cpu_set else None,
-            memory if isinstance(memory, int) and memory > 0 else None,
+            memory if _positive(memory) else None,
         )
     return None
 
 
-def _positive(value: object) -> bool:
+def _positive(value: object) -> TypeGuard[int]:
+    """A whole number above 0 (a bool is none)."""
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
