@@ -94,9 +94,11 @@ def trace(show: bool) -> tuple[list[str], int, int]:
         os.environ["HPCBENCH_STATE"] = str(Path(tmp) / "state")
         path = Path(tmp) / "c.yaml"
         path.write_text(textwrap.dedent(CAMPAIGN.format(out=Path(tmp) / "out")))
-        # A deployed kind's booking (testbeds/kinds/deployed.py) as no-ops: nothing held.
-        for name in ("check_booking", "acquire", "verify", "release"):
+        # A deployed kind's booking (testbeds/kinds/deployed.py) as no-ops: nothing held,
+        # and no node of this machine planned (so no one-worker run before booking).
+        for name in ("acquire", "verify", "release"):
             setattr(Deployed, name, lambda *a, **k: 0)
+        Deployed.check_booking = lambda *a, **k: None  # type: ignore[method-assign]
         Deployed.held = lambda self, env: []  # type: ignore[method-assign]
         runner.stop_on_signals = lambda: None
         sweep.stop_on_signals = lambda: None
