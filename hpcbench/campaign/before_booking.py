@@ -1,27 +1,33 @@
-"""One worker measured on this machine before a testbed of its cores is booked.
+"""One worker, and one node's tensor-parallel group, measured on this machine before a
+testbed of its cores is booked.
 
 A local testbed's nodes are containers on this machine, so its one worker's speed can
 be measured before it is deployed: the bench in the nodes' image under the first node's
 CPU limits, as the booking check's plan gives them (hpcbench.testbeds.here). The
 forecast before booking then starts from this machine's speed (forecast.single_worker
 takes it before `expect:`), not from a figure of the machine a campaign file was
-written on. One run per distinct limits, baseline and batch, with the sweep's own
-method (warm-up, windows, steps); its record goes to the campaign's before_booking
-store, naming the testbeds it stands for, so that a resumed campaign measures nothing
-twice. A run that fails is said and recorded; the forecast then goes on without it.
+written on. A part with tensor parallelism also gets its TP group measured, its tp
+workers under torchrun in one container of the node's limits, as the testbed's
+one-node cell runs them: on CPU nodes its collectives run through Gloo on the cores
+the compute shares, which no figure of another machine tells (forecast.tp_group).
+One run per distinct limits, baseline, workers and batch, with the sweep's own method
+(warm-up, windows, steps); its record goes to the campaign's before_booking store,
+naming the testbeds it stands for, so that a resumed campaign measures nothing twice.
+A run that fails is said and recorded; the forecast then goes on without it.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from hpcbench.campaign import forecast
 from hpcbench.campaign.datatypes import Campaign, SweepPart
 from hpcbench.core import paths
 from hpcbench.launchers.base import Placement, RunSpec
 from hpcbench.launchers.local import LocalLauncher
+from hpcbench.launchers.torchrun import TorchrunLauncher
 from hpcbench.measure import analysis, sweep
 from hpcbench.schedulers import process
 from hpcbench.testbeds.here import BENCH_IN_CONTAINER, PYTHON, NodeLimits, in_container
@@ -29,46 +35,66 @@ from hpcbench.testbeds.here import BENCH_IN_CONTAINER, PYTHON, NodeLimits, in_co
 
 @dataclass(frozen=True)
 class Wanted:
-    """One run to make: a part's baseline at `batch` under `node`'s limits, standing
-    for these testbeds."""
+    """One run to make: a part's baseline (workers 1) or its TP group (workers tp, on
+    one node) at `batch` under `node`'s limits, standing for these testbeds."""
 
     part: SweepPart
     batch: int
     node: NodeLimits
     testbeds: tuple[str, ...]
+    workers: int = 1
 
     def label(self) -> str:
         w = self.part.workload
         size = f"{w.seq_len} tokens" if w.seq_len else f"{w.image_size} px"
-        return f"{w.model} at {size}, batch {self.batch}"
+        group = f", TP {w.tp} ({w.parallel})" if self.workers > 1 else ""
+        return f"{w.model} at {size}, batch {self.batch}{group}"
 
 
 def wanted(campaign: Campaign, limits: Mapping[str, NodeLimits]) -> list[Wanted]:
     """The runs the plan lacks: for each testbed with limits (its kind planned its nodes
     on this machine) and each batch of a sweep part on synthetic data (a data folder is
-    on the testbed's shared file system, which is not there yet) in one worker's layout
-    (no tensor parallelism), where its one-worker figure would not be measured (none of
-    its own, of an earlier testbed of the same hardware, of an earlier run before
-    booking, of `calibrate_from:`); testbeds of the same limits share a run."""
+    on the testbed's shared file system, which is not there yet), one worker where its
+    figure would not be measured (none of its own, of an earlier testbed of the same
+    hardware, of an earlier run before booking, of `calibrate_from:`), and a TP part's
+    group where its step would not be (forecast.tp_group); testbeds of the same limits
+    share a run."""
     known = forecast.gather(campaign, campaign.testbeds)
     runs: dict[tuple[object, ...], Wanted] = {}
+
+    def want(run: Wanted, *key: object) -> None:
+        have = runs.get(key)
+        runs[key] = replace(run, testbeds=(*have.testbeds, *run.testbeds)) if have else run
+
     for tb in campaign.testbeds:
         node = limits.get(tb.name)
         if node is None:
             continue
         earlier = [t for t in campaign.testbeds if t.index < tb.index]
         for part in tb.parts:
-            # A tensor-parallel part's step needs its tp workers, not one.
-            if part.workload.data != "synthetic" or part.workload.tp > 1:
+            w = part.workload
+            if w.data != "synthetic":
                 continue
+            # The lone worker of a TP part trains without TP, as its sweep's baseline.
+            lone = replace(part, workload=replace(w, tp=1)) if w.tp > 1 else part
             for batch in sorted({c.batch for c in part.cells}):
                 figure = forecast.single_worker(known, tb, part, batch, earlier)
-                if figure is not None and figure.slowest is not None:  # measured already
-                    continue
-                key = (node, forecast.baseline_key(part), batch)
-                have = runs.get(key)
-                names = (*have.testbeds, tb.name) if have else (tb.name,)
-                runs[key] = Wanted(part, batch, node, names)
+                if figure is None or figure.slowest is None:  # not measured already
+                    want(
+                        Wanted(lone, batch, node, (tb.name,)),
+                        node,
+                        forecast.baseline_key(part),
+                        batch,
+                    )
+                if w.tp > 1 and forecast.tp_group(known, tb, part, batch, earlier) is None:
+                    want(
+                        Wanted(part, batch, node, (tb.name,), w.tp),
+                        node,
+                        forecast.baseline_key(part),
+                        batch,
+                        w.tp,
+                        w.parallel,
+                    )
     return list(runs.values())
 
 
@@ -81,14 +107,18 @@ def measure(campaign: Campaign, run: Wanted, say: Callable[[str], None]) -> dict
         args=tuple(sweep.workload_args(part.workload, part.target.backend, run.batch)),
         python=PYTHON,
         workdir=BENCH_IN_CONTAINER,
-        placements=(Placement("localhost", 1),),
+        placements=(Placement("localhost", run.workers),),
         iface="lo",  # the container's only interface (--network none)
         time_limit_s=part.sweep.timeout_s,
     )
-    (command,) = LocalLauncher().commands(spec)
+    # A group under torchrun, as a testbed's node starts its ranks (its static
+    # rendezvous on the container's loopback); one worker needs no launcher.
+    launcher = TorchrunLauncher() if run.workers > 1 else LocalLauncher()
+    (command,) = launcher.commands(spec)
     name = f"hpcbench-before-booking-{uuid.uuid4().hex[:12]}"  # one a run, however started
+    who = f"a TP group of {run.workers} workers" if run.workers > 1 else "one worker"
     say(
-        f"one worker on this machine before booking {', '.join(run.testbeds)}: "
+        f"{who} on this machine before booking {', '.join(run.testbeds)}: "
         f"{run.label()}, {run.node.said()}"
     )
     outcome = process.run_commands(
@@ -119,13 +149,14 @@ def _base(campaign: Campaign, run: Wanted) -> dict:
         "image_size": w.image_size,
         "data": w.data,
         "nodes": 1,
-        "workers": 1,
-        "gpus_per_node": run.part.gpus_per_node or 1,  # a CPU node's one slot, as a sweep's
+        "workers": run.workers,
+        # A CPU node's one slot, as a sweep's; a group's ranks are its node's.
+        "gpus_per_node": run.workers if run.workers > 1 else run.part.gpus_per_node or 1,
         "repeat": 0,
         "warmup": w.warmup,
         "windows": w.windows,
         "steps": w.steps,
-        "launcher": LocalLauncher.name,
+        "launcher": (TorchrunLauncher if run.workers > 1 else LocalLauncher).name,
         "fingerprint": {},
         "testbeds": list(run.testbeds),
         "node_limits": asdict(run.node),

@@ -405,6 +405,93 @@ def _measured(
     )
 
 
+@dataclass(frozen=True)
+class GroupStep:
+    """A tensor-parallel group's step measured on one node, its tp workers training one
+    micro-batch stream together (the sweep's K micro-batches a step): the mean of the
+    windows' steps, the fastest and slowest window's, and where it was measured. It
+    stands for the model's split compute and TP collectives, which on CPU nodes run
+    through Gloo on the cores the compute shares (docs/method.md, "Layouts")."""
+
+    step_s: float
+    fastest_s: float
+    slowest_s: float
+    source: str
+
+    def at(self, batch: int, measured_at: int) -> GroupStep:
+        """The same at another batch, as time per sequence."""
+        k = batch / measured_at
+        return replace(
+            self, step_s=self.step_s * k, fastest_s=self.fastest_s * k, slowest_s=self.slowest_s * k
+        )
+
+
+def _ok_groups(runs: list[dict[str, Any]], part: SweepPart) -> list[dict[str, Any]]:
+    """A TP part's groups measured on one node: ok runs of its tp workers on one node,
+    of its model, layout and parallel."""
+    w = part.workload
+    key = baseline_key(part)
+    return [
+        r
+        for r in runs
+        if r.get("status") == "ok"
+        and r.get("nodes") == 1
+        and r.get("workers") == w.tp
+        and (r.get("tp") or 1) == w.tp
+        and r.get("parallel") == w.parallel
+        and _record_key(r) == key
+    ]
+
+
+def _group_step(runs: list[dict[str, Any]], batch: int, where: str) -> GroupStep | None:
+    """The groups' step at `batch` (else at the nearest batch's time per sequence, said
+    so) over all their windows."""
+    batches = {int(r["batch"]) for r in runs if isinstance(r.get("batch"), int)}
+    if not batches:
+        return None
+    nearest = min(batches, key=lambda b: abs(math.log(b / batch)))
+    windows = [
+        t / r["steps"]
+        for r in runs
+        if r.get("batch") == nearest and r.get("steps")
+        for t in r.get("window_times") or ()
+        if isinstance(t, int | float) and t > 0
+    ]
+    if not windows:
+        return None
+    at = "" if nearest == batch else f" at batch {nearest}"
+    step = GroupStep(
+        statistics.fmean(windows),
+        min(windows),
+        max(windows),
+        f"the TP group's step {statistics.fmean(windows):.3f} s measured {where}{at} "
+        f"({len(windows)} window(s))",
+    )
+    return step.at(batch, nearest)
+
+
+def tp_group(
+    known: Known, tb: TestbedPlan, part: SweepPart, batch: int, earlier: Sequence[TestbedPlan]
+) -> GroupStep | None:
+    """A TP part's group step on one node at `batch`, measured on this testbed, on an
+    earlier one of the same hardware, or on this machine before booking; None: not
+    measured (the model's TP collectives then stand for it, sharded_model.tp_seconds)."""
+    if part.workload.tp <= 1:
+        return None
+    found = _group_step(_ok_groups(known.runs[tb.name], part), batch, "on this testbed")
+    if found is not None:
+        return found
+    for other in reversed(earlier):
+        if same_hardware(tb, other):
+            where = f"on {other.name}, the same hardware,"
+            found = _group_step(_ok_groups(known.runs[other.name], part), batch, where)
+            if found is not None:
+                return found
+    here_ = [r for r in known.before_booking if tb.name in (r.get("testbeds") or ())]
+    where = f"on this machine before booking ({_limits(here_)})"
+    return _group_step(_ok_groups(here_, part), batch, where)
+
+
 def _cuda(part: SweepPart, tb: TestbedPlan) -> bool:
     """Whether the runs are taken to use a GPU: asked for, or `auto` with one named."""
     w = part.workload
@@ -580,10 +667,13 @@ def cell_forecast(
     single: Figure | None,
     link: plans.Network,
     unknown: str = "",
+    group: GroupStep | None = None,
 ) -> CellForecast:
     """The cell's point and band from one worker's figure over the link (plans.plan, as
     `predict` and the report forecast it); unknown: why there is no figure
-    (unknown_single)."""
+    (unknown_single); group: a TP part's group step measured on one node (tp_group),
+    which then stands for its compute and TP collectives, the band reaching its
+    slowest and fastest window."""
     unit = "tokens" if part.workload.seq_len else "images"
     if single is None:
         return CellForecast(
@@ -605,8 +695,12 @@ def cell_forecast(
         micro * job.grad_accum if single.in_layout else plans.step_in_layout(micro, job),
         single.timeline,
     )
+    if group is not None:
+        plan = replace(plan, tp_step_s=group.step_s)
     row = predictions(plan)[0]
     point, low, high = (float(row[k]) for k in ("efficiency", "efficiency_low", "efficiency_high"))
+    if group is not None:
+        low, high = low * group.step_s / group.slowest_s, high * group.step_s / group.fastest_s
     if link.cpu_up_to is not None:
         # CPU work per byte not told from the probe's noise: the point at the probe's
         # figure (link.cpu), the band over none to the most the probe allows.
@@ -617,13 +711,18 @@ def cell_forecast(
     # E is against the lone worker, whose step was the unshared one; where its threads
     # beyond one may have bought less than their CPUs, the band reaches the least stretch.
     point, low, high = point / stretch, low / stretch, high / least
-    intra_name = tb.hardware.intra_node or plans.DEFAULTS["intra_node"][0]
-    inside = f"{intra_name} inside a node" + ("" if tb.hardware.intra_node else " (assumed)")
-    where = f"{link.source}; {inside}" if across and cell.gpus_per_node > 1 else link.source
-    if single.timeline:
-        where += "; the baseline's measured gradients replayed"
-    where += shared
-    inside += shared
+    if group is not None:
+        # The group's measured step holds its node's sharing and its TP collectives.
+        inside = group.source
+        where = f"{link.source}; {inside}"
+    else:
+        intra_name = tb.hardware.intra_node or plans.DEFAULTS["intra_node"][0]
+        inside = f"{intra_name} inside a node" + ("" if tb.hardware.intra_node else " (assumed)")
+        where = f"{link.source}; {inside}" if across and cell.gpus_per_node > 1 else link.source
+        if single.timeline:
+            where += "; the baseline's measured gradients replayed"
+        where += shared
+        inside += shared
     # A set-up detail the file does not give, where its other common choice moves E.
     where += "".join(
         f"; assumed {a['assumed']} (E {a['efficiency']:.2f} under {a['other']})"
@@ -719,8 +818,13 @@ def forecast_from(
             for b in sorted({c.batch for c in part.cells})
         }
         unknown = "" if all(singles.values()) else unknown_single(campaign, tb, part)
+        groups = {b: tp_group(known, tb, part, b, earlier) for b in singles}
         for cell in part.cells:
-            out.append(cell_forecast(tb, part, cell, singles[cell.batch], link, unknown))
+            out.append(
+                cell_forecast(
+                    tb, part, cell, singles[cell.batch], link, unknown, groups[cell.batch]
+                )
+            )
     return out
 
 

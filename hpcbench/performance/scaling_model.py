@@ -243,6 +243,9 @@ class Plan:
     grad_accum: int = 1
     checkpoint: str = "none"
     act_bytes: int = 4
+    # A TP group's step measured on one node (its K micro-batches), which stands for a
+    # rank's compute and its TP collectives; None: both from the model.
+    tp_step_s: float | None = None
 
     @property
     def transformer(self) -> bool:
@@ -424,7 +427,9 @@ def _transformer_row(plan: Plan, n: int) -> dict[str, Any]:
     assert config is not None
     link = link_for(plan, n)
     tp, k = plan.tp, plan.grad_accum
-    micro = plan.step_time_s / (k * tp)  # one rank's compute for one micro-batch
+    measured = plan.tp_step_s if tp > 1 else None
+    # One rank's compute for one micro-batch, its TP collectives in where measured.
+    micro = measured / k if measured else plan.step_time_s / (k * tp)
     inside = sharded_model.Hop(plan.intra_latency_s, plan.intra_busbw)
     if plan.parallel == "ddp":
         layers = sharded_model.ddp_layers(config, plan.seq_len, plan.reduce_bytes)
@@ -467,8 +472,12 @@ def _transformer_row(plan: Plan, n: int) -> dict[str, Any]:
             plan.interference,
             plan.cpu,
         )
-    tp_s = sharded_model.tp_seconds(
-        config, plan.seq_len, plan.batch, tp, plan.act_bytes, inside, plan.checkpoint
+    tp_s = (
+        0.0
+        if measured
+        else sharded_model.tp_seconds(
+            config, plan.seq_len, plan.batch, tp, plan.act_bytes, inside, plan.checkpoint
+        )
     )
 
     def step(of: Callable[[allreduce_model.Point], float]) -> float:

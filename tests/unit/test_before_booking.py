@@ -168,3 +168,114 @@ def test_the_plan_journaled_before_anything_is_booked_is_made_from_the_run(
         for c in r["cells"]:
             assert c["single_images_per_s"] == pytest.approx(150.0), c
             assert c["single_source"].startswith("150.0 images/s measured on this machine")
+
+
+# ------------------------------------------------------------- a TP group
+TP_LOCAL = """\
+name: tp
+out: {out}
+sweep:
+  model: gpt-tiny
+  backend: ddp
+  seq_len: 128
+  batch: [8]
+  device: cpu
+  repeats: 1
+testbeds:
+  - name: tp
+    env: local
+    settings: {{node_count: 2, cpus_per_node: 1, link_rate: 1gbit}}
+    sweep: {{parallel: [fsdp2], tp: 2, gpus_per_node: [2], nodes: [1, 2]}}
+    expect: {{tokens_per_s: 5000}}
+    hardware: {{link_efficiency: 0.93}}
+"""
+
+
+def tp_campaign(tmp_path: Path) -> Any:
+    return campaign_file.load(
+        _write(tmp_path / "tp.yaml", yaml.safe_load(TP_LOCAL.format(out=tmp_path / "out")))
+    )
+
+
+def lm_made(workers: int, windows: list[float], batch: int = 8, tp: int = 1) -> Outcome:
+    """A transformer run of `workers` ranks whose windows of two steps took `windows`."""
+    result = {
+        "kind": "workload",
+        "workers": workers,
+        "steps": 2,
+        "window_times": windows,
+        "unit": "tokens",
+        "model": "gpt-tiny",
+        "seq_len": 128,
+        "tp": tp,
+        "parallel": "fsdp2" if tp > 1 else "ddp",
+        "grad_accum": 1,
+        "activation_checkpoint": "none",
+        "tokens_per_step": batch * 128,
+        "fingerprint": {"cpu": "AMD EPYC", "node_cpus": 1.0},
+    }
+    return Outcome([0], [result], [], 1e9, 30.0, argv=[["docker", "run"]])
+
+
+def test_a_tp_part_gets_its_lone_worker_and_its_group_measured_and_forecast_from_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    campaign = tp_campaign(tmp_path)
+    [tb] = campaign.testbeds
+    lone, group = before_booking.wanted(campaign, {"tp": ONE_CORE})
+    assert (lone.workers, lone.part.workload.tp, group.workers, group.part.workload.tp) == (
+        1,
+        1,
+        2,
+        2,
+    )
+    # One worker: 0.2 s a step (5120 tokens/s); the pair 0.5 s, its windows 0.45 and 0.55.
+    runs = Runs(monkeypatch, lm_made(1, [0.4, 0.4]), lm_made(2, [0.9, 1.1], tp=2))
+    said: list[str] = []
+    before_booking.measure_all(campaign, {"tp": ONE_CORE}, said.append)
+    # The lone worker trains without TP; the group is two ranks under torchrun in one
+    # container of the node's limits.
+    first, second = (call[0].argv for call in runs.calls)
+    assert "--tp" not in first or first[first.index("--tp") + 1] == "1"
+    assert second[second.index("--tp") + 1] == "2" and "torchrun" in second
+    assert second[second.index("--nproc-per-node") + 1] == "2"
+    assert any(
+        line.startswith("a TP group of 2 workers on this machine before booking tp")
+        for line in said
+    ), said
+    stored = campaign.before_booking_store().runs()
+    # Each as the sweep's records of the part have it: a node of two slots.
+    assert [(r["workers"], r["gpus_per_node"], r["launcher"]) for r in stored] == [
+        (1, 2, "local"),
+        (2, 2, "torchrun"),
+    ]
+    # Nothing more is wanted once both are measured.
+    assert before_booking.wanted(campaign, {"tp": ONE_CORE}) == []
+    cells = forecast.testbed_forecast(campaign, tb)
+    one_node, two_nodes = cell_of(cells, 2), cell_of(cells, 4)
+    # One node: the pair's measured step against the lone worker's, E = 0.2 / (2 x 0.5);
+    # the band from its slowest and fastest window.
+    assert one_node.efficiency == pytest.approx(0.2)
+    assert one_node.efficiency_low == pytest.approx(0.2 * 0.5 / 0.55)
+    assert one_node.efficiency_high == pytest.approx(0.2 * 0.5 / 0.45)
+    assert "the TP group's step 0.500 s measured on this machine before booking" in (
+        one_node.link_source
+    )
+    # Two nodes: FSDP2 across them adds to the pair's step, never takes from it.
+    assert two_nodes.efficiency is not None and two_nodes.efficiency < 0.2
+    assert "the TP group's step" in two_nodes.link_source
+    # The testbed's own one-node cell, once measured, comes first.
+    # Its lone worker at 0.2 s a step (two windows of two steps of 0.2 s).
+    own = {**baseline(40.0, batch=8), "model": "gpt-tiny", "image_size": 0, "seq_len": 128}
+    pair = {
+        **own,
+        "workers": 2,
+        "gpus_per_node": 2,
+        "tp": 2,
+        "parallel": "fsdp2",
+        "window_times": [0.8, 0.8],
+    }
+    Store(campaign.testbed_out(tb)).append(pair)
+    again = cell_of(forecast.testbed_forecast(campaign, tb), 2)
+    assert "the TP group's step 0.400 s measured on this testbed" in again.link_source
+    assert again.efficiency == pytest.approx(0.25)
