@@ -226,6 +226,11 @@ class ConfigSummary:
     # A transformer's parallelism (ddp, fsdp2, hsdp) and tokens per sequence; None for a CNN.
     parallel: str | None = None
     seq_len: int | None = None
+    # A transformer's layout (bench/layout.py): TP workers inside a node, micro-batches
+    # a step, activation checkpointing; None for a CNN.
+    tp: int | None = None
+    grad_accum: int | None = None
+    activation_checkpoint: str | None = None
     throughput: float | None = None
     ci95: float | None = None
     ci95_windows: float | None = None
@@ -347,6 +352,10 @@ def _summarise_config(runs: list[dict[str, Any]]) -> ConfigSummary:
         parallel = first.get("parallel")
         summary.parallel = parallel if isinstance(parallel, str) else "ddp"
         summary.seq_len = seq_len_of(first)
+        summary.tp = _whole(first.get("tp"))
+        summary.grad_accum = _whole(first.get("grad_accum"))
+        checkpoint = first.get("activation_checkpoint")
+        summary.activation_checkpoint = checkpoint if isinstance(checkpoint, str) else "none"
     if not ok:
         return summary
     # One truth: the configuration's step (the mean of its runs'), and its throughput
