@@ -1,0 +1,142 @@
+"""The transformer in a layout beyond data parallelism, end to end on a local testbed
+the campaign deploys: TP 2 inside a node (two workers a node) with two micro-batches
+a step under FSDP2, on 1 and 2 nodes, forecast before booking from what this machine
+measured first (campaign/before_booking.py: the lone worker and the TP pair, each in
+a container of a node's planned limits), then measured, and scored in the report.
+
+Its testbed has a name, subnet and ports of its own (no other e2e testbed uses them),
+is lean (no NFS, no JupyterLab: test_local_testbed.py checks those) and is destroyed
+by the campaign. Kept short: one repeat, three windows of two steps, 64 tokens a
+sequence, one probe up to 1 MiB.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import REPO, TINY_SWEEP, campaign_run
+
+pytestmark = pytest.mark.e2e
+
+SETTINGS = {
+    "name": "hpcbench-e2elm",
+    "subnet": "172.30.39.0/24",
+    "ssh_port_base": 22990,
+    "jupyter_port": 28990,
+    "node_count": 2,
+    "cpus_per_node": 1,
+    "link_rate": "1gbit",
+}
+SWEEP = {
+    **{k: v for k, v in TINY_SWEEP.items() if k not in ("model", "image_size", "batch")},
+    "model": "gpt-tiny",
+    "backend": "ddp",
+    "parallel": ["fsdp2"],
+    "tp": 2,
+    "grad_accum": 2,
+    "gpus_per_node": [2],
+    "seq_len": 64,
+    "batch": [4],
+    "nodes": [1, 2],
+    "windows": 3,
+    "probe_max_bytes": "1M",
+    "threads": 1,
+}
+# The forecast before booking against the measured E of every cell (issue's target
+# on a machine of this kind: within 0.1).
+PLAN_WITHIN = 0.1
+
+
+def containers() -> list[str]:
+    out = subprocess.run(
+        ["docker", "ps", "-a", "--filter", f"name={SETTINGS['name']}", "--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    return out.split()
+
+
+def test_tp_and_accumulation_cells_are_forecast_from_this_machine_then_measured(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "results"
+    path = tmp_path / "layouts.yaml"
+    testbed = {
+        "name": "tp",
+        "env": "local",
+        "title": "local, TP 2 x FSDP2, 2 micro-batches a step",
+        "settings": SETTINGS,
+        "hardware": {"link_efficiency": 0.93},
+        "ansible": {"enable_nfs": False, "enable_jupyter": False},
+    }
+    path.write_text(
+        yaml.safe_dump({"name": "layouts", "out": str(out), "sweep": SWEEP, "testbeds": [testbed]})
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TF_VAR_")}
+    environ = {
+        **env,
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]]),
+        "HPCBENCH_STATE": str(tmp_path / "state"),
+    }
+    log = tmp_path / "run.out"
+    started = time.monotonic()
+    try:
+        rc = campaign_run(path, (), environ, log, lambda: False)
+    finally:
+        if containers():  # a failed run's testbed: not left for the next
+            subprocess.run(
+                [sys.executable, "-m", "hpcbench", "campaign", "destroy", str(path)],
+                cwd=REPO,
+                env=environ,
+                capture_output=True,
+                timeout=900,
+            )
+    text = log.read_text()
+    assert rc == 0, text[-6000:]
+    print(f"layouts campaign: {time.monotonic() - started:.0f} s")
+    assert containers() == []  # deployed, measured, destroyed
+
+    # Before booking: the lone worker (no TP) and the TP pair, each in one container of
+    # the first node's planned limits, recorded for the testbed.
+    lines = (out / "before_booking" / "results.jsonl").read_text().splitlines()
+    here = [json.loads(x) for x in lines]
+    assert [(r["status"], r["workers"], r.get("tp")) for r in here] == [
+        ("ok", 1, 1),
+        ("ok", 2, 2),
+    ], [r.get("error") for r in here]
+    assert all(r["testbeds"] == ["tp"] and r["grad_accum"] == 2 for r in here)
+    assert "a TP group of 2 workers on this machine before booking tp" in text
+
+    journal = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    [plan] = [r for r in journal if r.get("kind") == "forecast" and r["made"] == "plan"]
+    forecast = {c["workers"]: c for c in plan["cells"] if c["workers"] > 1}
+    assert set(forecast) == {2, 4}, plan["cells"]
+    for c in forecast.values():
+        assert "the TP group's step" in c["link_source"], c
+        assert "measured on this machine before booking" in c["link_source"], c
+
+    with (out / "configurations.csv").open() as f:
+        rows = {int(r["workers"]): r for r in csv.DictReader(f)}
+    assert set(rows) == {1, 2, 4}, rows
+    for workers in (2, 4):
+        row, c = rows[workers], forecast[workers]
+        assert row["tp"] == "2" and row["grad_accum"] == "2", row
+        measured = float(row["efficiency"])
+        said = (
+            f"{workers} workers: measured E {measured:.3f}, plan {c['efficiency']:.3f} "
+            f"({c['efficiency_low']:.3f}-{c['efficiency_high']:.3f})"
+        )
+        print(said)
+        assert abs(c["efficiency"] - measured) <= PLAN_WITHIN, said
+        assert row["forecast_plan_error"], row
