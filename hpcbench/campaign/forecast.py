@@ -409,9 +409,11 @@ def _measured(
 class GroupStep:
     """A tensor-parallel group's step measured on one node, its tp workers training one
     micro-batch stream together (the sweep's K micro-batches a step): the mean of the
-    windows' steps, the fastest and slowest window's, and where it was measured. It
-    stands for the model's split compute and TP collectives, which on CPU nodes run
-    through Gloo on the cores the compute shares (docs/method.md, "Layouts")."""
+    windows' steps, the least and most it may be (its 95% interval over the windows,
+    or the fastest and slowest window where they reach further), and where it was
+    measured. It stands for the model's split compute and TP collectives, which on CPU
+    nodes run through Gloo on the cores the compute shares (docs/method.md,
+    "Layouts")."""
 
     step_s: float
     fastest_s: float
@@ -460,11 +462,13 @@ def _group_step(runs: list[dict[str, Any]], batch: int, where: str) -> GroupStep
     if not windows:
         return None
     at = "" if nearest == batch else f" at batch {nearest}"
+    mean, ci = analysis.mean_ci95(windows)
     step = GroupStep(
-        statistics.fmean(windows),
-        min(windows),
-        max(windows),
-        f"the TP group's step {statistics.fmean(windows):.3f} s measured {where}{at} "
+        mean,
+        # An interval that reaches 0 (two windows far apart) ends at the fastest window.
+        min(min(windows), mean - ci) if mean > ci else min(windows),
+        max(max(windows), mean + ci),
+        f"the TP group's step {mean:.3f} ± {ci:.3f} s measured {where}{at} "
         f"({len(windows)} window(s))",
     )
     return step.at(batch, nearest)
@@ -672,8 +676,8 @@ def cell_forecast(
     """The cell's point and band from one worker's figure over the link (plans.plan, as
     `predict` and the report forecast it); unknown: why there is no figure
     (unknown_single); group: a TP part's group step measured on one node (tp_group),
-    which then stands for its compute and TP collectives, the band reaching its
-    slowest and fastest window."""
+    which then stands for its compute and TP collectives, the band reaching the
+    least and most its measurement allows (GroupStep)."""
     unit = "tokens" if part.workload.seq_len else "images"
     if single is None:
         return CellForecast(

@@ -229,8 +229,8 @@ def test_a_tp_part_gets_its_lone_worker_and_its_group_measured_and_forecast_from
         2,
         2,
     )
-    # One worker: 0.2 s a step (5120 tokens/s); the pair 0.5 s, its windows 0.45 and 0.55.
-    runs = Runs(monkeypatch, lm_made(1, [0.4, 0.4]), lm_made(2, [0.9, 1.1], tp=2))
+    # One worker: 0.2 s a step (5120 tokens/s); the pair 0.5 s, its windows 0.45, 0.5, 0.55.
+    runs = Runs(monkeypatch, lm_made(1, [0.4, 0.4]), lm_made(2, [0.9, 1.0, 1.1], tp=2))
     said: list[str] = []
     before_booking.measure_all(campaign, {"tp": ONE_CORE}, said.append)
     # The lone worker trains without TP; the group is two ranks under torchrun in one
@@ -254,11 +254,13 @@ def test_a_tp_part_gets_its_lone_worker_and_its_group_measured_and_forecast_from
     cells = forecast.testbed_forecast(campaign, tb)
     one_node, two_nodes = cell_of(cells, 2), cell_of(cells, 4)
     # One node: the pair's measured step against the lone worker's, E = 0.2 / (2 x 0.5);
-    # the band from its slowest and fastest window.
+    # the band over the 95% interval of its mean step (t = 4.303 for 3 windows), which
+    # reaches further than its fastest and slowest window.
+    ci = 4.303 * 0.05 / 3**0.5
     assert one_node.efficiency == pytest.approx(0.2)
-    assert one_node.efficiency_low == pytest.approx(0.2 * 0.5 / 0.55)
-    assert one_node.efficiency_high == pytest.approx(0.2 * 0.5 / 0.45)
-    assert "the TP group's step 0.500 s measured on this machine before booking" in (
+    assert one_node.efficiency_low == pytest.approx(0.2 * 0.5 / (0.5 + ci), rel=1e-3)
+    assert one_node.efficiency_high == pytest.approx(0.2 * 0.5 / (0.5 - ci), rel=1e-3)
+    assert "the TP group's step 0.500 ± 0.124 s measured on this machine before booking" in (
         one_node.link_source
     )
     # Two nodes: FSDP2 across them adds to the pair's step, never takes from it.
@@ -277,5 +279,20 @@ def test_a_tp_part_gets_its_lone_worker_and_its_group_measured_and_forecast_from
     }
     Store(campaign.testbed_out(tb)).append(pair)
     again = cell_of(forecast.testbed_forecast(campaign, tb), 2)
-    assert "the TP group's step 0.400 s measured on this testbed" in again.link_source
+    assert "the TP group's step 0.400 ± 0.000 s measured on this testbed" in again.link_source
     assert again.efficiency == pytest.approx(0.25)
+
+
+def test_a_group_step_whose_interval_reaches_zero_ends_at_its_fastest_window() -> None:
+    run = {"status": "ok", "batch": 8, "steps": 2, "window_times": [0.6, 1.4]}
+    step = forecast._group_step([run], 8, "here")
+    assert step is not None
+    # Two windows, t = 12.706: the interval's low end is below 0; the fastest window's
+    # step stands there, the high end is the interval's.
+    assert step.step_s == pytest.approx(0.5)
+    assert step.fastest_s == pytest.approx(0.3)
+    assert step.slowest_s == pytest.approx(0.5 + 12.706 * (0.2 * 2**0.5) / 2**0.5, rel=1e-3)
+    # At another batch, as time per sequence.
+    double = forecast._group_step([run], 16, "here")
+    assert double is not None and double.step_s == pytest.approx(1.0)
+    assert "at batch 8" in double.source
