@@ -459,7 +459,7 @@ def _transformer_row(plan: Plan, n: int) -> dict[str, Any]:
             any(name == "reduce_scatter" for name, _, _ in plan.collective_links),
         )
         # The data-parallel ranks: one of each TP group, per_node / tp on a node.
-        ring = sharded_model.rings(n // tp, plan.gpus_per_node // tp, group // tp, links)
+        ring = sharded_model.rings(n // tp, plan.gpus_per_node // tp, group // tp, links, tp)
         last = sharded_model.sharded_point(
             micro, blocks, root, ring, sharding, plan.interference, plan.cpu
         )

@@ -248,16 +248,19 @@ def _ring(ranks: int, spans: bool, sharing: int, links: Links, name: str) -> Rin
     return Ring(ranks, Hop(net.latency_s, min(net.busbw / sharing, links.inside.busbw)), True)
 
 
-def rings(workers: int, per_node: int, group: int, links: Links) -> dict[str, Ring]:
+def rings(workers: int, per_node: int, group: int, links: Links, tp: int = 1) -> dict[str, Ring]:
     """The rings of one step: 'all_gather' and 'reduce_scatter' over rank 0's shard group
     (`group` consecutive ranks, as bench/lm.py's mesh makes them), 'all_reduce' over its
     replicas (every group-th rank from 0). Ranks fill nodes per_node at a time. The hop's
     sharing is the most rings of a kind that cross one node of rank 0's ring, in closed
-    form (tests/unit/test_sharded_rings.py checks it against a rank-by-rank count)."""
+    form (tests/unit/test_sharded_rings.py checks it against a rank-by-rank count),
+    times tp: the data-parallel ranks here are one TP rank's, and each of the other tp -
+    1 runs the same rings at the same time over the same nodes' NICs (its own shard of
+    every unit)."""
     # A shard group wider than a node spans nodes, as does every other then; a node holds
     # ranks of at most two of them, and rank 0's last node holds two where the group ends
     # inside it and another group follows.
-    sharing = 2 if group % per_node and group < workers else 1
+    sharing = (2 if group % per_node and group < workers else 1) * tp
     out = {
         name: _ring(group, group > per_node, sharing, links, name)
         for name in ("all_gather", "reduce_scatter")
@@ -266,7 +269,7 @@ def rings(workers: int, per_node: int, group: int, links: Links) -> dict[str, Ri
     # every replica ring, and node 0's per_node ranks belong to min(per_node, group) of them.
     replicas = workers // group
     out["all_reduce"] = _ring(
-        replicas, (replicas - 1) * group >= per_node, min(per_node, group), links, "all_reduce"
+        replicas, (replicas - 1) * group >= per_node, min(per_node, group) * tp, links, "all_reduce"
     )
     return out
 

@@ -35,14 +35,28 @@ def _reference_ring(
     )
 
 
-def reference_rings(workers: int, per_node: int, group: int, links: Links) -> dict[str, Ring]:
+def reference_rings(
+    workers: int, per_node: int, group: int, links: Links, tp: int = 1
+) -> dict[str, Ring]:
+    """The same over every rank of the world: `workers` data-parallel ranks of each of tp
+    TP ranks, a TP group's tp consecutive ranks on one node (bench/lm.py's (dp, tp)
+    mesh: rank = dp x tp + its TP rank), per_node data-parallel ranks a node."""
+
+    def world(ranks: list[int], t: int) -> list[int]:
+        return [d * tp + t for d in ranks]
+
     shards = [list(range(s, s + group)) for s in range(0, workers, group)]
     replicas = [list(range(j, workers, group)) for j in range(group)]
+    every_shard = [world(g, t) for g in shards for t in range(tp)]
+    every_replica = [world(g, t) for g in replicas for t in range(tp)]
+    node = per_node * tp
     out = {
-        name: _reference_ring(shards[0], shards, per_node, links, name)
+        name: _reference_ring(world(shards[0], 0), every_shard, node, links, name)
         for name in ("all_gather", "reduce_scatter")
     }
-    out["all_reduce"] = _reference_ring(replicas[0], replicas, per_node, links, "all_reduce")
+    out["all_reduce"] = _reference_ring(
+        world(replicas[0], 0), every_replica, node, links, "all_reduce"
+    )
     return out
 
 
@@ -69,6 +83,26 @@ def test_the_rings_in_closed_form_are_the_rank_by_rank_counts_of_every_set_up():
                     assert got == want, (workers, per_node, group)
                     checked += 1
     assert checked > 4000
+
+
+def test_with_tensor_parallelism_every_tp_rank_s_rings_share_the_nic():
+    """Each TP rank's data-parallel rings cross the same nodes at once: the NIC's
+    sharing is tp times one TP rank's, as counted over every rank of the world."""
+    checked = 0
+    for links in LINKS:
+        for tp in (2, 4):
+            for workers in range(1, 17):
+                for per_node in range(1, 5):
+                    for group in _divisors(workers):
+                        got = sharded_model.rings(workers, per_node, group, links, tp)
+                        want = reference_rings(workers, per_node, group, links, tp)
+                        assert got == want, (tp, workers, per_node, group)
+                        checked += 1
+    # Two nodes, a TP pair on each, FSDP2 over the two pairs: two rings on the one NIC.
+    one = sharded_model.rings(2, 1, 2, LINKS[0])["all_gather"]
+    two = sharded_model.rings(2, 1, 2, LINKS[0], 2)["all_gather"]
+    assert two.hop.busbw == one.hop.busbw / 2
+    assert checked > 500
 
 
 def _plan(parallel: str, model: str, per_node: int, workers: list[int], **fields) -> Plan:
