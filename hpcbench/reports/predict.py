@@ -65,6 +65,11 @@ from hpcbench.performance.scaling_model import (
 )
 
 MAX_WORKERS = 4096
+# How far past the asked workers the search for a layout that fits goes, in nodes: a
+# model whose fp32 master weights and AdamW moments (16 bytes a parameter, ZeRO) need
+# more than this many nodes' memory is one no node count of an ordinary booking runs
+# (Llama 3.1 405B: 6.5 TB, 11 nodes of 8 x 80 GB).
+MEMORY_SEARCH_NODES = 32
 # The workload's options a forecast takes, declared once for scale and predict.
 WORKLOAD_OPTIONS = (
     "--model",
@@ -421,19 +426,17 @@ def memory_rows(args: argparse.Namespace, plan: Plan, rows: list[dict[str, Any]]
         r["memory_of"] = size
         r["memory_source"] = size_source
         if size is not None:
-            found = memory.smallest_layout(
-                config,
-                plan.seq_len,
-                plan.batch,
-                layout,
-                size,
-                max(r["workers"], max(plan.workers)),
-                plan.gpus_per_node,
-            )
-            r["memory_fits"] = memory.fit(total, size).fits
-            r["memory_verdict"] = memory.verdict(
-                total, size, layout, found, max(r["workers"], max(plan.workers))
-            )
+            # Past the rows' own worker counts: where none of them fits, the answer is
+            # how many GPUs would.
+            most = max(r["workers"], *plan.workers, MEMORY_SEARCH_NODES * plan.gpus_per_node)
+            fits = memory.fit(total, size).fits
+            found = None
+            if not fits:
+                found = memory.smallest_layout(
+                    config, plan.seq_len, plan.batch, layout, size, most, plan.gpus_per_node
+                )
+            r["memory_fits"] = fits
+            r["memory_verdict"] = memory.verdict(total, size, layout, found, most)
         per_gpu = r["tokens_per_s"] / r["workers"]
         r["mfu"], r["mfu_unknown"] = peak_flops.mfu(per_gpu * flops, peak, peak_source)
 

@@ -125,6 +125,29 @@ def test_a_model_too_large_for_its_gpus_is_said_so_with_the_layout_that_fits(cap
     assert row["mfu"] is not None and 0 < row["mfu"] < 1
 
 
+def test_a_model_no_layout_of_the_asked_node_holds_is_said_so_with_the_gpus_that_would(
+    capsys,
+):
+    """A 70B under plain FSDP2 on one node of 8 x 80 GB: its fp32 master weights and
+    AdamW moments alone are 16 bytes a parameter, 141 GB a GPU; the answer names the
+    layout and the GPU count that fit, past the node asked (MEMORY_SEARCH_NODES)."""
+    config = "tests/fixtures/llama-3-70b/config.json"
+    argv = [*BASE, "--workers", "8", "--parallel", "fsdp2", "--seq-len", "8192"]
+    argv[argv.index("llama3.1-8b")] = config
+    assert cli.main([*argv, "--accelerator", "NVIDIA H100 80GB HBM3"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert row["memory_fits"] is False and row["memory_bytes"] > 141e9
+    verdict = row["memory_verdict"]
+    found = int(verdict.split(" on ")[-1].split(" GPUs")[0])
+    assert verdict.startswith("does not fit in 80 GB; fits with ") and found % 8 == 0, verdict
+    # And that layout does fit: asked for as the verdict spells it, on its GPUs.
+    options = verdict.split("fits with ")[1].split(" on ")[0].split()
+    argv[argv.index("--workers") + 1] = str(found)
+    assert cli.main([*argv, *options, "--accelerator", "NVIDIA H100 80GB HBM3"]) == 0
+    [there] = json.loads(capsys.readouterr().out)
+    assert there["memory_fits"] is True, there["memory_verdict"]
+
+
 @pytest.mark.parametrize("layout", [(1, 1), (2, 1), (1, 4), (2, 4)])
 def test_a_layouts_replay_taken_apart_gives_its_point_at_any_interference(layout):
     # The fit tries interferences without replaying (scaling_model._Parts): step = compute
