@@ -175,6 +175,33 @@ def campaign_run(
     return proc.returncode
 
 
+def lean_local(name: str, title: str, settings: dict, **keys: object) -> dict:
+    """A campaign's local testbed that the campaign deploys, without NFS and JupyterLab:
+    what the campaign tests show is the kinds and the cells; test_local_testbed.py
+    checks those two on the e2e testbed."""
+    return {
+        "name": name,
+        "env": "local",
+        "title": title,
+        "settings": settings,
+        **keys,
+        "ansible": {"enable_nfs": False, "enable_jupyter": False},
+    }
+
+
+def containers(prefix: str) -> list[str]:
+    """The containers, running or not, of a testbed named `prefix` (its nodes are
+    PREFIX-node1, ...)."""
+    out = subprocess.run(
+        ["docker", "ps", "-a", "--filter", f"name={prefix}", "--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    return [n for n in out.split() if n.startswith(f"{prefix}-")]
+
+
 def var_args(**overrides: str) -> list[str]:
     out: list[str] = []
     for key, value in {**E2E_VARS, **overrides}.items():

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.conftest import REPO, TINY_SWEEP, campaign_run
+from tests.e2e.conftest import REPO, TINY_SWEEP, campaign_run, containers, lean_local
 
 pytestmark = pytest.mark.e2e
 
@@ -56,30 +56,17 @@ SWEEP = {
 PLAN_WITHIN = 0.1
 
 
-def containers() -> list[str]:
-    out = subprocess.run(
-        ["docker", "ps", "-a", "--filter", f"name={SETTINGS['name']}", "--format", "{{.Names}}"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-    return out.split()
-
-
 def test_tp_and_accumulation_cells_are_forecast_from_this_machine_then_measured(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "results"
     path = tmp_path / "layouts.yaml"
-    testbed = {
-        "name": "tp",
-        "env": "local",
-        "title": "local, TP 2 x FSDP2, 2 micro-batches a step",
-        "settings": SETTINGS,
-        "hardware": {"link_efficiency": 0.93},
-        "ansible": {"enable_nfs": False, "enable_jupyter": False},
-    }
+    testbed = lean_local(
+        "tp",
+        "local, TP 2 x FSDP2, 2 micro-batches a step",
+        SETTINGS,
+        hardware={"link_efficiency": 0.93},
+    )
     path.write_text(
         yaml.safe_dump({"name": "layouts", "out": str(out), "sweep": SWEEP, "testbeds": [testbed]})
     )
@@ -94,7 +81,7 @@ def test_tp_and_accumulation_cells_are_forecast_from_this_machine_then_measured(
     try:
         rc = campaign_run(path, (), environ, log, lambda: False)
     finally:
-        if containers():  # a failed run's testbed: not left for the next
+        if containers(SETTINGS["name"]):  # a failed run's testbed: not left for the next
             subprocess.run(
                 [sys.executable, "-m", "hpcbench", "campaign", "destroy", str(path)],
                 cwd=REPO,
@@ -105,7 +92,7 @@ def test_tp_and_accumulation_cells_are_forecast_from_this_machine_then_measured(
     text = log.read_text()
     assert rc == 0, text[-6000:]
     print(f"layouts campaign: {time.monotonic() - started:.0f} s")
-    assert containers() == []  # deployed, measured, destroyed
+    assert containers(SETTINGS["name"]) == []  # deployed, measured, destroyed
 
     # Before booking: the lone worker (no TP) and the TP pair, each in one container of
     # the first node's planned limits, recorded for the testbed.

@@ -35,6 +35,7 @@ from tests.e2e.conftest import (
     DeployedTestbed,
     campaign_run,
     head,
+    lean_local,
     partition,
 )
 from tests.slurm_sites import site_slurm
@@ -120,16 +121,7 @@ def campaign_file(
         "testbeds": [
             *(partition(bed, p) for p in partitions),
             *more,
-            {
-                "name": "built",
-                "env": "local",
-                "title": "local, deployed by the campaign",
-                "settings": BUILT,
-                "sweep": {"nodes": 1},
-                # Lean: what this test shows is the kinds side by side; the deploy tests
-                # (test_local_testbed.py) check NFS and JupyterLab on the e2e testbed.
-                "ansible": {"enable_nfs": False, "enable_jupyter": False},
-            },
+            lean_local("built", "local, deployed by the campaign", BUILT, sweep={"nodes": 1}),
         ],
     }
     path = tmp / "mixed.yaml"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import E2E_VARS, REPO, DeployedTestbed
+from tests.e2e.conftest import E2E_VARS, REPO, DeployedTestbed, containers
 
 pytestmark = [pytest.mark.e2e, pytest.mark.stage("kill")]
 
@@ -63,17 +63,6 @@ HANGING_RUN = [
 ]
 RANKS_START_S = 300  # torch's import on 0.6 of a core per node
 RANKS_GONE_S = 30
-
-
-def containers(prefix: str) -> list[str]:
-    out = subprocess.run(
-        ["docker", "ps", "-a", "--filter", f"name={prefix}", "--format", "{{.Names}}"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-    return [n for n in out.split() if n.startswith(f"{prefix}-")]
 
 
 def ranks(container: str) -> list[str]:
