@@ -290,6 +290,16 @@ def param_counts(c: TransformerConfig) -> dict[str, int]:
     }
 
 
+def block_products(c: TransformerConfig) -> list[tuple[int, int, bool]]:
+    """A block's matrix products in the order its forward runs them (transformer.py: wq,
+    wk, wv, wo, then w1, w3, w2 or GPT-2's w1, w2), each as (its input's width, its
+    output's width, whether it is row-parallel under TP: wo and w2)."""
+    q, kv = c.heads * c.head_dim, c.kv_heads * c.head_dim
+    mlp = [(c.dim, c.ffn)] * (2 if c.family == "llama" else 1)
+    widths = [(c.dim, q), (c.dim, kv), (c.dim, kv), (q, c.dim), *mlp, (c.ffn, c.dim)]
+    return [(i, o, n in (3, len(widths) - 1)) for n, (i, o) in enumerate(widths)]
+
+
 def flops_per_token(c: TransformerConfig, seq_len: int) -> int:
     """Training FLOPs per token (the module's text): 6N + 6 L H (d_qk + d_v) T."""
     n = param_counts(c)["matmul"]

@@ -4,22 +4,26 @@ and the phases of the step that hold it; the total (the fullest phase); whether 
 an accelerator's memory beside the allocator's headroom; and the smallest layout that
 would. Pure arithmetic: no I/O, no torch.
 
-The step has three phases whose held memory differs; the total is the largest:
+The step has four phases whose held memory differs; the total is the largest:
 
-    backward            the first blocks' backward: every activation still saved, the
-                        loss's gradients just made, the gathered parameters and the
-                        gradients in flight
-    root reduce-scatter FSDP2's last collective of backward, the activations freed
-    optimizer step      AdamW's update, with its temporary
+    loss backward        the loss's fp32 tensors made, every block's activations still
+                         kept, the head's saves, the root gathered
+    first block backward the last block's backward, the first of backward: the loss's
+                         tensors and the head's saves freed, that block's activations
+                         (recomputed under checkpointing) beside the others' kept ones,
+                         the root's gradients, two blocks gathered and one block's
+                         gradients in flight
+    root reduce-scatter  FSDP2's last collective of backward, the activations freed
+    optimizer step       AdamW's update, with its temporary
 
-Inside a phase each term is counted at its largest, so a phase's sum errs high (the
-loss's gradients are freed once the output projection's backward has run, before the
-root's gradients peak). Where a code path could not be pinned, the larger count is kept
-(RMSNorm below): the forecast errs high, never low.
+Inside a phase each term is counted at its largest, so a phase's sum errs high. Where a
+code path could not be pinned, the larger count is kept (RMSNorm below): the forecast
+errs high, never low.
 
-The layout is the workload's (bench/lm.py, bench/transformer.py): FSDP2 over each block
-and the root, Megatron-style tensor parallelism with sequence parallelism inside a node
-(torchtitan's plan for Llama), AdamW.
+The layout is the workload's (bench/lm.py, bench/transformer.py, bench/layout.py): FSDP2
+over each block and the root, Megatron-style tensor parallelism with sequence
+parallelism inside a node (torchtitan's plan for Llama), AdamW, and torchtitan's
+activation checkpointing (full, or its "op" selective policy).
 """
 
 from __future__ import annotations
@@ -39,9 +43,11 @@ COMPUTE_DTYPES = ("bf16", "fp32")
 STATE_DTYPES = ("bf16", "fp32")
 ATTENTION = ("sdpa", "math")
 
-BACKWARD = "backward"
+LOSS_BACKWARD = "loss backward"
+BLOCK_BACKWARD = "first block backward"
 ROOT_REDUCE = "root reduce-scatter"
 OPTIMIZER = "optimizer step"
+PHASES = (LOSS_BACKWARD, BLOCK_BACKWARD, ROOT_REDUCE, OPTIMIZER)
 
 PARAMETERS = "parameters"
 GRADIENTS = "gradients"
@@ -56,6 +62,11 @@ ACTIVATIONS = "activations"
 # fp32 and bf16 logits alike (the autograd graph is the device's own either way).
 # Korthikanti et al. 2022 count the first alone (4 s b v / t).
 LOSS_FP32_TENSORS = 3
+# Under TP the loss runs in torch's loss_parallel, whose nll_loss backward does
+# log_softmax's too, as `(grad_input + torch.exp(x)) * grad_output`
+# (torch/distributed/tensor/parallel/loss.py:451-518, torch 2.15): log_softmax's saved
+# result, the zeroed grad_input, their sum and the product are alive at once, four.
+LOSS_PARALLEL_FP32_TENSORS = 4
 FP32 = 4
 
 # The allocator's headroom. GMLake (Guo et al., ASPLOS 2024, arXiv:2401.08156, abstract)
@@ -125,7 +136,7 @@ class Breakdown:
 
     @property
     def peak_phase(self) -> str:
-        return max((BACKWARD, ROOT_REDUCE, OPTIMIZER), key=self.phase)
+        return max(PHASES, key=self.phase)
 
     @property
     def total(self) -> int:
@@ -225,21 +236,71 @@ def block_bytes(config: Any, seq_len: int, micro_batch: int, layout: Layout) -> 
     return seq_len * micro_batch * config.dim * per_token / layout.tp
 
 
-def activation_bytes(config: Any, seq_len: int, micro_batch: int, layout: Layout) -> float:
-    """Every block's saved activations under the layout's checkpointing, as Korthikanti
-    et al. 2022 define it: none keeps them all; selective recomputes the scores, one
-    block's at a time in backward (with fused attention there are none: the same as
-    none); full keeps each block's input, s b h e / t, and recomputes one block at a
-    time, its activations held meanwhile."""
-    block = block_bytes(config, seq_len, micro_batch, layout)
-    scores = _scores_per_block(config, seq_len, micro_batch, layout)
-    layers = config.layers
-    if layout.checkpoint == "none":
-        return layers * (block + scores)
-    if layout.checkpoint == "selective":
-        return layers * block + scores
+def input_bytes(config: Any, seq_len: int, micro_batch: int, layout: Layout) -> float:
+    """A block's input, s b h e / t (sequence parallel between the blocks): what
+    torch.utils.checkpoint keeps of a checkpointed block to run it again."""
     e = DTYPE_BYTES[layout.compute_dtype]
-    return layers * seq_len * micro_batch * config.dim * e / layout.tp + block + scores
+    return seq_len * micro_batch * config.dim * e / layout.tp
+
+
+def selective_bytes(config: Any, seq_len: int, micro_batch: int, layout: Layout) -> float:
+    """What torchtitan's "op" selective checkpointing keeps of one block from its forward
+    to its backward (bench/layout.py, selective_context; torchtitan at 9dec370,
+    torchtitan/parallelisms/parallelize_llama.py:213-223, _save_list, and :250-270, its
+    policy): the block's input; the output of every other matrix product, the first,
+    third, ... (a count per block's forward, the even ones recomputed): a column-parallel
+    one's over t, a row-parallel one's the whole partial sum (b, s, h) before its
+    reduce-scatter; fused attention's outputs as the kernel returns them, its output (q
+    wide) and its fp32 logsumexp (heads values per token; flash, memory-efficient and
+    cuDNN kernels alike); and under TP the outputs of the block's two reduce-scatters.
+    Math attention is matrix products that are not on the list (aten.bmm) and a
+    softmax: none of it is kept. tests/unit/test_memory.py checks the count against what
+    a checkpointed bench/transformer.py block holds after its forward."""
+    e = DTYPE_BYTES[layout.compute_dtype]
+    t = layout.tp
+    tokens = seq_len * micro_batch
+    products = transformer_configs.block_products(config)[::2]
+    kept = [w if rowwise else w / t for _, w, rowwise in products]
+    per_token = e * sum(kept)
+    if layout.attention != "math":
+        per_token += (e * config.heads * config.head_dim + FP32 * config.heads) / t
+    if t > 1:  # wo's and w2's outputs reduce-scattered over the sequence
+        per_token += 2 * e * config.dim / t
+    return input_bytes(config, seq_len, micro_batch, layout) + tokens * per_token
+
+
+def kept_bytes(config: Any, seq_len: int, micro_batch: int, layout: Layout) -> float:
+    """What one block keeps from its forward to its backward under the layout's
+    checkpointing: none, every saved activation; selective, selective_bytes; full, its
+    input."""
+    if layout.checkpoint == "none":
+        block = block_bytes(config, seq_len, micro_batch, layout)
+        return block + _scores_per_block(config, seq_len, micro_batch, layout)
+    if layout.checkpoint == "selective":
+        return selective_bytes(config, seq_len, micro_batch, layout)
+    return input_bytes(config, seq_len, micro_batch, layout)
+
+
+def kept_activation_bytes(config: Any, seq_len: int, micro_batch: int, layout: Layout) -> float:
+    """Every block's kept activations, as the loss's backward finds them."""
+    return config.layers * kept_bytes(config, seq_len, micro_batch, layout)
+
+
+def activation_bytes(config: Any, seq_len: int, micro_batch: int, layout: Layout) -> float:
+    """The activations in the first block's backward (the last block's): without
+    checkpointing every block's saves; with it, the others' kept activations beside that
+    block's input and its saves, recomputed (a selective block's kept outputs are handed
+    to its recomputation, torch/utils/checkpoint.py:1687-1735, _CachedTorchDispatchMode,
+    and held no longer than its own saves). For full checkpointing that is
+    Korthikanti et al. 2022's L s b h e / t and one block's activations."""
+    kept = kept_bytes(config, seq_len, micro_batch, layout)
+    if layout.checkpoint == "none":
+        return config.layers * kept
+    block = block_bytes(config, seq_len, micro_batch, layout)
+    recomputed = block + _scores_per_block(config, seq_len, micro_batch, layout)
+    return (
+        (config.layers - 1) * kept + input_bytes(config, seq_len, micro_batch, layout) + recomputed
+    )
 
 
 def head_bytes(config: Any, seq_len: int, micro_batch: int, layout: Layout) -> float:
@@ -252,10 +313,12 @@ def head_bytes(config: Any, seq_len: int, micro_batch: int, layout: Layout) -> f
 
 
 def loss_bytes(config: Any, seq_len: int, micro_batch: int, layout: Layout) -> float:
-    """The logits' fp32 tensors of the loss's backward (LOSS_FP32_TENSORS), each of
-    s b v / t: the output column-parallel with loss parallel, as torchtitan's plan runs
-    it, so each rank holds its part of the vocabulary."""
-    return LOSS_FP32_TENSORS * FP32 * seq_len * micro_batch * config.vocab / layout.tp
+    """The logits' fp32 tensors of the loss's backward (LOSS_FP32_TENSORS, under TP's
+    loss parallel LOSS_PARALLEL_FP32_TENSORS), each of s b v / t: the output
+    column-parallel with loss parallel, as torchtitan's plan runs it, so each rank holds
+    its part of the vocabulary."""
+    tensors = LOSS_PARALLEL_FP32_TENSORS if layout.tp > 1 else LOSS_FP32_TENSORS
+    return tensors * FP32 * seq_len * micro_batch * config.vocab / layout.tp
 
 
 # ------------------------------------------------------------------ the breakdown
@@ -272,7 +335,7 @@ def breakdown(config: Any, seq_len: int, micro_batch: int, layout: Layout) -> Br
     master = DTYPE_BYTES[layout.master_dtype]
     moments = DTYPE_BYTES[layout.optimizer_dtype]
     reduce = DTYPE_BYTES[layout.reduce_dtype]
-    every = (BACKWARD, ROOT_REDUCE, OPTIMIZER)
+    every = PHASES
     zero = "ZeRO (Rajbhandari et al. 2020, arXiv:1910.02054): 16 bytes per parameter"
     terms = [
         Term(PARAMETERS, shard * master, every, f"{zero}; the master weights' shard"),
@@ -288,26 +351,38 @@ def breakdown(config: Any, seq_len: int, micro_batch: int, layout: Layout) -> Br
     ]
     terms += _working_copies(layout, per_tp, block, head, c, master, reduce, len(blocks))
     sb = (config, seq_len, micro_batch, layout)
+    korthikanti = (
+        "Korthikanti et al. 2022 (arXiv:2205.05198), table 2, counted part by part for "
+        f"this block; checkpointing {layout.checkpoint}"
+    )
     terms += [
+        Term(
+            "kept activations",
+            math.ceil(kept_activation_bytes(*sb)),
+            (LOSS_BACKWARD,),
+            f"{korthikanti}: what each block keeps from its forward to its backward",
+        ),
         Term(
             ACTIVATIONS,
             math.ceil(activation_bytes(*sb)),
-            (BACKWARD,),
-            "Korthikanti et al. 2022 (arXiv:2205.05198), table 2, counted part by part "
-            f"for this block; checkpointing {layout.checkpoint}",
+            (BLOCK_BACKWARD,),
+            f"{korthikanti}: the other blocks' kept activations and the last block's "
+            "saves (recomputed under checkpointing)",
         ),
         Term(
             "final norm and output projection input",
             math.ceil(head_bytes(*sb)),
-            (BACKWARD,),
-            "the final norm's saves and the output projection's input",
+            (LOSS_BACKWARD,),
+            "the final norm's saves and the output projection's input, freed by their "
+            "backward, before any block's",
         ),
         Term(
             "logits and loss",
             math.ceil(loss_bytes(*sb)),
-            (BACKWARD,),
-            "3 fp32 tensors of s b v / t in the loss's backward: log_softmax's result "
-            "and two gradients (Korthikanti et al. 2022 count the first)",
+            (LOSS_BACKWARD,),
+            "3 fp32 tensors of s b v / t in the loss's backward, 4 under loss parallel "
+            "(tp > 1): log_softmax's result and the gradients (Korthikanti et al. 2022 "
+            "count the first), freed before the output projection's backward",
         ),
     ]
     return Breakdown(tuple(terms))
@@ -325,42 +400,54 @@ def _working_copies(
             Term(
                 "compute copy",
                 copy,
-                (BACKWARD,),
+                (LOSS_BACKWARD, BLOCK_BACKWARD),
                 "bf16 autocast casts each weight once per forward (its weight cache, "
                 "torch/amp/autocast_mode.py:218) and each linear saves the cast for backward",
             ),
             Term(
                 "DDP buckets",
                 buckets,
-                (BACKWARD, ROOT_REDUCE, OPTIMIZER),
+                PHASES,
                 "DistributedDataParallel, gradient_as_bucket_view: the gradients are views "
                 "of the buckets, else the buckets are one more copy of them "
                 "(torch/nn/parallel/distributed.py:730-734)",
             ),
         ]
     in_flight = min(2, n)
+    backward = (LOSS_BACKWARD, BLOCK_BACKWARD)
     terms = [
         Term(
-            "gathered parameters",
-            (head + in_flight * block) * c,
-            (BACKWARD, ROOT_REDUCE),
+            "gathered root",
+            head * c,
+            (*backward, ROOT_REDUCE),
             f"FSDP2: the root stays gathered from forward to the end of backward "
-            f"({FSDP2}_fsdp_state.py:222-226); with one layer of prefetch two blocks are "
-            f"gathered at once, the one computing and the next (_fully_shard.py:716; a "
-            f"block is resharded before its gradients are reduced, "
-            f"_fsdp_param_group.py:726-727)",
+            f"({FSDP2}_fsdp_state.py:222-226)",
+        ),
+        Term(
+            "gathered blocks",
+            in_flight * block * c,
+            (BLOCK_BACKWARD, ROOT_REDUCE),
+            f"FSDP2: with one layer of prefetch two blocks are gathered at once, the one "
+            f"computing and the next (_fully_shard.py:716; a block is resharded before "
+            f"its gradients are reduced, _fsdp_param_group.py:726-727); none in the "
+            f"loss's backward: every block is resharded after its forward "
+            f"(bench/layout.py) and the last one is gathered again by the root's "
+            f"pre-backward hook, a hook on the root's output that runs once the loss's "
+            f"backward has made its gradient ({FSDP2}_fsdp_state.py:407-420, 581-599)",
         ),
         Term(
             "root's gradients",
             head * c,
-            (BACKWARD, ROOT_REDUCE),
-            "FSDP2: the root's unsharded gradients, made by the output projection's "
-            "backward and reduce-scattered at its end",
+            (BLOCK_BACKWARD, ROOT_REDUCE),
+            f"FSDP2: the root's unsharded gradients, made by the output projection's "
+            f"backward and reduce-scattered at backward's end, by the root's final "
+            f"callback (its input, the tokens, needs no gradient: "
+            f"{FSDP2}_fsdp_state.py:422-450)",
         ),
         Term(
             "block's gradients in flight",
             block * (c + reduce),
-            (BACKWARD,),
+            (BLOCK_BACKWARD,),
             f"FSDP2: a block's unsharded gradients and one reduce-scatter input in the "
             f"reduce dtype ({FSDP2}_fsdp_collectives.py:659-668; one input buffer by "
             f"default, _fully_shard.py:918)",
@@ -377,7 +464,7 @@ def _working_copies(
             Term(
                 "accumulated gradients",
                 per_tp * reduce,
-                (BACKWARD, ROOT_REDUCE),
+                (*backward, ROOT_REDUCE),
                 f"FSDP2 set_requires_gradient_sync(False): unsharded gradients accumulate "
                 f"in the reduce dtype until the last micro-batch ({FSDP2}_fully_shard.py:606)",
             )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hpcbench.core.bench import transformer_configs
 from hpcbench.performance import allreduce_model, memory, sharded_model
 from hpcbench.performance.scaling_model import (
     DEFAULT_INTERFERENCE,
@@ -233,13 +234,28 @@ def plan(
     )
 
 
-# What activation checkpointing adds to one worker's step (bench/layout.py): full
-# recomputes each block's forward in backward, a third of a step more (the forward's
-# share, allreduce_model.BACKWARD_SHARE; Korthikanti et al. 2022, arXiv:2205.05198,
-# section 5: "about 33%"); selective recomputes the elementwise operations only
-# (torchtitan's op policy keeps every matrix product and the attention), whose FLOPs are
-# taken as nothing beside the matmuls.
-RECOMPUTE = {"none": 0.0, "selective": 0.0, "full": 1.0 - allreduce_model.BACKWARD_SHARE}
+def recompute_share(model: str, seq_len: int, checkpoint: str) -> float:
+    """What activation checkpointing adds to one worker's step, as a share of it
+    (bench/layout.py): full recomputes each block's forward in backward, the forward's
+    share of a step (1 - allreduce_model.BACKWARD_SHARE; Korthikanti et al. 2022,
+    arXiv:2205.05198, section 5: "about 33%"); selective (torchtitan's op policy)
+    recomputes every second matrix product of a block (the 2nd, 4th, ...:
+    transformer_configs.block_products) but the block's last, whose output backward
+    does not need (torch.utils.checkpoint stops early), and the elementwise
+    operations, taken as nothing beside them: the forward's share times those
+    products' FLOPs over the forward's (flops_per_token / 3).
+    tests/unit/test_layout.py counts the workload's recomputed FLOPs against it."""
+    forward = 1.0 - allreduce_model.BACKWARD_SHARE
+    if checkpoint == "none":
+        return 0.0
+    if checkpoint == "full":
+        return forward
+    config = sharded_model.shape(model)
+    if config is None:
+        return 0.0  # a CNN has no blocks to checkpoint
+    products = transformer_configs.block_products(config)
+    again = config.layers * sum(2 * i * o for i, o, _ in products[1:-1:2])
+    return forward * again / (transformer_configs.flops_per_token(config, seq_len) / 3)
 
 
 def step_in_layout(micro_step_s: float, job: Job) -> float:
@@ -247,7 +263,8 @@ def step_in_layout(micro_step_s: float, job: Job) -> float:
     micro-batch (a figure measured or given without checkpointing): K micro-batches,
     each with what checkpointing recomputes. A baseline the workload measured in the
     layout is that step already."""
-    return micro_step_s * job.grad_accum * (1.0 + RECOMPUTE[job.activation_checkpoint])
+    share = recompute_share(job.model, job.seq_len, job.activation_checkpoint)
+    return micro_step_s * job.grad_accum * (1.0 + share)
 
 
 def memory_layout(

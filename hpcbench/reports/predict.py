@@ -606,7 +606,8 @@ def _transformer_sources(args: argparse.Namespace, plan: Plan) -> dict[str, str]
         "step's path (Megatron-LM's split, sequence parallel); each worker computes a "
         "tp-th of the step at one worker's rate (assumed: narrower matmuls may run slower); "
         f"checkpointing {plan.checkpoint}: "
-        f"+{plans.RECOMPUTE[plan.checkpoint]:.0%} of the step recomputed "
+        f"+{plans.recompute_share(plan.model, plan.seq_len, plan.checkpoint):.0%} of the "
+        "step recomputed "
         '(docs/method.md, "Layouts: tensor parallelism, accumulation, checkpointing")',
         "memory": "memory per GPU: parameters, gradients and AdamW's moments by their shards "
         f"and dtypes ({args.master_dtype} master, {args.optimizer_dtype} moments), "

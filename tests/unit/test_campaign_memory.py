@@ -123,7 +123,7 @@ def test_the_plan_gives_each_transformer_cells_memory_beside_its_gpus_and_names_
     # Does not fit the 40 GB one: the verdict, and what would (one GPU is all it has).
     found = memory.smallest_layout(LLAMA_1B, 1024, 4, one_gpu_ddp(), 40 * GB, 1, 1)
     verdict = memory.verdict(need, 40 * GB, one_gpu_ddp(), found, 1)
-    assert verdict == "does not fit in 40 GB; fits with --activation-checkpoint full"
+    assert verdict == "does not fit in 40 GB; fits with --activation-checkpoint selective"
     block = block_of(out, "small")
     assert memory_line(block, small.cells[0].id) == f"memory {need / 1e9:.1f} GB per GPU: {verdict}"
     [row] = [line for line in block if line.lstrip().startswith(small.cells[0].id)]
@@ -239,7 +239,7 @@ def test_the_dry_run_says_which_cells_it_skips_and_why_and_prints_the_others_scr
     small = campaign_file.load(path).testbeds[1]
     [skip] = [line for line in out.splitlines() if line.startswith("# not run: ")]
     assert skip.startswith(f"# not run: {small.cells[0].label} ({small.cells[0].id}): memory ")
-    assert skip.endswith("does not fit in 40 GB; fits with --activation-checkpoint full")
+    assert skip.endswith("does not fit in 40 GB; fits with --activation-checkpoint selective")
     assert "#SBATCH --partition=big\n" in out and "#SBATCH --partition=small\n" not in out
     assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
 

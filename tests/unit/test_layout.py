@@ -72,9 +72,15 @@ def test_full_checkpointing_runs_every_blocks_forward_again_in_backward():
     assert full[NORM] == none[NORM] + TINY.layers * 2 and none[NORM] == 0
 
 
-def test_selective_checkpointing_recomputes_the_norms_but_no_matrix_product():
+def test_selective_checkpointing_recomputes_the_norms_and_every_second_matrix_product():
     none, selective = backward_ops("none"), backward_ops("selective")
-    assert matmuls(selective) == matmuls(none)
+    model, inputs, _ = model_and_batch()
+    with Ops() as forward:
+        model.layers[0](model.tok_embeddings(inputs), None)
+    # torchtitan's rule: of a block's products (GPT-2's six) the 2nd, 4th and 6th are
+    # recomputed, but the 6th (the MLP's output) is not needed by backward (early stop).
+    second = len(range(2, matmuls(forward.count) + 1, 2))
+    assert matmuls(selective) == matmuls(none) + TINY.layers * (second - 1)
     assert selective[NORM] == TINY.layers * 2  # both LayerNorms of every block, again
     attention = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
     assert selective[attention] == none[attention] == 0  # kept, not run again
@@ -144,3 +150,46 @@ def test_the_harness_refuses_a_layout_that_cannot_run_in_one_line_before_launch(
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1 and says in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_the_forecasts_selective_recompute_is_the_workloads_recomputed_flops(family, monkeypatch):
+    """plans.recompute_share's selective share, in FLOPs: what backward runs beyond
+    none's, counted by torch's FLOP counter over the workload's model."""
+    import dataclasses
+
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from hpcbench.core.bench import transformer_configs as shared
+    from hpcbench.performance import plans
+
+    config = (
+        TINY
+        if family == "gpt2"
+        else dataclasses.replace(
+            tc.CONFIGS["llama-1b"], name="llama-small", dim=128, heads=4, kv_heads=2,
+            ffn=352, layers=2, vocab=512,
+        )
+    )  # fmt: skip
+    # Known by name to the forecast too (hpcbench loads bench/'s module on its own), for
+    # this test alone.
+    monkeypatch.setattr(shared, "_READ", dict(shared._READ))
+    if family == "llama":
+        shared.remember(shared.TransformerConfig(**dataclasses.asdict(config)))
+
+    def backward_flops(mode: str) -> int:
+        torch.manual_seed(0)
+        model = transformer.Transformer(config, SEQ)
+        plain = layout.Layout("ddp", 1, 1, wrapped=False)
+        layout.apply(model, plain, torch.device("cpu"), False, mode)
+        ids = torch.randint(0, config.vocab, (2, SEQ + 1))
+        loss = steps.loss_of(model(ids[:, :-1]), ids[:, 1:])
+        with FlopCounterMode(display=False) as counter:
+            loss.backward()
+        return counter.get_total_flops()
+
+    again = backward_flops("selective") - backward_flops("none")
+    forward = tc.flops_per_token(config, SEQ) / 3 * 2 * SEQ  # two sequences of SEQ
+    share = plans.recompute_share(config.name, SEQ, "selective")
+    assert again > 0
+    assert again == pytest.approx(share / (1 - plans.allreduce_model.BACKWARD_SHARE) * forward)

@@ -50,12 +50,21 @@ def test_a_tp_groups_collectives_are_the_blocks_activations_on_the_nodes_link():
     assert sharded_model.tp_seconds(config, 8192, 1, 1, 2, inside, "full") == 0
 
 
-def test_full_checkpointing_recomputes_a_third_of_a_step_selective_nothing_counted():
-    job = plans.Job("llama3.1-8b", 1, grad_accum=2)
+def test_full_checkpointing_recomputes_a_third_of_a_step_selective_a_part_of_that():
+    job = plans.Job("llama3.1-8b", 1, grad_accum=2, seq_len=8192)
     assert plans.step_in_layout(3.0, job) == 6.0
     full = replace(job, activation_checkpoint="full")
     assert plans.step_in_layout(3.0, full) == pytest.approx(8.0)
-    assert plans.step_in_layout(3.0, replace(job, activation_checkpoint="selective")) == 6.0
+    # Selective: wk, wo and w3 of each block again (tests/unit/test_layout.py counts
+    # the workload's FLOPs against the share): about a tenth of Llama 3.1 8B's step.
+    selective = plans.step_in_layout(3.0, replace(job, activation_checkpoint="selective"))
+    assert 6.0 < selective < 8.0
+    assert selective == pytest.approx(
+        6.0 * (1 + plans.recompute_share("llama3.1-8b", 8192, "selective"))
+    )
+    assert plans.recompute_share("llama3.1-8b", 8192, "selective") == pytest.approx(
+        0.088, abs=0.001
+    )
 
 
 def test_one_tp_group_per_node_trains_a_tp_th_of_the_tokens_at_the_rate_of_its_compute(capsys):

@@ -53,7 +53,8 @@ def test_bf16_states_hold_half_the_bytes_of_fp32_ones():
 def test_fsdp2_gathers_the_root_and_two_blocks_and_holds_one_blocks_gradients_in_flight():
     blocks, root = sharded_model.units(TINY, 128)
     b = memory.breakdown(TINY, 128, 2, Layout(parallel="fsdp2", dp=8))
-    assert b.bytes_of("gathered parameters") == 2 * (root.params + 2 * blocks[0].params)
+    assert b.bytes_of("gathered root") == 2 * root.params
+    assert b.bytes_of("gathered blocks") == 2 * 2 * blocks[0].params
     assert b.bytes_of("root's gradients") == 2 * root.params
     # bf16 unsharded gradients, and their copy into the fp32 reduce-scatter input
     assert b.bytes_of("block's gradients in flight") == (2 + 4) * blocks[0].params
@@ -112,19 +113,39 @@ def test_full_checkpointing_keeps_each_blocks_input_and_one_block_recomputed():
         )
 
 
-def test_selective_recomputation_drops_the_scores_but_one_blocks():
-    s, b, h, L = 128, 2, TINY.dim, TINY.layers
-    layout = Layout(checkpoint="selective", attention="math", dropout=True)
-    assert memory.activation_bytes(TINY, s, b, layout) == pytest.approx(
-        L * 34 * s * b * h + 5 * TINY.heads * s * s * b
+def test_selective_keeps_the_input_every_other_product_attention_and_the_reduce_scatters():
+    s, b, L = 128, 2, SMALL_LLAMA.layers
+    h, f, q, kv, a = SMALL_LLAMA.dim, SMALL_LLAMA.ffn, 256, 64, SMALL_LLAMA.heads
+    for t in (1, 2):
+        layout = Layout(tp=t, checkpoint="selective")
+        # input / t; wq, wv, w1 over t and w2's whole partial sum; attention's output
+        # and fp32 logsumexp; with TP the two reduce-scatters' outputs.
+        per_token = 2 * (h / t + q / t + kv / t + f / t + h) + (2 * q + 4 * a) / t
+        per_token += 2 * 2 * h / t if t > 1 else 0
+        kept = s * b * per_token
+        assert memory.selective_bytes(SMALL_LLAMA, s, b, layout) == pytest.approx(kept)
+        recomputed = memory.block_bytes(SMALL_LLAMA, s, b, layout) + s * b * h * 2 / t
+        assert memory.activation_bytes(SMALL_LLAMA, s, b, layout) == pytest.approx(
+            (L - 1) * kept + recomputed
+        )
+        assert memory.kept_activation_bytes(SMALL_LLAMA, s, b, layout) == pytest.approx(L * kept)
+    # GPT-2: wq, wv and w1 kept of six products; math attention keeps nothing, its scores
+    # are held for the recomputed block alone.
+    h, a = TINY.dim, TINY.heads
+    math_ = Layout(checkpoint="selective", attention="math", dropout=True)
+    kept = s * b * 2 * (h + h + h + 4 * h)
+    assert memory.selective_bytes(TINY, s, b, math_) == pytest.approx(kept)
+    scores = 5 * a * s * s * b
+    assert memory.activation_bytes(TINY, s, b, math_) == pytest.approx(
+        (TINY.layers - 1) * kept + 2 * s * b * h + 34 * s * b * h + scores
     )
 
 
-def test_the_loss_holds_three_fp32_logit_tensors_split_over_tp():
+def test_the_loss_holds_three_fp32_logit_tensors_and_four_under_loss_parallel():
     s, b = 128, 2
-    for t in (1, 2):
+    for t, tensors in ((1, 3), (2, 4)):
         got = memory.breakdown(TINY, s, b, Layout(tp=t)).bytes_of("logits and loss")
-        assert got == 3 * 4 * s * b * TINY.vocab / t
+        assert got == tensors * 4 * s * b * TINY.vocab / t
 
 
 def test_the_output_projections_input_is_gathered_and_the_final_norm_split():
@@ -137,11 +158,26 @@ def test_the_output_projections_input_is_gathered_and_the_final_norm_split():
 
 def test_the_total_is_the_fullest_phase():
     b = memory.breakdown(TINY, 128, 2, Layout(parallel="fsdp2", dp=2))
-    phases = {p: b.phase(p) for p in (memory.BACKWARD, memory.ROOT_REDUCE, memory.OPTIMIZER)}
-    assert b.total == max(phases.values()) and b.peak_phase == memory.BACKWARD
+    phases = {p: b.phase(p) for p in memory.PHASES}
+    assert b.total == max(phases.values()) and b.peak_phase == memory.LOSS_BACKWARD
     # Without activations worth the name, the optimizer's temporary decides.
     small = memory.breakdown(TINY, 1, 1, Layout(parallel="ddp", compute_dtype="fp32"))
     assert small.peak_phase == memory.OPTIMIZER
+
+
+def test_the_loss_and_the_recomputed_block_are_held_in_different_phases():
+    layout = Layout(parallel="fsdp2", dp=8, checkpoint="full")
+    b = memory.breakdown(LLAMA3_8B, 8192, 2, layout)
+    loss = {t.name for t in b.terms if memory.LOSS_BACKWARD in t.phases}
+    block = {t.name for t in b.terms if memory.BLOCK_BACKWARD in t.phases}
+    assert {"logits and loss", "final norm and output projection input"} <= loss - block
+    assert {memory.ACTIVATIONS, "root's gradients", "gathered blocks"} <= block - loss
+    assert "gathered root" in loss & block
+    # Each term keeps its source.
+    assert all(t.source for t in b.terms)
+    # Both phases hold the model states; the loss's holds every block's kept input.
+    s, L = 8192 * 2, LLAMA3_8B.layers
+    assert b.bytes_of("kept activations") == L * s * LLAMA3_8B.dim * 2
 
 
 # ------------------------------------------------------------------ against torch
@@ -186,6 +222,57 @@ def test_the_block_count_is_what_autograd_saves_for_the_workloads_block(config, 
     layout = Layout(compute_dtype=dtype, master_dtype=dtype)
     # Left out: the row statistics (norms' rstd, attention's logsumexp), under 1% here.
     assert memory.block_bytes(config, seq_len, batch, layout) == pytest.approx(saved, rel=0.01)
+
+
+def _kept_bytes(config, seq_len, batch, dtype_name):
+    """What a bench/layout.py selectively checkpointed block holds after its forward,
+    in bytes: every storage made in that forward still alive once it returns (the
+    checkpoint's input, the policy's cache, each storage once), on CPU."""
+    torch = pytest.importorskip("torch")
+    from torch.multiprocessing.reductions import StorageWeakRef
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        from layout import Checkpointed
+        from transformer import Block, rotary_tables
+    finally:
+        sys.path.remove(str(BENCH))
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype_name]
+    torch.manual_seed(0)
+    block = Checkpointed(Block(config).to(dtype), "selective")
+    leaf = torch.randn(batch, seq_len, config.dim, dtype=dtype, requires_grad=True)
+    rope = rotary_tables(config.head_dim, seq_len, 10000.0) if config.family == "llama" else None
+    made: list = []
+
+    class Made(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor):
+                    storage = t.untyped_storage()
+                    made.append((StorageWeakRef(storage), storage.nbytes()))
+            return out
+
+    with Made():
+        x = leaf * 1  # the block's input, held by nothing but the checkpoint
+        y = block(x, rope)
+    del x
+    # Left out: the output, the weights (a linear's transposed view of its weight) and
+    # the rotary tables (the model's, shared by every block).
+    others = (y, *block.parameters(), *(rope or ()))
+    held = {StorageWeakRef(t.untyped_storage()).cdata for t in others}
+    alive = {ref.cdata: n for ref, n in made if not ref.expired() and ref.cdata not in held}
+    return sum(alive.values())
+
+
+@pytest.mark.parametrize("config", [TINY, SMALL_LLAMA], ids=lambda c: c.name)
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_selective_count_is_what_the_workloads_checkpointed_block_keeps(config, dtype):
+    seq_len, batch = 64, 2
+    kept = _kept_bytes(config, seq_len, batch, dtype)
+    layout = Layout(compute_dtype=dtype, master_dtype=dtype, checkpoint="selective")
+    assert memory.selective_bytes(config, seq_len, batch, layout) == pytest.approx(kept, rel=0.01)
 
 
 def test_torch_runs_a_fused_attention_on_cpu_which_keeps_no_scores():
@@ -286,8 +373,13 @@ def test_full_checkpointing_never_keeps_more_than_selective_nor_selective_than_n
     config, layout, seq_len, batch
 ):
     # From two blocks on: one block alone, recomputed, holds its activations beside its
-    # kept input, which is more than keeping them.
-    config = dataclasses.replace(config, layers=max(2, config.layers))
+    # kept input, which is more than keeping them. And an MLP at least twice as wide as
+    # the model (published shapes: 2.7 to 4 times): selective keeps outputs that nothing
+    # in backward saves (wq's before its rotary turn, w2's partial sum before its
+    # reduce-scatter), more than a narrower MLP's saves.
+    config = dataclasses.replace(
+        config, layers=max(2, config.layers), ffn=max(config.ffn, 2 * config.dim)
+    )
     layout = _fitting(config, layout)
     kept = [
         memory.activation_bytes(config, seq_len, batch, dataclasses.replace(layout, checkpoint=c))
@@ -374,10 +466,15 @@ def test_the_search_prefers_tp_and_checkpointing_on_the_same_gpus_to_more_gpus()
     gpu = 80 * 10**9
     found = memory.smallest_layout(LLAMA3_8B, 8192, 8, base, gpu, max_gpus=64, per_node=8)
     assert found is not None and found.gpus == 8
+    # Selective before full: least recompute first.
+    assert found.checkpoint in ("selective", "full")
     assert memory.changes(base, found) in {
-        f"--tp {found.tp} --activation-checkpoint full",
-        "--activation-checkpoint full",
+        f"--tp {found.tp} --activation-checkpoint {found.checkpoint}",
+        f"--activation-checkpoint {found.checkpoint}",
     }
+    if found.checkpoint == "full":
+        selective = dataclasses.replace(found, checkpoint="selective")
+        assert not memory.fit(memory.breakdown(LLAMA3_8B, 8192, 8, selective).total, gpu).fits
     total = memory.breakdown(LLAMA3_8B, 8192, 8, base).total
     line = memory.verdict(total, gpu, base, found, 64)
     assert line == f"does not fit in 80 GB; fits with {memory.changes(base, found)}"

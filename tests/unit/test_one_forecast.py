@@ -136,7 +136,7 @@ def test_predict_the_campaign_and_the_report_give_one_cell_one_point_and_band(
 
     # predict, told the same: the baseline's step (as one plain micro-batch's: predict
     # takes that and adds the layout, plans.step_in_layout), the probe's link, CPU nodes.
-    step = 1.0 / 10 / k / (1 + plans.RECOMPUTE[checkpoint])
+    step = 1.0 / 10 / k / (1 + plans.recompute_share(model, 64, checkpoint))
     argv = [
         "predict",
         "--model",
