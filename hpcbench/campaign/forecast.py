@@ -84,6 +84,9 @@ class Figure:
     # lone worker ran (0: not recorded), for cells whose workers share a node.
     node_cpus: float | None = None
     threads: int = 0
+    # A measured figure's 95% interval as a share of its step (over its runs, else over
+    # its one run's windows); 0 where it was not measured.
+    spread: float = 0.0
 
     def step_s(self, batch: int, rate: float | None = None) -> float:
         """One worker's step at `batch` samples (sequences), at `rate` (default: its own)."""
@@ -386,6 +389,12 @@ def _measured(
     if not steps:
         return None
     rate = nearest * per * accum / statistics.fmean(steps)
+    if len(steps) > 1:
+        mean, ci = analysis.mean_ci95(steps)
+        spread = ci / mean
+    else:
+        one = analysis.run_stats(at_nearest[0])
+        spread = one["ci95"] / one["throughput"] if one["throughput"] > 0 else 0.0
     at = "" if nearest == batch else f" at batch {nearest}"
     unit = "tokens" if seq_len else "images"
     # The latest baseline's gradients as its backward made them (a CNN's), at its batch.
@@ -402,6 +411,7 @@ def _measured(
         in_layout=True,
         node_cpus=analysis.least_node_cpus(at_nearest),
         threads=analysis.recorded_threads(at_nearest),
+        spread=spread if math.isfinite(spread) else 0.0,
     )
 
 
@@ -677,7 +687,8 @@ def cell_forecast(
     `predict` and the report forecast it); unknown: why there is no figure
     (unknown_single); group: a TP part's group step measured on one node (tp_group),
     which then stands for its compute and TP collectives, the band reaching the
-    least and most its measurement allows (GroupStep)."""
+    least and most its measurement and the lone worker's allow (GroupStep,
+    Figure.spread)."""
     unit = "tokens" if part.workload.seq_len else "images"
     if single is None:
         return CellForecast(
@@ -704,7 +715,10 @@ def cell_forecast(
     row = predictions(plan)[0]
     point, low, high = (float(row[k]) for k in ("efficiency", "efficiency_low", "efficiency_high"))
     if group is not None:
-        low, high = low * group.step_s / group.slowest_s, high * group.step_s / group.fastest_s
+        # E is the lone worker's step over the group's: the band takes both measured
+        # intervals, each at its end.
+        low *= group.step_s / group.slowest_s * max(0.0, 1 - single.spread)
+        high *= group.step_s / group.fastest_s * (1 + single.spread)
     if link.cpu_up_to is not None:
         # CPU work per byte not told from the probe's noise: the point at the probe's
         # figure (link.cpu), the band over none to the most the probe allows.

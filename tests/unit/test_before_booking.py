@@ -296,3 +296,22 @@ def test_a_group_step_whose_interval_reaches_zero_ends_at_its_fastest_window() -
     double = forecast._group_step([run], 16, "here")
     assert double is not None and double.step_s == pytest.approx(1.0)
     assert "at batch 8" in double.source
+
+
+def test_a_tp_cells_band_takes_the_lone_workers_interval_beside_the_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """E is the lone worker's step over the group's: both measured, both intervals in
+    the band (t = 4.303 for three windows)."""
+    campaign = tp_campaign(tmp_path)
+    [tb] = campaign.testbeds
+    Runs(monkeypatch, lm_made(1, [0.38, 0.40, 0.42]), lm_made(2, [1.0, 1.0, 1.0], tp=2))
+    before_booking.measure_all(campaign, {"tp": ONE_CORE}, lambda _: None)
+    one_node = cell_of(forecast.testbed_forecast(campaign, tb), 2)
+    lone = 4.303 * 0.01 / 3**0.5 / 0.2  # the lone step's interval over the step
+    assert one_node.single is not None
+    assert one_node.single.spread == pytest.approx(lone, rel=1e-3)
+    assert one_node.efficiency == pytest.approx(0.2)
+    # The pair's windows agree: the band is the lone worker's interval alone.
+    assert one_node.efficiency_low == pytest.approx(0.2 * (1 - lone), rel=1e-3)
+    assert one_node.efficiency_high == pytest.approx(0.2 * (1 + lone), rel=1e-3)
