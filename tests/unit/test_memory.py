@@ -181,20 +181,30 @@ def test_the_loss_and_the_recomputed_block_are_held_in_different_phases():
 
 
 # ------------------------------------------------------------------ against torch
-def _saved_bytes(config, seq_len, batch, dtype_name):
-    """What autograd saves for one bench/transformer.py block, in bytes (the block's
-    weights left out, each storage once), on CPU."""
+def _bench_block(config, seq_len, batch, dtype_name, checkpoint):
+    """torch, one bench/transformer.py block in the dtype (under bench/layout.py's
+    checkpointing unless "none"), an input that needs its gradient, its rotary tables."""
     torch = pytest.importorskip("torch")
     sys.path.insert(0, str(BENCH))
     try:
+        from layout import Checkpointed
         from transformer import Block, rotary_tables
     finally:
         sys.path.remove(str(BENCH))
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype_name]
     torch.manual_seed(0)
     block = Block(config).to(dtype)
+    if checkpoint != "none":
+        block = Checkpointed(block, checkpoint)
     x = torch.randn(batch, seq_len, config.dim, dtype=dtype, requires_grad=True)
     rope = rotary_tables(config.head_dim, seq_len, 10000.0) if config.family == "llama" else None
+    return torch, block, x, rope
+
+
+def _saved_bytes(config, seq_len, batch, dtype_name):
+    """What autograd saves for one bench/transformer.py block, in bytes (the block's
+    weights left out, each storage once), on CPU."""
+    torch, block, x, rope = _bench_block(config, seq_len, batch, dtype_name, "none")
     weights = {p.untyped_storage().data_ptr() for p in block.parameters()}
     saved: dict[int, int] = {}
 
@@ -228,21 +238,10 @@ def _kept_bytes(config, seq_len, batch, dtype_name):
     """What a bench/layout.py selectively checkpointed block holds after its forward,
     in bytes: every storage made in that forward still alive once it returns (the
     checkpoint's input, the policy's cache, each storage once), on CPU."""
-    torch = pytest.importorskip("torch")
     from torch.multiprocessing.reductions import StorageWeakRef
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    sys.path.insert(0, str(BENCH))
-    try:
-        from layout import Checkpointed
-        from transformer import Block, rotary_tables
-    finally:
-        sys.path.remove(str(BENCH))
-    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype_name]
-    torch.manual_seed(0)
-    block = Checkpointed(Block(config).to(dtype), "selective")
-    leaf = torch.randn(batch, seq_len, config.dim, dtype=dtype, requires_grad=True)
-    rope = rotary_tables(config.head_dim, seq_len, 10000.0) if config.family == "llama" else None
+    torch, block, leaf, rope = _bench_block(config, seq_len, batch, dtype_name, "selective")
     made: list = []
 
     class Made(TorchDispatchMode):
