@@ -44,6 +44,12 @@ class Wanted:
     testbeds: tuple[str, ...]
     workers: int = 1
 
+    @property
+    def launcher(self) -> type[LocalLauncher] | type[TorchrunLauncher]:
+        """A group under torchrun, as a testbed's node starts its ranks (its static
+        rendezvous on the container's loopback); one worker needs no launcher."""
+        return TorchrunLauncher if self.workers > 1 else LocalLauncher
+
     def label(self) -> str:
         w = self.part.workload
         size = f"{w.seq_len} tokens" if w.seq_len else f"{w.image_size} px"
@@ -111,10 +117,7 @@ def measure(campaign: Campaign, run: Wanted, say: Callable[[str], None]) -> dict
         iface="lo",  # the container's only interface (--network none)
         time_limit_s=part.sweep.timeout_s,
     )
-    # A group under torchrun, as a testbed's node starts its ranks (its static
-    # rendezvous on the container's loopback); one worker needs no launcher.
-    launcher = TorchrunLauncher() if run.workers > 1 else LocalLauncher()
-    (command,) = launcher.commands(spec)
+    (command,) = run.launcher().commands(spec)
     name = f"hpcbench-before-booking-{uuid.uuid4().hex[:12]}"  # one a run, however started
     who = f"a TP group of {run.workers} workers" if run.workers > 1 else "one worker"
     say(
@@ -156,7 +159,7 @@ def _base(campaign: Campaign, run: Wanted) -> dict:
         "warmup": w.warmup,
         "windows": w.windows,
         "steps": w.steps,
-        "launcher": (TorchrunLauncher if run.workers > 1 else LocalLauncher).name,
+        "launcher": run.launcher.name,
         "fingerprint": {},
         "testbeds": list(run.testbeds),
         "node_limits": asdict(run.node),

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -368,32 +368,50 @@ def _ok_baselines(runs: list[dict[str, Any]], part: SweepPart) -> list[dict[str,
     ]
 
 
+def _nearest_batch(runs: list[dict[str, Any]], batch: int) -> int | None:
+    """The batch of these runs nearest `batch` by ratio; None where none records one."""
+    batches = {int(r["batch"]) for r in runs if isinstance(r.get("batch"), int)}
+    return min(batches, key=lambda b: abs(math.log(b / batch))) if batches else None
+
+
+def _places(
+    known: Known, tb: TestbedPlan, earlier: Sequence[TestbedPlan]
+) -> Iterator[tuple[list[dict[str, Any]], str]]:
+    """Where a testbed's measured figures come from, best first (the module's order):
+    its own runs, an earlier testbed's of the same hardware, the runs before booking
+    that stand for it; each with its words."""
+    yield known.runs[tb.name], "on this testbed"
+    for other in reversed(earlier):
+        if same_hardware(tb, other):
+            yield known.runs[other.name], f"on {other.name}, the same hardware,"
+    here = [r for r in known.before_booking if tb.name in (r.get("testbeds") or ())]
+    yield here, f"on this machine before booking ({_limits(here)})"
+
+
 def _measured(
     runs: list[dict[str, Any]], batch: int, where: str, seq_len: int = 0, accum: int = 1
 ) -> Figure | None:
     """One worker's figure at `batch` from baselines (ok, of the part's model and
     layout: `accum` micro-batches a step), else from the nearest batch's time per image,
     said so; a transformer's (seq_len) in tokens/s."""
-    if not runs:
+    nearest = _nearest_batch(runs, batch)
+    if nearest is None:
         return None
-    batches = {int(r["batch"]) for r in runs if isinstance(r.get("batch"), int)}
-    if not batches:
-        return None
-    nearest = min(batches, key=lambda b: abs(math.log(b / batch)))
     per = seq_len or 1  # a window's samples are sequences: tokens are seq_len each
     at_nearest = [r for r in runs if r.get("batch") == nearest]
     # The runs' mean step and the rate that follows, as the report's baseline has them
     # (analysis.run_stats: in the run's unit already, a transformer's in tokens).
-    steps = [analysis.run_stats(r)["step_time_s"] for r in at_nearest]
-    steps = [t for t in steps if math.isfinite(t) and t > 0]
-    if not steps:
+    stats = [analysis.run_stats(r) for r in at_nearest]
+    stats = [x for x in stats if math.isfinite(x["step_time_s"]) and x["step_time_s"] > 0]
+    if not stats:
         return None
+    steps = [x["step_time_s"] for x in stats]
     rate = nearest * per * accum / statistics.fmean(steps)
     if len(steps) > 1:
         mean, ci = analysis.mean_ci95(steps)
         spread = ci / mean
-    else:
-        one = analysis.run_stats(at_nearest[0])
+    else:  # one run: its windows' interval, a share of its step as of its rate
+        one = stats[0]
         spread = one["ci95"] / one["throughput"] if one["throughput"] > 0 else 0.0
     at = "" if nearest == batch else f" at batch {nearest}"
     unit = "tokens" if seq_len else "images"
@@ -458,10 +476,9 @@ def _ok_groups(runs: list[dict[str, Any]], part: SweepPart) -> list[dict[str, An
 def _group_step(runs: list[dict[str, Any]], batch: int, where: str) -> GroupStep | None:
     """The groups' step at `batch` (else at the nearest batch's time per sequence, said
     so) over all their windows."""
-    batches = {int(r["batch"]) for r in runs if isinstance(r.get("batch"), int)}
-    if not batches:
+    nearest = _nearest_batch(runs, batch)
+    if nearest is None:
         return None
-    nearest = min(batches, key=lambda b: abs(math.log(b / batch)))
     windows = [
         t / r["steps"]
         for r in runs
@@ -492,18 +509,11 @@ def tp_group(
     measured (the model's TP collectives then stand for it, sharded_model.tp_seconds)."""
     if part.workload.tp <= 1:
         return None
-    found = _group_step(_ok_groups(known.runs[tb.name], part), batch, "on this testbed")
-    if found is not None:
-        return found
-    for other in reversed(earlier):
-        if same_hardware(tb, other):
-            where = f"on {other.name}, the same hardware,"
-            found = _group_step(_ok_groups(known.runs[other.name], part), batch, where)
-            if found is not None:
-                return found
-    here_ = [r for r in known.before_booking if tb.name in (r.get("testbeds") or ())]
-    where = f"on this machine before booking ({_limits(here_)})"
-    return _group_step(_ok_groups(here_, part), batch, where)
+    for runs, where in _places(known, tb, earlier):
+        found = _group_step(_ok_groups(runs, part), batch, where)
+        if found is not None:
+            return found
+    return None
 
 
 def _cuda(part: SweepPart, tb: TestbedPlan) -> bool:
@@ -537,31 +547,10 @@ def single_worker(
     """One worker's images/s at `batch` (the module's order); None: nothing to go on."""
     seq_len = part.workload.seq_len
     accum = part.workload.grad_accum
-    own = _measured(
-        _ok_baselines(known.runs[tb.name], part),
-        batch,
-        "on this testbed",
-        seq_len,
-        accum,
-    )
-    if own is not None:
-        return own
-    for other in reversed(earlier):
-        if same_hardware(tb, other):
-            found = _measured(
-                _ok_baselines(known.runs[other.name], part),
-                batch,
-                f"on {other.name}, the same hardware,",
-                seq_len,
-                accum,
-            )
-            if found is not None:
-                return found
-    here = [r for r in known.before_booking if tb.name in (r.get("testbeds") or ())]
-    where = f"on this machine before booking ({_limits(here)})"
-    found = _measured(_ok_baselines(here, part), batch, where, seq_len, accum)
-    if found is not None:
-        return found
+    for runs, where in _places(known, tb, earlier):
+        found = _measured(_ok_baselines(runs, part), batch, where, seq_len, accum)
+        if found is not None:
+            return found
     if seq_len and tb.expect.tokens_per_s is not None:
         given = tb.expect.tokens_per_s
         return Figure(given, f"{given:g} tokens/s given in expect:", None, "tokens", seq_len)
