@@ -10,6 +10,11 @@ written on. A part with tensor parallelism also gets its TP group measured, its 
 workers under torchrun in one container of the node's limits, as the testbed's
 one-node cell runs them: on CPU nodes its collectives run through Gloo on the cores
 the compute shares, which no figure of another machine tells (forecast.tp_group).
+And where a testbed's cells span several of its nodes, the lone worker runs in every
+one of those nodes' containers at once (each under its own planned limits): the nodes
+share this machine's cores, its memory and whatever else runs on it, which one worker
+alone does not see (forecast.host_share). The slowest of them is kept, as it holds up
+a synchronous step.
 One run per distinct limits, baseline, workers and batch, with the sweep's own method
 (warm-up, windows, steps); its record goes to the campaign's before_booking store,
 naming the testbeds it stands for, so that a resumed campaign measures nothing twice.
@@ -36,13 +41,19 @@ from hpcbench.testbeds.here import BENCH_IN_CONTAINER, PYTHON, NodeLimits, in_co
 @dataclass(frozen=True)
 class Wanted:
     """One run to make: a part's baseline (workers 1) or its TP group (workers tp, on
-    one node) at `batch` under `node`'s limits, standing for these testbeds."""
+    one node) at `batch` under `node`'s limits, standing for these testbeds; beside:
+    the other nodes' limits, each of which runs a lone worker at the same time."""
 
     part: SweepPart
     batch: int
     node: NodeLimits
     testbeds: tuple[str, ...]
     workers: int = 1
+    beside: tuple[NodeLimits, ...] = ()
+
+    @property
+    def nodes(self) -> tuple[NodeLimits, ...]:
+        return (self.node, *self.beside)
 
     @property
     def launcher(self) -> type[LocalLauncher] | type[TorchrunLauncher]:
@@ -56,15 +67,26 @@ class Wanted:
         group = f", TP {w.tp} ({w.parallel})" if self.workers > 1 else ""
         return f"{w.model} at {size}, batch {self.batch}{group}"
 
+    def who(self) -> str:
+        if self.beside:
+            return f"one worker on each of {len(self.nodes)} nodes at once"
+        return f"a TP group of {self.workers} workers" if self.workers > 1 else "one worker"
 
-def wanted(campaign: Campaign, limits: Mapping[str, NodeLimits]) -> list[Wanted]:
+    def limits_said(self) -> str:
+        if self.beside and len(set(self.nodes)) > 1:
+            return "; ".join(n.said() for n in self.nodes)
+        return self.node.said() + (" each" if self.beside else "")
+
+
+def wanted(campaign: Campaign, limits: Mapping[str, tuple[NodeLimits, ...]]) -> list[Wanted]:
     """The runs the plan lacks: for each testbed with limits (its kind planned its nodes
     on this machine) and each batch of a sweep part on synthetic data (a data folder is
     on the testbed's shared file system, which is not there yet), one worker where its
     figure would not be measured (none of its own, of an earlier testbed of the same
     hardware, of an earlier run before booking, of `calibrate_from:`), and a TP part's
-    group where its step would not be (forecast.tp_group); testbeds of the same limits
-    share a run."""
+    group where its step would not be (forecast.tp_group), and for each count of nodes
+    its cells span, a lone worker on each of them at once where that would not be
+    (forecast.host_share); testbeds of the same limits share a run."""
     known = forecast.gather(campaign, campaign.testbeds)
     runs: dict[tuple[object, ...], Wanted] = {}
 
@@ -73,9 +95,10 @@ def wanted(campaign: Campaign, limits: Mapping[str, NodeLimits]) -> list[Wanted]
         runs[key] = replace(run, testbeds=(*have.testbeds, *run.testbeds)) if have else run
 
     for tb in campaign.testbeds:
-        node = limits.get(tb.name)
-        if node is None:
+        nodes = limits.get(tb.name, ())
+        if not nodes:
             continue
+        node = nodes[0]
         earlier = [t for t in campaign.testbeds if t.index < tb.index]
         for part in tb.parts:
             w = part.workload
@@ -101,6 +124,14 @@ def wanted(campaign: Campaign, limits: Mapping[str, NodeLimits]) -> list[Wanted]
                         w.tp,
                         w.parallel,
                     )
+                for n in sorted({c.nodes for c in part.cells if 1 < c.nodes <= len(nodes)}):
+                    if forecast.host_share(known, tb, part, batch, n) is None:
+                        want(
+                            Wanted(lone, batch, node, (tb.name,), beside=nodes[1:n]),
+                            nodes[:n],
+                            forecast.baseline_key(part),
+                            batch,
+                        )
     return list(runs.values())
 
 
@@ -119,14 +150,23 @@ def measure(campaign: Campaign, run: Wanted, say: Callable[[str], None]) -> dict
     )
     (command,) = run.launcher().commands(spec)
     name = f"hpcbench-before-booking-{uuid.uuid4().hex[:12]}"  # one a run, however started
-    who = f"a TP group of {run.workers} workers" if run.workers > 1 else "one worker"
     say(
-        f"{who} on this machine before booking {', '.join(run.testbeds)}: "
-        f"{run.label()}, {run.node.said()}"
+        f"{run.who()} on this machine before booking {', '.join(run.testbeds)}: "
+        f"{run.label()}, {run.limits_said()}"
     )
     outcome = process.run_commands(
-        [in_container(run.node, command, name, paths.BENCH_DIR)], part.sweep.timeout_s
+        [
+            in_container(node, command, f"{name}-{i}", paths.BENCH_DIR)
+            for i, node in enumerate(run.nodes)
+        ],
+        part.sweep.timeout_s,
     )
+    if outcome.ok and run.beside:
+        # The slowest worker's windows: it holds up the step of a synchronous run. A
+        # worker without a record leaves none (no figure: the run failed).
+        every = len(outcome.records) == len(run.nodes)
+        slowest = [max(outcome.records, key=_mean_window)] if every else []
+        outcome = replace(outcome, records=slowest)
     record = sweep.complete(_base(campaign, run), outcome)
     campaign.before_booking_store().append(record)
     if record["status"] == "ok":
@@ -136,6 +176,13 @@ def measure(campaign: Campaign, run: Wanted, say: Callable[[str], None]) -> dict
         first = record["error"].splitlines()[0]
         say(f"  no figure: {first}; the forecast goes on without it")
     return record
+
+
+def _mean_window(result: dict) -> float:
+    """A workload record's mean window time (infinite where it has none: a worker
+    that timed nothing is the slowest)."""
+    times = [t for t in result.get("window_times") or () if isinstance(t, int | float)]
+    return sum(times) / len(times) if times else float("inf")
 
 
 def _base(campaign: Campaign, run: Wanted) -> dict:
@@ -163,11 +210,16 @@ def _base(campaign: Campaign, run: Wanted) -> dict:
         "fingerprint": {},
         "testbeds": list(run.testbeds),
         "node_limits": asdict(run.node),
+        **(
+            {"alongside": len(run.nodes), "beside_limits": [asdict(n) for n in run.beside]}
+            if run.beside
+            else {}
+        ),
     }
 
 
 def measure_all(
-    campaign: Campaign, limits: Mapping[str, NodeLimits], say: Callable[[str], None]
+    campaign: Campaign, limits: Mapping[str, tuple[NodeLimits, ...]], say: Callable[[str], None]
 ) -> Sequence[dict]:
     """Every wanted run, one after another; their records."""
     return [measure(campaign, run, say) for run in wanted(campaign, limits)]

@@ -364,7 +364,10 @@ def _ok_baselines(runs: list[dict[str, Any]], part: SweepPart) -> list[dict[str,
     return [
         r
         for r in runs
-        if r.get("status") == "ok" and r.get("workers") == 1 and _record_key(r) == key
+        if r.get("status") == "ok"
+        and r.get("workers") == 1
+        and not r.get("alongside")  # a worker beside others (host_share): not alone
+        and _record_key(r) == key
     ]
 
 
@@ -514,6 +517,65 @@ def tp_group(
         if found is not None:
             return found
     return None
+
+
+@dataclass(frozen=True)
+class HostShare:
+    """What the testbed's nodes computing at once on this machine cost a worker: its
+    step then over its step alone (the slowest of the nodes' lone workers, run at once
+    before booking, against the lone worker), the least and most the two measured
+    intervals allow, and the words for it. The nodes of a local testbed share this
+    machine's cores, memory and whatever else runs on it; a sharing that one worker
+    alone does not see slows every step of a synchronous run to its slowest worker's."""
+
+    stretch: float
+    least: float
+    most: float
+    source: str
+
+
+def host_share(
+    known: Known, tb: TestbedPlan, part: SweepPart, batch: int, nodes: int
+) -> HostShare | None:
+    """The HostShare of `nodes` of the testbed at `batch` (else at the nearest batch both
+    runs share), from the runs made on this machine before booking; None: not measured
+    (a testbed on nodes of its own, or not yet)."""
+    mine = [r for r in known.before_booking if tb.name in (r.get("testbeds") or ())]
+    key = baseline_key(part)
+    together = [
+        r
+        for r in mine
+        if r.get("status") == "ok" and r.get("alongside") == nodes and _record_key(r) == key
+    ]
+    alone = _ok_baselines(mine, part)
+    nearest = _nearest_batch(
+        [r for r in together if any(a.get("batch") == r.get("batch") for a in alone)], batch
+    )
+    if nearest is None:
+        return None
+    steps = []
+    for runs in (together, alone):
+        windows = [
+            t / r["steps"]
+            for r in runs
+            if r.get("batch") == nearest and r.get("steps")
+            for t in r.get("window_times") or ()
+            if isinstance(t, int | float) and t > 0
+        ]
+        if not windows:
+            return None
+        steps.append(analysis.mean_ci95(windows))
+    (shared, shared_ci), (lone, lone_ci) = steps
+    stretch = shared / lone
+    least = max(0.0, shared - shared_ci) / (lone + lone_ci)
+    most = (shared + shared_ci) / max(lone - lone_ci, 1e-9 * lone)
+    return HostShare(
+        stretch,
+        least,
+        most,
+        f"{nodes} nodes' workers at once on this machine: step x {stretch:.2f} "
+        f"({least:.2f}-{most:.2f}), measured before booking",
+    )
 
 
 def _cuda(part: SweepPart, tb: TestbedPlan) -> bool:
@@ -671,13 +733,15 @@ def cell_forecast(
     link: plans.Network,
     unknown: str = "",
     group: GroupStep | None = None,
+    host: HostShare | None = None,
 ) -> CellForecast:
     """The cell's point and band from one worker's figure over the link (plans.plan, as
     `predict` and the report forecast it); unknown: why there is no figure
     (unknown_single); group: a TP part's group step measured on one node (tp_group),
     which then stands for its compute and TP collectives, the band reaching the
     least and most its measurement and the lone worker's allow (GroupStep,
-    Figure.spread)."""
+    Figure.spread); host: what the cell's nodes computing at once on this machine
+    cost each step (host_share), the band at its least and most."""
     unit = "tokens" if part.workload.seq_len else "images"
     if single is None:
         return CellForecast(
@@ -690,7 +754,10 @@ def cell_forecast(
         return CellForecast(cell, single, None, None, None, link.source, unit=unit)
     job = job_of(tb, part, cell.batch)
     stretch, least, shared = _shared_cpus(tb, part, cell, single)
-    micro = single.step_s(cell.batch) * stretch  # one micro-batch at the figure's rate
+    host = host if across else None
+    beside = host or HostShare(1.0, 1.0, 1.0, "")
+    # One micro-batch at the figure's rate, as slow as sharing the node and the host make it.
+    micro = single.step_s(cell.batch) * stretch * beside.stretch
     plan = plans.plan(
         job,
         link,
@@ -700,7 +767,7 @@ def cell_forecast(
         single.timeline,
     )
     if group is not None:
-        plan = replace(plan, tp_step_s=group.step_s)
+        plan = replace(plan, tp_step_s=group.step_s * beside.stretch)
     row = predictions(plan)[0]
     point, low, high = (float(row[k]) for k in ("efficiency", "efficiency_low", "efficiency_high"))
     if group is not None:
@@ -716,8 +783,11 @@ def cell_forecast(
             low = min(low, float(other["efficiency"]), float(other["efficiency_low"]))
             high = max(high, float(other["efficiency"]), float(other["efficiency_high"]))
     # E is against the lone worker, whose step was the unshared one; where its threads
-    # beyond one may have bought less than their CPUs, the band reaches the least stretch.
-    point, low, high = point / stretch, low / stretch, high / least
+    # beyond one may have bought less than their CPUs, the band reaches the least stretch,
+    # and the host's sharing at the ends its measurements allow.
+    point = point / (stretch * beside.stretch)
+    low = low / (stretch * beside.most)
+    high = high / (least * beside.least)
     if group is not None:
         # The group's measured step holds its node's sharing and its TP collectives.
         inside = group.source
@@ -730,6 +800,8 @@ def cell_forecast(
             where += "; the baseline's measured gradients replayed"
         where += shared
         inside += shared
+    if host is not None:
+        where += f"; {host.source}"
     # A set-up detail the file does not give, where its other common choice moves E.
     where += "".join(
         f"; assumed {a['assumed']} (E {a['efficiency']:.2f} under {a['other']})"
@@ -829,7 +901,14 @@ def forecast_from(
         for cell in part.cells:
             out.append(
                 cell_forecast(
-                    tb, part, cell, singles[cell.batch], link, unknown, groups[cell.batch]
+                    tb,
+                    part,
+                    cell,
+                    singles[cell.batch],
+                    link,
+                    unknown,
+                    groups[cell.batch],
+                    host_share(known, tb, part, cell.batch, cell.nodes),
                 )
             )
     return out

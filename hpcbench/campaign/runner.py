@@ -67,9 +67,9 @@ class Runner:
         self.plan_forecasts: dict[str, list[forecast.CellForecast]] = {}
         # The cells that do not fit their GPUs, each with its memory line: never run.
         self.skipped: dict[str, str] = {}
-        # The first node's image and limits of each testbed whose nodes are this
-        # machine's cores, as its booking check planned them (Kind.check_booking).
-        self.node_limits: dict[str, NodeLimits] = {}
+        # Every node's image and limits (the first's first) of each testbed whose nodes
+        # are this machine's cores, as its booking check planned them (Kind.check_booking).
+        self.node_limits: dict[str, tuple[NodeLimits, ...]] = {}
 
     def say(self, text: str) -> None:
         self.console.say(text)
@@ -312,7 +312,7 @@ class Runner:
                 log = self.console.log_path(tb)
                 with testbed_state(scratch), logged(log, root=self.campaign.out):
                     limits = tb.kind.check_booking(tb.env, tb.settings)
-                if limits is not None:
+                if limits:
                     self.node_limits[tb.name] = limits
             except UsageError as err:
                 raise UsageError(f"{where}: {err}") from None

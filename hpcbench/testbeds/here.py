@@ -11,14 +11,16 @@ quota pinned where every node fits, else a quota on any core).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
 from hpcbench.launchers.base import Command
 
-# The node the one-worker baseline runs on: the first (docker_testbed's node1).
-FIRST_NODE = "module.testbed.docker_container.node[0]"
+# The nodes' containers in the plan (docker_testbed's node[i]); the one-worker
+# baseline runs on the first.
+NODE_ADDRESS = re.compile(r"module\.testbed\.docker_container\.node\[(\d+)\]")
 # Where the nodes' image keeps the stack (images/stack/Dockerfile) and where the
 # run sees this checkout's bench/ (read-only).
 PYTHON = "/opt/hpcbench/venv/bin/python"
@@ -47,31 +49,39 @@ class NodeLimits:
         )
 
 
-def planned_node(shown: dict[str, Any]) -> NodeLimits | None:
-    """The first node's limits in a plan's JSON (`terraform show -json`); None where the
-    plan holds no such node, or its values are not known until apply."""
+def planned_nodes(shown: dict[str, Any]) -> tuple[NodeLimits, ...]:
+    """Every node's limits in a plan's JSON (`terraform show -json`), the first node's
+    first; () where the plan holds no nodes, or where any node's values are not known
+    until apply (or the nodes are not numbered from 0 without a gap)."""
     changes = shown.get("resource_changes")
+    found: dict[int, NodeLimits | None] = {}
     for change in changes if isinstance(changes, list) else []:
-        if not isinstance(change, dict) or change.get("address") != FIRST_NODE:
-            continue
-        planned = change.get("change")
-        after = planned.get("after") if isinstance(planned, dict) else None
-        if not isinstance(after, dict):
-            return None
-        image, period, quota = after.get("image"), after.get("cpu_period"), after.get("cpu_quota")
-        if not isinstance(image, str) or not image:
-            return None
-        if not (_positive(period) and _positive(quota)):
-            return None
-        cpu_set, memory = after.get("cpu_set"), after.get("memory")
-        return NodeLimits(
-            image,
-            period,
-            quota,
-            cpu_set if isinstance(cpu_set, str) and cpu_set else None,
-            memory if _positive(memory) else None,
-        )
-    return None
+        address = change.get("address") if isinstance(change, dict) else None
+        matched = NODE_ADDRESS.fullmatch(address) if isinstance(address, str) else None
+        if matched:
+            found[int(matched[1])] = _limits(change.get("change"))
+    nodes = [found.get(i) for i in range(len(found))]
+    return tuple(n for n in nodes if n is not None) if all(nodes) else ()
+
+
+def _limits(planned: object) -> NodeLimits | None:
+    """A node's limits from its planned change; None where they are not all known."""
+    after = planned.get("after") if isinstance(planned, dict) else None
+    if not isinstance(after, dict):
+        return None
+    image, period, quota = after.get("image"), after.get("cpu_period"), after.get("cpu_quota")
+    if not isinstance(image, str) or not image:
+        return None
+    if not (_positive(period) and _positive(quota)):
+        return None
+    cpu_set, memory = after.get("cpu_set"), after.get("memory")
+    return NodeLimits(
+        image,
+        period,
+        quota,
+        cpu_set if isinstance(cpu_set, str) and cpu_set else None,
+        memory if _positive(memory) else None,
+    )
 
 
 def _positive(value: object) -> TypeGuard[int]:

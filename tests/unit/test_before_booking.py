@@ -5,6 +5,7 @@ forecast takes it in its order of sources."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +59,12 @@ def test_testbeds_of_the_same_limits_share_one_run_and_others_get_their_own(
     tmp_path: Path,
 ) -> None:
     campaign = two_local(tmp_path)
-    both = before_booking.wanted(campaign, {"slow": ONE_CORE, "fast": ONE_CORE})
+    both = before_booking.wanted(campaign, {"slow": (ONE_CORE,), "fast": (ONE_CORE,)})
     assert [(w.batch, w.testbeds, w.node) for w in both] == [(64, ("slow", "fast"), ONE_CORE)]
-    apart = before_booking.wanted(campaign, {"slow": ONE_CORE, "fast": HALF})
+    apart = before_booking.wanted(campaign, {"slow": (ONE_CORE,), "fast": (HALF,)})
     assert [w.testbeds for w in apart] == [("slow",), ("fast",)]
     # A testbed whose kind gave no limits (not this machine's cores) wants nothing.
-    assert [w.testbeds for w in before_booking.wanted(campaign, {"fast": HALF})] == [("fast",)]
+    assert [w.testbeds for w in before_booking.wanted(campaign, {"fast": (HALF,)})] == [("fast",)]
     assert before_booking.wanted(campaign, {}) == []
 
 
@@ -75,11 +76,11 @@ def test_nothing_is_wanted_where_a_measured_figure_exists_or_the_data_is_a_folde
     # slow measured its own baseline: slow wants nothing, and fast (the same hardware,
     # later) takes slow's figure.
     Store(campaign.testbed_out(slow)).append(baseline(60.0))
-    assert before_booking.wanted(campaign, {"slow": ONE_CORE, "fast": ONE_CORE}) == []
+    assert before_booking.wanted(campaign, {"slow": (ONE_CORE,), "fast": (ONE_CORE,)}) == []
     data = yaml.safe_load(TWO_LOCAL.format(out=tmp_path / "out2"))
     data["sweep"]["data"] = str(tmp_path)  # ImageNet-layout data: on the testbed's NFS
     other = campaign_file.load(_write(tmp_path / "data.yaml", data))
-    assert before_booking.wanted(other, {"slow": ONE_CORE, "fast": ONE_CORE}) == []
+    assert before_booking.wanted(other, {"slow": (ONE_CORE,), "fast": (ONE_CORE,)}) == []
 
 
 def _write(path: Path, data: dict[str, Any]) -> Path:
@@ -95,7 +96,7 @@ def test_a_run_is_recorded_with_its_limits_and_comes_before_expect_not_before_a_
     runs = Runs(monkeypatch, made(150.0))
     said: list[str] = []
     [record] = before_booking.measure_all(
-        campaign, {"slow": ONE_CORE, "fast": ONE_CORE}, said.append
+        campaign, {"slow": (ONE_CORE,), "fast": (ONE_CORE,)}, said.append
     )
     # One container of the planned limits, this checkout's bench/ in it.
     [[command]] = runs.calls
@@ -118,7 +119,9 @@ def test_a_run_is_recorded_with_its_limits_and_comes_before_expect_not_before_a_
         assert single.source.startswith("150.0 images/s measured on this machine before booking")
     # Measured already: a second pass wants and runs nothing.
     assert (
-        before_booking.measure_all(campaign, {"slow": ONE_CORE, "fast": ONE_CORE}, said.append)
+        before_booking.measure_all(
+            campaign, {"slow": (ONE_CORE,), "fast": (ONE_CORE,)}, said.append
+        )
         == []
     )
     # slow's own baseline, once measured, comes first; for fast too (the same hardware).
@@ -134,13 +137,15 @@ def test_a_failed_run_is_said_and_recorded_and_the_forecast_goes_on_from_expect(
     campaign = two_local(tmp_path)
     Runs(monkeypatch, Outcome([139], [], ["Segmentation fault"], 1e9, 3.0))
     said: list[str] = []
-    [record] = before_booking.measure_all(campaign, {"slow": ONE_CORE}, said.append)
+    [record] = before_booking.measure_all(campaign, {"slow": (ONE_CORE,)}, said.append)
     assert record["status"] == "failed" and "Segmentation fault" in record["error"]
     assert said[-1] == "  no figure: exit status [139]; the forecast goes on without it"
     single = cell_of(forecast.testbed_forecast(campaign, campaign.testbeds[0]), 1).single
     assert single is not None and single.source == "90 images/s given in expect:"
     # Not measured: the next campaign run tries again.
-    assert [w.testbeds for w in before_booking.wanted(campaign, {"slow": ONE_CORE})] == [("slow",)]
+    assert [w.testbeds for w in before_booking.wanted(campaign, {"slow": (ONE_CORE,)})] == [
+        ("slow",)
+    ]
 
 
 def test_the_plan_journaled_before_anything_is_booked_is_made_from_the_run(
@@ -149,9 +154,9 @@ def test_the_plan_journaled_before_anything_is_booked_is_made_from_the_run(
     """`campaign run`: the booking check gives the node's limits, the run is made before
     the first deploy, and the plan each testbed's score is set against takes it."""
 
-    def check(kind: Any, env: str, settings: Any) -> NodeLimits:
+    def check(kind: Any, env: str, settings: Any) -> tuple[NodeLimits, ...]:
         fakes.calls.append(("check", env))
-        return ONE_CORE
+        return (ONE_CORE,)
 
     monkeypatch.setattr(Deployed, "check_booking", check)
     runs = Runs(monkeypatch, made(150.0))
@@ -222,7 +227,7 @@ def test_a_tp_part_gets_its_lone_worker_and_its_group_measured_and_forecast_from
 ) -> None:
     campaign = tp_campaign(tmp_path)
     [tb] = campaign.testbeds
-    lone, group = before_booking.wanted(campaign, {"tp": ONE_CORE})
+    lone, group = before_booking.wanted(campaign, {"tp": (ONE_CORE,)})
     assert (lone.workers, lone.part.workload.tp, group.workers, group.part.workload.tp) == (
         1,
         1,
@@ -232,7 +237,7 @@ def test_a_tp_part_gets_its_lone_worker_and_its_group_measured_and_forecast_from
     # One worker: 0.2 s a step (5120 tokens/s); the pair 0.5 s, its windows 0.45, 0.5, 0.55.
     runs = Runs(monkeypatch, lm_made(1, [0.4, 0.4]), lm_made(2, [0.9, 1.0, 1.1], tp=2))
     said: list[str] = []
-    before_booking.measure_all(campaign, {"tp": ONE_CORE}, said.append)
+    before_booking.measure_all(campaign, {"tp": (ONE_CORE,)}, said.append)
     # The lone worker trains without TP; the group is two ranks under torchrun in one
     # container of the node's limits.
     first, second = (call[0].argv for call in runs.calls)
@@ -250,7 +255,7 @@ def test_a_tp_part_gets_its_lone_worker_and_its_group_measured_and_forecast_from
         (2, 2, "torchrun"),
     ]
     # Nothing more is wanted once both are measured.
-    assert before_booking.wanted(campaign, {"tp": ONE_CORE}) == []
+    assert before_booking.wanted(campaign, {"tp": (ONE_CORE,)}) == []
     cells = forecast.testbed_forecast(campaign, tb)
     one_node, two_nodes = cell_of(cells, 2), cell_of(cells, 4)
     # One node: the pair's measured step against the lone worker's, E = 0.2 / (2 x 0.5);
@@ -306,7 +311,7 @@ def test_a_tp_cells_band_takes_the_lone_workers_interval_beside_the_groups(
     campaign = tp_campaign(tmp_path)
     [tb] = campaign.testbeds
     Runs(monkeypatch, lm_made(1, [0.38, 0.40, 0.42]), lm_made(2, [1.0, 1.0, 1.0], tp=2))
-    before_booking.measure_all(campaign, {"tp": ONE_CORE}, lambda _: None)
+    before_booking.measure_all(campaign, {"tp": (ONE_CORE,)}, lambda _: None)
     one_node = cell_of(forecast.testbed_forecast(campaign, tb), 2)
     lone = 4.303 * 0.01 / 3**0.5 / 0.2  # the lone step's interval over the step
     assert one_node.single is not None
@@ -315,3 +320,79 @@ def test_a_tp_cells_band_takes_the_lone_workers_interval_beside_the_groups(
     # The pair's windows agree: the band is the lone worker's interval alone.
     assert one_node.efficiency_low == pytest.approx(0.2 * (1 - lone), rel=1e-3)
     assert one_node.efficiency_high == pytest.approx(0.2 * (1 + lone), rel=1e-3)
+
+
+# ------------------------------------------------------------- nodes at once
+OTHER_CORE = NodeLimits("sha256:" + "cd" * 32, 100000, 100000, "0")
+
+
+def made_at_once(*images_per_s: float, batch: int = 64) -> Outcome:
+    """One worker on each node at once, each making its images_per_s."""
+    records = [made(rate, batch).records[0] for rate in images_per_s]
+    argv = [["docker", "run"] for _ in images_per_s]
+    return Outcome([0] * len(records), records, [], 1e9, 30.0, argv=argv)
+
+
+def test_nodes_computing_at_once_are_measured_and_slow_the_forecast_by_the_slowest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cell across both nodes gets a lone worker on each node at once, each in its
+    own container and limits; the slowest one's step over the lone worker's is what
+    each step of the cell is taken to cost more."""
+    campaign = two_local(tmp_path)
+    slow, fast = campaign.testbeds
+    nodes = {"slow": (ONE_CORE, OTHER_CORE), "fast": (ONE_CORE, OTHER_CORE)}
+    lone, together = before_booking.wanted(campaign, nodes)
+    assert (lone.nodes, lone.testbeds) == ((ONE_CORE,), ("slow", "fast"))
+    assert (together.nodes, together.testbeds) == ((ONE_CORE, OTHER_CORE), ("slow", "fast"))
+    # Alone 150 images/s; at once 120 and 100: the slower holds the step up (x 1.5).
+    runs = Runs(monkeypatch, made(150.0), made_at_once(120.0, 100.0))
+    said: list[str] = []
+    before_booking.measure_all(campaign, nodes, said.append)
+    first, second = runs.calls[1]
+    assert [c.argv[c.argv.index("--cpuset-cpus") + 1] for c in (first, second)] == ["1", "0"]
+    assert said[2] == (
+        "one worker on each of 2 nodes at once on this machine before booking slow, fast: "
+        "resnet18 at 64 px, batch 64, 1 core(s) (quota 100000/100000 us), pinned to CPU set "
+        "1; 1 core(s) (quota 100000/100000 us), pinned to CPU set 0"
+    )
+    assert said[3].startswith("  100.0 ± 0.0 images/s")
+    stored = campaign.before_booking_store().runs()
+    assert [(r["workers"], r.get("alongside")) for r in stored] == [(1, None), (1, 2)]
+    assert stored[1]["beside_limits"][0]["cpu_set"] == "0"
+    assert before_booking.wanted(campaign, nodes) == []
+    for tb in (slow, fast):
+        cells = forecast.testbed_forecast(campaign, tb)
+        one, two = cell_of(cells, 1), cell_of(cells, 2)
+        # The lone worker stays the baseline: the workers at once are not alone.
+        assert one.single is not None and one.single.per_s == pytest.approx(150.0)
+        assert "2 nodes' workers at once on this machine: step x 1.50" in two.link_source
+        # As a worker of 100 images/s would be over the link, against the lone 150.
+        slower = forecast.cell_forecast(
+            tb,
+            tb.parts[0],
+            two.cell,
+            replace(one.single, per_s=100.0),
+            forecast.link_basis(forecast.gather(campaign, [tb]), tb, []),
+        )
+        assert slower.efficiency is not None and two.efficiency is not None
+        assert two.efficiency == pytest.approx(slower.efficiency / 1.5)
+        # Every window alike: the band's ends move with it by the same share.
+        assert two.efficiency_low == pytest.approx((slower.efficiency_low or 0) / 1.5)
+
+
+def test_a_node_that_gives_no_figure_fails_the_run_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    campaign = two_local(tmp_path)
+    nodes = {"slow": (ONE_CORE, OTHER_CORE)}
+    half = made_at_once(120.0)
+    Runs(monkeypatch, made(150.0), replace(half, returncodes=[0, 0], argv=half.argv * 2))
+    said: list[str] = []
+    _, together = before_booking.measure_all(campaign, nodes, said.append)
+    assert together["status"] == "failed" and together["alongside"] == 2
+    assert said[-1].startswith("  no figure:")
+    # Not measured: the forecast has no sharing to go on, and the next run tries again.
+    two = cell_of(forecast.testbed_forecast(campaign, campaign.testbeds[0]), 2)
+    assert "at once" not in two.link_source
+    assert [w.nodes for w in before_booking.wanted(campaign, nodes)] == [(ONE_CORE, OTHER_CORE)]

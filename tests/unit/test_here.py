@@ -9,7 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hpcbench.launchers.base import Command
-from hpcbench.testbeds.here import FIRST_NODE, NodeLimits, in_container, planned_node
+from hpcbench.testbeds.here import NodeLimits, in_container, planned_nodes
+
+FIRST_NODE = "module.testbed.docker_container.node[0]"
 
 IMAGE = "sha256:" + "ab" * 32
 
@@ -27,35 +29,42 @@ def plan(*nodes: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def test_the_first_nodes_image_and_limits_are_read_from_the_plan() -> None:
+def test_every_nodes_image_and_limits_are_read_from_the_plan_first_node_first() -> None:
     shown = plan(
         {"image": IMAGE, "cpu_period": 100000, "cpu_quota": 100000, "cpu_set": "1"},
         {"image": IMAGE, "cpu_period": 100000, "cpu_quota": 100000, "cpu_set": "0"},
     )
-    node = planned_node(shown)
+    node, second = planned_nodes(shown)
     assert node == NodeLimits(IMAGE, 100000, 100000, "1", None)
+    assert second == NodeLimits(IMAGE, 100000, 100000, "0", None)
     assert node.cpus == 1.0 and node.said() == (
         "1 core(s) (quota 100000/100000 us), pinned to CPU set 1"
     )
     # A fractional quota is not pinned (docker_testbed): any core, its memory limit kept.
-    half = planned_node(
+    (half,) = planned_nodes(
         plan({"image": IMAGE, "cpu_period": 100000, "cpu_quota": 50000, "memory": 2048})
     )
     assert half == NodeLimits(IMAGE, 100000, 50000, None, 2048)
     assert half.cpus == 0.5 and half.said().endswith("on any core")
 
 
-def test_a_plan_without_a_known_first_node_gives_none() -> None:
+def test_a_plan_without_every_node_known_gives_none() -> None:
     # A VM environment: no container at all.
-    assert (
-        planned_node({"resource_changes": [{"address": "openstack_compute_instance_v2.n"}]}) is None
-    )
-    assert planned_node({}) is None
+    vm = {"resource_changes": [{"address": "openstack_compute_instance_v2.n"}]}
+    assert planned_nodes(vm) == ()
+    assert planned_nodes({}) == ()
     # The image not known until apply (Terraform leaves it out of `after`).
-    assert planned_node(plan({"cpu_period": 100000, "cpu_quota": 100000})) is None
+    assert planned_nodes(plan({"cpu_period": 100000, "cpu_quota": 100000})) == ()
     # A quota that is no positive whole number (a bool is no count).
-    assert planned_node(plan({"image": IMAGE, "cpu_period": 100000, "cpu_quota": True})) is None
-    assert planned_node(plan({"image": IMAGE, "cpu_period": 0, "cpu_quota": 1000})) is None
+    assert planned_nodes(plan({"image": IMAGE, "cpu_period": 100000, "cpu_quota": True})) == ()
+    assert planned_nodes(plan({"image": IMAGE, "cpu_period": 0, "cpu_quota": 1000})) == ()
+    # One node of two unknown: the plan's nodes are not all known.
+    known = {"image": IMAGE, "cpu_period": 100000, "cpu_quota": 100000}
+    assert planned_nodes(plan(known, {"cpu_period": 100000})) == ()
+    # Numbered with a gap (node[1] missing): not the testbed's whole set.
+    gap = plan(known, known, known)
+    del gap["resource_changes"][1]
+    assert planned_nodes(gap) == ()
 
 
 JSON = st.recursive(
@@ -75,13 +84,12 @@ JSON = st.recursive(
 )
 def test_any_plan_gives_limits_or_none_and_never_raises(after: dict[str, Any], noise: Any) -> None:
     for shown in (plan(after), {"resource_changes": noise}, {"resource_changes": [noise]}):
-        node = planned_node(shown)  # type: ignore[arg-type]
-        if node is not None:
+        for node in planned_nodes(shown):  # type: ignore[arg-type]
             assert node.image and node.cpu_period_us > 0 and node.cpu_quota_us > 0
             assert node.cpu_set is None or isinstance(node.cpu_set, str)
     # Whatever the first node's change holds.
-    node = planned_node({"resource_changes": [{"address": FIRST_NODE, "change": noise}]})
-    assert node is None or node.cpu_quota_us > 0
+    nodes = planned_nodes({"resource_changes": [{"address": FIRST_NODE, "change": noise}]})
+    assert all(node.cpu_quota_us > 0 for node in nodes)
 
 
 def test_the_run_is_started_in_a_container_of_the_nodes_image_and_limits(tmp_path: Any) -> None:

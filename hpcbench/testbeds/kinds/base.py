@@ -213,12 +213,13 @@ class Kind:
 
     def check_booking(
         self, env: str, settings: tuple[tuple[str, str], ...]
-    ) -> here.NodeLimits | None:
+    ) -> tuple[here.NodeLimits, ...]:
         """booking_check, in the current state folder (a scratch one): a UsageError or
         RuntimeError naming what is wrong. Where its nodes would be this machine's
-        cores, the first one's image and limits (a one-worker run there tells its speed
-        before anything is booked, hpcbench.testbeds.here); else None."""
-        return None
+        cores, each one's image and limits, the first's first (runs there tell one
+        worker's speed, and what the nodes computing at once cost it, before anything
+        is booked: hpcbench.testbeds.here); else ()."""
+        return ()
 
     def acquire(self, env: str, settings: tuple[tuple[str, str], ...]) -> None:
         """Get its nodes for the campaign's turn (the "deploy" phase, where it has one)."""

@@ -119,13 +119,13 @@ class Deployed(Kind):
 
     def check_booking(
         self, env: str, settings: tuple[tuple[str, str], ...]
-    ) -> here.NodeLimits | None:
+    ) -> tuple[here.NodeLimits, ...]:
         return self.node_limits(deploy.check(deploy.DeployRequest(env, settings)))
 
-    def node_limits(self, plan: dict[str, Any]) -> here.NodeLimits | None:
-        """From the plan (`terraform show -json`), the first node's image and limits
-        where its nodes would be this machine's cores; here they are not."""
-        return None
+    def node_limits(self, plan: dict[str, Any]) -> tuple[here.NodeLimits, ...]:
+        """From the plan (`terraform show -json`), every node's image and limits where
+        its nodes would be this machine's cores; here they are not."""
+        return ()
 
     def acquire(self, env: str, settings: tuple[tuple[str, str], ...]) -> None:
         deploy.deploy(deploy.DeployRequest(env, settings))
@@ -163,8 +163,8 @@ class Local(Deployed):
     # ^[a-z][a-z0-9-]{1,30}$): a campaign gives each of its testbeds a name of its own.
     named_by = "name"
 
-    def node_limits(self, plan: dict[str, Any]) -> here.NodeLimits | None:
-        return here.planned_node(plan)
+    def node_limits(self, plan: dict[str, Any]) -> tuple[here.NodeLimits, ...]:
+        return here.planned_nodes(plan)
 
 
 @register
