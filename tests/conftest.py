@@ -36,7 +36,7 @@ GROUPS = {
         "tests/e2e/test_gpulab.py",
         "tests/e2e/test_virtualwall.py",
         "tests/e2e/test_state_secrets.py",
-        "tests/e2e/test_campaign_layouts.py",
+        "tests/e2e/test_campaign_layouts.py",  # solo: run before the others, alone
     ),
     "localhost": (
         "tests/integration/test_scale_local.py",
