@@ -13,8 +13,10 @@ the compute shares, which no figure of another machine tells (forecast.tp_group)
 And where a testbed's cells span several of its nodes, the lone worker runs in every
 one of those nodes' containers at once (each under its own planned limits): the nodes
 share this machine's cores, its memory and whatever else runs on it, which one worker
-alone does not see (forecast.host_share). The slowest of them is kept, as it holds up
-a synchronous step.
+alone does not see (forecast.host_share). Their containers start a second or two
+apart, so only the windows each timed while every other one was timing too are kept
+(two windows more than the sweep's are asked for that), and of those the slowest
+worker's, as it holds up a synchronous step.
 One run per distinct limits, baseline, workers and batch, with the sweep's own method
 (warm-up, windows, steps); its record goes to the campaign's before_booking store,
 naming the testbeds it stands for, so that a resumed campaign measures nothing twice.
@@ -36,6 +38,10 @@ from hpcbench.launchers.torchrun import TorchrunLauncher
 from hpcbench.measure import analysis, sweep
 from hpcbench.schedulers import process
 from hpcbench.testbeds.here import BENCH_IN_CONTAINER, PYTHON, NodeLimits, in_container
+
+# The windows a run of the nodes at once times beyond the sweep's: those its workers
+# time before the last one has started, or after the first one has ended, are dropped.
+AT_ONCE_EXTRA_WINDOWS = 2
 
 
 @dataclass(frozen=True)
@@ -124,10 +130,13 @@ def wanted(campaign: Campaign, limits: Mapping[str, tuple[NodeLimits, ...]]) -> 
                         w.tp,
                         w.parallel,
                     )
+                longer = replace(
+                    lone, workload=replace(lone.workload, windows=w.windows + AT_ONCE_EXTRA_WINDOWS)
+                )
                 for n in sorted({c.nodes for c in part.cells if 1 < c.nodes <= len(nodes)}):
                     if forecast.host_share(known, tb, part, batch, n) is None:
                         want(
-                            Wanted(lone, batch, node, (tb.name,), beside=nodes[1:n]),
+                            Wanted(longer, batch, node, (tb.name,), beside=nodes[1:n]),
                             nodes[:n],
                             forecast.baseline_key(part),
                             batch,
@@ -161,13 +170,15 @@ def measure(campaign: Campaign, run: Wanted, say: Callable[[str], None]) -> dict
         ],
         part.sweep.timeout_s,
     )
+    apart = False  # every node's worker ran, but not at once
     if outcome.ok and run.beside:
-        # The slowest worker's windows: it holds up the step of a synchronous run. A
-        # worker without a record leaves none (no figure: the run failed).
         every = len(outcome.records) == len(run.nodes)
-        slowest = [max(outcome.records, key=_mean_window)] if every else []
-        outcome = replace(outcome, records=slowest)
+        together = at_once(outcome.records) if every else None
+        apart = every and together is None
+        outcome = replace(outcome, records=[] if together is None else [together])
     record = sweep.complete(_base(campaign, run), outcome)
+    if apart:
+        record["error"] = AT_ONCE_FAILED
     campaign.before_booking_store().append(record)
     if record["status"] == "ok":
         stats = analysis.run_stats(record)
@@ -178,11 +189,39 @@ def measure(campaign: Campaign, run: Wanted, say: Callable[[str], None]) -> dict
     return record
 
 
-def _mean_window(result: dict) -> float:
-    """A workload record's mean window time (infinite where it has none: a worker
-    that timed nothing is the slowest)."""
-    times = [t for t in result.get("window_times") or () if isinstance(t, int | float)]
-    return sum(times) / len(times) if times else float("inf")
+AT_ONCE_FAILED = "no worker of each node timed a window while every other one was timing"
+
+
+def at_once(results: Sequence[dict]) -> dict | None:
+    """Of the workers' records (one a node, run at once), the slowest one's with only the
+    windows that every worker timed at once: those inside the span from the last
+    first timed step to the first end of timing (each window's wall clock from its
+    first timed step and the windows before it; one process, no barrier to wait at).
+    None where a worker kept no window (its record is then no figure)."""
+    spans = [_windows(r) for r in results]
+    if not all(spans):
+        return None
+    begin = max(w[0][0] for w in spans)
+    end = min(w[-1][1] for w in spans)
+    kept = [[t for a, b, t in w if a >= begin and b <= end] for w in spans]
+    if not all(kept):
+        return None
+    slowest = max(range(len(kept)), key=lambda i: sum(kept[i]) / len(kept[i]))
+    return {**results[slowest], "window_times": kept[slowest]}
+
+
+def _windows(result: dict) -> list[tuple[float, float, float]]:
+    """A record's windows as (start, end, seconds) on the wall clock; [] where its first
+    timed step or a window time is missing."""
+    first = (result.get("timeline") or {}).get("first_timed_step")
+    times = result.get("window_times") or []
+    if not isinstance(first, int | float) or not all(isinstance(t, int | float) for t in times):
+        return []
+    out, at = [], float(first)
+    for t in times:
+        out.append((at, at + t, t))
+        at += t
+    return out
 
 
 def _base(campaign: Campaign, run: Wanted) -> dict:

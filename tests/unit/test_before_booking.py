@@ -327,10 +327,35 @@ OTHER_CORE = NodeLimits("sha256:" + "cd" * 32, 100000, 100000, "0")
 
 
 def made_at_once(*images_per_s: float, batch: int = 64) -> Outcome:
-    """One worker on each node at once, each making its images_per_s."""
-    records = [made(rate, batch).records[0] for rate in images_per_s]
+    """One worker on each node at once, each making its images_per_s in four windows of
+    two steps, all timing from the same instant."""
+    records = []
+    for rate in images_per_s:
+        seconds = 2 * batch / rate
+        result = {**made(rate, batch).records[0], "window_times": [seconds] * 4}
+        records.append({**result, "timeline": {"first_timed_step": 1e9 + 10}})
     argv = [["docker", "run"] for _ in images_per_s]
     return Outcome([0] * len(records), records, [], 1e9, 30.0, argv=argv)
+
+
+def test_only_the_windows_every_worker_timed_at_once_are_kept_of_the_slowest() -> None:
+    """Worker a times 0-4 s (four windows of 1 s), b 1.5-7.5 s (three of 2 s): together
+    1.5-4 s, where a timed its last two windows and b its first; b is the slower."""
+    a = {"window_times": [1.0] * 4, "timeline": {"first_timed_step": 0.0}, "who": "a"}
+    b = {"window_times": [2.0] * 3, "timeline": {"first_timed_step": 1.5}, "who": "b"}
+    kept = before_booking.at_once([a, b])
+    assert kept is not None and kept["who"] == "b" and kept["window_times"] == [2.0]
+    # c times 1.5-4.2 s in windows of 0.9 s: together 1.5-4 s again, and a, kept with
+    # its last two windows, is the slower.
+    c = {**b, "window_times": [0.9, 0.9, 0.9]}
+    kept = before_booking.at_once([a, c])
+    assert kept is not None and kept["who"] == "a" and kept["window_times"] == [1.0, 1.0]
+    # b starts after a has ended: no window was timed at once.
+    late = {**b, "timeline": {"first_timed_step": 5.0}}
+    assert before_booking.at_once([a, late]) is None
+    # A record without its first timed step or windows tells nothing.
+    assert before_booking.at_once([a, {"window_times": [1.0]}]) is None
+    assert before_booking.at_once([a, {**b, "window_times": []}]) is None
 
 
 def test_nodes_computing_at_once_are_measured_and_slow_the_forecast_by_the_slowest(
@@ -381,17 +406,29 @@ def test_nodes_computing_at_once_are_measured_and_slow_the_forecast_by_the_slowe
         assert two.efficiency_low == pytest.approx((slower.efficiency_low or 0) / 1.5)
 
 
-def test_a_node_that_gives_no_figure_fails_the_run_at_once(
+def test_a_node_without_a_figure_or_without_a_window_at_once_fails_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     campaign = two_local(tmp_path)
     nodes = {"slow": (ONE_CORE, OTHER_CORE)}
     half = made_at_once(120.0)
-    Runs(monkeypatch, made(150.0), replace(half, returncodes=[0, 0], argv=half.argv * 2))
+    both = made_at_once(120.0, 100.0)
+    apart = replace(
+        both, records=[both.records[0], {**both.records[1], "timeline": {"first_timed_step": 1e9 + 100}}]
+    )
+    Runs(
+        monkeypatch,
+        made(150.0),
+        replace(half, returncodes=[0, 0], argv=half.argv * 2),
+        apart,
+    )
     said: list[str] = []
     _, together = before_booking.measure_all(campaign, nodes, said.append)
     assert together["status"] == "failed" and together["alongside"] == 2
     assert said[-1].startswith("  no figure:")
+    # Both ran, one after the other: no window at once, said so.
+    [again] = before_booking.measure_all(campaign, nodes, said.append)
+    assert again["status"] == "failed" and again["error"] == before_booking.AT_ONCE_FAILED
     # Not measured: the forecast has no sharing to go on, and the next run tries again.
     two = cell_of(forecast.testbed_forecast(campaign, campaign.testbeds[0]), 2)
     assert "at once" not in two.link_source
