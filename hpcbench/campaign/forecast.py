@@ -476,19 +476,24 @@ def _ok_groups(runs: list[dict[str, Any]], part: SweepPart) -> list[dict[str, An
     ]
 
 
+def _step_windows(runs: list[dict[str, Any]], batch: int) -> list[float]:
+    """Every window's time a step of these runs at `batch`."""
+    return [
+        t / r["steps"]
+        for r in runs
+        if r.get("batch") == batch and r.get("steps")
+        for t in r.get("window_times") or ()
+        if isinstance(t, int | float) and t > 0
+    ]
+
+
 def _group_step(runs: list[dict[str, Any]], batch: int, where: str) -> GroupStep | None:
     """The groups' step at `batch` (else at the nearest batch's time per sequence, said
     so) over all their windows."""
     nearest = _nearest_batch(runs, batch)
     if nearest is None:
         return None
-    windows = [
-        t / r["steps"]
-        for r in runs
-        if r.get("batch") == nearest and r.get("steps")
-        for t in r.get("window_times") or ()
-        if isinstance(t, int | float) and t > 0
-    ]
+    windows = _step_windows(runs, nearest)
     if not windows:
         return None
     at = "" if nearest == batch else f" at batch {nearest}"
@@ -553,19 +558,11 @@ def host_share(
     )
     if nearest is None:
         return None
-    steps = []
-    for runs in (together, alone):
-        windows = [
-            t / r["steps"]
-            for r in runs
-            if r.get("batch") == nearest and r.get("steps")
-            for t in r.get("window_times") or ()
-            if isinstance(t, int | float) and t > 0
-        ]
-        if not windows:
-            return None
-        steps.append(analysis.mean_ci95(windows))
-    (shared, shared_ci), (lone, lone_ci) = steps
+    shared_windows, lone_windows = _step_windows(together, nearest), _step_windows(alone, nearest)
+    if not shared_windows or not lone_windows:
+        return None
+    shared, shared_ci = analysis.mean_ci95(shared_windows)
+    lone, lone_ci = analysis.mean_ci95(lone_windows)
     stretch = shared / lone
     least = max(0.0, shared - shared_ci) / (lone + lone_ci)
     most = (shared + shared_ci) / max(lone - lone_ci, 1e-9 * lone)
