@@ -303,7 +303,13 @@ def block_products(c: TransformerConfig) -> list[tuple[int, int, bool]]:
 def flops_per_token(c: TransformerConfig, seq_len: int) -> int:
     """Training FLOPs per token (the module's text): 6N + 6 L H (d_qk + d_v) T."""
     n = param_counts(c)["matmul"]
-    return 6 * n + 6 * c.layers * c.heads * (2 * c.head_dim) * seq_len
+    return 6 * n + 3 * c.layers * attention_flops(c, seq_len)
+
+
+def attention_flops(c: TransformerConfig, seq_len: int) -> int:
+    """One block's attention forward per token, beside its matrix products: the scores
+    and their weighted sum over seq_len keys, 2 H (d_qk + d_v) T."""
+    return 2 * c.heads * (2 * c.head_dim) * seq_len
 
 
 # ------------------------------------------------------------------ refusals

@@ -236,26 +236,31 @@ def plan(
 
 def recompute_share(model: str, seq_len: int, checkpoint: str) -> float:
     """What activation checkpointing adds to one worker's step, as a share of it
-    (bench/layout.py): full recomputes each block's forward in backward, the forward's
-    share of a step (1 - allreduce_model.BACKWARD_SHARE; Korthikanti et al. 2022,
-    arXiv:2205.05198, section 5: "about 33%"); selective (torchtitan's op policy)
-    recomputes every second matrix product of a block (the 2nd, 4th, ...:
-    transformer_configs.block_products) but the block's last, whose output backward
-    does not need (torch.utils.checkpoint stops early), and the elementwise
-    operations, taken as nothing beside them: the forward's share times those
-    products' FLOPs over the forward's (flops_per_token / 3).
+    (bench/layout.py): the FLOPs each block's forward runs again in backward over the
+    forward's (flops_per_token / 3), times the forward's share of a step (1 -
+    allreduce_model.BACKWARD_SHARE; Korthikanti et al. 2022, arXiv:2205.05198, section
+    5: "about 33%"). Recomputation stops at the last output backward needs
+    (torch.utils.checkpoint stops early), so a block's last matrix product (w2) is never
+    run again: full recomputes the others and the attention; selective (torchtitan's
+    op policy) every second product (the 2nd, 4th, ...: transformer_configs.
+    block_products) but the last, and the elementwise operations, taken as nothing
+    beside them. Nothing outside the blocks (embedding, output) is recomputed.
     tests/unit/test_layout.py counts the workload's recomputed FLOPs against it."""
-    forward = 1.0 - allreduce_model.BACKWARD_SHARE
     if checkpoint == "none":
         return 0.0
-    if checkpoint == "full":
-        return forward
     config = sharded_model.shape(model)
     if config is None:
         return 0.0  # a CNN has no blocks to checkpoint
     products = transformer_configs.block_products(config)
-    again = config.layers * sum(2 * i * o for i, o, _ in products[1:-1:2])
-    return forward * again / (transformer_configs.flops_per_token(config, seq_len) / 3)
+    if checkpoint == "full":
+        again = sum(2 * i * o for i, o, _ in products[:-1])
+        again += transformer_configs.attention_flops(config, seq_len)
+    else:
+        again = sum(2 * i * o for i, o, _ in products[1:-1:2])
+    forward = 1.0 - allreduce_model.BACKWARD_SHARE
+    return (
+        forward * config.layers * again / (transformer_configs.flops_per_token(config, seq_len) / 3)
+    )
 
 
 def step_in_layout(micro_step_s: float, job: Job) -> float:

@@ -477,11 +477,17 @@ def _overlapped(
 # parallelism (Korthikanti et al. 2022, arXiv:2205.05198, section 4.2.2), as
 # bench/layout.py applies it, each becomes an all-gather and a reduce-scatter of the same
 # volume, which a ring moves as it does the all-reduce. The token embedding (row-wise)
-# and the output (column-wise) add one of each in forward and in backward. Nothing
-# overlaps them (each waits on the matmul before it): they lie on the step's path. Full
-# activation checkpointing runs each block's forward, and its two, again in backward.
-TP_PER_BLOCK = {"none": 4, "selective": 4, "full": 6}
-TP_OUTSIDE_BLOCKS = 4
+# and the output (column-wise) add a reduce-scatter and an all-gather each over the
+# step: two all-reduces' worth (GPT-2's position table one more of seq x dim, a
+# micro-batch's share of the volume: not counted). Nothing overlaps them (each waits on
+# the matmul before it): they lie on the step's path. Checkpointing runs a block's
+# forward again in backward up to the last output backward needs (torch.utils.checkpoint
+# stops early): its two all-gathers and, under full, the attention's reduce-scatter but
+# not the MLP's last; selective keeps every reduce-scatter's output (bench/layout.py
+# saved_ops). Counted per block in all-reduces, half an all-reduce each, by
+# tests/unit/test_layout.py over the workload's TP plan.
+TP_PER_BLOCK = {"none": 4, "selective": 5, "full": 5.5}
+TP_OUTSIDE_BLOCKS = 2
 
 
 def tp_seconds(

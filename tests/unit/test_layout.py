@@ -152,10 +152,11 @@ def test_the_harness_refuses_a_layout_that_cannot_run_in_one_line_before_launch(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("mode", ["selective", "full"])
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_the_forecasts_selective_recompute_is_the_workloads_recomputed_flops(family, monkeypatch):
-    """plans.recompute_share's selective share, in FLOPs: what backward runs beyond
-    none's, counted by torch's FLOP counter over the workload's model."""
+def test_the_forecasts_recompute_is_the_workloads_recomputed_flops(family, mode, monkeypatch):
+    """plans.recompute_share, in FLOPs: what backward runs beyond none's, counted by
+    torch's FLOP counter over the workload's model."""
     import dataclasses
 
     from torch.utils.flop_counter import FlopCounterMode
@@ -188,8 +189,74 @@ def test_the_forecasts_selective_recompute_is_the_workloads_recomputed_flops(fam
             loss.backward()
         return counter.get_total_flops()
 
-    again = backward_flops("selective") - backward_flops("none")
+    again = backward_flops(mode) - backward_flops("none")
     forward = tc.flops_per_token(config, SEQ) / 3 * 2 * SEQ  # two sequences of SEQ
-    share = plans.recompute_share(config.name, SEQ, "selective")
+    share = plans.recompute_share(config.name, SEQ, mode)
     assert again > 0
     assert again == pytest.approx(share / (1 - plans.allreduce_model.BACKWARD_SHARE) * forward)
+
+
+@pytest.fixture
+def two_fake_ranks():
+    """A process group of two ranks in this process (torch's fake backend: collectives
+    that move nothing), so that the TP plan runs on one CPU."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+class Collectives(TorchDispatchMode):
+    """Counts the all-gathers and reduce-scatters dispatched while it is on."""
+
+    NAMES = ("all_gather_into_tensor", "reduce_scatter_tensor")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "_c10d_functional" and func.__name__.split(".")[0] in self.NAMES:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_the_forecasts_tp_collectives_are_the_workloads_per_block_and_outside(
+    family, two_fake_ranks
+):
+    """sharded_model.TP_PER_BLOCK and TP_OUTSIDE_BLOCKS, in all-reduces (an all-gather or
+    a reduce-scatter half of one): what a step of the workload's TP plan dispatches,
+    per block from two depths, under each checkpointing mode."""
+    import dataclasses
+
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import loss_parallel
+
+    from hpcbench.performance import sharded_model
+
+    base = TINY if family == "gpt2" else tc.CONFIGS["llama-1b"]
+    small = dict(dim=128, heads=4, kv_heads=2, ffn=352, vocab=512)
+
+    def step_collectives(layers: int, mode: str) -> float:
+        torch.manual_seed(0)
+        config = dataclasses.replace(base, name=f"{family}-small", layers=layers, **small)
+        model = transformer.Transformer(config, SEQ)
+        layout.tensor_parallel(model, init_device_mesh("cpu", (2,), mesh_dim_names=("tp",)))
+        for i, block in enumerate(model.layers):
+            model.layers[i] = layout.Checkpointed(block, mode) if mode != "none" else block
+        ids = torch.randint(0, config.vocab, (2, SEQ + 1))
+        with Collectives() as seen, loss_parallel():
+            steps.loss_of(model(ids[:, :-1]), ids[:, 1:]).backward()
+        return seen.count / 2
+
+    for mode, per_block in sharded_model.TP_PER_BLOCK.items():
+        two, three = step_collectives(2, mode), step_collectives(3, mode)
+        assert three - two == per_block, mode
+        outside = two - 2 * per_block
+        # GPT-2's position table: one more of each, of seq x dim (not counted).
+        assert outside == sharded_model.TP_OUTSIDE_BLOCKS + (1 if family == "gpt2" else 0)
