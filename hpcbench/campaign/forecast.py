@@ -563,9 +563,11 @@ def host_share(
         return None
     shared, shared_ci = analysis.mean_ci95(shared_windows)
     lone, lone_ci = analysis.mean_ci95(lone_windows)
-    stretch = shared / lone
-    least = max(0.0, shared - shared_ci) / (lone + lone_ci)
-    most = (shared + shared_ci) / max(lone - lone_ci, 1e-9 * lone)
+    # Sharing the machine makes no worker faster than it is alone: below 1 is the two
+    # runs' noise.
+    stretch = max(1.0, shared / lone)
+    least = max(1.0, (shared - shared_ci) / (lone + lone_ci))
+    most = max(stretch, (shared + shared_ci) / max(lone - lone_ci, 1e-9 * lone))
     return HostShare(
         stretch,
         least,

@@ -414,7 +414,8 @@ def test_a_node_without_a_figure_or_without_a_window_at_once_fails_the_run(
     half = made_at_once(120.0)
     both = made_at_once(120.0, 100.0)
     apart = replace(
-        both, records=[both.records[0], {**both.records[1], "timeline": {"first_timed_step": 1e9 + 100}}]
+        both,
+        records=[both.records[0], {**both.records[1], "timeline": {"first_timed_step": 1e9 + 100}}],
     )
     Runs(
         monkeypatch,
@@ -433,3 +434,24 @@ def test_a_node_without_a_figure_or_without_a_window_at_once_fails_the_run(
     two = cell_of(forecast.testbed_forecast(campaign, campaign.testbeds[0]), 2)
     assert "at once" not in two.link_source
     assert [w.nodes for w in before_booking.wanted(campaign, nodes)] == [(ONE_CORE, OTHER_CORE)]
+
+
+def test_nodes_at_once_measured_faster_than_alone_cost_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sharing the machine makes no worker faster: a run at once above the lone
+    worker's rate is the runs' noise, a stretch of 1 with its band from 1."""
+    campaign = two_local(tmp_path)
+    slow = campaign.testbeds[0]
+    nodes = {"slow": (ONE_CORE, OTHER_CORE)}
+    Runs(monkeypatch, made(150.0), made_at_once(160.0, 155.0))
+    before_booking.measure_all(campaign, nodes, lambda _: None)
+    known = forecast.gather(campaign, [slow])
+    share = forecast.host_share(known, slow, slow.parts[0], 64, 2)
+    assert share is not None and (share.stretch, share.least) == (1.0, 1.0)
+    two = cell_of(forecast.testbed_forecast(campaign, slow), 2)
+    lone = forecast.cell_forecast(
+        slow, slow.parts[0], two.cell, two.single, forecast.link_basis(known, slow, [])
+    )
+    assert two.efficiency == pytest.approx(lone.efficiency)
+    assert two.efficiency_high == pytest.approx(lone.efficiency_high)
