@@ -98,7 +98,9 @@ def wanted(campaign: Campaign, limits: Mapping[str, tuple[NodeLimits, ...]]) -> 
 
     def want(run: Wanted, *key: object) -> None:
         have = runs.get(key)
-        runs[key] = replace(run, testbeds=(*have.testbeds, *run.testbeds)) if have else run
+        # A testbed's parts share its runs too: each testbed named once.
+        more = tuple(t for t in run.testbeds if have is None or t not in have.testbeds)
+        runs[key] = replace(run, testbeds=(*(have.testbeds if have else ()), *more))
 
     for tb in campaign.testbeds:
         nodes = limits.get(tb.name, ())

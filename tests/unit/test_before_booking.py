@@ -66,6 +66,15 @@ def test_testbeds_of_the_same_limits_share_one_run_and_others_get_their_own(
     # A testbed whose kind gave no limits (not this machine's cores) wants nothing.
     assert [w.testbeds for w in before_booking.wanted(campaign, {"fast": (HALF,)})] == [("fast",)]
     assert before_booking.wanted(campaign, {}) == []
+    # Two sweep parts of one testbed (DDP and FSDP2 of a transformer) share its lone
+    # worker's run, the testbed named once.
+    data = yaml.safe_load(TP_LOCAL.format(out=tmp_path / "lm"))
+    data["sweep"] |= {"parallel": ["ddp", "fsdp2"], "nodes": [1, 2]}
+    del data["testbeds"][0]["sweep"]
+    two_parts = campaign_file.load(_write(tmp_path / "two.yaml", data))
+    assert len(two_parts.testbeds[0].parts) == 2
+    runs = before_booking.wanted(two_parts, {"tp": (ONE_CORE, OTHER_CORE)})
+    assert [(w.testbeds, len(w.nodes)) for w in runs] == [(("tp",), 1), (("tp",), 2)]
 
 
 def test_nothing_is_wanted_where_a_measured_figure_exists_or_the_data_is_a_folder(
