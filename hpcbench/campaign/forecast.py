@@ -795,7 +795,7 @@ def cell_forecast(
         intra_name = tb.hardware.intra_node or plans.DEFAULTS["intra_node"][0]
         inside = f"{intra_name} inside a node" + ("" if tb.hardware.intra_node else " (assumed)")
         where = f"{link.source}; {inside}" if across and cell.gpus_per_node > 1 else link.source
-        if single.timeline:
+        if single.timeline and not job.transformer:  # a transformer's come from its shape
             where += "; the baseline's measured gradients replayed"
         where += shared
         inside += shared

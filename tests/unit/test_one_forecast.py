@@ -217,3 +217,39 @@ def test_a_cnns_campaign_forecast_and_report_replay_the_baselines_measured_gradi
         if s.workers == 2
     ]
     assert layers.predicted_efficiency != pytest.approx(cell.efficiency)
+
+
+def test_a_transformers_forecast_takes_its_shape_not_the_baselines_gradients(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transformer's lone worker records its gradients' timeline too; its forecast
+    comes from the model's blocks (sharded_model), and says no replay."""
+    monkeypatch.setenv("HPCBENCH_STATE", str(tmp_path / "state"))
+    lm = {"seq_len": 64, "unit": "tokens", "tokens_per_step": 128}
+    timeline = [[0.05, 1e6], [0.09, 11e6]]
+
+    def two_workers(name: str, **extra: Any) -> forecast.CellForecast:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(
+            textwrap.dedent(
+                f"""\
+                name: {name}
+                out: {tmp_path / name}
+                sweep: {{model: gpt-tiny, seq_len: 64, backend: ddp, batch: [2],
+                         nodes: [1, 2], repeats: 1, device: cpu}}
+                testbeds:
+                  - {{name: h, hosts: ["h1:1", "h2:1"]}}
+                """
+            )
+        )
+        campaign = campaign_file.load(path)
+        [tb] = campaign.testbeds
+        for record in (_probe(tb.env, 2), _run(tb.env, "gpt-tiny", 1, 1, 1.0, **lm, **extra)):
+            campaign.testbed_store(tb).append(record)
+        [cell] = [f for f in forecast.testbed_forecast(campaign, tb) if f.cell.workers == 2]
+        return cell
+
+    replayed, plain = two_workers("timed", grad_timeline=timeline), two_workers("plain")
+    assert replayed.efficiency is not None
+    assert "measured gradients" not in replayed.link_source, replayed.link_source
+    assert replayed.efficiency == pytest.approx(plain.efficiency)
