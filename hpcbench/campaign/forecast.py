@@ -387,8 +387,13 @@ def _places(
     for other in reversed(earlier):
         if same_hardware(tb, other):
             yield known.runs[other.name], f"on {other.name}, the same hardware,"
-    here = [r for r in known.before_booking if tb.name in (r.get("testbeds") or ())]
+    here = _before_booking(known, tb)
     yield here, f"on this machine before booking ({_limits(here)})"
+
+
+def _before_booking(known: Known, tb: TestbedPlan) -> list[dict[str, Any]]:
+    """The runs made on this machine before booking that stand for the testbed."""
+    return [r for r in known.before_booking if tb.name in (r.get("testbeds") or ())]
 
 
 def _measured(
@@ -545,7 +550,7 @@ def host_share(
     """The HostShare of `nodes` of the testbed at `batch` (else at the nearest batch both
     runs share), from the runs made on this machine before booking; None: not measured
     (a testbed on nodes of its own, or not yet)."""
-    mine = [r for r in known.before_booking if tb.name in (r.get("testbeds") or ())]
+    mine = _before_booking(known, tb)
     key = baseline_key(part)
     together = [
         r
