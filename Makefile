@@ -205,10 +205,10 @@ bench-published: venv ## predict against published multi-node results and layout
 
 ## --- checks --------------------------------------------------------------
 # Everything, the local testbed end to end included: first the tests that time this
-# machine's CPU (marker solo), alone, one after another; then the rest on TEST_WORKERS pytest-xdist workers, the shared
-# testbed's e2e tests on one and the stand-ins' on another, in their order, the other
-# tests beside them (GROUPS in tests/conftest.py). The 25 slowest are listed, to see
-# where CI's time goes.
+# machine's CPU (marker solo), alone, one after another; then the rest on TEST_WORKERS
+# pytest-xdist workers, the shared testbed's e2e tests on one and the stand-ins' on
+# another, in their order, the other tests beside them (GROUPS in tests/conftest.py).
+# The 25 slowest are listed, to see where CI's time goes.
 TEST_WORKERS ?= 2
 test: tools images ## every test, end to end (the full loop)
 	@$(PY) -m pytest -ra -m solo tests/unit tests/e2e
