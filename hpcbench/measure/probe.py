@@ -144,9 +144,11 @@ def format_probe(record: dict) -> str:
         seen = allreduce_model.cpu_work_seen(record)
         known = seen is not None and seen.noise is not None  # older probes: no noise
         noise = f" ± {seen.noise * 1e9:.2f}" if seen and seen.noise is not None else ""
+        # Against the computation without the backend's threads (cpu_work_seen).
+        lost = seen.s_per_byte if seen else work["lost_s_per_byte"]
         lines.append(
             f"CPU work: computation beside {work['allreduces']} all-reduces of {work['bytes']} B"
-            f" lost {work['lost_s_per_byte'] * 1e9:.2f}{noise} ns per byte (ranks' mean)"
+            f" lost {lost * 1e9:.2f}{noise} ns per byte (ranks' mean)"
             + (_HIDDEN if known and seen and not seen.resolved else "")
         )
         if work.get("background_share") is not None:  # probes from before lack it

@@ -441,12 +441,13 @@ class CpuWork:
     """What the probe measured of the backend's CPU work on CPU nodes (cpu_work()); the
     defaults: none measured (GPUs)."""
 
-    # Compute lost per byte all-reduced. The step cannot be shorter than all of its CPU
-    # work, T1 plus that of every byte all-reduced, whatever the link allows: where that
-    # floor is the longer, the all-reduce is bound by the CPU and the link waits.
+    # Compute lost per byte all-reduced, against the computation without the backend's
+    # threads (cpu_work_seen). The step cannot be shorter than all of its CPU work, T1
+    # plus that of every byte all-reduced, whatever the link allows: where that floor is
+    # the longer, the all-reduce is bound by the CPU and the link waits.
     s_per_byte: float = 0.0
     # The share of the computation's cores the backend's own threads take between
-    # all-reduces; the step's computation stretches to T1 / (1 - share).
+    # all-reduces: the computation stretches by 1 / (1 - share) while none is in flight.
     background_share: float = 0.0
     # How many times longer an all-reduce takes beside the computation than alone; it
     # goes that much slower until backward ends, and at its own speed after.
@@ -488,7 +489,21 @@ def _replayed(
     total_bytes = sum(g.bytes for g in grads)
     cpu_work = max(0.0, cpu.s_per_byte) * total_bytes if link.workers > 1 else 0.0
     share = min(max(0.0, cpu.background_share), MAX_BACKGROUND_SHARE) if link.workers > 1 else 0.0
-    compute = step_time_1 / (1.0 - share)
+    # While an all-reduce is in flight the backend's threads run it, not their cycle
+    # between all-reduces: the probe's figures per byte beside all-reduces come out
+    # the same at 200 Mbit/s and 1 Gbit/s only so (docs/method.md, "CPU nodes").
+    inflight = sum(
+        max(
+            0.0,
+            min(
+                m.ready_s + _overlapped(cost, m.ready_s, cpu.overlap_stretch, backward_end),
+                backward_end,
+            )
+            - m.ready_s,
+        )
+        for m, (_, cost) in zip(sent, costs, strict=True)
+    )
+    compute = step_time_1 + share / (1.0 - share) * max(0.0, step_time_1 - inflight)
     step = max(compute + exposed + slowdown, compute + cpu_work)
     t_ar = link.allreduce_time(total_bytes)
     # The band from the messages as sent (each pays its own latency), around the
@@ -557,9 +572,10 @@ def predict_measured(
 
 
 def cpu_work_per_byte(probe: dict[str, Any]) -> float:
-    """The compute an all-reduce costs per byte on the probe's nodes (bench/allreduce.py
-    measures it on CPU nodes; 0 where it did not: GPUs, or a probe from before)."""
-    return _cpu_work_figure(probe, "lost_s_per_byte")
+    """The compute an all-reduce costs per byte on the probe's nodes (cpu_work_seen's
+    figure, at least 0; 0 where none was measured: GPUs, or a probe from before)."""
+    seen = cpu_work_seen(probe)
+    return 0.0 if seen is None else max(0.0, seen.s_per_byte)
 
 
 def background_share(probe: dict[str, Any]) -> float:
@@ -629,11 +645,19 @@ class CpuWorkSeen:
 def cpu_work_seen(probe: dict[str, Any]) -> CpuWorkSeen | None:
     """The probe's CPU work per byte with its noise, from every rank's figures
     (bench/allreduce.py measure_cpu_work); None where it measured none (GPUs, older
-    probes). The noise is the larger of two the record holds: how far the ranks'
-    figures scatter (half their range), and how far a rank's figure would move had
-    its slower alone phase been taken for the computation's speed (the ranks' mean):
-    the host's own noise over the bytes all-reduced, which grows with the time each
-    byte takes on the link."""
+    probes).
+
+    A rank's figure is against the computation without the backend's threads: its alone
+    phases ran beside them (the background share b of its cores), while beside an
+    all-reduce the threads run the all-reduce instead. Lost l (against the alone speed)
+    over the middle phase's wall W is then l (1 - b) + b W of the computation's own
+    time; on one-core nodes at 200 Mbit/s the record's l came to -6.6 ns a byte with
+    b = 0.17, and this to 1.5-1.7, as at 1 Gbit/s (+0.1 and 1.4-1.8) and as Gloo's
+    DDP probes (b = 0: 1.1-1.8). The figure is the ranks' mean; its noise the larger of
+    two the record holds: how far the ranks' figures scatter (half their range), and
+    how far a rank's figure would move had its slower alone phase been taken for the
+    computation's speed (the ranks' mean): the host's own noise over the bytes
+    all-reduced, which grows with the time each byte takes on the link."""
     work = probe.get("cpu_work")
     work = work if isinstance(work, dict) else {}
     value = work.get("lost_s_per_byte")
@@ -644,17 +668,39 @@ def cpu_work_seen(probe: dict[str, Any]) -> CpuWorkSeen | None:
     if not (_finite(count) and _finite(size)) or count * size <= 0:
         return CpuWorkSeen(float(value), None)
     total = float(count * size)
-    lost = [r["lost_s"] / total for r in ranks if _finite(r.get("lost_s"))]
-    noises = [(max(lost) - min(lost)) / 2] if len(lost) > 1 else []
-    speed = []
+    figures: list[float] = []
+    speed: list[float | None] = []  # each figure's own noise (None: not known)
     for r in ranks:
+        if not _finite(r.get("lost_s")):
+            continue
+        b = r.get("background")
+        b = min(max(0.0, b), MAX_BACKGROUND_SHARE) if _finite(b) else 0.0
+        wall = float(r["wall_s"]) if _finite(r.get("wall_s")) else 0.0
+        figures.append((r["lost_s"] * (1 - b) + b * wall) / total)
         alone = [x for x in _items(r.get("alone_per_s")) if _finite(x) and x > 0]
+        own = None
         if len(alone) > 1 and _finite(r.get("pieces")):
-            speed.append(abs(r["pieces"]) * (1 / min(alone) - 1 / max(alone)) / total)
-    if speed:
-        noises.append(sum(speed) / len(speed))
+            own = abs(r["pieces"]) * (1 / min(alone) - 1 / max(alone)) * (1 - b) / total
+        speed.append(own if own is None or math.isfinite(own) else None)
+    noises = [(max(figures) - min(figures)) / 2] if len(figures) > 1 else []
+    known = [n for n in speed if n is not None]
+    if known:
+        noises.append(sum(known) / len(known))
     finite = [n for n in noises if math.isfinite(n)]
-    return CpuWorkSeen(float(value), max(finite) if finite else None)
+    return CpuWorkSeen(_weighted(figures, speed, float(value)), max(finite) if finite else None)
+
+
+def _weighted(figures: list[float], noises: list[float | None], otherwise: float) -> float:
+    """The ranks' figures averaged by their own noise (inverse variance), where every
+    one is known and above 0; else their plain mean (otherwise: no figure). Under a
+    load beside the nodes one rank's alone phases differed by 60% and gave 16.4 ns a
+    byte where the other's, within 1%, gave 1.5: the plain mean took 8.9."""
+    if not figures:
+        return otherwise
+    if len(noises) == len(figures) and all(n is not None and n > 0 for n in noises):
+        weights = [1 / (n or 1.0) ** 2 for n in noises]
+        return sum(w * f for w, f in zip(weights, figures, strict=True)) / sum(weights)
+    return sum(figures) / len(figures)
 
 
 def _finite(value: object) -> TypeGuard[float]:

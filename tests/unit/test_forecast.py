@@ -379,7 +379,7 @@ def test_cpu_work_hidden_behind_the_earlier_link_is_unknown_and_widens_the_band(
     assert seen is not None and seen.largest is not None and seen.largest > 0
     basis = forecast.link_basis(forecast.gather(campaign, [slow, fast]), fast, [slow])
     assert basis.cpu.s_per_byte == 0.0 and basis.cpu_up_to == pytest.approx(seen.largest)
-    assert "CPU work per byte hidden behind slow's link (-1.90 ± 1.57 ns)" in (basis.source)
+    assert "CPU work per byte hidden behind slow's link (-1.90 ± 1.36 ns)" in (basis.source)
     assert f"E at 0.00 ns, the band over 0-{seen.largest * 1e9:.2f} ns" in basis.source
     part = fast.parts[0]
     (two,) = [c for c in part.cells if c.workers == 2]

@@ -34,7 +34,7 @@ def test_older_and_gpu_probes_print_no_background():
 
 def test_the_cpu_work_is_printed_with_its_noise_and_said_where_the_link_hid_it():
     hidden = probe.format_probe({**RECORD, "cpu_work": HIDDEN})
-    assert "lost -1.90 ± 1.57 ns per byte (ranks' mean); not told from its noise" in hidden
+    assert "lost -1.90 ± 1.36 ns per byte (ranks' mean); not told from its noise" in hidden
     assert "no forecast of another testbed takes it" in hidden
     resolved = probe.format_probe({**RECORD, "cpu_work": RESOLVED})
     assert "lost 1.20 ± 0.10 ns per byte (ranks' mean)" in resolved
