@@ -176,10 +176,11 @@ bench-advice: tools images ## advise over the local testbeds, run the advice, sc
 # other machines"): the local testbed as four machine variants (quota, pinning, a
 # background load), each a campaign at two link rates per workload, every cell's plan
 # and re-forecast scored against its measurement. All eight take about two hours.
-#   make bench-forecast [VARIANTS=pinned,half] [WORKLOADS=cnn,lm] [RESUME=1]
+#   make bench-forecast [VARIANTS=pinned,half] [WORKLOADS=cnn,lm] [RESUME=1] [REPLAY=1]
 bench-forecast: tools images ## the forecast scored on emulated machine variants
 	@$(PY) evaluation/forecast_variants.py $(if $(VARIANTS),--variants $(VARIANTS)) \
-	   $(if $(WORKLOADS),--workloads $(WORKLOADS)) $(if $(RESUME),--resume)
+	   $(if $(WORKLOADS),--workloads $(WORKLOADS)) $(if $(RESUME),--resume) \
+	   $(if $(REPLAY),--replay)
 
 bench-deploy: tools images ## deploy times at 1, 2 and 4 nodes
 	@$(PY) evaluation/deploy_time.py --nodes 1,2,4

@@ -22,7 +22,10 @@ OUT/scores.jsonl, one JSON line written whole, with the variant and the commit.
 
 The campaigns' files are written to OUT/<variant>-<workload>.yaml and their results
 go beside them; `--resume` carries on a campaign stopped half way, `--plan` prints the
-plans alone (nothing is deployed), `--score-only` scores the campaigns run so far. A
+plans alone (nothing is deployed), `--score-only` scores the campaigns run so far,
+`--replay` scores them with every plan and re-forecast made again by this checkout from
+the records each had when it was made (the runs before booking, the earlier testbeds'
+stores): a change to the forecast measured against runs already made. A
 campaign took 12-18 minutes on a 2-core machine (docs/benchmarks.md); all eight take
 about two and a half hours.
 """
@@ -38,14 +41,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 from cli import REPO
 
 sys.path.insert(0, str(REPO))
-from hpcbench.campaign import campaign_file, comparison, scoring  # noqa: E402
+from hpcbench.campaign import campaign_file, comparison, forecast, scoring  # noqa: E402
+from hpcbench.campaign.datatypes import Campaign  # noqa: E402
 from hpcbench.campaign.journal import Journal  # noqa: E402
 from hpcbench.core import files  # noqa: E402
 from hpcbench.measure import fingerprint  # noqa: E402
@@ -200,9 +205,10 @@ class Score:
         return self.plan_low <= self.measured <= self.plan_high
 
 
-def scores(variant: str, workload: str, path: Path) -> list[Score]:
+def scores(variant: str, workload: str, path: Path, replay: bool = False) -> list[Score]:
     """The scored cells of one variant's finished campaign, from its stores and journal
-    (as `campaign report` reads them)."""
+    (as `campaign report` reads them); replay: each forecast made again by this
+    checkout from the records it had (replayed)."""
     campaign = campaign_file.load(path)
     parallel_of = {
         c.id: part.workload.parallel
@@ -211,12 +217,19 @@ def scores(variant: str, workload: str, path: Path) -> list[Score]:
         for c in part.cells
     }
     forecasts = scoring.load(Journal(campaign.out, campaign.name), parallel_of)
+    again = replayed(campaign) if replay else {}
     out = []
     for r in comparison.load(campaign):
         for s in r.summaries:
             if s.workers < 2 or s.efficiency is None:
                 continue
-            plan = forecasts.of(r.tb.name, s, "plan") or {}
+            key = (r.tb.name, s.parallel or "ddp", s.batch, s.workers, s.gpus_per_node)
+            if replay:
+                plan = again.get((*key, "plan")) or {}
+                booking = _number((again.get((*key, "booking")) or {}).get("efficiency"))
+            else:
+                plan = forecasts.of(r.tb.name, s, "plan") or {}
+                booking = forecasts.efficiency(r.tb.name, s, "booking")
             out.append(
                 Score(
                     variant,
@@ -229,9 +242,37 @@ def scores(variant: str, workload: str, path: Path) -> list[Score]:
                     _number(plan.get("efficiency")),
                     _number(plan.get("efficiency_low")),
                     _number(plan.get("efficiency_high")),
-                    forecasts.efficiency(r.tb.name, s, "booking"),
+                    booking,
                 )
             )
+    return out
+
+
+def replayed(campaign: Campaign) -> dict[tuple[object, ...], dict[str, Any]]:
+    """Every cell's plan and re-forecast as this checkout makes them from what each had:
+    the plan the runs before booking alone, the re-forecast also the earlier testbeds'
+    stores (a testbed's own none: it was not booked yet). Keyed as scoring.Forecasts,
+    with the forecast's name last."""
+    out: dict[tuple[object, ...], dict[str, Any]] = {}
+    for tb in campaign.testbeds:
+        earlier = [t for t in campaign.testbeds if t.index < tb.index]
+        known = forecast.gather(campaign, [*earlier, tb])
+        none: dict[str, list[dict[str, Any]]] = {name: [] for name in known.runs}
+        made = {
+            "plan": (replace(known, runs=dict(none), probes=dict(none)), []),
+            "booking": (
+                replace(
+                    known, runs={**known.runs, tb.name: []}, probes={**known.probes, tb.name: []}
+                ),
+                earlier,
+            ),
+        }
+        parallel = {c.id: part.workload.parallel or "ddp" for part in tb.parts for c in part.cells}
+        for name, (had, before) in made.items():
+            for f in forecast.forecast_from(had, campaign, tb, before):
+                c = f.cell
+                key = (tb.name, parallel[c.id], c.batch, c.workers, c.gpus_per_node, name)
+                out[key] = f.record()
     return out
 
 
@@ -344,7 +385,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--resume", action="store_true", help="carry on stopped campaigns")
     p.add_argument("--plan", action="store_true", help="print the plans; deploy nothing")
     p.add_argument("--score-only", action="store_true", help="score finished campaigns")
+    p.add_argument(
+        "--replay",
+        action="store_true",
+        help="score finished campaigns, each forecast made again by this checkout",
+    )
     args = p.parse_args(argv)
+    args.score_only = args.score_only or args.replay
     try:
         variants = _names(args.variants, list(VARIANTS), "variants")
         workloads = _names(args.workloads, list(WORKLOADS), "workloads")
@@ -381,13 +428,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.score_only and not (args.out / f"{variant}-{workload}").is_dir():
                 print(f"{variant} x {workload}: not run", file=sys.stderr)
                 continue
-            found = scores(variant, workload, path)
+            found = scores(variant, workload, path, args.replay)
             if not args.score_only:
                 append_scores(args.out / "scores.jsonl", found)
             cells += found
     if cells:
         print("\n".join(table(cells) + [""] + summary_lines(cells)))
         picked = f"--variants {','.join(variants)} --workloads {','.join(workloads)}"
+        if args.replay:
+            at = fingerprint.git_commit() or "this checkout"
+            print(f"\nforecasts replayed at {at} from the records")
+            picked += " --replay"
         print(f"\nreproduce: python evaluation/forecast_variants.py {picked}")
     return 0
 

@@ -115,3 +115,43 @@ def test_score_only_names_the_campaigns_not_run_and_runs_nothing(fv, tmp_path, c
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["pinned x cnn: not run", "half x cnn: not run"]
     assert not [p for p in tmp_path.iterdir() if p.is_dir()]
+
+
+def test_a_replay_makes_each_forecast_from_what_it_had_before_its_booking(fv, tmp_path) -> None:
+    # What the forecasts said when they were made: the plans before anything ran, the
+    # 1 Gbit/s testbed's re-forecast after the 200 Mbit/s one was measured; then that
+    # testbed measures too. The replay, with every store full, says the same.
+    from hpcbench.campaign import forecast
+    from hpcbench.measure.store import Store
+    from tests.unit.test_forecast import baseline, probe
+
+    path = tmp_path / "pinned-cnn.yaml"
+    path.write_text(fv.campaign_text("pinned", "cnn", tmp_path, 0))
+    campaign = campaign_file.load(path)
+    slow, fast = campaign.testbeds
+
+    def said(tb) -> dict:
+        return {f.cell.id: f.record() for f in forecast.testbed_forecast(campaign, tb)}
+
+    plans = {tb.name: said(tb) for tb in (slow, fast)}
+    Store(campaign.testbed_out(slow)).append(baseline(150.0))
+    Store(campaign.testbed_out(slow)).append(probe(2, 0.95 * 200e6 / 8))
+    booking = said(fast)
+    Store(campaign.testbed_out(fast)).append(baseline(80.0))
+    Store(campaign.testbed_out(fast)).append(probe(2, 0.5 * 1e9 / 8))
+    assert said(fast) != booking  # its own records move its forecast now
+
+    again = fv.replayed(campaign)
+    for tb in (slow, fast):
+        for part in tb.parts:
+            for c in part.cells:
+                key = (
+                    tb.name,
+                    part.workload.parallel or "ddp",
+                    c.batch,
+                    c.workers,
+                    c.gpus_per_node,
+                )
+                assert again[(*key, "plan")] == plans[tb.name][c.id]
+                expected = booking[c.id] if tb is fast else plans[tb.name][c.id]
+                assert again[(*key, "booking")] == expected
