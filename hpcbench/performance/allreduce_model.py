@@ -336,13 +336,14 @@ def _sent(
     fusion: Grouping | None,
     stretch: float = 1.0,
     until: float = 0.0,
-) -> tuple[list[Message], float]:
-    """The all-reduces as they go on the link (bytes, start) and when the last ends;
-    cost: seconds on the link for so many bytes; before `until` (backward's end) an
-    all-reduce goes `stretch` times slower (_overlapped)."""
+) -> tuple[list[Message], float, float]:
+    """The all-reduces as they go on the link (bytes, start), when the last ends, and
+    how long one is in flight before `until` (backward's end); cost: seconds on the
+    link for so many bytes; before `until` an all-reduce goes `stretch` times slower
+    (_overlapped)."""
     queue = sorted(messages, key=lambda m: m.ready_s) if fusion else messages
     sent: list[Message] = []
-    free, i = 0.0, 0
+    free, inflight, i = 0.0, 0.0, 0
     while i < len(queue):
         start = max(free, queue[i].ready_s)
         size = queue[i].bytes
@@ -360,7 +361,8 @@ def _sent(
                 i += 1
         sent.append(Message(size, start))
         free = start + _overlapped(cost(size), start, stretch, until)
-    return sent, free
+        inflight += max(0.0, min(free, until) - start)
+    return sent, free, inflight
 
 
 def _overlapped(cost: float, start: float, stretch: float, until: float) -> float:
@@ -472,10 +474,10 @@ def _replayed(
     each figure's meaning)."""
     group = backend if isinstance(backend, Grouping) else Grouping(backend)
     sent: list[Message] = []
-    comm_end = 0.0
+    comm_end = inflight = 0.0
     if link.workers > 1:
         fusion = group if group.backend == "horovod" else None
-        sent, comm_end = _sent(
+        sent, comm_end, inflight = _sent(
             grads if fusion else group(grads),
             link.allreduce_time,
             fusion,
@@ -492,17 +494,6 @@ def _replayed(
     # While an all-reduce is in flight the backend's threads run it, not their cycle
     # between all-reduces: the probe's figures per byte beside all-reduces come out
     # the same at 200 Mbit/s and 1 Gbit/s only so (docs/method.md, "CPU nodes").
-    inflight = sum(
-        max(
-            0.0,
-            min(
-                m.ready_s + _overlapped(cost, m.ready_s, cpu.overlap_stretch, backward_end),
-                backward_end,
-            )
-            - m.ready_s,
-        )
-        for m, (_, cost) in zip(sent, costs, strict=True)
-    )
     compute = step_time_1 + share / (1.0 - share) * max(0.0, step_time_1 - inflight)
     step = max(compute + exposed + slowdown, compute + cpu_work)
     t_ar = link.allreduce_time(total_bytes)
@@ -653,8 +644,8 @@ def cpu_work_seen(probe: dict[str, Any]) -> CpuWorkSeen | None:
     over the middle phase's wall W is then l (1 - b) + b W of the computation's own
     time; on one-core nodes at 200 Mbit/s the record's l came to -6.6 ns a byte with
     b = 0.17, and this to 1.5-1.7, as at 1 Gbit/s (+0.1 and 1.4-1.8) and as Gloo's
-    DDP probes (b = 0: 1.1-1.8). The figure is the ranks' mean; its noise the larger of
-    two the record holds: how far the ranks' figures scatter (half their range), and
+    DDP probes (b = 0: 1.1-1.8). The figure is the ranks' weighted by their own noise
+    (_weighted); its noise the larger of two the record holds: how far the ranks' figures scatter (half their range), and
     how far a rank's figure would move had its slower alone phase been taken for the
     computation's speed (the ranks' mean): the host's own noise over the bytes
     all-reduced, which grows with the time each byte takes on the link."""
