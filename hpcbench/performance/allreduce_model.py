@@ -645,10 +645,11 @@ def cpu_work_seen(probe: dict[str, Any]) -> CpuWorkSeen | None:
     time; on one-core nodes at 200 Mbit/s the record's l came to -6.6 ns a byte with
     b = 0.17, and this to 1.5-1.7, as at 1 Gbit/s (+0.1 and 1.4-1.8) and as Gloo's
     DDP probes (b = 0: 1.1-1.8). The figure is the ranks' weighted by their own noise
-    (_weighted); its noise the larger of two the record holds: how far the ranks' figures scatter (half their range), and
-    how far a rank's figure would move had its slower alone phase been taken for the
-    computation's speed (the ranks' mean): the host's own noise over the bytes
-    all-reduced, which grows with the time each byte takes on the link."""
+    (_weighted); its noise the larger of two the record holds: how far the ranks'
+    figures scatter (half their range), and how far a rank's figure would move had its
+    slower alone phase been taken for the computation's speed (the ranks' mean): the
+    host's own noise over the bytes all-reduced, which grows with the time each byte
+    takes on the link."""
     work = probe.get("cpu_work")
     work = work if isinstance(work, dict) else {}
     value = work.get("lost_s_per_byte")
