@@ -243,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     fingerprints = comm.gather(runtime.fingerprint(device, comm))
     timeline["end"] = time.time()
     if comm.rank == 0:
+        source = nodemon.cpu_source()
         for name, done in swept.items():
             for r in done:
                 print(
@@ -256,8 +257,10 @@ def main(argv: list[str] | None = None) -> int:
                 "backend": args.backend,
                 "workers": n,
                 "device": device.type,
-                # The node's CPU quota (cores), against which cpu_s is charged.
-                "cpus": nodemon.cpu_source()["cpus"],
+                # The node's CPU quota (cores), against which cpu_s is charged, and the
+                # CFS period it is counted over (None: no quota).
+                "cpus": source["cpus"],
+                "cpu_period_s": source["period_s"],
                 "results": results,  # all-reduce, as before the other collectives
                 **{name: swept[name] for name in EXTRA if name in swept},
                 # What the backend ran for each collective (Gloo emulates reduce-scatter).

@@ -74,7 +74,8 @@ def cpu_source(
     root: Path = CGROUP, proc_cgroup: Path = PROC_CGROUP, where: str | None = None
 ) -> dict[str, Any]:
     """Where this node's CPU time is counted and what limits it: the nearest cgroup with a
-    CPU quota (a container's, under cgroup v1 or v2), else the whole machine; `limit`
+    CPU quota (a container's, under cgroup v1 or v2; `period_s` the CFS period it is
+    counted over), else the whole machine (`period_s` None); `limit`
     says both the quota and the CPU placement (`where`: placement() unless given). With
     the host's cgroup namespace (Docker's default on cgroup v1) /sys/fs/cgroup is the
     host's tree, so the node's own cgroup is found from /proc/self/cgroup."""
@@ -88,6 +89,7 @@ def cpu_source(
                 return {
                     "usage": (d / "cpu.stat", "usage_usec", 1e-6),
                     "cpus": int(quota[0]) / int(quota[1]),
+                    "period_s": int(quota[1]) * 1e-6,
                     "limit": f"cgroup quota {quota[0]}/{quota[1]} us, {where}",
                 }
     if "cpu" in own:
@@ -101,11 +103,17 @@ def cpu_source(
                 return {
                     "usage": (acct_dir / rel / "cpuacct.usage", "", 1e-9),
                     "cpus": int(quota) / period,
+                    "period_s": period * 1e-6,
                     "limit": f"cgroup quota {quota}/{period} us, {where}",
                 }
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
     total = os.cpu_count() or 1
-    return {"usage": None, "cpus": float(cpus or total), "limit": f"no quota, {where}"}
+    return {
+        "usage": None,
+        "cpus": float(cpus or total),
+        "period_s": None,
+        "limit": f"no quota, {where}",
+    }
 
 
 def cpu_usage_s(source: dict[str, Any], proc_stat: Path = PROC_STAT) -> float | None:

@@ -107,6 +107,7 @@ def run_probe(target: Target, nodes: int, probe: ProbeSpec) -> dict:
         record["results"] = result["results"]
         record["device"] = result["device"]
         record["cpus"] = result.get("cpus")  # the nodes' CPU quota (bench/allreduce.py)
+        record["cpu_period_s"] = result.get("cpu_period_s")  # and its CFS period
         # CPU nodes: the all-reduce's work told from its waiting (None on GPUs).
         record["cpu_work"] = result.get("cpu_work")
         # True: the budget ran out before --probe-max-bytes; results hold what completed.

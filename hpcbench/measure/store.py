@@ -58,6 +58,8 @@ LOCK_FILE = ".lock"
 #      2026-12-02  the method label names every option that decides what a run
 #                  measures (hpcbench/measure/identity.py), each left out at its
 #                  default: the labels of the runs before are as they were
+#      2026-12-07  + a probe's cpu_period_s (absent: the kernel's default period,
+#                  allreduce_model.CFS_PERIOD_S)
 # A change of a field's meaning or unit is version 2, with a reader for 1.
 # What is read: version 1, every line of it, the one format written so far; there is
 # no older format and so no reader for one. ADDED_LATER is part of version 1 as it is
@@ -255,6 +257,9 @@ _PROBE = {
         "budget_s": _SECONDS_OR_NULL,
         "stopped_early": {"type": ["boolean", "null"]},
         "cpus": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1e6},
+        # The CFS period the quota is counted over (bench/nodemon.py; the kernel takes
+        # 1 ms-1 s: Documentation/scheduler/sched-bwc.rst).
+        "cpu_period_s": {"type": ["number", "null"], "minimum": 1e-3, "maximum": 1.0},
         # bench/allreduce.py's CPU-work phase on CPU nodes (performance/allreduce_model.py reads it)
         "cpu_work": {
             "type": ["object", "null"],

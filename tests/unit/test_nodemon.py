@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -37,7 +39,7 @@ def _v1(tmp: Path, quota: int) -> tuple[Path, Path]:
 def test_v1_container_quota_found_from_its_own_cgroup(tmp_path) -> None:
     root, proc = _v1(tmp_path, 50000)
     source = nodemon.cpu_source(root, proc, where="not pinned (any of 2 CPUs)")
-    assert source["cpus"] == 0.5
+    assert source["cpus"] == 0.5 and source["period_s"] == pytest.approx(0.1)
     assert source["limit"] == "cgroup quota 50000/100000 us, not pinned (any of 2 CPUs)"
     assert nodemon.cpu_usage_s(source) == 5.0
 
@@ -47,18 +49,19 @@ def test_v2_quota_and_usage(tmp_path) -> None:
     (root / "node").mkdir(parents=True)
     (root / "cgroup.controllers").write_text("cpu\n")
     (root / "node" / "cgroup.controllers").write_text("cpu\n")
-    (root / "node" / "cpu.max").write_text("200000 100000\n")
+    (root / "node" / "cpu.max").write_text("200000 50000\n")
     (root / "node" / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 1\n")
     proc = tmp_path / "cgroup.proc"
     proc.write_text("0::/node\n")
     source = nodemon.cpu_source(root, proc)
-    assert source["cpus"] == 2.0 and nodemon.cpu_usage_s(source) == 2.5
+    assert source["cpus"] == 4.0 and source["period_s"] == pytest.approx(0.05)
+    assert nodemon.cpu_usage_s(source) == 2.5
 
 
 def test_no_quota_falls_back_to_the_machine(tmp_path) -> None:
     root, proc = _v1(tmp_path, -1)
     source = nodemon.cpu_source(root, proc)
-    assert source["usage"] is None
+    assert source["usage"] is None and source["period_s"] is None
     assert source["limit"].startswith("no quota, ")
     stat = tmp_path / "stat"
     stat.write_text("cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 1 1 1 1\n")
