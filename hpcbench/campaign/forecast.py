@@ -237,7 +237,8 @@ def _across(known: Known, tb: TestbedPlan, earlier: Sequence[TestbedPlan]) -> pl
             continue
         model = allreduce_model.link_model(probes[-1])
         assert model is not None
-        share = min(1.0, model.busbw * 8 / other_rate)
+        probed = min(1.0, model.busbw * 8 / other_rate)
+        share = allreduce_model.throttled_share(probes[-1], probed, other_rate / 8, rate / 8)
         work = carried_cpu_work(known, tb, earlier)
         network = plans.probed(probes[-1], rate * share / 8 / model.busbw)
         assert network is not None
@@ -245,6 +246,7 @@ def _across(known: Known, tb: TestbedPlan, earlier: Sequence[TestbedPlan]) -> pl
             network,
             cpu=replace(network.cpu, s_per_byte=work.s_per_byte or 0.0),
             source=f"{_rate(rate)} x {share:.2f}, the share probed on {other.name}"
+            + _throttled_said(probes[-1], probed, other_rate, share)
             + plans.collectives_said(probes[-1])
             + _background_said(probes[-1], other)
             + (f"; {work.said}" if work.said else ""),
@@ -253,6 +255,17 @@ def _across(known: Known, tb: TestbedPlan, earlier: Sequence[TestbedPlan]) -> pl
     if tb.hardware.link_efficiency is not None:
         return plans.nominal(rate, transport, tb.hardware.link_efficiency, "given in hardware:")
     return plans.nominal(rate, transport)
+
+
+def _throttled_said(probe: dict[str, Any], probed: float, rate: float, share: float) -> str:
+    """Where the share was carried to another rate through the nodes' CFS stops."""
+    if share == probed:
+        return ""
+    stopped, period = allreduce_model.throttled_s(probe), allreduce_model.cfs_period_s(probe)
+    return (
+        f" ({probed:.2f} of {_rate(rate)}, the nodes' quota stopping them"
+        f" {stopped * 1e3:.0f} of each {period * 1e3:.0f} ms)"
+    )
 
 
 @dataclass(frozen=True)

@@ -488,3 +488,62 @@ def test_the_point_lies_in_its_band_whatever_the_cpu_work_and_background_share(
         assert p.efficiency_low <= p.efficiency * (1 + 1e-9)
         assert p.efficiency <= p.efficiency_high * (1 + 1e-9)
         assert p.efficiency_high <= 1.0 + 1e-12
+
+
+def _swept(cpus, cpu_s_per_s, period_s=None):
+    """A probe record of `cpus` cores whose all-reduce of the largest size took
+    cpu_s_per_s CPU seconds a second (the half-core Horovod probes: 0.50)."""
+    record = {
+        "cpus": cpus,
+        "results": [{"bytes": 2**26, "time_s": 3.3, "cpu_s": 3.3 * cpu_s_per_s}],
+    }
+    return record if period_s is None else {**record, "cpu_period_s": period_s}
+
+
+def test_a_node_short_of_a_core_whose_backend_polls_stands_still_the_rest_of_each_period():
+    assert allreduce_model.throttled_s(_swept(0.5, 0.50)) == pytest.approx(0.05)
+    assert allreduce_model.throttled_s(_swept(0.2, 0.199, period_s=0.05)) == pytest.approx(0.04)
+    # Gloo waits (0.01-0.05 CPU s a second on the same nodes): never throttled.
+    assert allreduce_model.throttled_s(_swept(0.5, 0.05)) == 0.0
+    # A whole core or more: the polling thread has its core.
+    assert allreduce_model.throttled_s(_swept(1.0, 0.99)) == 0.0
+    # No quota said, no CPU time, or none of it finite: nothing is known to stop.
+    assert allreduce_model.throttled_s({"results": _swept(0.5, 0.5)["results"]}) == 0.0
+    assert allreduce_model.throttled_s({"cpus": 0.5, "results": [{"time_s": 1.0}]}) == 0.0
+    assert allreduce_model.throttled_s(_swept(0.5, math.nan)) == 0.0
+
+
+def test_a_throttled_share_is_carried_to_another_rate_through_what_the_sockets_hold():
+    """The half-core Horovod nodes: 0.655 of 200 Mbit/s (the fit of their probe) gives
+    0.531 of 1 Gbit/s; carried unchanged it said 0.655, the 1 Gbit/s nodes' own probe
+    measured 0.40 (fit) to 0.54 (largest size)."""
+    half = _swept(0.5, 0.50)
+    slow, fast = 200e6 / 8, 1e9 / 8
+    share = allreduce_model.throttled_share(half, 0.655, slow, fast)
+    assert share == pytest.approx(0.531, abs=0.001)
+    # The same rate gives the share back; back from 1 Gbit/s gives 0.655 again.
+    assert allreduce_model.throttled_share(half, 0.655, slow, slow) == pytest.approx(0.655)
+    assert allreduce_model.throttled_share(half, share, fast, slow) == pytest.approx(0.655)
+    # Not throttled, or slower than the stops explain: the share as probed.
+    assert allreduce_model.throttled_share(_swept(1.0, 0.99), 0.9, slow, fast) == 0.9
+    assert allreduce_model.throttled_share(half, 0.4, slow, fast) == 0.4
+    assert allreduce_model.throttled_share(half, 1.0, slow, fast) == 1.0
+
+
+@given(
+    st.floats(0.05, 0.95),
+    st.floats(0.0, 1.0),
+    st.floats(1e5, 1e11),
+    st.floats(1e5, 1e11),
+    st.sampled_from([None, 0.001, 0.1, 1.0]),
+)
+def test_a_carried_share_never_rises_with_the_rate_and_stays_between_quota_and_one(
+    cpus, share, rate, to_rate, period
+):
+    record = _swept(cpus, cpus, period)
+    carried = allreduce_model.throttled_share(record, share, rate, to_rate)
+    assert 0.0 <= carried <= 1.0
+    if share > cpus:  # the stops explain the loss: the share moves within 1 - quota
+        assert cpus - 1e-9 <= carried <= 1.0
+        faster = allreduce_model.throttled_share(record, share, rate, to_rate * 2)
+        assert faster <= carried + 1e-9

@@ -326,6 +326,25 @@ def test_the_next_testbed_takes_the_link_share_and_cpu_work_probed_on_the_earlie
     assert own.busbw == pytest.approx(100e6, rel=1e-6) and "probed on this testbed" in own.source
 
 
+def test_a_share_probed_on_throttled_nodes_is_carried_through_their_stops(
+    tmp_path: Path,
+) -> None:
+    """Half-core nodes whose Horovod probe polled its whole quota at 200 Mbit/s: the
+    1 Gbit/s testbed takes the share those stops leave at its rate, and says so."""
+    campaign = two_local(tmp_path)
+    slow, fast = campaign.testbeds
+    polled = probe(2, 0.655 * 200e6 / 8, cpus=0.5)
+    for r in polled["results"]:
+        r["cpu_s"] = 0.5 * r["time_s"]
+    Store(campaign.testbed_out(slow)).append(polled)
+    basis = forecast.link_basis(forecast.gather(campaign, [slow, fast]), fast, [slow])
+    assert basis.busbw == pytest.approx(0.531 * 1e9 / 8, rel=0.002)
+    assert basis.source.startswith(
+        "1 Gbit/s x 0.53, the share probed on slow (0.66 of 200 Mbit/s, the nodes' quota"
+        " stopping them 50 of each 100 ms)"
+    )
+
+
 def test_a_forecast_reads_its_inputs_first_and_computes_with_no_file_open(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
