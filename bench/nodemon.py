@@ -89,7 +89,7 @@ def cpu_source(
                 return {
                     "usage": (d / "cpu.stat", "usage_usec", 1e-6),
                     "cpus": int(quota[0]) / int(quota[1]),
-                    "period_s": int(quota[1]) * 1e-6,
+                    "period_s": int(quota[1]) / 1e6,
                     "limit": f"cgroup quota {quota[0]}/{quota[1]} us, {where}",
                 }
     if "cpu" in own:
@@ -103,7 +103,7 @@ def cpu_source(
                 return {
                     "usage": (acct_dir / rel / "cpuacct.usage", "", 1e-9),
                     "cpus": int(quota) / period,
-                    "period_s": period * 1e-6,
+                    "period_s": period / 1e6,
                     "limit": f"cgroup quota {quota}/{period} us, {where}",
                 }
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
